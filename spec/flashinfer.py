@@ -1,0 +1,42 @@
+"""FlashInfer's side of the contract, as the spec needs it.
+
+The decode kernel (``checkpointing_ssu``) decides on its own when to checkpoint
+and never writes the trackers back; ``replayssm_materialize`` trusts its plan
+without checks in release builds. These predicates state what those kernels do
+and require, so proofs can compare the host's mirror against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .geometry import Geometry
+from .vocab import conj, ite
+
+
+def kernel_checkpoints(pnat: Any, row_len: Any, max_window: Any) -> Any:
+    """The decode kernel folds its committed rows when ``pnat + row_len > max_window``."""
+    return pnat + row_len > max_window
+
+
+def kernel_ring_len(max_window: Any, num_tokens: Any) -> Any:
+    """The ring FlashInfer sizes for a window and a step length: ``R = W + T``."""
+    return max_window + num_tokens
+
+
+def materialize_ring_row(start: Any, k: Any, ring_len: Any) -> Any:
+    """Ring row ``k`` of a replay: one conditional subtraction, exact only while ``start + k < 2R``."""
+    row = start + k
+    return ite(row >= ring_len, row - ring_len, row)
+
+
+def materialize_plan_ok(ring_start: Any, replay_len: Any, source_committed: Any, geo: Geometry) -> Any:
+    """``replayssm_materialize``'s contract on one active plan: ring start in
+    ``[0, R)``, replay length in ``[0, W]`` and not above the source's committed rows."""
+    return conj(
+        ring_start >= 0,
+        ring_start < geo.ring_len,
+        replay_len >= 0,
+        replay_len <= geo.window,
+        replay_len <= source_committed,
+    )

@@ -1,0 +1,165 @@
+"""Memory as the kernels see it: named buffers, guarded loads and stores.
+
+A transition never indexes an array directly. It calls ``mem.load`` and
+``mem.store`` with a *guard* (Triton's mask) and iterates loops with
+``mem.each``. Each memory is one interpreter of the same transition:
+
+* :class:`ConcreteMemory` runs one program on Python ints (the oracle) and
+  faults on any out-of-bounds access or any value its buffer cannot hold;
+* :class:`VectorMemory` runs all programs of a launch at once on numpy arrays;
+* ``replayssm.verify.memory.SymbolicMemory`` records every access as Z3 terms.
+
+An index is a tuple with one component per buffer dimension, so a column past
+the end of a block-table row is out of bounds even where the flat address
+would land in the next row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class MemoryFault(IndexError):
+    """A guarded access whose index lies outside its buffer."""
+
+    def __init__(self, buffer: str, index: tuple, shape: tuple) -> None:
+        super().__init__(f"out-of-bounds access to {buffer}{list(index)} (shape {list(shape)})")
+        self.buffer, self.index, self.shape = buffer, index, shape
+
+
+class ValueOverflow(OverflowError):
+    """A store of a value its buffer's integer type cannot represent."""
+
+    def __init__(self, buffer: str, index: tuple, value: int, dtype: Any) -> None:
+        super().__init__(f"store of {value} into {buffer}{list(index)} overflows {dtype}")
+        self.buffer, self.index, self.value = buffer, index, value
+
+
+@dataclass(frozen=True)
+class Write:
+    """One guarded store, in program order."""
+
+    buffer: str
+    index: tuple
+    value: Any
+    guard: Any
+    program: tuple = ()
+
+
+class Memory(Protocol):
+    """What a transition may do with memory."""
+
+    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any: ...
+
+    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None: ...
+
+    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]: ...
+
+
+def _check_value(buffer: str, arr: np.ndarray, index: tuple, value: int) -> None:
+    info = np.iinfo(arr.dtype) if arr.dtype.kind in "iu" else None
+    if info is not None and not (info.min <= value <= info.max):
+        raise ValueOverflow(buffer, index, value, arr.dtype)
+
+
+@dataclass
+class ConcreteMemory:
+    """The oracle's memory: numpy buffers, one program at a time.
+
+    Loads return Python ints; every executed access is bounds-checked and every
+    stored value must fit its buffer. ``writes`` logs the stores that executed.
+    """
+
+    buffers: Mapping[str, np.ndarray]
+    program: tuple = ()
+    writes: list[Write] = field(default_factory=list)
+
+    def _checked(self, buffer: str, index: tuple) -> tuple:
+        arr = self.buffers[buffer]
+        if len(index) != arr.ndim or any(
+            not (0 <= i < n) for i, n in zip(index, arr.shape)
+        ):
+            raise MemoryFault(buffer, index, arr.shape)
+        return tuple(int(i) for i in index)
+
+    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+        if not guard:
+            return other
+        return int(self.buffers[buffer][self._checked(buffer, index)])
+
+    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+        if not guard:
+            return
+        idx = self._checked(buffer, index)
+        arr = self.buffers[buffer]
+        _check_value(buffer, arr, idx, int(value))
+        arr[idx] = int(value)
+        self.writes.append(Write(buffer, idx, int(value), True, self.program))
+
+    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+        return iter(range(int(lo), int(hi)) if guard else ())
+
+
+@dataclass
+class VectorMemory:
+    """All programs of one launch side by side, one numpy lane per program.
+
+    Stores execute statement by statement across lanes in lane order, so two
+    lanes writing one entry leave the later lane's value: equal to the
+    sequential oracle whenever the launch is deterministic.
+    """
+
+    buffers: Mapping[str, np.ndarray]
+    lanes: int
+    _masks: list[np.ndarray] = field(default_factory=list)
+
+    def _mask(self, guard: Any) -> np.ndarray:
+        m = np.broadcast_to(np.asarray(guard, dtype=bool), (self.lanes,))
+        for extra in self._masks:
+            m = m & extra
+        return m
+
+    def _lanes_index(self, buffer: str, index: tuple, mask: np.ndarray) -> tuple:
+        arr = self.buffers[buffer]
+        comps = [np.broadcast_to(np.asarray(i, dtype=np.int64), (self.lanes,)) for i in index]
+        for c, n in zip(comps, arr.shape):
+            bad = mask & ((c < 0) | (c >= n))
+            if bad.any():
+                lane = int(np.argmax(bad))
+                raise MemoryFault(buffer, tuple(int(x[lane]) for x in comps), arr.shape)
+        return tuple(np.where(mask, c, 0) for c in comps)
+
+    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+        mask = self._mask(guard)
+        idx = self._lanes_index(buffer, index, mask)
+        return np.where(mask, self.buffers[buffer][idx].astype(np.int64), other)
+
+    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+        mask = self._mask(guard)
+        if not mask.any():
+            return
+        idx = self._lanes_index(buffer, index, mask)
+        arr = self.buffers[buffer]
+        vals = np.broadcast_to(np.asarray(value, dtype=np.int64), (self.lanes,))[mask]
+        info = np.iinfo(arr.dtype)
+        if vals.size and (vals.min() < info.min or vals.max() > info.max):
+            lane = int(np.argmax((vals < info.min) | (vals > info.max)))
+            raise ValueOverflow(buffer, tuple(int(i[mask][lane]) for i in idx), int(vals[lane]), arr.dtype)
+        arr[tuple(i[mask] for i in idx)] = vals
+
+    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+        lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (self.lanes,))
+        hi = np.broadcast_to(np.asarray(hi, dtype=np.int64), (self.lanes,))
+        live = self._mask(guard) & (lo < hi)
+        if not live.any():
+            return
+        for v in range(int(lo[live].min()), int(hi[live].max())):
+            self._masks.append(live & (lo <= v) & (v < hi))
+            try:
+                yield v
+            finally:
+                self._masks.pop()

@@ -1,0 +1,139 @@
+"""The arithmetic vocabulary every spec transition is written in.
+
+A transition uses Python's ``+ - *`` and comparisons, plus the functions here.
+Each function picks its interpreter from its arguments:
+
+* Python ints and bools: the oracle;
+* numpy arrays: the oracle vectorized over the programs of one launch;
+* any object with a ``__vocab__`` attribute (the Z3 terms of
+  ``replayssm.verify.terms``): that object's vocabulary.
+
+Division and remainder follow the kernels' C semantics (truncation toward
+zero; the remainder takes the dividend's sign), never Python's floor rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+class _PythonVocab:
+    """Python ints and bools: eager, exact."""
+
+    @staticmethod
+    def ite(c: Any, a: Any, b: Any) -> Any:
+        return a if c else b
+
+    @staticmethod
+    def cdiv(a: int, b: int) -> int:
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
+
+    @staticmethod
+    def conj(*xs: Any) -> bool:
+        return all(xs)
+
+    @staticmethod
+    def disj(*xs: Any) -> bool:
+        return any(xs)
+
+    @staticmethod
+    def negate(x: Any) -> bool:
+        return not x
+
+
+class _NumpyVocab:
+    """numpy arrays: element-wise, one element per program."""
+
+    @staticmethod
+    def ite(c: Any, a: Any, b: Any) -> Any:
+        return np.where(c, a, b)
+
+    @staticmethod
+    def cdiv(a: Any, b: Any) -> Any:
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        q = np.abs(a) // np.abs(b)
+        return np.where((a >= 0) == (b > 0), q, -q)
+
+    @staticmethod
+    def conj(*xs: Any) -> Any:
+        out = np.asarray(xs[0], dtype=bool)
+        for x in xs[1:]:
+            out = out & np.asarray(x, dtype=bool)
+        return out
+
+    @staticmethod
+    def disj(*xs: Any) -> Any:
+        out = np.asarray(xs[0], dtype=bool)
+        for x in xs[1:]:
+            out = out | np.asarray(x, dtype=bool)
+        return out
+
+    @staticmethod
+    def negate(x: Any) -> Any:
+        return ~np.asarray(x, dtype=bool)
+
+
+def vocab_of(*xs: Any) -> Any:
+    """The interpreter that evaluates an operation on these arguments."""
+    for x in xs:
+        v = getattr(x, "__vocab__", None)
+        if v is not None:
+            return v
+    for x in xs:
+        if isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, (np.bool_,)):
+            return _NumpyVocab
+        if isinstance(x, np.bool_):
+            return _NumpyVocab
+    return _PythonVocab
+
+
+def ite(c: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``c`` holds, else ``b`` (Triton's ``tl.where``)."""
+    return vocab_of(c, a, b).ite(c, a, b)
+
+
+def cdiv(a: Any, b: Any) -> Any:
+    """C division: the quotient truncated toward zero."""
+    return vocab_of(a, b).cdiv(a, b)
+
+
+def cmod(a: Any, b: Any) -> Any:
+    """C remainder: ``a - b * cdiv(a, b)``, with the sign of ``a``."""
+    return a - b * cdiv(a, b)
+
+
+def imax(a: Any, b: Any) -> Any:
+    """The larger of two integers."""
+    return ite(a >= b, a, b)
+
+
+def imin(a: Any, b: Any) -> Any:
+    """The smaller of two integers."""
+    return ite(a <= b, a, b)
+
+
+def conj(*xs: Any) -> Any:
+    """Logical and."""
+    return vocab_of(*xs).conj(*xs)
+
+
+def disj(*xs: Any) -> Any:
+    """Logical or."""
+    return vocab_of(*xs).disj(*xs)
+
+
+def negate(x: Any) -> Any:
+    """Logical not."""
+    return vocab_of(x).negate(x)
+
+
+def implies(a: Any, b: Any) -> Any:
+    """Logical implication."""
+    return disj(negate(a), b)
