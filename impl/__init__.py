@@ -1,0 +1,1 @@
+"""ReplaySSM worker-side implementation: Triton kernels, context, trackers, materialize."""
