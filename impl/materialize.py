@@ -46,16 +46,21 @@ def _resolve(field: str, table: torch.Tensor, layer: int, strides: torch.Tensor 
     return tensor
 
 
-def _stochastic_round(values: torch.Tensor, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Round float32 ``values`` to ``dtype`` up or down with probability by distance (unbiased)."""
-    nearest = values.to(dtype)
+def _stochastic_round(values: torch.Tensor, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Round float32 ``values`` to ``dtype`` up or down with probability by distance (unbiased).
+
+    Computed on the CPU with a CPU generator seeded by ``seed``, so the result
+    is the same for a given seed on every device.
+    """
+    exact = values.cpu()
+    nearest = exact.to(dtype)
     near = nearest.float()
-    toward = torch.where(values > near, torch.full_like(near, float("inf")), torch.full_like(near, float("-inf")))
-    other = torch.nextafter(nearest, toward.to(dtype)).float()
+    direction = torch.where(exact > near, float("inf"), float("-inf")).to(dtype)
+    other = torch.nextafter(nearest, direction).float()
     gap = (other - near).abs()
-    frac = torch.where(gap > 0, (values - near).abs() / gap, torch.zeros_like(gap))
-    draw = torch.rand(values.shape, generator=generator, device=values.device)
-    return torch.where(draw < frac, other, near).to(dtype)
+    frac = torch.where(gap > 0, (exact - near).abs() / gap, torch.zeros_like(gap))
+    draw = torch.rand(exact.shape, generator=torch.Generator().manual_seed(seed))
+    return torch.where(draw < frac, other, near).to(dtype).to(values.device)
 
 
 def torch_replayssm_materialize(
@@ -100,7 +105,7 @@ def torch_replayssm_materialize(
     ``exp(total - c_k) * dt_k`` and rounded to bfloat16; the new state is
     ``S * exp(total) + sum_k x_k (outer) B'_k`` (float32 accumulation), rounded
     to ``state_dtype`` (stochastically for float16 when ``philox_rounds > 0``,
-    with torch's generator seeded from ``rand_seed`` and the layer: unbiased
+    with a CPU generator seeded from ``rand_seed`` and the layer: unbiased
     like FlashInfer's Philox rounding, not bit-equal to it). Quantized (8-bit)
     states are not supported. ``dependency_*`` anchors only order work under
     ``torch.compile`` and are not read.
@@ -190,9 +195,8 @@ def torch_replayssm_materialize(
             update = torch.einsum("hkd,hkn->hdn", x, b_scaled)
             new_state = state[src].float() * torch.exp(total)[:, None, None] + update
             if philox_rounds > 0 and state_dtype == torch.float16:
-                generator = torch.Generator(device=device)
-                generator.manual_seed((seed + 0x9E3779B97F4A7C15 * (layer + 1)) % (1 << 63))
-                state[dst] = _stochastic_round(new_state, state_dtype, generator)
+                layer_seed = (seed + 0x9E3779B97F4A7C15 * (layer + 1)) % (1 << 63)
+                state[dst] = _stochastic_round(new_state, state_dtype, layer_seed)
             else:
                 state[dst] = new_state.to(state_dtype)
 

@@ -24,7 +24,8 @@ mkdir -p /tmp/fib && tar -xJf .gpu/flashinfer_bundle.tar.xz -C /tmp/fib &&
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl ||
   { echo "bundle setup failed"; exit 2; }
 
-# The package mapping of pyproject.toml (replayssm.impl -> impl/, ...) without an install.
+# The package mapping of pyproject.toml (replayssm.impl -> impl/, ...) without an install;
+# pytest runs under `python3 -P` so that ./replayssm (no impl/ inside) does not shadow it.
 SHIM=/tmp/replayssm_shim
 rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
 for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
@@ -54,7 +55,7 @@ wait
 echo "prebuild: ${SECONDS}s" | tee -a "$LOG/prebuild.log"
 
 SECONDS=0
-python3 -m pytest -m gpu tests/impl -q -rfEs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log"
+python3 -P -m pytest -m gpu tests/impl -q -rfEs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log"
 status=${PIPESTATUS[0]}
 echo "pytest: ${SECONDS}s, exit $status" | tee -a "$LOG/pytest.log"
 echo "--- FlashInfer vs torch (comparison.jsonl)"
@@ -63,7 +64,7 @@ cat "$REPLAYSSM_GPU_REPORT" 2>/dev/null
 if command -v compute-sanitizer >/dev/null; then
   SECONDS=0
   timeout 150 compute-sanitizer --tool memcheck --target-processes all \
-    python3 -m pytest -m gpu tests/impl/test_impl_postprocess.py -q -k all_variants -p no:cacheprovider \
+    python3 -P -m pytest -m gpu tests/impl/test_impl_postprocess.py -q -k all_variants -p no:cacheprovider \
     >"$LOG/memcheck.log" 2>&1
   echo "memcheck: exit $?, ${SECONDS}s; $(grep -E 'ERROR SUMMARY|passed|failed' "$LOG/memcheck.log" | tail -3 | tr '\n' ' ')"
 fi

@@ -160,11 +160,12 @@ def test_stochastic_rounding_float16_picks_a_neighbour(device: torch.device) -> 
     model.groups[0][0].mamba_config.enable_stochastic_rounding = True
     model.ctx.materialize("torch")
     plain.ctx.materialize("torch")
-    got = model.groups[0][0].kv_cache[1][5].float()
-    nearest = plain.groups[0][0].kv_cache[1][5]
+    got = model.groups[0][0].kv_cache[1][5].float().cpu()
+    nearest = plain.groups[0][0].kv_cache[1][5].cpu()
     lower = torch.nextafter(nearest, torch.full_like(nearest, -float("inf"))).float()
     upper = torch.nextafter(nearest, torch.full_like(nearest, float("inf"))).float()
     assert bool(((got >= lower) & (got <= upper)).all())
+    assert not torch.equal(got, nearest.float())  # some elements were rounded the other way
 
 
 @pytest.mark.parametrize(
