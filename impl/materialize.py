@@ -150,10 +150,14 @@ def torch_replayssm_materialize(
     dst_rows = dst_slots.tolist()
     seed = int(rand_seed.reshape(-1)[0]) if philox_rounds > 0 and rand_seed is not None else 0
     group_of_head = torch.arange(num_heads, device=device) // heads_per_group
+    listed = active.index(-1) if -1 in active else len(active)
+    if any(r != -1 for r in active[listed:]):
+        # FlashInfer's persistent CTAs each stop at the -1 they meet, so an entry
+        # after the first -1 may still be processed there: not a valid list.
+        raise fail("active_request_indices", "distinct indices followed by -1 entries only",
+                   active)
     seen: set[int] = set()
-    for request in active:
-        if request < 0:
-            break
+    for request in active[:listed]:
         if request >= batch or request in seen:
             raise fail("active_request_indices", f"distinct indices in [0, {batch}) before the first -1", request)
         seen.add(request)

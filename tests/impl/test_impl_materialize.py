@@ -138,8 +138,8 @@ def test_zero_length_replay_is_bit_exact(device: torch.device) -> None:
 def test_pad_pairs_skipped_and_stop_at_first_minus_one(device: torch.device) -> None:
     model = model_for(device, torch.float32, layers=3)
     ctx = model.ctx
+    # Rows 1 and 2 have plans but are not listed: the list ends at the first -1.
     set_plan(model, {0: (1, 5, 0, 2), 1: (2, 6, 0, 2), 2: (3, 7, 0, 2)}, [0])
-    ctx.active_request_indices.copy_(i32([0, -1, 1, 2], device))  # 1, 2 hidden behind -1
     ctx.src_slots[1, 0] = 0  # layer 1: pad source
     ctx.dst_slots[2, 0] = 0  # layer 2: pad destination
     before = [layer.kv_cache[1].clone() for layer in model.groups[0]]
@@ -150,6 +150,16 @@ def test_pad_pairs_skipped_and_stop_at_first_minus_one(device: torch.device) -> 
         for s in range(12):
             if (layer, s) != (0, 5):
                 assert torch.equal(after[layer][s], before[layer][s]), (layer, s)
+
+
+def test_entries_after_first_minus_one_are_rejected(device: torch.device) -> None:
+    model = model_for(device, torch.float32)
+    set_plan(model, {0: (1, 5, 0, 2), 1: (2, 6, 0, 2)}, [0])
+    model.ctx.active_request_indices.copy_(i32([0, -1, 1, -1], device))
+    before = model.groups[0][0].kv_cache[1].clone()
+    with pytest.raises(ValueError, match="active_request_indices: must be distinct indices followed by -1"):
+        model.ctx.materialize("torch")
+    assert torch.equal(model.groups[0][0].kv_cache[1], before)
 
 
 def test_stochastic_rounding_float16_picks_a_neighbour(device: torch.device) -> None:
@@ -209,6 +219,8 @@ def test_torch_backend_rejects_bad_static_arguments(device: torch.device) -> Non
 
 
 def test_backend_selection(monkeypatch: pytest.MonkeyPatch, device: torch.device) -> None:
+    from replayssm.impl import materialize
+
     monkeypatch.delenv("REPLAYSSM_MATERIALIZE", raising=False)
     assert _load_replayssm_materialize("torch") is torch_replayssm_materialize
     monkeypatch.setenv("REPLAYSSM_MATERIALIZE", "torch")
@@ -219,12 +231,17 @@ def test_backend_selection(monkeypatch: pytest.MonkeyPatch, device: torch.device
     with pytest.raises(ValueError, match="backend"):
         _load_replayssm_materialize("triton")
     monkeypatch.delenv("REPLAYSSM_MATERIALIZE")
-    # Automatic choice on this device's tables: the torch reference for CPU tables.
+    # Automatic choice: FlashInfer for CUDA tables when it imports, else torch.
+    calls: list[str] = []
+    monkeypatch.setattr(materialize, "torch_replayssm_materialize", lambda *a, **k: calls.append("torch"))
+    monkeypatch.setattr(materialize, "_flashinfer_materialize",
+                        lambda: (lambda *a, **k: calls.append("flashinfer")))
     model = model_for(device, torch.float32)
     model.ctx.materialize_backend = None
-    set_plan(model, {0: (1, 5, 0, 0)}, [0])
     model.ctx.materialize()
-    assert torch.equal(model.groups[0][0].kv_cache[1][5], model.groups[0][0].kv_cache[1][1])
+    monkeypatch.setattr(materialize, "_flashinfer_materialize", lambda: None)
+    model.ctx.materialize()
+    assert calls == ["flashinfer" if device.type == "cuda" else "torch", "torch"]
 
 
 def test_flashinfer_backend_unavailable_is_a_value_error() -> None:

@@ -36,7 +36,7 @@ def test_binding_shares_sizes_and_picks_lowest_index_planner(device: torch.devic
         assert layer._replayssm_prev_num_accepted is first._replayssm_prev_num_accepted
     assert first._replayssm_ring_start.shape == (6,)
     assert first._replayssm_ring_start.dtype == torch.int32
-    assert first._replayssm_ring_start.device == device
+    assert first._replayssm_ring_start.device.type == device.type
     assert first._replayssm_ring_start.tolist() == [0] * 6
     assert [ctx[n]._plans_replayssm_decode for n in g0] == [False, True, False]
     other = ctx["model.layers.3.mixer"]
