@@ -92,14 +92,14 @@ class ReplaySSMModelContext:
         """
         check_create(grouped, max_num_reqs)
         mixers = [mixer for layers, _, _ in grouped for mixer in layers]
-        first = mixers[0]
+        lead = mixers[0]
         spec = grouped[0][1]
-        device = first.kv_cache[1].device
-        block_tables = [table for _, _, table in grouped]
-        src_slots = torch.full(
-            (len(mixers), max_num_reqs), NULL_BLOCK_ID, dtype=torch.int32, device=device
-        )
-        dst_slots = torch.full_like(src_slots, NULL_BLOCK_ID)
+        state0 = lead.kv_cache[1]
+        device = state0.device
+        block_tables = [entry[2] for entry in grouped]
+        i32 = dict(dtype=torch.int32, device=device)
+        src_slots = torch.full((len(mixers), max_num_reqs), NULL_BLOCK_ID, **i32)
+        dst_slots = src_slots.clone()
         # Row of the first layer of each group inside the flat [layer, row] tables.
         group_first_layer = []
         seen = 0
@@ -119,9 +119,7 @@ class ReplaySSMModelContext:
             ),
             src_slots_ptrs=i64_ptrs([src_slots[i] for i in group_first_layer], device),
             dst_slots_ptrs=i64_ptrs([dst_slots[i] for i in group_first_layer], device),
-            num_layers=torch.tensor(
-                [len(layers) for layers, _, _ in grouped], dtype=torch.int32, device=device
-            ),
+            num_layers=torch.tensor([len(entry[0]) for entry in grouped], **i32),
             materialize_tables=_ReplaySSMMaterializeTables(
                 state_ptrs=i64_ptrs([c[1] for c in caches], device),
                 state_slot_strides=i64_slot_strides([c[1] for c in caches], device),
@@ -137,15 +135,13 @@ class ReplaySSMModelContext:
             ),
             src_slots=src_slots,
             dst_slots=dst_slots,
-            plan_ring_start=torch.zeros(max_num_reqs, dtype=torch.int32, device=device),
-            plan_flush_count=torch.full((max_num_reqs,), -1, dtype=torch.int32, device=device),
-            active_request_indices=torch.full(
-                (max_num_reqs,), -1, dtype=torch.int32, device=device
-            ),
+            plan_ring_start=torch.zeros(max_num_reqs, **i32),
+            plan_flush_count=torch.full((max_num_reqs,), -1, **i32),
+            active_request_indices=torch.full((max_num_reqs,), -1, **i32),
             max_num_reqs=max_num_reqs,
             mamba_block_size=spec.block_size,
-            logical_window=int(first.replayssm_buffer_len),
-            ring_buffer_len=first.kv_cache[2].size(2),
+            logical_window=int(lead.replayssm_buffer_len),
+            ring_buffer_len=lead.kv_cache[2].shape[2],
             materialize_prefixes=spec.mamba_cache_mode == "align",
         )
 
@@ -161,33 +157,23 @@ class ReplaySSMModelContext:
         backend is ``backend``, else ``materialize_backend``, else the automatic
         choice of :func:`_load_replayssm_materialize`.
         """
-        first = self.mixers[0]
-        config = first.mamba_config
-        rand_seed = None
-        philox_rounds = 0
-        if config.enable_stochastic_rounding:
-            rand_seed = torch.randint(0, 2**32, (1,), device=self.device, dtype=torch.int64)
-            philox_rounds = config.stochastic_rounding_philox_rounds or 10
-        state = first.kv_cache[1]
-        _load_replayssm_materialize(backend or self.materialize_backend)(
+        lead = self.mixers[0]
+        state, x_cache, b_cache = lead.kv_cache[1], lead.kv_cache[2], lead.kv_cache[4]
+        heads = state.shape[1]
+        seed, rounds = None, 0
+        if lead.mamba_config.enable_stochastic_rounding:
+            seed = torch.randint(0, 2**32, (1,), dtype=torch.int64, device=self.device)
+            rounds = lead.mamba_config.stochastic_rounding_philox_rounds or 10
+        run = _load_replayssm_materialize(backend or self.materialize_backend)
+        run(
             *self.materialize_tables,
-            self.src_slots,
-            self.dst_slots,
-            self.plan_ring_start,
-            self.plan_flush_count,
-            self.active_request_indices,
-            state_dtype=state.dtype,
-            input_dtype=first.kv_cache[2].dtype,
-            matrixA_dtype=first.A.dtype,
-            dim=state.size(2),
-            dstate=state.size(3),
-            num_heads=state.size(1),
-            heads_per_group=state.size(1) // first.kv_cache[4].size(1),
-            max_window=self.logical_window,
-            ring_buffer_len=self.ring_buffer_len,
-            pad_slot_id=NULL_BLOCK_ID,
-            rand_seed=rand_seed,
-            philox_rounds=philox_rounds,
+            self.src_slots, self.dst_slots,
+            self.plan_ring_start, self.plan_flush_count, self.active_request_indices,
+            state_dtype=state.dtype, input_dtype=x_cache.dtype, matrixA_dtype=lead.A.dtype,
+            dim=state.shape[2], dstate=state.shape[3], num_heads=heads,
+            heads_per_group=heads // b_cache.shape[1],
+            max_window=self.logical_window, ring_buffer_len=self.ring_buffer_len,
+            pad_slot_id=NULL_BLOCK_ID, rand_seed=seed, philox_rounds=rounds,
         )
 
     def _materialize(self) -> None:
@@ -214,16 +200,12 @@ class ReplaySSMModelContext:
         )
         if num_reqs == 0:
             return
-        _reset_new_replayssm_slots_kernel[(num_reqs, len(self.block_tables))](
-            idx_mapping,
-            src_cols,
-            dst_cols,
-            self.block_table_ptrs,
-            self.ring_start_ptrs,
-            self.num_committed_ptrs,
+        grid = (num_reqs, len(self.block_tables))
+        _reset_new_replayssm_slots_kernel[grid](
+            idx_mapping, src_cols, dst_cols,
+            self.block_table_ptrs, self.ring_start_ptrs, self.num_committed_ptrs,
             self.block_table_strides,
-            PAD_SLOT_ID=NULL_BLOCK_ID,
-            HAS_IDX_MAPPING=idx_mapping is not None,
+            PAD_SLOT_ID=NULL_BLOCK_ID, HAS_IDX_MAPPING=idx_mapping is not None,
         )
 
     def postprocess(
@@ -258,46 +240,31 @@ class ReplaySSMModelContext:
         )
         if num_reqs == 0:
             return
-        _postprocess_replayssm_kernel[(num_reqs, len(self.block_tables))](
-            idx_mapping,
-            query_metadata,
-            num_computed_tokens,
-            num_accepted_tokens,
-            is_prefilling,
-            live_cols,
-            self.block_table_ptrs,
-            self.ring_start_ptrs,
-            self.num_committed_ptrs,
-            self.src_slots_ptrs,
-            self.dst_slots_ptrs,
-            self.plan_ring_start,
-            self.plan_flush_count,
-            self.block_table_strides,
-            self.num_layers,
-            MAX_NUM_REQS=self.max_num_reqs,
-            MAMBA_BLOCK_SIZE=self.mamba_block_size,
-            LOGICAL_WINDOW=self.logical_window,
-            RING_BUFFER_LEN=self.ring_buffer_len,
+        grid = (num_reqs, len(self.block_tables))
+        has_mapping = idx_mapping is not None
+        _postprocess_replayssm_kernel[grid](
+            idx_mapping, query_metadata, num_computed_tokens, num_accepted_tokens,
+            is_prefilling, live_cols,
+            self.block_table_ptrs, self.ring_start_ptrs, self.num_committed_ptrs,
+            self.src_slots_ptrs, self.dst_slots_ptrs,
+            self.plan_ring_start, self.plan_flush_count,
+            self.block_table_strides, self.num_layers,
+            MAX_NUM_REQS=self.max_num_reqs, MAMBA_BLOCK_SIZE=self.mamba_block_size,
+            LOGICAL_WINDOW=self.logical_window, RING_BUFFER_LEN=self.ring_buffer_len,
             PAD_SLOT_ID=NULL_BLOCK_ID,
-            QUERY_METADATA_IS_CUMULATIVE=query_metadata_is_cumulative,
-            NUM_COMPUTED_IS_POST_STEP=num_computed_is_post_step,
-            HAS_IDX_MAPPING=idx_mapping is not None,
+            QUERY_METADATA_IS_CUMULATIVE=query_metadata_is_cumulative, HAS_IDX_MAPPING=has_mapping,
+            NUM_COMPUTED_IS_POST_STEP=num_computed_is_post_step, LIVE_COL_IS_ZERO=live_cols is None,
             MATERIALIZE_PREFIXES=self.materialize_prefixes,
-            LIVE_COL_IS_ZERO=live_cols is None,
         )
-        if not self.materialize_prefixes:
-            return
-        self.compact(num_reqs)
-        self._materialize()
+        if self.materialize_prefixes:
+            self.compact(num_reqs)
+            self._materialize()
 
     def compact(self, num_reqs: int) -> None:
         """Rebuild ``active_request_indices`` from ``plan_flush_count`` for rows below ``num_reqs``."""
         if isinstance(num_reqs, bool) or not isinstance(num_reqs, int) or not 0 <= num_reqs <= self.max_num_reqs:
             raise fail("num_reqs", f"an int in [0, {self.max_num_reqs}]", num_reqs)
         _compact_replayssm_requests_kernel[(1,)](
-            self.plan_flush_count,
-            self.active_request_indices,
-            num_reqs,
-            MAX_NUM_REQS=self.max_num_reqs,
-            BLOCK_SIZE=triton.next_power_of_2(self.max_num_reqs),
+            self.plan_flush_count, self.active_request_indices, num_reqs,
+            MAX_NUM_REQS=self.max_num_reqs, BLOCK_SIZE=triton.next_power_of_2(self.max_num_reqs),
         )

@@ -119,10 +119,10 @@ def _postprocess_replayssm_kernel(
         if request < 0:
             return
 
-    if QUERY_METADATA_IS_CUMULATIVE:
-        step_len = tl.load(query_metadata + row + 1) - tl.load(query_metadata + row)
-    else:
+    if not QUERY_METADATA_IS_CUMULATIVE:
         step_len = tl.load(query_metadata + row)
+    else:
+        step_len = tl.load(query_metadata + row + 1) - tl.load(query_metadata + row)
 
     computed_in = tl.load(num_computed_tokens + request)
     if NUM_COMPUTED_IS_POST_STEP:

@@ -30,16 +30,16 @@ def initialize_replayssm_ring_trackers(
     """
     check_kv_cache_config(kv_cache_config)
     check_forward_context(forward_context)
-    for group in kv_cache_config.kv_cache_groups:
+    for group_spec in kv_cache_config.kv_cache_groups:
         names = [
             name
-            for name in group.layer_names
+            for name in group_spec.layer_names
             if isinstance(forward_context.get(name), MambaBase)
             and forward_context[name].use_replayssm
         ]
         if not names:
             continue
-        layers = [forward_context[name] for name in names]
+        layers = [forward_context[n] for n in names]
         conv_state = layers[0].kv_cache[0]
         num_slots, device = conv_state.shape[0], conv_state.device
         old_start = layers[0]._replayssm_ring_start
@@ -56,12 +56,11 @@ def initialize_replayssm_ring_trackers(
         else:
             ring_start = torch.zeros(num_slots, dtype=torch.int32, device=device)
             committed = torch.zeros_like(ring_start)
-        for layer in layers:
-            layer._replayssm_ring_start = ring_start
-            layer._replayssm_prev_num_accepted = committed
-            layer._plans_replayssm_decode = False
-        first_executed = min(names, key=extract_layer_index)
-        forward_context[first_executed]._plans_replayssm_decode = True
+        # The layer that runs first in a step (lowest index) plans the group's decode.
+        planner = min(names, key=extract_layer_index)
+        for name, layer in zip(names, layers):
+            layer._replayssm_ring_start, layer._replayssm_prev_num_accepted = ring_start, committed
+            layer._plans_replayssm_decode = name == planner
 
 
 def get_replayssm_block_copy_tensors(
@@ -73,8 +72,9 @@ def get_replayssm_block_copy_tensors(
     in ``forward_context`` order; layers of one group repeat the same shared pair.
     """
     check_forward_context(forward_context)
-    tensors: list[torch.Tensor] = []
-    for layer in forward_context.values():
-        if isinstance(layer, MambaBase) and layer.use_flashinfer_replayssm:
-            tensors.extend((layer._replayssm_ring_start, layer._replayssm_prev_num_accepted))
-    return tensors
+    return [
+        tracker
+        for layer in forward_context.values()
+        if isinstance(layer, MambaBase) and layer.use_flashinfer_replayssm
+        for tracker in (layer._replayssm_ring_start, layer._replayssm_prev_num_accepted)
+    ]
