@@ -214,11 +214,6 @@ def _flashinfer_materialize() -> MaterializeFn | None:
     return replayssm_materialize
 
 
-def flashinfer_available() -> bool:
-    """Whether ``flashinfer.mamba.replayssm_materialize`` imports and CUDA is present."""
-    return torch.cuda.is_available() and _flashinfer_materialize() is not None
-
-
 def _auto_materialize(*args: Any, **kwargs: Any) -> None:
     """FlashInfer for CUDA tables when it is available, the torch reference otherwise."""
     tables_on_cuda = args[0].is_cuda if args else kwargs["state_ptrs"].is_cuda

@@ -54,7 +54,7 @@ def check_vector(
         raise fail(field, f"on device {device}", tensor.device)
     if tensor.dtype not in dtypes:
         raise fail(field, f"of dtype in {[str(d) for d in dtypes]}", tensor.dtype)
-    if tensor.dim() != 1 or tensor.stride(0) != 1:
+    if tensor.dim() != 1 or (tensor.stride(0) != 1 and tensor.numel() > 1):
         raise fail(field, "a contiguous 1-D tensor", f"shape {tuple(tensor.shape)}")
     if tensor.numel() < min_len:
         raise fail(field, f"at least {min_len} entries long", tensor.numel())
