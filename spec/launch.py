@@ -46,10 +46,10 @@ def allocate(
         "plan_ring_start": np.zeros(rows, dtype=i32),
         "plan_flush_count": np.full(rows, -1, dtype=i32),
         "active_request_indices": np.full(rows, -1, dtype=i32),
-        "packed_row0": np.cumsum([0, *layers_per_group[:-1]]).astype(i32),
+        "packed_base": (np.cumsum([0, *layers_per_group[:-1]]) * rows).astype(np.int64),
         "num_layers": np.asarray(layers_per_group, dtype=i32),
-        "src_slots": np.full((sum(layers_per_group), rows), geo.pad_slot, dtype=i32),
-        "dst_slots": np.full((sum(layers_per_group), rows), geo.pad_slot, dtype=i32),
+        "src_slots": np.full(sum(layers_per_group) * rows, geo.pad_slot, dtype=i32),
+        "dst_slots": np.full(sum(layers_per_group) * rows, geo.pad_slot, dtype=i32),
     }
 
 

@@ -16,8 +16,10 @@ Buffers (index tuples): ``idx_mapping[b]``, ``query_metadata[b]``,
 ``num_computed_tokens[r]``, ``num_accepted_tokens[r]``, ``is_prefilling[b]``,
 ``live_cols[r]``, ``block_table[g, b, col]``, ``ring_start[g, slot]``,
 ``num_committed[g, slot]``, ``plan_ring_start[b]``, ``plan_flush_count[b]``,
-``packed_row0[g]`` (the packed-table row of group g's first layer),
-``num_layers[g]``, ``src_slots[layer_row, b]``, ``dst_slots[layer_row, b]``.
+``packed_base[g]`` (where group g's first layer starts in the packed tables:
+``row0 * MAX_NUM_REQS``, the pointer the host hands the kernel), ``num_layers[g]``,
+and the flat packed tables ``src_slots[i]``, ``dst_slots[i]`` of
+``total_layers * MAX_NUM_REQS`` entries.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from .boundary import Boundary, mamba_state_copy_boundary
 from .geometry import Conventions, Geometry
 from .memory import Memory
-from .vocab import cdiv, cmod, conj, imax, ite, negate
+from .vocab import cdiv, cmod, conj, imax, ite, negate, pointer_add
 
 
 @dataclass(frozen=True)
@@ -155,11 +157,12 @@ def postprocess_program(
     materialize = conj(wants, dst_slot != pad)
 
     if conv.materialize_prefixes:
-        row0 = mem.load("packed_row0", (group,), real)
+        base = mem.load("packed_base", (group,), real)
         layers = mem.load("num_layers", (group,), real)
         for layer in mem.each(0, layers, real):
-            mem.store("src_slots", (row0 + layer, batch), ite(materialize, live_slot, pad))
-            mem.store("dst_slots", (row0 + layer, batch), ite(materialize, dst_slot, pad))
+            entry = pointer_add(base, layer * geo.max_num_reqs + batch)
+            mem.store("src_slots", (entry,), ite(materialize, live_slot, pad))
+            mem.store("dst_slots", (entry,), ite(materialize, dst_slot, pad))
 
     prefill = conj(real, row.prefilling)
     decode = conj(real, negate(row.prefilling), valid_live)

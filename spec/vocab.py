@@ -134,6 +134,13 @@ def negate(x: Any) -> Any:
     return vocab_of(x).negate(x)
 
 
+def pointer_add(base: Any, offset: Any) -> Any:
+    """A 64-bit pointer plus an element offset: address arithmetic, not an
+    int32 intermediate."""
+    v = vocab_of(base, offset)
+    return v.pointer_add(base, offset) if hasattr(v, "pointer_add") else base + offset
+
+
 def implies(a: Any, b: Any) -> Any:
     """Logical implication."""
     return disj(negate(a), b)

@@ -1,0 +1,330 @@
+"""What the kernels assume about their callers, as named objects.
+
+Each :class:`Assumption` is a predicate written in the spec vocabulary, so the
+proofs assume it on Z3 terms and the fuzzers' generators check it on the
+inputs they build. :func:`encode_row` is the other half of the contract: how a
+caller lays one row's true step (:class:`GhostRow`) into the kernel inputs
+under each convention. Proofs constrain memory to it; generators write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry
+from .vocab import INT32_MAX, cdiv, conj, disj, implies, ite, negate
+
+MAX_MODEL_LEN_LIMIT = 2**30
+"""The largest ``max_model_len`` the int32 obligations cover."""
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A named caller obligation; ``holds`` is a vocabulary predicate."""
+
+    name: str
+    statement: str
+    holds: Callable[..., Any]
+
+    def __call__(self, *args: Any) -> Any:
+        return self.holds(*args)
+
+
+@dataclass(frozen=True)
+class GhostRow:
+    """One row's step as the scheduler and forward pass know it."""
+
+    computed_before: Any
+    query_len: Any
+    accepted: Any
+    prefilling: Any
+    live_col: Any
+    req: Any
+    cum_base: Any = 0
+
+
+def encode_row(conv: Conventions, batch: Any, row: GhostRow) -> list[tuple[str, tuple, Any]]:
+    """The kernel-input entries (buffer, index, value) a caller writes for ``row``.
+
+    v1 passes per-row lengths and pre-step counts, v2 cumulative offsets,
+    post-step counts (advanced by ``accepted`` on decode rows and by the whole
+    query on prefill rows) and an ``idx_mapping``.
+    """
+    entries: list[tuple[str, tuple, Any]] = []
+    if conv.has_idx_mapping:
+        entries.append(("idx_mapping", (batch,), row.req))
+    if conv.cumulative:
+        entries.append(("query_metadata", (batch,), row.cum_base))
+        entries.append(("query_metadata", (batch + 1,), row.cum_base + row.query_len))
+    else:
+        entries.append(("query_metadata", (batch,), row.query_len))
+    advance = ite(row.prefilling, row.query_len, row.accepted)
+    computed = row.computed_before + advance if conv.post_step else row.computed_before
+    entries.append(("num_computed_tokens", (row.req,), computed))
+    entries.append(("num_accepted_tokens", (row.req,), row.accepted))
+    entries.append(("is_prefilling", (batch,), ite(row.prefilling, 1, 0)))
+    if not conv.live_col_is_zero:
+        entries.append(("live_cols", (row.req,), row.live_col))
+    return entries
+
+
+def _geometry_supported(geo: Geometry) -> Any:
+    return conj(
+        geo.block_size >= 1,
+        geo.window >= 1,
+        geo.window <= MAX_WINDOW_LIMIT,
+        geo.ring_len >= geo.window + 1,
+        geo.max_num_reqs >= 1,
+    )
+
+
+GEOMETRY_SUPPORTED = Assumption(
+    "geometry_supported",
+    "block size >= 1, window W in [1, 16], ring R >= W + 1, max_num_reqs >= 1",
+    _geometry_supported,
+)
+
+
+def _decode_row_fits(geo: Geometry, row: GhostRow) -> Any:
+    return implies(
+        negate(row.prefilling),
+        conj(row.query_len >= 1, row.query_len <= geo.window, row.query_len <= geo.max_step),
+    )
+
+
+DECODE_ROW_FITS = Assumption(
+    "decode_row_fits",
+    "a decode row has 1 <= query_len <= min(W, R - W): FlashInfer's T <= max_window and R = W + T",
+    _decode_row_fits,
+)
+
+
+def _accepted_within_row(geo: Geometry, row: GhostRow) -> Any:
+    return ite(
+        row.prefilling,
+        conj(row.accepted >= 0, row.accepted <= geo.window),
+        conj(row.accepted >= 1, row.accepted <= row.query_len),
+    )
+
+
+ACCEPTED_WITHIN_ROW = Assumption(
+    "accepted_within_row",
+    "a decode row accepts between 1 and query_len tokens; a prefill row's stale count is in [0, W]",
+    _accepted_within_row,
+)
+
+
+def _row_nonempty(geo: Geometry, row: GhostRow) -> Any:
+    return row.query_len >= 1
+
+
+ROW_NONEMPTY = Assumption(
+    "row_nonempty",
+    "every real row schedules at least one token (prefill chunks included)",
+    _row_nonempty,
+)
+
+
+def _decode_within_block(geo: Geometry, row: GhostRow) -> Any:
+    return implies(negate(row.prefilling), row.query_len <= geo.block_size)
+
+
+DECODE_WITHIN_BLOCK = Assumption(
+    "decode_within_block",
+    "a decode step is no longer than a block (so it crosses at most one boundary)",
+    _decode_within_block,
+)
+
+
+def _positions_in_model(geo: Geometry, row: GhostRow, max_model_len: Any) -> Any:
+    after = row.computed_before + ite(row.prefilling, row.query_len, row.accepted)
+    return conj(
+        row.computed_before >= 0,
+        row.query_len >= 0,
+        row.computed_before + row.query_len <= max_model_len,
+        after <= max_model_len,
+        max_model_len <= MAX_MODEL_LEN_LIMIT,
+    )
+
+
+POSITIONS_IN_MODEL = Assumption(
+    "positions_in_model",
+    "0 <= computed_before and computed_before + query_len <= max_model_len <= 2^30",
+    _positions_in_model,
+)
+
+
+def last_scheduled_block(row: GhostRow, block_size: Any) -> Any:
+    """The block of the row's last scheduled token: ``ceil((N + q) / bs) - 1``."""
+    return cdiv(row.computed_before + row.query_len + block_size - 1, block_size) - 1
+
+
+def _live_col_is_last_block(geo: Geometry, conv: Conventions, row: GhostRow) -> Any:
+    if not conv.materialize_prefixes:
+        return row.live_col == 0
+    return row.live_col == last_scheduled_block(row, geo.block_size)
+
+
+LIVE_COL_IS_LAST_BLOCK = Assumption(
+    "live_col_is_last_block",
+    "align mode: the live column is the block of the last scheduled token; mode none: column 0",
+    _live_col_is_last_block,
+)
+
+
+def _prefill_chunk_on_boundary(geo: Geometry, conv: Conventions, row: GhostRow, final_chunk: Any) -> Any:
+    if not conv.materialize_prefixes:
+        return True
+    ends_on_boundary = cdiv(row.computed_before + row.query_len, geo.block_size) * geo.block_size == (
+        row.computed_before + row.query_len
+    )
+    starts_on_boundary = cdiv(row.computed_before, geo.block_size) * geo.block_size == row.computed_before
+    return implies(row.prefilling, conj(disj(final_chunk, ends_on_boundary), starts_on_boundary))
+
+
+PREFILL_CHUNK_ON_BOUNDARY = Assumption(
+    "prefill_chunk_on_boundary",
+    "align mode: a prefill chunk starts on a block boundary and, unless it is the last, ends on one",
+    _prefill_chunk_on_boundary,
+)
+
+
+def _slot_in_capacity(slot: Any, num_slots: Any, pad: Any) -> Any:
+    return disj(slot == pad, conj(slot >= 0, slot < num_slots))
+
+
+SLOT_IN_CAPACITY = Assumption(
+    "slot_in_capacity",
+    "every block-table entry is the null id or a slot below the tracker length",
+    _slot_in_capacity,
+)
+
+
+def _idx_mapping_in_range(req: Any, max_num_reqs: Any) -> Any:
+    return req < max_num_reqs
+
+
+IDX_MAPPING_IN_RANGE = Assumption(
+    "idx_mapping_in_range",
+    "idx_mapping entries are negative (padding) or persistent indices below max_num_reqs",
+    _idx_mapping_in_range,
+)
+
+
+def _columns_in_table(col: Any, num_cols: Any) -> Any:
+    return col < num_cols
+
+
+COLUMNS_IN_TABLE = Assumption(
+    "columns_in_table",
+    "live, source and destination columns are below the block table's width",
+    _columns_in_table,
+)
+
+
+def _model_fits_table(max_model_len: Any, block_size: Any, num_cols: Any) -> Any:
+    return conj(num_cols >= 1, max_model_len <= num_cols * block_size)
+
+
+MODEL_FITS_TABLE = Assumption(
+    "model_fits_table",
+    "the block table has at least one column, and one for every block of max_model_len tokens",
+    _model_fits_table,
+)
+
+
+def _packed_tables_match_layers(base: Any, layers: Any, total_layers: Any, max_num_reqs: Any) -> Any:
+    return conj(
+        base >= 0,
+        layers >= 1,
+        base + layers * max_num_reqs <= total_layers * max_num_reqs,
+        total_layers * max_num_reqs <= INT32_MAX,
+    )
+
+
+PACKED_TABLES_MATCH_LAYERS = Assumption(
+    "packed_tables_match_layers",
+    "each group's packed-table entries [base, base + layers * MAX_NUM_REQS) lie inside the [layer, batch] "
+    "allocation, whose size fits int32",
+    _packed_tables_match_layers,
+)
+
+
+def _packed_groups_disjoint(base_a: Any, layers_a: Any, base_b: Any, layers_b: Any, max_num_reqs: Any, same_group: Any) -> Any:
+    return disj(same_group, base_a + layers_a * max_num_reqs <= base_b, base_b + layers_b * max_num_reqs <= base_a)
+
+
+PACKED_GROUPS_DISJOINT = Assumption(
+    "packed_groups_disjoint",
+    "two cache groups own disjoint rows of the packed [layer, batch] tables",
+    _packed_groups_disjoint,
+)
+
+
+def _batch_in_launch(batch: Any, group: Any, num_reqs: Any, groups: Any, max_num_reqs: Any) -> Any:
+    return conj(batch >= 0, batch < num_reqs, num_reqs <= max_num_reqs, group >= 0, group < groups)
+
+
+BATCH_IN_LAUNCH = Assumption(
+    "batch_in_launch",
+    "0 <= batch < num_reqs <= max_num_reqs and 0 <= group < number of groups",
+    _batch_in_launch,
+)
+
+
+def _exclusive_decode_live_slot(live_slot: Any, decode: Any, other_written_slot: Any, pad: Any) -> Any:
+    return implies(conj(decode, live_slot != pad), other_written_slot != live_slot)
+
+
+EXCLUSIVE_DECODE_LIVE_SLOT = Assumption(
+    "exclusive_decode_live_slot",
+    "within one launch and group, no other row writes the trackers of a decode row's live slot",
+    _exclusive_decode_live_slot,
+)
+
+
+def _fresh_distinct_destinations(dst_slot: Any, other_src_or_dst: Any, pad: Any) -> Any:
+    return implies(dst_slot != pad, dst_slot != other_src_or_dst)
+
+
+FRESH_DISTINCT_DESTINATIONS = Assumption(
+    "fresh_distinct_destinations",
+    "within one migration launch and group, a destination slot is no other row's source or destination",
+    _fresh_distinct_destinations,
+)
+
+
+def _distinct_slots_in_row(slot_a: Any, slot_b: Any, col_a: Any, col_b: Any, pad: Any) -> Any:
+    return implies(conj(col_a != col_b, slot_a != pad), slot_a != slot_b)
+
+
+DISTINCT_SLOTS_IN_ROW = Assumption(
+    "distinct_slots_in_row",
+    "the non-null slots of one block-table row are pairwise distinct",
+    _distinct_slots_in_row,
+)
+
+
+ALL = [
+    GEOMETRY_SUPPORTED,
+    DECODE_ROW_FITS,
+    ACCEPTED_WITHIN_ROW,
+    ROW_NONEMPTY,
+    DECODE_WITHIN_BLOCK,
+    POSITIONS_IN_MODEL,
+    LIVE_COL_IS_LAST_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    SLOT_IN_CAPACITY,
+    IDX_MAPPING_IN_RANGE,
+    COLUMNS_IN_TABLE,
+    MODEL_FITS_TABLE,
+    PACKED_TABLES_MATCH_LAYERS,
+    PACKED_GROUPS_DISJOINT,
+    BATCH_IN_LAUNCH,
+    EXCLUSIVE_DECODE_LIVE_SLOT,
+    FRESH_DISTINCT_DESTINATIONS,
+    DISTINCT_SLOTS_IN_ROW,
+]
+"""Every caller assumption, by name."""

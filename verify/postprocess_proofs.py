@@ -1,0 +1,346 @@
+"""Obligations of the postprocess program, one per property.
+
+Every obligation is proved for each geometry of :data:`GEOMETRIES` and each
+convention combination it concerns, over symbolic positions, row lengths,
+trackers, slots, tables, batch and group indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import z3
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.flashinfer import kernel_checkpoints, materialize_plan_ok
+from replayssm.spec.geometry import Conventions
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, disj, implies, ite, negate
+
+from .obligation import Claim, obligation
+from .scenarios import (
+    GEOMETRIES,
+    INVARIANT_LIVE_REFINES,
+    PostprocessCase,
+    postprocess_case,
+    tracker_in_range,
+)
+from .terms import Sym, lift, named_int
+
+TRACKERS = ("ring_start", "num_committed")
+
+
+REPRESENTATIVE = [
+    Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=m, live_col_is_zero=z)
+    for m in (False, True)
+    for z in (False, True)
+]
+"""The conventions the behavioural obligations run under. ``postprocess.
+conventions_agree`` proves that all 32 combinations decode every row to the
+same positions, so v2's reading (cumulative, post-step, idx_mapping, whose
+padding rows subsume the no-mapping case) stands for the query and count
+conventions; the two flags that change behaviour stay enumerated."""
+
+_CACHE: dict[tuple[str, Conventions], PostprocessCase] = {}
+
+
+def _cases(when: Callable[[Conventions], bool] = lambda c: True) -> Iterator[tuple[str, PostprocessCase]]:
+    for gname, geo in GEOMETRIES.items():
+        for conv in REPRESENTATIVE:
+            if when(conv):
+                key = (gname, conv)
+                if key not in _CACHE:
+                    _CACHE[key] = postprocess_case(conv, geo)
+                yield f"{gname} {conv.label()}", _CACHE[key]
+
+
+def _claim(label: str, c: PostprocessCase, goal: Any, cover: Any = True, extra: list | None = None) -> Claim:
+    return Claim(goal, c.assumptions + (extra or []), cover, label, c.show(), [c.mem])
+
+
+def _align(conv: Conventions) -> bool:
+    return conv.materialize_prefixes
+
+
+def _refinement(c: PostprocessCase) -> tuple[Any, list]:
+    """The live slot's checkpoint position ``P = N - committed`` (refinement),
+    assumed non-negative on decode rows."""
+    t = c.trace
+    position = c.ghost.computed_before - t.commit.old_committed
+    return position, [(INVARIANT_LIVE_REFINES, implies(t.decode, position >= 0))]
+
+
+def _plan_final(c: PostprocessCase) -> tuple[Sym, Sym]:
+    b = c.trace.batch
+    return c.mem.final("plan_ring_start", (b,)), c.mem.final("plan_flush_count", (b,))
+
+
+def _substitute(term: Any, loop_vars: tuple, values: list) -> Any:
+    pairs = [(lift(v), lift(x)) for v, x in zip(loop_vars, values)]
+    return Sym(z3.substitute(lift(term), *pairs)) if pairs else term
+
+
+def _show_index(index: tuple) -> str:
+    return "[" + ", ".join(str(lift(i)) for i in index) + "]"
+
+
+@obligation("postprocess.conventions_agree", "postprocess",
+            "under all 32 convention combinations a real row decodes to its true step: query length, "
+            "positions before and after, accepted count, prefill flag and live column")
+def conventions_agree() -> Iterator[Claim]:
+    # Decoding never divides by a constexpr except for the live column's block,
+    # so one even and one odd block size cover it.
+    for gname in ("vllm", "odd"):
+        geo = GEOMETRIES[gname]
+        for conv in Conventions.all():
+            c = postprocess_case(conv, geo)
+            t, g = c.trace, c.ghost
+            advance = ite(g.prefilling, g.query_len, g.accepted)
+            goal = [
+                ("query_len", t.row.query_len == g.query_len),
+                ("computed_after", t.row.computed_after == g.computed_before + advance),
+                ("accepted", implies(negate(g.prefilling), t.row.accepted == g.accepted)),
+                ("prefilling", t.row.prefilling == g.prefilling),
+                ("live_col", t.live_col == g.live_col),
+                ("computed_before", implies(g.prefilling, t.row.computed_before == g.computed_before)),
+            ]
+            real = negate(t.row.is_padding)
+            goal = [(n, implies(real, x)) for n, x in goal]
+            yield _claim(f"{gname} {conv.label()}", c, goal, conj(real, t.decode))
+
+
+@obligation("postprocess.tracker_range", "postprocess",
+            "every tracker store keeps 0 <= ring_start < R and 0 <= num_committed <= W (inductive)")
+def tracker_range() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = conj(*[implies(w.guard, tracker_in_range(w.buffer, w.value, c.geo))
+                      for w in c.mem.writes if w.buffer in TRACKERS])
+        yield _claim(label, c, goal, conj(c.trace.decode, c.trace.commit.checkpointed))
+
+
+@obligation("postprocess.capacity", "postprocess",
+            "a decode row's appended rows never overwrite committed rows: committed + T_row <= R")
+def capacity() -> Iterator[Claim]:
+    for label, c in _cases():
+        t = c.trace
+        goal = implies(t.decode, t.commit.old_committed + c.ghost.query_len <= c.geo.ring_len)
+        yield _claim(label, c, goal, t.decode)
+
+
+@obligation("postprocess.mirror", "postprocess",
+            "the host's checkpoint decision equals FlashInfer's rule pnat + row_len > max_window for the row's true length")
+def mirror() -> Iterator[Claim]:
+    for label, c in _cases():
+        t = c.trace
+        kernel = kernel_checkpoints(t.commit.old_committed, c.ghost.query_len, c.geo.window)
+        goal = implies(t.decode, t.commit.checkpointed == kernel)
+        yield _claim(label, c, goal, conj(t.decode, t.commit.checkpointed))
+
+
+@obligation("postprocess.plan_contract", "postprocess",
+            "every active plan meets replayssm_materialize's contract: ring start in [0, R), "
+            "replay length in [0, W] and not above the source's committed count after the step")
+def plan_contract() -> Iterator[Claim]:
+    for label, c in _cases(_align):
+        t = c.trace
+        start, flush = _plan_final(c)
+        source_committed = ite(t.decode, t.commit.next_committed, 0)
+        active = conj(t.group == 0, flush >= 0)
+        goal = implies(active, materialize_plan_ok(start, flush, source_committed, c.geo))
+        yield _claim(label, c, goal, conj(active, t.decode, flush > 0))
+
+
+@obligation("postprocess.replay_reaches_boundary", "postprocess",
+            "the replay length equals aligned - P of the source checkpoint after the step, so the "
+            "published state is exactly the state at the boundary; a prefill copy starts at the boundary")
+def replay_reaches_boundary() -> Iterator[Claim]:
+    for label, c in _cases(_align):
+        t = c.trace
+        position, refines = _refinement(c)
+        after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+        decode_ok = implies(conj(t.decode, t.wants_materialize),
+                            conj(t.plan_flush == t.boundary.aligned - after_step))
+        prefill_ok = implies(conj(t.prefill, t.wants_materialize), t.boundary.aligned == t.row.computed_after)
+        yield _claim(label, c, conj(decode_ok, prefill_ok), conj(t.decode, t.wants_materialize), refines)
+
+
+@obligation("postprocess.publish_canonical", "postprocess",
+            "a published destination ends the step canonical: trackers (0, 0), at the block ending at aligned")
+def publish_canonical() -> Iterator[Claim]:
+    for label, c in _cases(_align):
+        t, g = c.trace, c.trace.group
+        goal = implies(t.materialize, conj(
+            c.mem.final("ring_start", (g, t.dst_slot)) == 0,
+            c.mem.final("num_committed", (g, t.dst_slot)) == 0,
+            (t.boundary.dst_col + 1) * c.geo.block_size == t.boundary.aligned,
+        ))
+        yield _claim(label, c, goal, conj(t.materialize, t.decode))
+
+
+@obligation("postprocess.prefill_resets", "postprocess",
+            "a prefill row leaves (0, 0) in every non-null slot of the columns it touched (align) or in "
+            "its live slot (none), and the live column is among the touched ones")
+def prefill_resets() -> Iterator[Claim]:
+    for label, c in _cases():
+        t, g, b = c.trace, c.trace.group, c.trace.batch
+        if c.conv.materialize_prefixes:
+            col = named_int("touched_col")
+            slot = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, b, col)]))
+            touched = conj(t.prefill, col >= t.first_col, col <= t.last_col, slot != c.geo.pad_slot)
+            goal = conj(
+                implies(touched, conj(*[c.mem.final(buf, (g, slot)) == 0 for buf in TRACKERS])),
+                implies(conj(t.prefill, t.valid_live), conj(t.live_col >= t.first_col, t.live_col <= t.last_col)),
+            )
+            extra = [(env.SLOT_IN_CAPACITY.name, env.SLOT_IN_CAPACITY(slot, c.sizes.num_slots, c.geo.pad_slot))]
+            cover = conj(touched, t.last_col > t.first_col, col != t.live_col)
+        else:
+            goal = implies(conj(t.prefill, t.valid_live),
+                           conj(*[c.mem.final(buf, (g, t.live_slot)) == 0 for buf in TRACKERS]))
+            extra, cover = [], conj(t.prefill, t.valid_live)
+        yield _claim(label, c, goal, cover, extra)
+
+
+@obligation("postprocess.live_commit_refines", "postprocess",
+            "after a decode step the live slot refines the request (P' + committed = N'), or it was "
+            "published in place exactly at N' with trackers (0, 0)")
+def live_commit_refines() -> Iterator[Claim]:
+    for label, c in _cases():
+        t, g = c.trace, c.trace.group
+        position, refines = _refinement(c)
+        after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+        start = c.mem.final("ring_start", (g, t.live_slot))
+        committed = c.mem.final("num_committed", (g, t.live_slot))
+        in_place = conj(t.materialize, t.dst_slot == t.live_slot)
+        goal = implies(t.decode, ite(
+            in_place,
+            conj(start == 0, committed == 0, t.boundary.aligned == t.row.computed_after),
+            conj(start == t.commit.next_start, committed == t.commit.next_committed,
+                 after_step + t.commit.next_committed == t.row.computed_after),
+        ))
+        cover = conj(t.decode, in_place) if c.conv.materialize_prefixes else t.decode
+        yield _claim(label, c, goal, cover, refines)
+
+
+@obligation("postprocess.plan_per_group", "postprocess",
+            "only group 0 writes the shared plan; every group writes its own source and destination "
+            "slot for each of its layers, or the pad id when nothing is published")
+def plan_per_group() -> Iterator[Claim]:
+    for label, c in _cases(_align):
+        t, mem, geo = c.trace, c.mem, c.geo
+        plan_writes = [w for w in mem.writes if w.buffer in ("plan_ring_start", "plan_flush_count")]
+        only_group0 = conj(*[implies(w.guard, t.group == 0) for w in plan_writes])
+        layer = named_int("any_layer")
+        base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
+        layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
+        entry = base + layer * geo.max_num_reqs + t.batch
+        expected = {"src_slots": ite(t.materialize, t.live_slot, geo.pad_slot),
+                    "dst_slots": ite(t.materialize, t.dst_slot, geo.pad_slot)}
+        every_layer = []
+        for w in mem.writes:
+            if w.buffer in expected:
+                hit = _substitute(conj(w.guard, w.index[0] == entry), w.loop_vars, [layer])
+                value = _substitute(w.value, w.loop_vars, [layer])
+                every_layer.append(conj(hit, value == expected[w.buffer]))
+        real = negate(c.trace.row.is_padding)
+        goal = conj(only_group0, implies(conj(real, layer >= 0, layer < layers), conj(*every_layer)))
+        yield _claim(label, c, goal, conj(real, t.materialize, t.group != 0, layers > 1))
+
+
+@obligation("postprocess.frame", "postprocess",
+            "a program stores only to its group's live, destination and prefill-touched slots, its own "
+            "plan entry (group 0) and its group's packed entries for its row; a padding row only clears its plan")
+def frame() -> Iterator[Claim]:
+    for label, c in _cases():
+        t, mem, geo = c.trace, c.mem, c.geo
+        base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
+        layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
+        real = negate(t.row.is_padding)
+        parts = []
+        for w in mem.writes:
+            if w.buffer in TRACKERS:
+                touched = [conj(v >= t.first_col, v <= t.last_col,
+                                w.index[1] == Sym(z3.Select(mem.array("block_table"), *[lift(x) for x in (t.group, t.batch, v)])))
+                           for v in w.loop_vars]
+                ok = conj(real, w.index[0] == t.group,
+                          disj(w.index[1] == t.live_slot, w.index[1] == t.dst_slot, *touched))
+            elif w.buffer in ("plan_ring_start", "plan_flush_count"):
+                ok = conj(t.group == 0, w.index[0] == t.batch)
+            else:
+                ok = conj(real, disj(*[conj(v >= 0, v < layers,
+                                            w.index[0] == base + v * geo.max_num_reqs + t.batch) for v in w.loop_vars]))
+            parts.append(implies(w.guard, ok))
+        yield _claim(label, c, conj(*parts), conj(t.prefill, t.last_col > t.first_col))
+
+
+@obligation("postprocess.padding_rows", "postprocess",
+            "a padding row (negative idx_mapping) gets the empty plan (ring start 0, replay -1) and nothing else")
+def padding_rows() -> Iterator[Claim]:
+    for label, c in _cases(lambda conv: conv.has_idx_mapping):
+        t = c.trace
+        start, flush = _plan_final(c)
+        others = [w.guard for w in c.mem.writes if w.buffer not in ("plan_ring_start", "plan_flush_count")]
+        goal = implies(t.row.is_padding, conj(
+            implies(t.group == 0, conj(start == 0, flush == -1)), *[negate(g) for g in others]))
+        yield _claim(label, c, goal, conj(t.row.is_padding, t.group == 0))
+
+
+@obligation("postprocess.memory_safety", "postprocess",
+            "every table column, slot id, tracker index, plan entry and packed-table entry the program "
+            "touches is in bounds")
+def memory_safety() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = [(lambda a=a: f"{a.kind} {a.buffer}{_show_index(a.index)}", c.mem.in_bounds(a)) for a in c.mem.accesses]
+        yield _claim(label, c, goal, c.trace.wants_materialize if c.conv.materialize_prefixes else c.trace.decode)
+
+
+@obligation("postprocess.int32", "postprocess",
+            "no integer intermediate of the program leaves int32, for max_model_len up to 2^30")
+def int32() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = [(lambda x=x: f"int32: {x}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
+                for x, where in c.intermediates]
+        yield _claim(label, c, goal, c.trace.decode)
+
+
+@obligation("postprocess.determinism", "postprocess",
+            "no two programs of one launch store different values to one entry, and no program reads "
+            "a tracker another one writes, when no other row writes a decode row's live slot")
+def determinism() -> Iterator[Claim]:
+    for gname, geo in GEOMETRIES.items():
+        for conv in REPRESENTATIVE:
+            arrays: dict = {}
+            p = postprocess_case(conv, geo, program="p", arrays=arrays)
+            q = postprocess_case(conv, geo, program="q", arrays=arrays, sizes=p.sizes)
+            yield _race_claim(f"{gname} {conv.label()}", p, q)
+
+
+def _race_claim(label: str, p: PostprocessCase, q: PostprocessCase) -> Claim:
+    pad = p.geo.pad_slot
+    distinct = disj(p.trace.batch != q.trace.batch, p.trace.group != q.trace.group)
+    aliasing = []
+    for me, other in ((p, q), (q, p)):
+        for w in other.mem.writes:
+            if w.buffer in TRACKERS:
+                same_group = conj(w.guard, w.index[0] == me.trace.group)
+                aliasing.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(
+                    same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(me.trace.live_slot, me.trace.decode, w.index[1], pad))))
+    same = []
+    for wp in p.mem.writes:
+        for wq in q.mem.writes:
+            if wp.buffer == wq.buffer:
+                clash = conj(wp.guard, wq.guard, *[a == b for a, b in zip(wp.index, wq.index)])
+                same.append(implies(clash, wp.value == wq.value))
+    for me, other in ((p, q), (q, p)):
+        for r in me.mem.reads:
+            if r.buffer in TRACKERS:
+                for w in other.mem.writes:
+                    if w.buffer == r.buffer:
+                        same.append(negate(conj(r.guard, w.guard, *[a == b for a, b in zip(r.index, w.index)])))
+    rows = [[Sym(z3.Select(p.mem.array(buf), lift(c.trace.group))) for buf in ("packed_base", "num_layers")] for c in (p, q)]
+    (base_p, layers_p), (base_q, layers_q) = rows
+    aliasing.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
+        base_p, layers_p, base_q, layers_q, p.geo.max_num_reqs, p.trace.group == q.trace.group)))
+    shared_plan = conj(p.trace.group == q.trace.group, p.trace.decode, q.trace.prefill)
+    return Claim(conj(*same), p.assumptions + q.assumptions + aliasing + [("distinct_programs", distinct)],
+                 shared_plan, label, {**{f"p.{k}": v for k, v in p.show().items()},
+                                      **{f"q.{k}": v for k, v in q.show().items()}}, [p.mem, q.mem])

@@ -1,0 +1,193 @@
+"""The Z3 interpreter of the spec vocabulary.
+
+:class:`Sym` wraps a Z3 integer or boolean term and overloads Python's
+arithmetic and comparisons, so a spec transition runs on it unchanged. Every
+integer result of ``+ - *``, ``cdiv`` and ``cmod`` is recorded while a
+:func:`recording` block is open: the int32 obligations check each of them.
+Using a symbolic value in a Python ``if`` raises, since the spec must branch
+with ``ite``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import z3
+
+_recorders: list[list[tuple[z3.ArithRef, list]]] = []
+_context: list[Any] = []
+_fresh = itertools.count()
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[z3.ArithRef, list]]]:
+    """Collect every integer intermediate computed inside the block, with the
+    loop-range guards in force where it was computed."""
+    terms: list[tuple[z3.ArithRef, list]] = []
+    _recorders.append(terms)
+    try:
+        yield terms
+    finally:
+        _recorders.pop()
+
+
+@contextmanager
+def within(guard: Any) -> Iterator[None]:
+    """Intermediates computed inside the block only matter where ``guard`` holds."""
+    _context.append(guard)
+    try:
+        yield
+    finally:
+        _context.pop()
+
+
+def _note(term: z3.ExprRef) -> z3.ExprRef:
+    if _recorders and z3.is_int(term):
+        _recorders[-1].append((term, list(_context)))
+    return term
+
+
+def lift(x: Any) -> z3.ExprRef:
+    """A Z3 term for a Sym, a Python bool or a Python int."""
+    if isinstance(x, Sym):
+        return x.z
+    if isinstance(x, (bool,)):
+        return z3.BoolVal(x)
+    if isinstance(x, int):
+        return z3.IntVal(x)
+    if isinstance(x, z3.ExprRef):
+        return x
+    raise TypeError(f"cannot interpret {type(x).__name__} {x!r} symbolically")
+
+
+def _z3_cdiv(a: z3.ArithRef, b: Any) -> z3.ArithRef:
+    if isinstance(b, int) and b > 0:
+        return z3.If(a >= 0, a / b, -((-a) / b))
+    bz = lift(b)
+    # Z3's integer division is Euclidean; C truncates toward zero.
+    return z3.If(
+        a >= 0,
+        z3.If(bz > 0, a / bz, -(a / -bz)),
+        z3.If(bz > 0, -((-a) / bz), (-a) / (-bz)),
+    )
+
+
+class _Z3Vocab:
+    @staticmethod
+    def ite(c: Any, a: Any, b: Any) -> "Sym":
+        za, zb = lift(a), lift(b)
+        return Sym(z3.If(lift(c), za, zb))
+
+    @staticmethod
+    def cdiv(a: Any, b: Any) -> "Sym":
+        raw_b = b.z if isinstance(b, Sym) and z3.is_int_value(b.z) else b
+        if isinstance(raw_b, z3.IntNumRef):
+            raw_b = raw_b.as_long()
+        return Sym(_note(_z3_cdiv(lift(a), raw_b)))
+
+    @staticmethod
+    def pointer_add(base: Any, offset: Any) -> "Sym":
+        return Sym(lift(base) + lift(offset))
+
+    @staticmethod
+    def conj(*xs: Any) -> "Sym":
+        return Sym(z3.And(*[lift(x) for x in xs]))
+
+    @staticmethod
+    def disj(*xs: Any) -> "Sym":
+        return Sym(z3.Or(*[lift(x) for x in xs]))
+
+    @staticmethod
+    def negate(x: Any) -> "Sym":
+        return Sym(z3.Not(lift(x)))
+
+
+class Sym:
+    """A Z3 term that behaves like a kernel integer or boolean."""
+
+    __slots__ = ("z",)
+    __vocab__ = _Z3Vocab
+
+    def __init__(self, z: z3.ExprRef) -> None:
+        self.z = z
+
+    def __repr__(self) -> str:
+        return f"Sym({self.z})"
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"symbolic value {self.z} used as a Python bool: the spec must branch with ite()")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _arith(self, other: Any, op: Any) -> "Sym":
+        return Sym(_note(op(self.z, lift(other))))
+
+    def __add__(self, o: Any) -> "Sym":
+        return self._arith(o, lambda a, b: a + b)
+
+    def __radd__(self, o: Any) -> "Sym":
+        return Sym(_note(lift(o) + self.z))
+
+    def __sub__(self, o: Any) -> "Sym":
+        return self._arith(o, lambda a, b: a - b)
+
+    def __rsub__(self, o: Any) -> "Sym":
+        return Sym(_note(lift(o) - self.z))
+
+    def __mul__(self, o: Any) -> "Sym":
+        return self._arith(o, lambda a, b: a * b)
+
+    def __rmul__(self, o: Any) -> "Sym":
+        return Sym(_note(lift(o) * self.z))
+
+    def __neg__(self) -> "Sym":
+        return Sym(_note(-self.z))
+
+    def __lt__(self, o: Any) -> "Sym":
+        return Sym(self.z < lift(o))
+
+    def __le__(self, o: Any) -> "Sym":
+        return Sym(self.z <= lift(o))
+
+    def __gt__(self, o: Any) -> "Sym":
+        return Sym(self.z > lift(o))
+
+    def __ge__(self, o: Any) -> "Sym":
+        return Sym(self.z >= lift(o))
+
+    def __eq__(self, o: Any) -> "Sym":  # type: ignore[override]
+        return Sym(self.z == lift(o))
+
+    def __ne__(self, o: Any) -> "Sym":  # type: ignore[override]
+        return Sym(self.z != lift(o))
+
+    def __and__(self, o: Any) -> "Sym":
+        return Sym(z3.And(self.z, lift(o)))
+
+    __rand__ = __and__
+
+    def __or__(self, o: Any) -> "Sym":
+        return Sym(z3.Or(self.z, lift(o)))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> "Sym":
+        return Sym(z3.Not(self.z))
+
+
+def fresh_int(name: str) -> Sym:
+    """A new unconstrained integer."""
+    return Sym(z3.Int(f"{name}!{next(_fresh)}"))
+
+
+def named_int(name: str) -> Sym:
+    """The integer input called ``name`` (same name, same variable)."""
+    return Sym(z3.Int(name))
+
+
+def named_bool(name: str) -> Sym:
+    """The boolean input called ``name``."""
+    return Sym(z3.Bool(name))
