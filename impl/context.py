@@ -17,7 +17,7 @@ from .kernels import (
 from .layers import MambaSpec
 from .materialize import _load_replayssm_materialize
 from .pointers import i64_ptrs, i64_slot_strides
-from .validation import check_create, check_postprocess, check_reset, fail
+from .validation import check_create, check_int_range, check_postprocess, check_reset
 
 # vLLM's null block: a real physical index that the kernels treat as "no slot".
 NULL_BLOCK_ID = 0
@@ -262,8 +262,7 @@ class ReplaySSMModelContext:
 
     def compact(self, num_reqs: int) -> None:
         """Rebuild ``active_request_indices`` from ``plan_flush_count`` for rows below ``num_reqs``."""
-        if isinstance(num_reqs, bool) or not isinstance(num_reqs, int) or not 0 <= num_reqs <= self.max_num_reqs:
-            raise fail("num_reqs", f"an int in [0, {self.max_num_reqs}]", num_reqs)
+        check_int_range("num_reqs", num_reqs, 0, self.max_num_reqs)
         _compact_replayssm_requests_kernel[(1,)](
             self.plan_flush_count, self.active_request_indices, num_reqs,
             MAX_NUM_REQS=self.max_num_reqs, BLOCK_SIZE=triton.next_power_of_2(self.max_num_reqs),

@@ -23,8 +23,15 @@ def as_signed_i64(address: int) -> int:
 
 
 def register_tensor(tensor: torch.Tensor) -> None:
-    """Make ``tensor`` resolvable from its data address on its device."""
-    _REGISTRY[(tensor.device, tensor.data_ptr())] = weakref.ref(tensor)
+    """Make ``tensor`` resolvable from its data address on its device while it lives."""
+    key = (tensor.device, tensor.data_ptr())
+
+    def forget(dead: weakref.ReferenceType[torch.Tensor]) -> None:
+        # A newer tensor registered at the same address keeps its entry.
+        if _REGISTRY.get(key) is dead:
+            del _REGISTRY[key]
+
+    _REGISTRY[key] = weakref.ref(tensor, forget)
 
 
 def resolve_address(address: int, device: torch.device) -> torch.Tensor | None:

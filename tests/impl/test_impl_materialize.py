@@ -262,3 +262,18 @@ def test_unregistered_pointer_is_reported(device: torch.device) -> None:
         model.ctx.materialize("torch")
     i64_ptrs([stray], device)  # once registered, the same address resolves
     model.ctx.materialize("torch")
+
+
+def test_registry_forgets_dead_tensors(device: torch.device) -> None:
+    from replayssm.impl import pointers
+
+    first = torch.zeros(64, device=device)
+    i64_ptrs([first], device)
+    address = first.data_ptr()
+    assert pointers.resolve_address(address, first.device) is first
+    view = first[:8]  # same address: the newer registration wins
+    pointers.register_tensor(view)
+    assert pointers.resolve_address(address, first.device) is view
+    del view
+    assert pointers.resolve_address(address, first.device) is None
+    assert (first.device, address) not in pointers._REGISTRY
