@@ -7,6 +7,7 @@
 #
 # Prerequisite, on a machine with a package registry, from the repository root:
 #   bash ../shared/gpu/make_flashinfer_bundle.sh      # writes .gpu/ (git-ignored)
+#   cp ../shared/reference/vllm-replayssm_utils.txt .gpu/   # optional: differential tests
 # Then, from the repository root on the GPU machine (the device tool: carry [".gpu"]):
 #   bash scripts/gpu_tests.sh [LOGDIR]                 # LOGDIR: $OUT, else out/gpu
 # Logs: env.txt, prebuild.log, pytest.log, comparison.jsonl, memcheck.log.
@@ -32,6 +33,11 @@ for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
 for sub in impl spec verify; do ln -s "$ROOT/$sub" "$SHIM/replayssm/$sub"; done
 export PYTHONPATH=$SHIM:/tmp/fib:/tmp/site:${PYTHONPATH:-}
 export FLASHINFER_WORKSPACE_BASE=/tmp/fiws REPLAYSSM_GPU_REPORT=$LOG/comparison.jsonl
+# The reference page (for the differential tests) does not travel with the
+# repository; a copy under the carried .gpu/ does: cp ../shared/reference/*.txt .gpu/
+if [ -f .gpu/vllm-replayssm_utils.txt ]; then
+  export REPLAYSSM_REFERENCE=$ROOT/.gpu/vllm-replayssm_utils.txt
+fi
 rm -f "$REPLAYSSM_GPU_REPORT"
 
 {
