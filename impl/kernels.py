@@ -137,7 +137,8 @@ def _postprocess_replayssm_kernel(
     else:
         decode_after = pos_before + n_accepted
     pos_after = tl.where(is_prefill, pos_before + step_len, decode_after)
-    # Position the running state represents before this step's last token.
+    # First position this step may publish at: a prefill only at its end, a
+    # decode anywhere after the pre-step position.
     running_pos = tl.where(is_prefill, pos_after, pos_after - n_accepted + 1)
     at_boundary, bias, target_col = mamba_state_copy_boundary(
         running_pos, pos_after, MAMBA_BLOCK_SIZE
@@ -167,8 +168,9 @@ def _postprocess_replayssm_kernel(
 
     if is_prefill:
         if MATERIALIZE_PREFIXES:
-            # Every block this chunk wrote holds a fresh canonical state and
-            # may become another request's source, so all of them restart.
+            # Every block this chunk touched now holds a prefill-written state
+            # with an empty ring and may later be another request's live
+            # source, so the trackers of all of them restart.
             col_lo = pos_before // MAMBA_BLOCK_SIZE
             col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE) - 1, 0)
             for col in tl.range(col_lo, col_hi + 1):
