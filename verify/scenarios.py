@@ -213,6 +213,7 @@ class MigrationCase:
     trace: MigrationTrace
     batch: Sym
     group: Sym
+    has_idx_mapping: bool
     intermediates: list = field(default_factory=list)
     assumptions: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -237,4 +238,4 @@ def migration_case(
         (env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(batch, group, sz.num_reqs, sz.groups, geo.max_num_reqs)),
     ]
     a += memory_facts(mem, geo, sz)
-    return MigrationCase(geo, sz, mem, trace, batch, group, intermediates, a)
+    return MigrationCase(geo, sz, mem, trace, batch, group, has_idx_mapping, intermediates, a)

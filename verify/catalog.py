@@ -1,0 +1,16 @@
+"""Every obligation of the project, registered by importing its module."""
+
+from __future__ import annotations
+
+from . import boundary_proofs, compaction_proofs, migration_proofs, postprocess_proofs  # noqa: F401
+from .obligation import REGISTRY, Obligation
+
+TRANSITIONS = ("boundary", "postprocess", "compaction", "migration", "binding")
+
+
+def obligations(only: str | None = None) -> list[Obligation]:
+    """The registered obligations, optionally those whose name contains ``only``."""
+    chosen = [ob for ob in REGISTRY.values() if only is None or only in ob.name]
+    if only is not None and not chosen:
+        raise ValueError(f"--only {only!r} matches no obligation; known: {', '.join(REGISTRY)}")
+    return chosen

@@ -1,0 +1,120 @@
+"""Obligations of the migration program (`reset_new_slots`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import z3
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, disj, implies, ite, negate
+
+from replayssm.spec.migration import migrate_program
+
+from .memory import SymbolicMemory
+from .obligation import Claim, obligation
+from .scenarios import GEOMETRIES, MigrationCase, migration_case, tracker_in_range
+from .terms import Sym, lift, named_int
+
+TRACKERS = ("ring_start", "num_committed")
+
+
+def _cases(**kw) -> Iterator[tuple[str, MigrationCase]]:
+    for gname, geo in GEOMETRIES.items():
+        for has_map in (False, True):
+            yield f"{gname} {'map' if has_map else 'nomap'}", migration_case(has_map, geo, **kw)
+
+
+def _claim(label: str, c: MigrationCase, goal, cover=True, extra=None) -> Claim:
+    return Claim(goal, c.assumptions + (extra or []), cover, label, c.show(), [c.mem])
+
+
+@obligation("migration.copy_or_reset", "migration",
+            "a moved live column's destination slot takes the source slot's trackers, or (0, 0) without a "
+            "valid source; with a null destination or the same slot nothing is written")
+def copy_or_reset() -> Iterator[Claim]:
+    for label, c in _cases():
+        t, g = c.trace, c.group
+        src_before = [Sym(z3.Select(c.mem.array(b), lift(g), lift(t.src_slot))) for b in TRACKERS]
+        after = [c.mem.final(b, (g, t.dst_slot)) for b in TRACKERS]
+        goal = [
+            ("destination takes the source", implies(t.changed, conj(*[
+                a == ite(t.valid_src, s, 0) for a, s in zip(after, src_before)]))),
+            ("nothing written otherwise", implies(negate(t.changed), conj(*[negate(w.guard) for w in c.mem.writes]))),
+            ("changed iff a valid destination differs from the source",
+             t.changed == conj(t.valid_dst, disj(negate(t.valid_src), t.src_slot != t.dst_slot))),
+        ]
+        yield _claim(label, c, goal, conj(t.changed, t.valid_src))
+
+
+@obligation("migration.idempotent", "migration",
+            "running the migration program twice leaves the same trackers as running it once")
+def idempotent() -> Iterator[Claim]:
+    for label, c in _cases():
+        again = SymbolicMemory(c.mem.shapes, {b: c.mem.current.get(b, c.mem.array(b)) for b in c.mem.shapes
+                                              if b in c.mem.arrays}, "again")
+        migrate_program(again, c.geo.pad_slot, c.has_idx_mapping, c.batch, c.group)
+        g2, slot = named_int("any_group"), named_int("any_slot")
+        goal = [(b, again.final(b, (g2, slot)) == c.mem.final(b, (g2, slot))) for b in TRACKERS]
+        yield _claim(label, c, goal, c.trace.changed)
+
+
+@obligation("migration.tracker_range", "migration",
+            "migration keeps 0 <= ring_start < R and 0 <= num_committed <= W (inductive)")
+def tracker_range() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = [(f"{w.buffer} store", implies(w.guard, tracker_in_range(w.buffer, w.value, c.geo)))
+                for w in c.mem.writes]
+        yield _claim(label, c, goal, c.trace.changed)
+
+
+@obligation("migration.memory_safety", "migration",
+            "every column, slot and tracker entry the migration program touches is in bounds")
+def memory_safety() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = [(f"{a.kind} {a.buffer} #{n}", c.mem.in_bounds(a)) for n, a in enumerate(c.mem.accesses)]
+        yield _claim(label, c, goal, c.trace.changed)
+
+
+@obligation("migration.int32", "migration", "no integer intermediate of the migration program leaves int32")
+def int32() -> Iterator[Claim]:
+    for label, c in _cases():
+        goal = [(f"intermediate #{n}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
+                for n, (x, where) in enumerate(c.intermediates)]
+        yield _claim(label, c, goal, c.trace.changed)
+
+
+@obligation("migration.determinism", "migration",
+            "no two programs of one migration launch store different values to one tracker entry or read "
+            "one another's stores, when destinations are fresh and distinct within the launch")
+def determinism() -> Iterator[Claim]:
+    for gname, geo in GEOMETRIES.items():
+        for has_map in (False, True):
+            arrays: dict = {}
+            p = migration_case(has_map, geo, program="p", arrays=arrays)
+            q = migration_case(has_map, geo, program="q", arrays=arrays, sizes=p.sizes)
+            pad = geo.pad_slot
+            same_group = p.group == q.group
+            fresh = []
+            for me, other in ((p, q), (q, p)):
+                for slot in (other.trace.src_slot, other.trace.dst_slot):
+                    fresh.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
+                        conj(same_group, me.trace.changed),
+                        env.FRESH_DISTINCT_DESTINATIONS(me.trace.dst_slot, slot, pad))))
+            goal = []
+            for wp in p.mem.writes:
+                for wq in q.mem.writes:
+                    if wp.buffer == wq.buffer:
+                        clash = conj(wp.guard, wq.guard, *[a == b for a, b in zip(wp.index, wq.index)])
+                        goal.append((f"{wp.buffer} write-write", implies(clash, wp.value == wq.value)))
+            for me, other in ((p, q), (q, p)):
+                for r in me.mem.reads:
+                    for w in other.mem.writes:
+                        if r.buffer == w.buffer:
+                            goal.append((f"{r.buffer} read-write", negate(conj(
+                                r.guard, w.guard, *[a == b for a, b in zip(r.index, w.index)]))))
+            distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
+            yield Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
+                        conj(same_group, p.trace.changed, q.trace.changed), f"{gname} {'map' if has_map else 'nomap'}",
+                        {**{f"p.{k}": v for k, v in p.show().items()}, **{f"q.{k}": v for k, v in q.show().items()}},
+                        [p.mem, q.mem])
