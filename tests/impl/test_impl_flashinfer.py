@@ -15,6 +15,8 @@ float32 intermediates differ slightly (FlashInfer's ``__expf``, max error
 
 ``tolerance`` below adds these terms per element. A zero-length replay is an
 exact copy in both and must match bit for bit. docs/gpu.md has the derivation.
+``test_comparison_harness_has_teeth`` runs the same comparison on every device
+with the torch backend on both sides (exact agreement) and with a planted bug.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ import pytest
 import torch
 
 from impl_builders import Model, i32, make_model
-
-pytestmark = pytest.mark.gpu
 
 H, D, N, G = 6, 64, 128, 2
 WINDOW, RING = 16, 20
@@ -42,8 +42,9 @@ PLAN = {0: (1, 9, 18, 5), 1: (2, 10, 7, 16), 2: (3, 11, 12, 0), 3: (4, 12, 0, 3)
 ACTIVE = [3, 1, 0, 2, -1, -1]
 
 
-def model(state_dtype: torch.dtype) -> Model:
-    return make_model(torch.device("cuda"), [[[1, 2]] * 6], layers_per_group=[3], num_slots=[16],
+def model(state_dtype: torch.dtype, device: torch.device | None = None) -> Model:
+    device = device if device is not None else torch.device("cuda")
+    return make_model(device, [[[1, 2]] * 6], layers_per_group=[3], num_slots=[16],
                       max_num_reqs=6, heads=H, dim=D, dstate=N, groups=G, window=WINDOW, ring=RING,
                       state_dtype=state_dtype)
 
@@ -85,15 +86,18 @@ def report(entry: dict) -> None:
             f.write(json.dumps(entry) + "\n")
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_flashinfer_matches_torch_reference(dtype: torch.dtype) -> None:
-    fi, ref = model(dtype), model(dtype)
+def compare(candidate: str, dtype: torch.dtype, device: torch.device, tamper=None) -> dict:
+    """Materialize one plan with ``candidate`` and with torch; check and return statistics."""
+    fi, ref = model(dtype, device), model(dtype, device)
     for m in (fi, ref):
         set_plan(m)
+    if tamper is not None:
+        tamper(fi.ctx)
     before = [[t.clone() for t in layer.kv_cache] for layer in fi.groups[0]]
-    fi.ctx.materialize("flashinfer")
+    fi.ctx.materialize(candidate)
     ref.ctx.materialize("torch")
-    torch.cuda.synchronize()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     written = {(layer, PLAN[row][1]) for row in (3, 1, 0, 2) for layer in range(3)}
     written -= {(1, PLAN[3][1]), (2, PLAN[0][1])}
     worst_ratio, max_abs, differing, total_elems = 0.0, 0.0, 0, 0
@@ -123,9 +127,23 @@ def test_flashinfer_matches_torch_reference(dtype: torch.dtype) -> None:
             max_abs = max(max_abs, diff.max().item())
             differing += int((sf[dst] != sr[dst]).sum())
             total_elems += diff.numel()
-    report({"test": "materialize", "dtype": str(dtype), "max_abs_diff": max_abs,
-            "worst_diff_over_tol": worst_ratio, "elements_not_bit_equal": differing,
-            "elements_compared": total_elems})
+    return {"dtype": str(dtype), "max_abs_diff": max_abs, "worst_diff_over_tol": worst_ratio,
+            "elements_not_bit_equal": differing, "elements_compared": total_elems}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_flashinfer_matches_torch_reference(dtype: torch.dtype) -> None:
+    report({"test": "materialize", **compare("flashinfer", dtype, torch.device("cuda"))})
+
+
+def test_comparison_harness_has_teeth(device: torch.device) -> None:
+    """The comparison itself, run with torch on both sides: exact, and a planted bug fails it."""
+    stats = compare("torch", torch.bfloat16, device)
+    assert stats["max_abs_diff"] == 0.0 and stats["elements_compared"] > 0
+    with pytest.raises(AssertionError, match="tol"):
+        compare("torch", torch.bfloat16, device,
+                tamper=lambda ctx: setattr(ctx, "ring_buffer_len", RING - 1))
 
 
 class _Frozen:
@@ -134,6 +152,7 @@ class _Frozen:
         self.A = layer.A
 
 
+@pytest.mark.gpu
 def test_postprocess_step_with_flashinfer_backend() -> None:
     """A decode step crossing a boundary, published by FlashInfer vs by torch."""
     runs = []
