@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from . import boundary_proofs, compaction_proofs, migration_proofs, postprocess_proofs  # noqa: F401
+from . import (  # noqa: F401
+    binding_proofs,
+    boundary_proofs,
+    compaction_proofs,
+    migration_proofs,
+    postprocess_proofs,
+)
 from .obligation import REGISTRY, Obligation
 
 TRANSITIONS = ("boundary", "postprocess", "compaction", "migration", "binding")
