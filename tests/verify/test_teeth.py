@@ -1,0 +1,391 @@
+"""Planted bugs: each one breaks a spec transition, and a named obligation must
+then fail with a counterexample. An obligation suite that proves a buggy spec
+has no teeth.
+
+A bug is planted with ``monkeypatch``: either a module attribute is replaced
+(``checkpoint_decision``, ``cmod``, the boundary helper) or a transition is
+recompiled from its own source with exactly one snippet replaced
+(:func:`mutant`; it asserts the snippet occurs exactly once, so a spec edit that
+removes it fails here loudly instead of silently planting nothing).
+
+``verify.postprocess_proofs`` caches symbolic programs in ``_CACHE``; every
+test starts from an empty cache so that the patched spec is re-evaluated, and
+the modules that imported a transition by name (``verify.scenarios``,
+``verify.compaction_proofs``, ``verify.migration_proofs``,
+``verify.boundary_proofs``) are patched alongside the spec module.
+
+Bugs that no obligation catches (gaps in the obligation set, found while
+writing this file) are kept as non-strict ``xfail`` tests with the reason, and
+each is shown to be caught by a hand-computed oracle case instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import z3
+
+import replayssm.spec.boundary as B
+import replayssm.spec.compaction as C
+import replayssm.spec.launch as L
+import replayssm.spec.migration as MG
+import replayssm.spec.postprocess as P
+import replayssm.verify.postprocess_proofs as pp
+import replayssm.verify.scenarios as S
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.verify.obligation import REGISTRY, prove
+from replayssm.verify.terms import Sym
+
+# --------------------------------------------------------------------------------------
+# planting machinery
+# --------------------------------------------------------------------------------------
+
+
+def mutant(module, name: str, old: str, new: str) -> Callable:
+    """``module.name`` recompiled from its source with ``old`` replaced by ``new``."""
+    fn = getattr(module, name)
+    src = inspect.getsource(fn)
+    assert src.count(old) == 1, f"snippet to mutate occurs {src.count(old)} times in {module.__name__}.{name}: {old!r}"
+    ns = dict(vars(module))
+    exec(compile(src.replace(old, new), f"<mutant of {module.__name__}.{name}>", "exec"), ns)
+    return ns[name]
+
+
+Patch = list[tuple[object, str, object]]
+
+
+def _proof_modules(kind: str) -> list:
+    import importlib
+
+    names = {"compaction": ["replayssm.verify.compaction_proofs"],
+             "migration": ["replayssm.verify.migration_proofs"],
+             "boundary": ["replayssm.verify.boundary_proofs"]}[kind]
+    return [importlib.import_module(n) for n in names]
+
+
+def program(old: str, new: str) -> Callable[[], Patch]:
+    """A one-line mutant of ``postprocess_program``, everywhere it is imported."""
+    def build() -> Patch:
+        f = mutant(P, "postprocess_program", old, new)
+        return [(P, "postprocess_program", f), (S, "postprocess_program", f), (L, "postprocess_program", f)]
+    return build
+
+
+def decode(old: str, new: str) -> Callable[[], Patch]:
+    return lambda: [(P, "decode_row", mutant(P, "decode_row", old, new))]
+
+
+def commit(old: str, new: str) -> Callable[[], Patch]:
+    return lambda: [(P, "commit_trackers", mutant(P, "commit_trackers", old, new))]
+
+
+def boundary_shift(**delta: int) -> Callable[[], Patch]:
+    """The postprocess program sees ``mamba_state_copy_boundary`` with fields shifted."""
+    original = B.mamba_state_copy_boundary
+
+    def shifted(running_pos, new_computed, block_size):
+        b = original(running_pos, new_computed, block_size)
+        return dataclasses.replace(b, **{k: getattr(b, k) + d for k, d in delta.items()})
+
+    return lambda: [(P, "mamba_state_copy_boundary", shifted)]
+
+
+def boundary_mutant(old: str, new: str) -> Callable[[], Patch]:
+    def build() -> Patch:
+        f = mutant(B, "mamba_state_copy_boundary", old, new)
+        return [(B, "mamba_state_copy_boundary", f), (P, "mamba_state_copy_boundary", f)] + [
+            (m, "mamba_state_copy_boundary", f) for m in _proof_modules("boundary")]
+    return build
+
+
+def compaction(old: str, new: str) -> Callable[[], Patch]:
+    def build() -> Patch:
+        f = mutant(C, "compact_program", old, new)
+        return [(C, "compact_program", f), (L, "compact_program", f)] + [
+            (m, "compact_program", f) for m in _proof_modules("compaction")]
+    return build
+
+
+def migration(old: str, new: str) -> Callable[[], Patch]:
+    def build() -> Patch:
+        f = mutant(MG, "migrate_program", old, new)
+        return [(MG, "migrate_program", f), (S, "migrate_program", f), (L, "migrate_program", f)] + [
+            (m, "migrate_program", f) for m in _proof_modules("migration") if hasattr(m, "migrate_program")]
+    return build
+
+
+def _bitmask_mod(a, b):
+    """``a & (b - 1)``: the power-of-two shortcut, wrong for R = 20."""
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        za = a.z if isinstance(a, Sym) else z3.IntVal(a)
+        zm = (b - 1).z if isinstance(b, Sym) else z3.IntVal(b - 1)
+        return Sym(z3.BV2Int(z3.Int2BV(za, 32) & z3.Int2BV(zm, 32)))
+    return a & (b - 1)
+
+
+def plant(monkeypatch: pytest.MonkeyPatch, build: Callable[[], Patch]) -> None:
+    monkeypatch.setattr(pp, "_CACHE", {})
+    for module, attr, value in build():
+        monkeypatch.setattr(module, attr, value)
+
+
+def first_failure(names: list[str]):
+    """Prove the named obligations in order; the first one that does not prove."""
+    for name in names:
+        assert name in REGISTRY, f"unknown obligation {name}"
+        r = prove(REGISTRY[name])
+        if r.status != "proved":
+            return r
+    return None
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    build: Callable[[], Patch]
+    caught_by: list[str]
+
+
+# --------------------------------------------------------------------------------------
+# planted bugs, each with the obligations that must catch it
+# --------------------------------------------------------------------------------------
+
+POSTPROCESS_BUGS = [
+    Bug("checkpoint_uses_ge",
+        lambda: [(P, "checkpoint_decision", lambda c, r, w: c + r >= w)],
+        ["postprocess.mirror"]),
+    Bug("bias_without_plus_one", boundary_shift(bias=-1),
+        ["postprocess.replay_reaches_boundary"]),
+    Bug("dst_col_off_by_one", boundary_shift(dst_col=1),
+        ["postprocess.publish_canonical", "postprocess.memory_safety"]),
+    Bug("replay_drops_committed_term",
+        program("boundary.bias + 1 + ite(commit.checkpointed, 0, commit.old_committed)", "boundary.bias + 1"),
+        ["postprocess.replay_reaches_boundary"]),
+    Bug("every_group_writes_plan",
+        program("writes_plan = group == 0", "writes_plan = True"),
+        ["postprocess.plan_per_group", "postprocess.determinism"]),
+    Bug("align_prefill_resets_live_column_only",
+        program("for col in mem.each(first_col, last_col + 1, prefill):",
+                "for col in mem.each(live_col, live_col + 1, prefill):"),
+        ["postprocess.prefill_resets"]),
+    Bug("none_mode_prefill_keeps_trackers",
+        program('mem.store("ring_start", (group, live_slot), 0, conj(prefill, valid_live))', "pass"),
+        ["postprocess.prefill_resets"]),
+    Bug("publish_leaves_committed",
+        program('mem.store("num_committed", (group, dst_slot), 0, materialize)', "pass"),
+        ["postprocess.publish_canonical"]),
+    Bug("cumulative_metadata_wrong_row",
+        decode('"query_metadata", (batch + 1,), real', '"query_metadata", (batch + 2,), real'),
+        ["postprocess.conventions_agree", "postprocess.memory_safety"]),
+    Bug("post_step_subtracts_accepted",
+        decode("computed_before = computed - query_len if conv.post_step else computed",
+               "computed_before = computed - imax(mem.load('num_accepted_tokens', (req,), real), 1) "
+               "if conv.post_step else computed"),
+        ["postprocess.conventions_agree", "postprocess.prefill_resets"]),
+    Bug("commit_forgets_old_committed",
+        commit("ite(checkpointed, accepted, old_committed + accepted)", "accepted"),
+        ["postprocess.live_commit_refines", "postprocess.plan_contract"]),
+    Bug("packed_stride_is_layer_count",
+        program("layer * geo.max_num_reqs + batch", "layer * layers + batch"),
+        ["postprocess.plan_per_group", "postprocess.frame", "postprocess.determinism"]),
+    Bug("prefill_skips_first_column",
+        lambda: [(P, "prefill_columns",
+                  lambda row, bs, _f=P.prefill_columns: (_f(row, bs)[0] + 1, _f(row, bs)[1]))],
+        ["postprocess.prefill_resets"]),
+    Bug("null_live_slot_is_valid",
+        program("valid_live = conj(valid_live_col, live_slot != pad)", "valid_live = valid_live_col"),
+        ["postprocess.memory_safety", "postprocess.determinism"]),
+    Bug("commit_ignores_decode_guard",
+        program('mem.store("num_committed", (group, live_slot), commit.next_committed, decode)',
+                'mem.store("num_committed", (group, live_slot), commit.next_committed, real)'),
+        ["postprocess.prefill_resets", "postprocess.tracker_range", "postprocess.frame"]),
+]
+
+OTHER_BUGS = [
+    Bug("compaction_strict_gt",
+        compaction("flush >= 0", "flush > 0"), ["compaction.work_list"]),
+    Bug("compaction_ignores_num_reqs",
+        compaction("is_active = conj(in_capacity, lane < num_reqs, flush >= 0)",
+                   "is_active = conj(in_capacity, flush >= 0)"), ["compaction.work_list"]),
+    Bug("compaction_tail_off_by_one",
+        compaction("lane >= count", "lane > count"), ["compaction.work_list"]),
+    Bug("compaction_tail_past_capacity",
+        compaction("conj(lane < max_num_reqs, lane >= count)", "lane >= count"), ["compaction.memory_safety"]),
+    Bug("migration_resets_instead_of_copying",
+        migration('start = mem.load("ring_start", (group, src_slot), valid_src, other=0)', "start = 0"),
+        ["migration.copy_or_reset"]),
+    Bug("migration_copies_when_src_is_dst",
+        migration("changed = conj(valid_dst, disj(negate(valid_src), src_slot != dst_slot))", "changed = valid_dst"),
+        ["migration.copy_or_reset"]),
+    Bug("migration_reads_null_source",
+        migration('start = mem.load("ring_start", (group, src_slot), valid_src, other=0)',
+                  'start = mem.load("ring_start", (group, src_slot), True, other=0)'),
+        ["migration.memory_safety", "migration.copy_or_reset"]),
+    Bug("migration_swaps_src_and_dst",
+        migration('mem.store("ring_start", (group, dst_slot), start, changed)',
+                  'mem.store("ring_start", (group, src_slot), start, changed)'),
+        ["migration.copy_or_reset", "migration.memory_safety"]),
+    Bug("boundary_strict_gt",
+        boundary_mutant("needs_copy=aligned >= running_pos", "needs_copy=aligned > running_pos"),
+        ["boundary.exact", "boundary.prefill_exact"]),
+    Bug("boundary_dst_col_no_minus_one",
+        boundary_mutant("dst_col=cdiv(aligned, block_size) - 1", "dst_col=cdiv(aligned, block_size)"),
+        ["boundary.exact"]),
+    Bug("boundary_rounds_up",
+        boundary_mutant("aligned = cdiv(new_computed, block_size) * block_size",
+                        "aligned = cdiv(new_computed + block_size - 1, block_size) * block_size"),
+        ["boundary.exact"]),
+]
+
+
+def _load_other_obligations() -> None:
+    for kind in ("compaction", "migration", "boundary"):
+        _proof_modules(kind)
+
+
+_load_other_obligations()
+
+
+@pytest.mark.parametrize("bug", POSTPROCESS_BUGS + OTHER_BUGS, ids=lambda b: b.id)
+def test_planted_bug_is_caught(bug: Bug, monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, bug.build)
+    r = first_failure(bug.caught_by)
+    assert r is not None, f"planted bug {bug.id} proves under {bug.caught_by}"
+    assert r.status == "failed", (r.name, r.status, r.detail)
+    assert r.counterexample, f"{r.name} failed without a counterexample: {r.detail}"
+    assert r.counterexample.get("values") or r.counterexample.get("accesses") or r.counterexample.get("violated")
+
+
+def test_at_least_ten_distinct_bugs() -> None:
+    ids = [b.id for b in POSTPROCESS_BUGS + OTHER_BUGS]
+    assert len(set(ids)) == len(ids) and len(POSTPROCESS_BUGS) >= 10
+
+
+def test_unpatched_obligations_still_prove_after_planting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """monkeypatch undoes a plant: the original spec proves the obligation again
+    (guards against a plant leaking into later tests through a cache)."""
+    with monkeypatch.context() as m:
+        plant(m, POSTPROCESS_BUGS[0].build)
+        assert prove(REGISTRY["postprocess.mirror"]).status == "failed"
+    monkeypatch.setattr(pp, "_CACHE", {})
+    assert prove(REGISTRY["postprocess.mirror"]).status == "proved"
+
+
+# --------------------------------------------------------------------------------------
+# gaps: planted bugs no obligation catches (today), each caught by a hand oracle case
+# --------------------------------------------------------------------------------------
+
+GEO = Geometry(max_num_reqs=2, block_size=16, window=16, ring_len=20)
+V1 = Conventions(False, False, False, True, False)
+V2 = Conventions(True, True, True, True, False)
+
+
+def _wrap_case() -> dict[str, np.ndarray]:
+    """Oracle case (c) of tests/spec/test_oracle_cases.py, one group: decode N = 20,
+    T = 4, accepted 4, old trackers (10, 14) -> checkpoint (14 + 4 > 16),
+    start (10 + 14) % 20 = 4, committed 4."""
+    buf = L.allocate(GEO, 2, 6, [1])
+    buf.update(idx_mapping=np.zeros(1, np.int32), query_metadata=np.array([4], np.int32),
+               num_computed_tokens=np.array([20, 0], np.int32), num_accepted_tokens=np.array([4, 0], np.int32),
+               is_prefilling=np.zeros(1, np.int32), live_cols=np.array([1, 0], np.int32))
+    buf["block_table"][0, 0] = [3, 4]
+    buf["ring_start"][0, 4], buf["num_committed"][0, 4] = 10, 14
+    return buf
+
+
+def _publish_case() -> dict[str, np.ndarray]:
+    """Oracle case (b): decode N = 30, T = 4, accepted 2, trackers (3, 14) ->
+    checkpoint to start 17, plan (17, 2)."""
+    buf = L.allocate(GEO, 3, 6, [1])
+    buf.update(idx_mapping=np.zeros(1, np.int32), query_metadata=np.array([4], np.int32),
+               num_computed_tokens=np.array([30, 0], np.int32), num_accepted_tokens=np.array([2, 0], np.int32),
+               is_prefilling=np.zeros(1, np.int32), live_cols=np.array([2, 0], np.int32))
+    buf["block_table"][0, 0] = [1, 2, 5]
+    buf["ring_start"][0, 5], buf["num_committed"][0, 5] = 3, 14
+    return buf
+
+
+def _request_zero_case() -> dict[str, np.ndarray]:
+    """v2 conventions, one row mapped to persistent request 0: decode N = 5, T = 1,
+    accepted 1 (post-step count 6), trackers (1, 3) -> (1, 4)."""
+    buf = L.allocate(GEO, 2, 6, [1])
+    buf.update(idx_mapping=np.array([0], np.int32), query_metadata=np.array([0, 1], np.int32),
+               num_computed_tokens=np.array([6, 0], np.int32), num_accepted_tokens=np.array([1, 0], np.int32),
+               is_prefilling=np.zeros(1, np.int32), live_cols=np.array([0, 0], np.int32))
+    buf["block_table"][0, 0] = [4, 0]
+    buf["ring_start"][0, 4], buf["num_committed"][0, 4] = 1, 3
+    return buf
+
+
+@dataclass(frozen=True)
+class Gap:
+    id: str
+    build: Callable[[], Patch]
+    should_catch: list[str]
+    oracle: Callable[[], bool]  # True when the hand case sees the bug
+    reason: str
+
+
+def _oracle_wrap_start() -> bool:
+    buf = _wrap_case()
+    L.postprocess_step(buf, GEO, V1, 1)
+    return (int(buf["ring_start"][0, 4]), int(buf["num_committed"][0, 4])) != (4, 4)
+
+
+def _oracle_plan_start() -> bool:
+    buf = _publish_case()
+    L.postprocess_step(buf, GEO, V1, 1)
+    return (int(buf["plan_ring_start"][0]), int(buf["plan_flush_count"][0])) != (17, 2)
+
+
+def _oracle_request_zero() -> bool:
+    buf = _request_zero_case()
+    L.postprocess_step(buf, GEO, V2, 1)
+    return (int(buf["ring_start"][0, 4]), int(buf["num_committed"][0, 4])) != (1, 4)
+
+
+GAPS = [
+    Gap("ring_start_bitmask",
+        lambda: [(P, "cmod", _bitmask_mod)],
+        ["postprocess.live_commit_refines", "postprocess.tracker_range", "postprocess.plan_contract",
+         "postprocess.mirror"],
+        _oracle_wrap_start,
+        "no obligation states the live slot's ring start after a checkpoint ((start + committed) mod R)"),
+    Gap("checkpoint_keeps_old_start",
+        commit("cmod(old_start + old_committed, geo.ring_len)", "old_start"),
+        ["postprocess.live_commit_refines", "postprocess.tracker_range", "postprocess.mirror"],
+        _oracle_wrap_start,
+        "no obligation states the live slot's ring start after a checkpoint"),
+    Gap("plan_uses_pre_step_ring_start",
+        program('mem.store("plan_ring_start", (batch,), commit.next_start,',
+                'mem.store("plan_ring_start", (batch,), commit.old_start,'),
+        ["postprocess.plan_contract", "postprocess.replay_reaches_boundary"],
+        _oracle_plan_start,
+        "no obligation ties the plan's ring start to the source slot's ring start after the step"),
+    Gap("request_zero_is_padding",
+        decode("is_padding = req < 0", "is_padding = req <= 0"),
+        ["postprocess.conventions_agree", "postprocess.padding_rows", "postprocess.live_commit_refines"],
+        _oracle_request_zero,
+        "conventions_agree/padding_rows/live_commit_refines guard their goals with the spec's own "
+        "is_padding, not the caller's req >= 0, so a real row of request 0 treated as padding proves"),
+]
+
+
+@pytest.mark.parametrize("gap", GAPS, ids=lambda g: g.id)
+def test_gap_is_caught_by_hand_oracle_case(gap: Gap, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not gap.oracle(), "the hand case must pass on the unpatched spec"
+    plant(monkeypatch, gap.build)
+    assert gap.oracle(), f"hand oracle case misses planted bug {gap.id}"
+
+
+@pytest.mark.parametrize("gap", [pytest.param(g, marks=pytest.mark.xfail(reason="GAP: " + g.reason, strict=False))
+                                 for g in GAPS], ids=lambda g: g.id)
+def test_gap_is_caught_by_an_obligation(gap: Gap, monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, gap.build)
+    r = first_failure(gap.should_catch)
+    assert r is not None and r.status == "failed" and r.counterexample
