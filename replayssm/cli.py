@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 
@@ -26,8 +29,7 @@ def _prove(args: argparse.Namespace) -> int:
         return 0
     start = time.perf_counter()
     results = []
-    for ob in chosen:
-        r = prove(ob)
+    for r in _discharge([ob.name for ob in chosen], args.jobs):
         results.append(r)
         print(f"{r.name:<44} {r.status:<8} {r.seconds * 1000:8.1f} ms  ({r.cases} cases)", flush=True)
         if r.status != "proved":
@@ -38,12 +40,79 @@ def _prove(args: argparse.Namespace) -> int:
                 path = save_counterexample(r, Path(args.counterexamples))
                 print(f"    counterexample saved to {path}")
     total = time.perf_counter() - start
+    order = {n: i for i, n in enumerate(ob.name for ob in chosen)}
+    results.sort(key=lambda r: order[r.name])
     failed = [r for r in results if r.status != "proved"]
     print(f"{len(results) - len(failed)}/{len(results)} obligations proved in {total:.2f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"obligations": [r.as_json() for r in results], "seconds": round(total, 3)}, indent=2))
     return 1 if failed else 0
+
+
+def _prove_named(name: str):
+    from replayssm.verify.catalog import obligations
+    from replayssm.verify.obligation import REGISTRY, prove
+
+    obligations()
+    return prove(REGISTRY[name])
+
+
+def _discharge(names: list[str], jobs: int):
+    """Prove each named obligation, ``jobs`` processes at a time, yielding
+    results as they finish."""
+    if jobs <= 1 or len(names) <= 1:
+        yield from map(_prove_named, names)
+        return
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(_prove_named, n) for n in names]
+        for f in as_completed(futures):
+            yield f.result()
+
+
+def _interpreter_for(device: str) -> None:
+    """Triton chooses interpreter or compiler when it is imported."""
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    _interpreter_for(args.device)
+    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, run_campaign, summary_json
+
+    profile = PROFILES[args.profile]
+    for name in ("examples", "max_steps"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
+            return 2
+    config = CampaignConfig(
+        impl=args.impl, device=args.device,
+        examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
+        seed=args.seed, jobs=args.jobs, failures_dir=args.failures,
+    )
+    try:
+        result = run_campaign(config)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        summary_json(result, args.json)
+    return 0 if result["passed"] else 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    _interpreter_for(args.device)
+    from replayssm.fuzz.campaign import replay
+
+    try:
+        ok, report = replay(args.file, args.impl, args.device)
+    except (ValueError, OSError, KeyError) as e:
+        print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,9 +122,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="NAME", help="run the obligations whose name contains NAME")
     p.add_argument("--list", action="store_true", help="show each obligation's statement and assumptions")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="worker processes (default: up to 2)")
     p.add_argument("--counterexamples", metavar="DIR", default="out/counterexamples",
                    help="where failed obligations' scenarios are saved (default: out/counterexamples)")
     p.set_defaults(run=_prove)
+
+    devices = ["cpu", "cuda"]
+    f = sub.add_parser("fuzz", help="stateful conformance fuzzing of an implementation against the spec")
+    f.add_argument("--device", choices=devices, default="cpu")
+    f.add_argument("--impl", metavar="MODULE_OR_FILE", help="module name or .py file with the reference's entry points "
+                   "(default: replayssm.impl.replayssm_utils)")
+    f.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
+    f.add_argument("--examples", type=int, help="examples in all (default: the profile's)")
+    f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
+    f.add_argument("--failures", metavar="DIR", default="out/failures", help="where shrunk failing traces are saved")
+    f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON")
+    f.set_defaults(run=_fuzz)
+
+    r = sub.add_parser("replay", help="re-run a saved trace against an implementation")
+    r.add_argument("file")
+    r.add_argument("--impl", metavar="MODULE_OR_FILE")
+    r.add_argument("--device", choices=devices, default="cpu")
+    r.set_defaults(run=_replay)
     return parser
 
 

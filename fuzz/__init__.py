@@ -1,0 +1,1 @@
+"""Stateful conformance fuzzing: implementations driven against the spec."""

@@ -1,0 +1,347 @@
+"""The callers the fuzzer plays: scheduler and model runner, as launch actions.
+
+:class:`Callers` keeps the scheduler's view (requests, block tables per group,
+free slots, the prefix cache of published blocks) and FlashInfer's view of
+every live slot (ring start and checkpoint position, advanced by the decode
+kernel's own rule, independently of the host mirror under test). Each caller
+action returns the launch actions it causes, with every input concrete, so a
+trace replays without this module. Generated inputs satisfy the spec's named
+caller assumptions; :meth:`Callers.check_assumptions` asserts it on each row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.assumptions import GhostRow, encode_row
+from replayssm.spec.flashinfer import kernel_checkpoints
+
+from .launcher import Setup
+
+Draw = Callable[[Any], Any]
+
+
+@dataclass
+class Request:
+    """One request as the scheduler and FlashInfer see it."""
+
+    rid: int
+    stream: int
+    prompt_len: int
+    computed: int
+    cols: list[list[int]]
+    live_col: int = -1
+    ring_start: int = 0
+    checkpoint_pos: int = 0
+    hit_blocks: int = 0
+
+    @property
+    def prefilling(self) -> bool:
+        return self.computed < self.prompt_len
+
+
+@dataclass
+class Features:
+    """Which optional caller behaviours this run uses (swarm testing)."""
+
+    prefix_hits: bool = True
+    padding_rows: bool = True
+    block_copies: bool = True
+    null_columns: bool = True
+
+
+@dataclass
+class Callers:
+    """The scheduler + model runner model driving one fuzzed system."""
+
+    setup: Setup
+    features: Features
+    requests: dict[int, Request] = field(default_factory=dict)
+    free: list[list[int]] = field(default_factory=list)
+    published: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    scenarios: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        groups = len(self.setup.layers_per_group)
+        self.free = [list(range(1, self.setup.num_slots)) for _ in range(groups)]
+
+    # -- scenario statistics -------------------------------------------------
+    def saw(self, name: str, n: int = 1) -> None:
+        if n:
+            self.scenarios[name] = self.scenarios.get(name, 0) + int(n)
+
+    # -- geometry helpers ----------------------------------------------------
+    @property
+    def geo(self):
+        return self.setup.geometry
+
+    @property
+    def align(self) -> bool:
+        return self.setup.conventions.materialize_prefixes
+
+    @property
+    def max_model_len(self) -> int:
+        """Align mode with live column 0 only holds requests inside block 0."""
+        if self.align and self.setup.conventions.live_col_is_zero:
+            return self.geo.block_size
+        return self.setup.num_cols * self.geo.block_size
+
+    @property
+    def max_step(self) -> int:
+        return min(self.geo.window, self.geo.max_step, self.geo.block_size)
+
+    def _alloc(self, group: int) -> int | None:
+        return self.free[group].pop() if self.free[group] else None
+
+    def _release(self, r: Request) -> None:
+        keep = {s for slots in self.published.values() for s in slots}
+        for g, cols in enumerate(r.cols):
+            for s in cols:
+                if s != self.geo.pad_slot and s not in keep and s not in self.free[g]:
+                    if not any(s == o.cols[g][c] for o in self.requests.values() if o is not r for c in range(len(o.cols[g]))):
+                        self.free[g].append(s)
+
+    # -- caller actions --------------------------------------------------------
+    def admit(self, draw: Draw, st: Any) -> bool:
+        """A new request, possibly starting from published prefix blocks."""
+        free_rids = [i for i in range(self.geo.max_num_reqs) if i not in self.requests]
+        if not free_rids or any(len(f) < 4 for f in self.free):
+            return False
+        rid = draw(st.sampled_from(free_rids))
+        stream = draw(st.integers(0, 1))
+        longest = max(1, min(2 * self.geo.block_size + 1, self.max_model_len - self.max_step))
+        can_hit = self.align and self.features.prefix_hits and (stream, 0) in self.published
+        shortest = min(self.geo.block_size + 1, longest) if can_hit else 1
+        prompt = draw(st.integers(shortest, longest))
+        groups = len(self.setup.layers_per_group)
+        cols = [[self.geo.pad_slot] * self.setup.num_cols for _ in range(groups)]
+        hit = 0
+        if self.align and self.features.prefix_hits:
+            while (stream, hit) in self.published and (hit + 1) * self.geo.block_size < prompt:
+                hit += 1
+            if hit:
+                hit = draw(st.integers(0, hit))
+        for c in range(hit):
+            for g in range(groups):
+                cols[g][c] = self.published[(stream, c)][g]
+        self.requests[rid] = Request(rid, stream, prompt, hit * self.geo.block_size, cols,
+                                     checkpoint_pos=hit * self.geo.block_size, hit_blocks=hit)
+        self.saw("prefix hit", hit > 0)
+        return True
+
+    def finish(self, draw: Draw, st: Any, preempt: bool) -> None:
+        """A request leaves (finished, or preempted to be recomputed later)."""
+        rid = draw(st.sampled_from(sorted(self.requests)))
+        r = self.requests.pop(rid)
+        self._release(r)
+        self.saw("preempt" if preempt else "finish")
+
+    def _plan_row(self, draw: Draw, st: Any, r: Request) -> dict | None:
+        """What one scheduled request does this step, with its new live column."""
+        bs = self.geo.block_size
+        if r.prefilling:
+            remaining = r.prompt_len - r.computed
+            if self.align:
+                boundaries = [b for b in range(r.computed + bs, r.prompt_len, bs)]
+                q = draw(st.sampled_from([*[b - r.computed for b in boundaries], remaining]))
+            else:
+                q = draw(st.integers(1, remaining))
+            accepted = draw(st.integers(0, self.geo.window))
+            prefilling = True
+        else:
+            if r.computed + self.max_step > self.max_model_len:
+                return None
+            q = draw(st.sampled_from([self.max_step, *range(1, self.max_step)]))
+            accepted = draw(st.integers(1, q))
+            prefilling = False
+        live = env.last_scheduled_block(GhostRow(r.computed, q, accepted, prefilling, 0, r.rid), bs) if self.align else 0
+        return {"q": q, "accepted": accepted, "prefilling": prefilling, "live_col": live}
+
+    def _ensure_blocks(self, draw: Draw, st: Any, r: Request, live_col: int) -> bool:
+        """Allocate the columns up to the live one (some earlier ones null)."""
+        first = r.computed // self.geo.block_size if self.align else 0
+        needed = []
+        for c in range(first, live_col + 1):
+            if r.cols[0][c] == self.geo.pad_slot:
+                needed.append(c)
+        if any(len(f) < len(needed) for f in self.free):
+            return False
+        for c in needed:
+            null = self.features.null_columns and c != live_col and draw(st.booleans())
+            for g in range(len(self.free)):
+                r.cols[g][c] = self.geo.pad_slot if null else self._alloc(g)
+            self.saw("null column", null)
+        return True
+
+    def step(self, draw: Draw, st: Any) -> list[dict]:
+        """One model-runner step: block copies, migration, postprocess."""
+        geo, conv = self.geo, self.setup.conventions
+        rids = sorted(self.requests)
+        chosen = draw(st.lists(st.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
+        rows: list[tuple[Request, dict]] = []
+        for rid in chosen:
+            r = self.requests[rid]
+            plan = self._plan_row(draw, st, r)
+            if plan is not None and self._ensure_blocks(draw, st, r, plan["live_col"]):
+                rows.append((r, plan))
+        if not rows:
+            return []
+        pads = 0
+        if conv.has_idx_mapping and self.features.padding_rows:
+            pads = draw(st.integers(0, geo.max_num_reqs - len(rows)))
+        order = draw(st.permutations(list(range(len(rows)))))
+        batch_rows: list[tuple[Request, dict] | None] = [rows[i] for i in order]
+        for _ in range(pads):
+            batch_rows.insert(draw(st.integers(0, len(batch_rows))), None)
+        self.saw("padding row", pads)
+        actions = []
+        copies = self._block_copies(draw, st, batch_rows)
+        if copies:
+            actions.append({"name": "block_copy", "picks": {"copies": copies}})
+        table = self._batch_table(batch_rows)
+        actions.append(self._migrate_action(batch_rows, table))
+        actions.append(self._postprocess_action(batch_rows, table))
+        self._advance(batch_rows)
+        return actions
+
+    def _req_index(self, batch: int, r: Request) -> int:
+        return r.rid if self.setup.conventions.has_idx_mapping else batch
+
+    def _batch_table(self, batch_rows: list) -> list:
+        groups, cols, maxr = len(self.setup.layers_per_group), self.setup.num_cols, self.geo.max_num_reqs
+        table = [[[self.geo.pad_slot] * cols for _ in range(maxr)] for _ in range(groups)]
+        for b, row in enumerate(batch_rows):
+            if row is not None:
+                for g in range(groups):
+                    table[g][b] = list(row[0].cols[g])
+        return table
+
+    def _source_col(self, r: Request) -> int:
+        if r.live_col >= 0:
+            return r.live_col
+        return (r.computed - 1) // self.geo.block_size if r.computed > 0 and self.align else -1
+
+    def _block_copies(self, draw: Draw, st: Any, batch_rows: list) -> list:
+        """Copy-on-write of the trackers for some moved live columns."""
+        if not self.features.block_copies:
+            return []
+        copies = []
+        for row in batch_rows:
+            if row is None:
+                continue
+            r, plan = row
+            src = self._source_col(r)
+            if src >= 0 and src != plan["live_col"] and draw(st.booleans()):
+                for g in range(len(self.free)):
+                    s, d = r.cols[g][src], r.cols[g][plan["live_col"]]
+                    if s != self.geo.pad_slot and d != self.geo.pad_slot:
+                        copies.append([g, s, d])
+                plan["copied"] = True
+        return copies
+
+    def _migrate_action(self, batch_rows: list, table: list) -> dict:
+        conv, maxr = self.setup.conventions, self.geo.max_num_reqs
+        src_cols, dst_cols = [-1] * maxr, [-1] * maxr
+        idx = []
+        for b, row in enumerate(batch_rows):
+            if row is None:
+                idx.append(-1)
+                continue
+            r, plan = row
+            req = self._req_index(b, r)
+            idx.append(r.rid)
+            src_cols[req], dst_cols[req] = self._source_col(r), plan["live_col"]
+            if src_cols[req] != dst_cols[req]:
+                fresh = src_cols[req] < 0 or r.cols[0][src_cols[req]] == self.geo.pad_slot
+                self.saw("migration to a copied slot" if plan.get("copied") else
+                         "migration to a fresh slot" if fresh else "migration (trackers copied by the kernel)")
+        return {"name": "migrate", "picks": {
+            "num_reqs": len(batch_rows), "idx_mapping": idx if conv.has_idx_mapping else None,
+            "src_cols": src_cols, "dst_cols": dst_cols, "block_table": table}}
+
+    def _postprocess_action(self, batch_rows: list, table: list) -> dict:
+        conv, maxr, n = self.setup.conventions, self.geo.max_num_reqs, len(batch_rows)
+        inputs: dict[str, list] = {
+            "idx_mapping": [-1] * n, "query_metadata": [0] * (n + 1 if conv.cumulative else n),
+            "num_computed_tokens": [0] * maxr, "num_accepted_tokens": [0] * maxr,
+            "is_prefilling": [False] * n, "live_cols": [0] * maxr,
+        }
+        offset = 0
+        caller = []
+        for b, row in enumerate(batch_rows):
+            if row is None:
+                if conv.cumulative:
+                    inputs["query_metadata"][b + 1] = offset
+                caller.append("padding")
+                continue
+            r, plan = row
+            ghost = GhostRow(r.computed, plan["q"], plan["accepted"], plan["prefilling"],
+                             plan["live_col"], self._req_index(b, r), offset)
+            self.check_assumptions(ghost, r)
+            for buf, (i,), value in encode_row(conv, b, ghost):
+                inputs[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
+            offset += plan["q"]
+            caller.append(f"req {r.rid} {'prefill' if plan['prefilling'] else 'decode'} N={r.computed} "
+                          f"q={plan['q']} accepted={plan['accepted']} live_col={plan['live_col']}")
+        if not conv.has_idx_mapping:
+            inputs["idx_mapping"] = None
+        if conv.live_col_is_zero:
+            inputs["live_cols"] = None
+        return {"name": "postprocess", "picks": {"num_reqs": n, **inputs, "block_table": table}, "caller": caller}
+
+    def check_assumptions(self, row: GhostRow, r: Request) -> None:
+        """The generator's rows satisfy the named caller assumptions."""
+        geo, conv = self.geo, self.setup.conventions
+        final = row.computed_before + row.query_len == r.prompt_len
+        for name, ok in (
+            (env.DECODE_ROW_FITS.name, env.DECODE_ROW_FITS(geo, row)),
+            (env.ACCEPTED_WITHIN_ROW.name, env.ACCEPTED_WITHIN_ROW(geo, row)),
+            (env.ROW_NONEMPTY.name, env.ROW_NONEMPTY(geo, row)),
+            (env.DECODE_WITHIN_BLOCK.name, env.DECODE_WITHIN_BLOCK(geo, row)),
+            (env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, row, self.max_model_len)),
+            (env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row)),
+            (env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, final)),
+        ):
+            if not ok:
+                raise AssertionError(f"generator broke caller assumption {name}: {row}")
+
+    def _advance(self, batch_rows: list) -> None:
+        """The forward pass (FlashInfer's view) and the scheduler's bookkeeping."""
+        bs, W, R = self.geo.block_size, self.geo.window, self.geo.ring_len
+        for row in batch_rows:
+            if row is None:
+                continue
+            r, plan = row
+            before = r.computed
+            if plan["prefilling"]:
+                r.computed = before + plan["q"]
+                r.ring_start, r.checkpoint_pos = 0, r.computed
+                running = r.computed
+                self.saw("multi-column prefill reset", self.align and plan["live_col"] > before // bs)
+            else:
+                pnat = before - r.checkpoint_pos
+                if kernel_checkpoints(pnat, plan["q"], W):
+                    self.saw("ring wrap", r.ring_start + pnat >= R)
+                    r.ring_start = (r.ring_start + pnat) % R
+                    r.checkpoint_pos += pnat
+                    self.saw("checkpoint")
+                    plan["checkpointed"] = True
+                r.computed = before + plan["accepted"]
+                running = r.computed - plan["accepted"] + 1
+            r.live_col = plan["live_col"]
+            aligned = (r.computed // bs) * bs
+            if self.align and aligned >= running and aligned >= bs:
+                dst = aligned // bs - 1
+                slots = [cols[dst] for cols in r.cols]
+                if dst == r.live_col:
+                    r.ring_start, r.checkpoint_pos = 0, aligned
+                    self.saw("live == destination publish")
+                if not plan["prefilling"]:
+                    self.saw("boundary with checkpoint" if plan.get("checkpointed") else "boundary without checkpoint")
+                if all(s != self.geo.pad_slot for s in slots):
+                    self.published.setdefault((r.stream, dst), slots)
+                else:
+                    self.saw("null destination")

@@ -1,0 +1,204 @@
+"""Fuzz campaigns: profiles, seeds, processes, statistics, saved failures, replay."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.stateful import run_state_machine_as_test
+
+from replayssm.spec.geometry import Conventions
+
+from .launcher import KernelSide, Setup, SpecSide, compare
+from .machine import ReplaySSMMachine, Statistics
+from .target import load_target
+
+PROFILES = {
+    "ci": {"examples": 128, "max_steps": 12},
+    "dev": {"examples": 150, "max_steps": 20},
+    "nightly": {"examples": 2000, "max_steps": 40},
+}
+
+SCENARIOS = (
+    "checkpoint",
+    "ring wrap",
+    "boundary with checkpoint",
+    "boundary without checkpoint",
+    "live == destination publish",
+    "multi-column prefill reset",
+    "prefix hit",
+    "migration to a fresh slot",
+    "migration to a copied slot",
+    "padding row",
+    "null column",
+    *(f"conventions {c.label()}" for c in Conventions.all()),
+)
+"""Every scenario class a campaign must reach."""
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """One campaign's parameters."""
+
+    impl: str | None
+    device: str
+    examples: int
+    max_steps: int
+    seed: int
+    jobs: int
+    failures_dir: str
+
+
+def _settings(examples: int, max_steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=max_steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+        report_multiple_bugs=False,
+    )
+
+
+def _machine(target: Any, device: str, seed: int, conv: Conventions, stats: Statistics) -> type[ReplaySSMMachine]:
+    import torch
+
+    attrs = {"target": target, "device": torch.device(device), "stats": stats, "last_failure": None,
+             "conventions": (conv,)}
+    return hypothesis_seed(seed)(type("Campaign", (ReplaySSMMachine,), attrs))
+
+
+def run_worker(config: CampaignConfig, worker: int) -> dict:
+    """One process's share of a campaign: every ``jobs``-th convention
+    combination, each with its share of the examples (so every combination is
+    reached whatever the example count). Returns statistics and failures."""
+    target = load_target(config.impl, cuda=config.device == "cuda")
+    combos = Conventions.all()
+    per_combo = max(1, config.examples // len(combos))
+    stats, failures = Statistics(), []
+    start = time.perf_counter()
+    for n in range(worker, len(combos), config.jobs):
+        seed = config.seed * 1000 + n
+        machine = _machine(target, config.device, seed, combos[n], stats)
+        try:
+            run_state_machine_as_test(machine, settings=_settings(per_combo, config.max_steps))
+        except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
+            failures.append(_save_failure(config, machine, seed, e))
+    return {"stats": asdict(stats), "failures": failures, "seconds": time.perf_counter() - start}
+
+
+def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed: int, error: Exception) -> str:
+    """Write the shrunk failing run as a trace; returns its path."""
+    failure = machine.last_failure
+    trace = failure.trace if failure is not None else {"#meta": {}, "params": None, "actions": [], "states": []}
+    trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl",
+                           "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000]})
+    folder = Path(config.failures_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"fuzz-failure-seed{seed}.json"
+    path.write_text(json.dumps(trace))
+    return str(path)
+
+
+def _merge(parts: list[dict]) -> Statistics:
+    total = Statistics()
+    for p in parts:
+        s = p["stats"]
+        total.examples += s["examples"]
+        total.request_steps += s["request_steps"]
+        total.kernel_seconds += s["kernel_seconds"]
+        total.spec_seconds += s["spec_seconds"]
+        for k, v in s["rules"].items():
+            total.count(total.rules, k, v)
+        for k, v in s["scenarios"].items():
+            total.count(total.scenarios, k, v)
+    return total
+
+
+def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
+    """Run a campaign on ``jobs`` processes; report and return its summary."""
+    start = time.perf_counter()
+    print(f"fuzzing {config.impl or 'replayssm.impl'} on {config.device}: {config.examples} examples "
+          f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es)", file=out, flush=True)
+    if config.jobs <= 1:
+        parts = [run_worker(config, 0)]
+    else:
+        ctx = multiprocessing.get_context("spawn" if config.device == "cuda" else "fork")
+        with ProcessPoolExecutor(config.jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(run_worker, config, w) for w in range(config.jobs)]
+            parts = []
+            for f in futures:
+                parts.append(f.result())
+                print(f"  worker done: {parts[-1]['stats']['examples']} examples, "
+                      f"{parts[-1]['stats']['request_steps']} request-steps, {parts[-1]['seconds']:.1f} s",
+                      file=out, flush=True)
+    stats = _merge(parts)
+    failures = [f for p in parts for f in p["failures"]]
+    seconds = time.perf_counter() - start
+    missing = [s for s in SCENARIOS if not stats.scenarios.get(s)]
+    print("rules:", ", ".join(f"{k} {v}" for k, v in sorted(stats.rules.items())), file=out)
+    print("scenarios:", file=out)
+    for name in sorted(stats.scenarios):
+        if not name.startswith("conventions "):
+            print(f"  {name:<40} {stats.scenarios[name]}", file=out)
+    conv = [n for n in stats.scenarios if n.startswith("conventions ")]
+    print(f"  convention combinations reached          {len(conv)}/32", file=out)
+    print(f"{stats.examples} examples, {stats.request_steps} request-steps in {seconds:.1f} s "
+          f"({stats.request_steps / max(seconds, 1e-9):.1f} verified request-steps/s; kernels "
+          f"{stats.kernel_seconds:.1f} s, spec {stats.spec_seconds:.1f} s)", file=out)
+    for path in failures:
+        print(f"FAILURE saved to {path}", file=out)
+    if missing:
+        print(f"scenario classes never reached: {', '.join(missing)}", file=out)
+    passed = not failures and not missing
+    print("PASSED" if passed else "FAILED", file=out, flush=True)
+    return {"passed": passed, "examples": stats.examples, "request_steps": stats.request_steps,
+            "seconds": round(seconds, 3), "scenarios": stats.scenarios, "rules": stats.rules,
+            "kernel_seconds": round(stats.kernel_seconds, 3), "spec_seconds": round(stats.spec_seconds, 3),
+            "failures": failures, "missing_scenarios": missing}
+
+
+def replay(path: str, impl: str | None, device: str) -> tuple[bool, str]:
+    """Re-run a saved trace's launch actions on the spec and the implementation."""
+    import torch
+
+    trace = json.loads(Path(path).read_text())
+    setup = Setup.from_json(trace["params"])
+    spec = SpecSide(setup)
+    side = KernelSide(setup, load_target(impl, cuda=device == "cuda"), torch.device(device))
+    lines = []
+    for n, action in enumerate(trace["actions"]):
+        spec.run(action)
+        side.run(action)
+        wrong = compare(spec.state(), side.state())
+        caller = "; ".join(action.get("caller", []))
+        lines.append(f"step {n}: {action['name']} {caller}".rstrip())
+        if wrong:
+            lines += [f"  {d}" for d in wrong[:12]]
+            lines.append(f"discrepancy reproduced at step {n}")
+            return False, "\n".join(lines)
+    lines.append("no discrepancy: the implementation agrees with the spec on every step")
+    return True, "\n".join(lines)
+
+
+def default_jobs() -> int:
+    """Both cores here; one per CPU elsewhere."""
+    return max(1, min(os.cpu_count() or 1, 2))
+
+
+def summary_json(result: dict, path: str) -> None:
+    Path(path).write_text(json.dumps({k: result[k] for k in (
+        "passed", "examples", "request_steps", "seconds", "scenarios", "failures")}, indent=2))
+
+
+__all__: list[Any] = ["run_campaign", "replay", "CampaignConfig", "PROFILES", "SCENARIOS"]

@@ -1,0 +1,187 @@
+"""Running one launch action on the spec and on an implementation.
+
+A *launch action* is the JSON-friendly record of what a caller hands the
+worker kernels in one call: ``block_copy`` (tracker entries that travel with
+the scheduler's block copies), ``migrate`` (``reset_new_slots``) or
+``postprocess`` (commit + plan, then compaction in align mode). Both sides
+execute the same action: the spec on numpy buffers (vectorized oracle), the
+implementation on torch tensors through its own kernels. :func:`compare`
+then checks every entry of every state buffer, so frame conditions come for
+free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
+
+STATE_BUFFERS = (
+    "ring_start",
+    "num_committed",
+    "plan_ring_start",
+    "plan_flush_count",
+    "src_slots",
+    "dst_slots",
+    "active_request_indices",
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The fixed shape of one fuzzed system."""
+
+    geometry: Geometry
+    conventions: Conventions
+    layers_per_group: tuple[int, ...]
+    num_cols: int
+    num_slots: int
+
+    def as_json(self) -> dict:
+        g, c = self.geometry, self.conventions
+        return {
+            "geometry": {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
+                         "ring_len": g.ring_len, "pad_slot": g.pad_slot},
+            "conventions": {k: getattr(c, k) for k in ("cumulative", "post_step", "has_idx_mapping",
+                                                      "materialize_prefixes", "live_col_is_zero")},
+            "layers_per_group": list(self.layers_per_group),
+            "num_cols": self.num_cols,
+            "num_slots": self.num_slots,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Setup":
+        return cls(Geometry(**d["geometry"]).validated(), Conventions(**d["conventions"]),
+                   tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"])
+
+
+def _step_inputs(picks: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for key, value in picks.items():
+        if key in ("num_reqs",) or value is None:
+            continue
+        dtype = np.bool_ if key == "is_prefilling" else np.int32
+        out[key] = np.asarray(value, dtype=dtype)
+    return out
+
+
+class SpecSide:
+    """The oracle: spec launches on numpy buffers."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.buffers = allocate(setup.geometry, setup.num_cols, setup.num_slots, list(setup.layers_per_group))
+
+    def run(self, action: dict) -> Any:
+        name, picks = action["name"], action["picks"]
+        if name == "block_copy":
+            for g, src, dst in picks["copies"]:
+                for b in ("ring_start", "num_committed"):
+                    self.buffers[b][g, dst] = self.buffers[b][g, src]
+            return None
+        self.buffers.update(_step_inputs(picks))
+        geo, conv = self.setup.geometry, self.setup.conventions
+        if name == "migrate":
+            return migrate_launch(self.buffers, geo, conv.has_idx_mapping, picks["num_reqs"], vectorized=True)
+        if name == "postprocess":
+            return postprocess_step(self.buffers, geo, conv, picks["num_reqs"], vectorized=True)
+        raise ValueError(f"unknown action {name!r}")
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {b: self.buffers[b].copy() for b in STATE_BUFFERS}
+
+
+def _ptrs(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+
+
+class KernelSide:
+    """The implementation at kernel level: its kernels on tables we build."""
+
+    def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
+        self.setup, self.module, self.device = setup, module, device
+        init = allocate(setup.geometry, setup.num_cols, setup.num_slots, list(setup.layers_per_group))
+        self.t = {k: torch.from_numpy(v).to(device) for k, v in init.items()}
+        groups = len(setup.layers_per_group)
+        tables = [self.t["block_table"][g] for g in range(groups)]
+        self.block_table_ptrs = _ptrs(tables, device)
+        self.block_table_strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64, device=device)
+        self.start_ptrs = _ptrs([self.t["ring_start"][g] for g in range(groups)], device)
+        self.committed_ptrs = _ptrs([self.t["num_committed"][g] for g in range(groups)], device)
+        bases = [int(b) for b in init["packed_base"]]
+        self.src_ptrs = _ptrs([self.t["src_slots"][b:] for b in bases], device)
+        self.dst_ptrs = _ptrs([self.t["dst_slots"][b:] for b in bases], device)
+
+    def _input(self, picks: dict, key: str) -> torch.Tensor | None:
+        value = picks.get(key)
+        if value is None:
+            return None
+        dtype = torch.bool if key == "is_prefilling" else torch.int32
+        return torch.tensor(value, dtype=dtype, device=self.device)
+
+    def run(self, action: dict) -> None:
+        name, picks = action["name"], action["picks"]
+        if name == "block_copy":
+            for g, src, dst in picks["copies"]:
+                for b in ("ring_start", "num_committed"):
+                    self.t[b][g, dst] = self.t[b][g, src]
+            return
+        self.t["block_table"].copy_(torch.tensor(picks["block_table"], dtype=torch.int32))
+        geo, conv = self.setup.geometry, self.setup.conventions
+        n, groups = picks["num_reqs"], len(self.setup.layers_per_group)
+        if n == 0:
+            return
+        idx = self._input(picks, "idx_mapping")
+        if name == "migrate":
+            self.module._reset_new_replayssm_slots_kernel[(n, groups)](
+                idx, self._input(picks, "src_cols"), self._input(picks, "dst_cols"),
+                self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.block_table_strides,
+                PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None,
+            )
+            return
+        live = self._input(picks, "live_cols")
+        self.module._postprocess_replayssm_kernel[(n, groups)](
+            idx, self._input(picks, "query_metadata"), self._input(picks, "num_computed_tokens"),
+            self._input(picks, "num_accepted_tokens"), self._input(picks, "is_prefilling"), live,
+            self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.src_ptrs, self.dst_ptrs,
+            self.t["plan_ring_start"], self.t["plan_flush_count"], self.block_table_strides, self.t["num_layers"],
+            MAX_NUM_REQS=geo.max_num_reqs, MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window,
+            RING_BUFFER_LEN=geo.ring_len, PAD_SLOT_ID=geo.pad_slot, **conv.as_constexprs(),
+        )
+        if conv.materialize_prefixes:
+            self.module._compact_replayssm_requests_kernel[(1,)](
+                self.t["plan_flush_count"], self.t["active_request_indices"], n,
+                MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs),
+            )
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {b: self.t[b].cpu().numpy().copy() for b in STATE_BUFFERS}
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """One buffer entry where the implementation and the spec disagree."""
+
+    buffer: str
+    index: tuple
+    spec: int
+    impl: int
+
+    def __str__(self) -> str:
+        return f"{self.buffer}{list(self.index)}: spec {self.spec}, implementation {self.impl}"
+
+
+def compare(spec: dict[str, np.ndarray], impl: dict[str, np.ndarray]) -> list[Discrepancy]:
+    """Every entry of every state buffer where the two sides differ."""
+    out = []
+    for b in STATE_BUFFERS:
+        s, i = spec[b], impl[b].reshape(spec[b].shape)
+        for idx in zip(*np.nonzero(s != i)):
+            out.append(Discrepancy(b, tuple(int(x) for x in idx), int(s[idx]), int(i[idx])))
+    return out

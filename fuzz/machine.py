@@ -1,0 +1,177 @@
+"""The Hypothesis state machine: callers' actions as rules, the spec as judge.
+
+Each rule is a caller action (admit with prefix hits, a model-runner step with
+prefill chunks, decode steps, live-column moves with block copies and
+migration and padding rows, finish, preempt). A step's launch actions run on
+the spec and on the implementation; every entry of every state buffer must
+agree. The ``@invariant``s check the refinement against FlashInfer's own view
+of each live slot, and that published slots stay canonical. Optional caller
+behaviours are switched on and off per run (swarm testing).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from replayssm.spec.geometry import Conventions, Geometry
+
+from .callers import Callers, Features
+from .launcher import KernelSide, Setup, SpecSide, compare
+
+GEOMETRIES = [
+    Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
+    Geometry(max_num_reqs=4, block_size=4, window=4, ring_len=8),
+    Geometry(max_num_reqs=4, block_size=5, window=3, ring_len=5),
+    Geometry(max_num_reqs=3, block_size=3, window=2, ring_len=4),
+]
+"""Fuzzed geometries: vLLM's non-power-of-two ring (W=16, T<=4, R=20) with a
+small block, a power-of-two ring, odd blocks and rings, and T = W."""
+
+
+@dataclass
+class Statistics:
+    """What a campaign exercised, merged over examples."""
+
+    examples: int = 0
+    request_steps: int = 0
+    rules: dict[str, int] = field(default_factory=dict)
+    scenarios: dict[str, int] = field(default_factory=dict)
+    kernel_seconds: float = 0.0
+    spec_seconds: float = 0.0
+
+    def count(self, table: dict[str, int], key: str, n: int = 1) -> None:
+        table[key] = table.get(key, 0) + n
+
+
+class Failure(AssertionError):
+    """A discrepancy or a broken invariant, with the trace that shows it."""
+
+    def __init__(self, message: str, trace: dict) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+class ReplaySSMMachine(RuleBasedStateMachine):
+    """Set ``target`` and ``device`` on a subclass before running."""
+
+    target: ModuleType
+    device: torch.device = torch.device("cpu")
+    conventions: tuple[Conventions, ...] = tuple(Conventions.all())
+    stats: Statistics = Statistics()
+    last_failure: Failure | None = None
+
+    @initialize(data=st.data())
+    def build_system(self, data: Any) -> None:
+        geo = data.draw(st.sampled_from(GEOMETRIES), label="geometry")
+        conv = data.draw(st.sampled_from(self.conventions), label="conventions")
+        layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=4), label="layers per group"))
+        features = Features(*(data.draw(st.booleans(), label=f) for f in
+                              ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
+        self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
+        self.spec = SpecSide(self.setup)
+        self.impl = KernelSide(self.setup, self.target, self.device)
+        self.callers = Callers(self.setup, features)
+        self.trace: dict = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"},
+                            "params": self.setup.as_json(), "actions": [], "states": []}
+        self.stats.examples += 1
+        self.stats.count(self.stats.scenarios, f"conventions {conv.label()}")
+
+    def _fail(self, message: str) -> None:
+        failure = Failure(message, self.trace)
+        type(self).last_failure = failure
+        raise failure
+
+    def execute(self, action: dict) -> None:
+        """Run one launch action on both sides and compare every state buffer."""
+        self.trace["actions"].append(action)
+        t0 = time.perf_counter()
+        self.spec.run(action)
+        t1 = time.perf_counter()
+        self.impl.run(action)
+        t2 = time.perf_counter()
+        self.stats.spec_seconds += t1 - t0
+        self.stats.kernel_seconds += t2 - t1
+        spec_state = self.spec.state()
+        self.trace["states"].append({k: v.tolist() for k, v in spec_state.items()})
+        wrong = compare(spec_state, self.impl.state())
+        if wrong:
+            shown = "\n  ".join(str(d) for d in wrong[:12])
+            self._fail(f"{action['name']} disagrees with the spec in {len(wrong)} entries:\n  {shown}")
+
+    def _rule(self, name: str) -> None:
+        self.stats.count(self.stats.rules, name)
+
+    @precondition(lambda self: len(self.callers.requests) < self.setup.geometry.max_num_reqs)
+    @rule(data=st.data())
+    def admit(self, data: Any) -> None:
+        if self.callers.admit(data.draw, st):
+            self._rule("admit")
+
+    @precondition(lambda self: bool(self.callers.requests))
+    @rule(data=st.data())
+    def model_steps(self, data: Any) -> None:
+        """One to four consecutive model-runner steps."""
+        for _ in range(data.draw(st.integers(1, 4), label="steps")):
+            if not self.callers.requests:
+                return
+            actions = self.callers.step(data.draw, st)
+            if actions:
+                self._rule("model_step")
+                self.stats.request_steps += sum(c != "padding" for c in actions[-1].get("caller", []))
+            for action in actions:
+                self.execute(action)
+
+    @precondition(lambda self: len(self.callers.requests) >= 2)
+    @rule(data=st.data())
+    def finish(self, data: Any) -> None:
+        self._rule("finish")
+        self.callers.finish(data.draw, st, preempt=False)
+
+    @precondition(lambda self: len(self.callers.requests) >= 2)
+    @rule(data=st.data())
+    def preempt(self, data: Any) -> None:
+        self._rule("preempt")
+        self.callers.finish(data.draw, st, preempt=True)
+
+    @invariant()
+    def live_slots_refine_requests(self) -> None:
+        """Each running request's live slot holds FlashInfer's view of it in
+        every group: ring start, and ``P + committed = N``."""
+        if not hasattr(self, "callers"):
+            return
+        buffers = self.spec.buffers
+        for r in self.callers.requests.values():
+            if r.live_col < 0:
+                continue
+            for g, cols in enumerate(r.cols):
+                slot = cols[r.live_col]
+                got = (int(buffers["ring_start"][g, slot]), int(buffers["num_committed"][g, slot]))
+                want = (r.ring_start, r.computed - r.checkpoint_pos)
+                if got != want:
+                    self._fail(f"request {r.rid} group {g} live slot {slot}: trackers {got}, "
+                               f"FlashInfer's view (start, N - P) = {want}")
+
+    @invariant()
+    def published_slots_stay_canonical(self) -> None:
+        """A published slot keeps trackers (0, 0) in every group."""
+        if not hasattr(self, "callers"):
+            return
+        buffers = self.spec.buffers
+        for (stream, col), slots in self.callers.published.items():
+            for g, slot in enumerate(slots):
+                got = (int(buffers["ring_start"][g, slot]), int(buffers["num_committed"][g, slot]))
+                if got != (0, 0):
+                    self._fail(f"published slot {slot} (stream {stream}, column {col}) of group {g} "
+                               f"has trackers {got}")
+
+    def teardown(self) -> None:
+        if hasattr(self, "callers"):
+            for k, v in self.callers.scenarios.items():
+                self.stats.count(self.stats.scenarios, k, v)

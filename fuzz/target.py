@@ -1,0 +1,52 @@
+"""Loading the implementation under test.
+
+A target is any module exposing the reference's entry points: the four kernels,
+``ReplaySSMModelContext``, ``initialize_replayssm_ring_trackers`` and
+``get_replayssm_block_copy_tensors`` (ours: ``replayssm.impl.replayssm_utils``;
+vLLM's ``replayssm_utils.py`` file works too). Without CUDA its FlashInfer
+loader is pointed at our torch materialize backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+DEFAULT_TARGET = "replayssm.impl.replayssm_utils"
+KERNELS = (
+    "_postprocess_replayssm_kernel",
+    "_compact_replayssm_requests_kernel",
+    "_reset_new_replayssm_slots_kernel",
+)
+
+
+def load_target(name: str | None = None, *, cuda: bool = False) -> ModuleType:
+    """Import ``name`` (a module name or a ``.py`` path) and check its entry points."""
+    name = name or DEFAULT_TARGET
+    path = Path(name)
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise ValueError(f"--impl file {name!r} does not exist")
+        mod_name = f"replayssm_target_{abs(hash(path.resolve()))}"
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"--impl file {name!r} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            raise ValueError(f"--impl module {name!r} cannot be imported: {e}") from e
+    missing = [k for k in KERNELS if not hasattr(module, k)]
+    if missing:
+        raise ValueError(f"--impl {name!r} lacks the reference entry points {missing}")
+    if not cuda and hasattr(module, "_load_replayssm_materialize"):
+        from replayssm.impl.materialize import torch_replayssm_materialize
+
+        module._load_replayssm_materialize = lambda *a, **k: torch_replayssm_materialize
+    return module
