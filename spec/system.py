@@ -1,0 +1,1022 @@
+"""The whole-system model: scheduler, forward pass and worker kernels together.
+
+One :class:`SystemParams` fixes a bounded world (requests, cache groups with
+their layer counts, block-table columns, physical slots per group, token
+streams, the kernel geometry and the caller's conventions). A state is a flat
+record of integer variables (:class:`State`); every value is a vocabulary
+value, so the same actions run on Python ints (the concrete simulation the
+fuzzer drives) and on Z3 ``Sym`` terms (the proofs and the bounded model check).
+
+Concrete state (what vLLM holds):
+
+* per request ``r``: ``active``, ``stream`` (token-stream identity), ``prompt``
+  (prompt length), ``N`` (computed position), ``live`` (the live column of its
+  last step, -1 when none: the next migration's source column);
+* ``table[g, r, c]``: physical slot of column ``c`` in cache group ``g``
+  (0 = the null block);
+* ``rs[g, s]``, ``nc[g, s]``: the trackers (``ring_start``, ``num_committed``);
+* ``ref[g, s]`` (how many table entries name the slot) and ``reg[g, s]`` (the
+  prefix the scheduler's prefix cache believes the slot holds, -1 none): the
+  scheduler's block pool;
+* the worker's persistent plan buffers (``plan_ring_start``,
+  ``plan_flush_count``, ``active_request_indices``, ``src_slots``, ``dst_slots``).
+
+Ghost state (what the slots *mean*), for every slot of every group:
+
+* ``ck[g, s]``: the prefix its checkpoint state represents, as ``code(stream,
+  P) = stream * K + P`` (the state after tokens ``0..P-1`` of that stream), or
+  -1 for garbage;
+* ``ring[g, s, i]``: which token ring row ``i`` holds, ``code(stream, t)``, or
+  -1 (a rejected draft, never written, or garbage).
+
+A slot *represents* ``(stream, N)`` when its checkpoint is ``code(stream, N -
+nc)`` and its ``nc`` committed rows from ``rs`` hold tokens ``N - nc .. N - 1``:
+replaying them gives exactly the request's state. A registered (published)
+slot is *canonical*: trackers (0, 0) and checkpoint exactly at its boundary.
+
+Actions (:data:`ACTIONS`) are the caller's: ``admit`` (with a prefix-cache hit
+on published blocks), ``step`` (one engine step for every running request:
+scheduling of prefill chunks and decode rows, padding rows, allocation and
+copy-on-write, the live-column move by block copy plus tracker migration, the
+forward pass with FlashInfer's checkpoint rule and ring append, then
+postprocess, compaction and materialize), and ``free`` (finish or preempt).
+Each action declares its nondeterministic *picks*, a *guard* (what the model
+itself guarantees), the named caller *assumptions* it relies on (droppable one
+by one in proofs), and returns the next state plus *checks*: safety conditions
+of that step (no memory fault, the forward pass reads the right prefix, the
+materialize contract, ...). The kernels are never re-implemented: the worker
+side runs ``spec.postprocess.postprocess_program``,
+``spec.migration.migrate_program`` and ``spec.compaction.compact_program`` on
+kernel inputs laid out by ``spec.assumptions.encode_row``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .assumptions import (
+    ACCEPTED_WITHIN_ROW,
+    DECODE_ROW_FITS,
+    DECODE_WITHIN_BLOCK,
+    FRESH_DISTINCT_DESTINATIONS,
+    LIVE_COL_IS_LAST_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    ROW_NONEMPTY,
+    Assumption,
+    GhostRow,
+    encode_row,
+    last_scheduled_block,
+)
+from .compaction import compact_program
+from .flashinfer import kernel_checkpoints, materialize_plan_ok, materialize_ring_row
+from .geometry import Conventions, Geometry
+from .memory import MemoryFault
+from .migration import migrate_program
+from .postprocess import postprocess_program
+from .vocab import cdiv, cmod, conj, disj, implies, ite, negate
+
+GARBAGE = -1
+"""The ghost value of a state or ring row that represents no prefix."""
+
+
+# --------------------------------------------------------------------------
+# Parameters and state
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SystemParams:
+    """A bounded world. Constexprs (geometry) are concrete so the Z3 problems
+    stay linear; ``swap_rows`` puts request ``r`` in batch row ``NR - 1 - r``
+    (v2 passes the permutation as ``idx_mapping``; v1 reads per-request inputs
+    by batch row)."""
+
+    geo: Geometry
+    conv: Conventions
+    layers: tuple[int, ...] = (1, 2)
+    num_cols: int = 4
+    num_slots: int = 7
+    num_streams: int = 2
+    swap_rows: bool = False
+
+    @property
+    def num_reqs(self) -> int:
+        return int(self.geo.max_num_reqs)
+
+    @property
+    def groups(self) -> int:
+        return len(self.layers)
+
+    @property
+    def max_len(self) -> int:
+        """``max_model_len``: one column per block."""
+        return self.num_cols * int(self.geo.block_size)
+
+    @property
+    def K(self) -> int:
+        """Stride of the ghost code ``stream * K + position``."""
+        return self.max_len + 1
+
+    @property
+    def total_layers(self) -> int:
+        return sum(self.layers)
+
+    @property
+    def max_step(self) -> int:
+        return int(self.geo.ring_len - self.geo.window)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        NR, G, C, S, R = self.num_reqs, self.groups, self.num_cols, self.num_slots, int(self.geo.ring_len)
+        return {
+            "active": (NR,), "stream": (NR,), "prompt": (NR,), "N": (NR,), "live": (NR,),
+            "table": (G, NR, C),
+            "rs": (G, S), "nc": (G, S), "ref": (G, S), "reg": (G, S), "ck": (G, S),
+            "ring": (G, S, R),
+            "plan_ring_start": (NR,), "plan_flush_count": (NR,), "active_request_indices": (NR,),
+            "src_slots": (self.total_layers * NR,), "dst_slots": (self.total_layers * NR,),
+        }
+
+    def batch_of(self, r: int) -> int:
+        return self.num_reqs - 1 - r if self.swap_rows else r
+
+    def describe(self) -> dict:
+        g = self.geo
+        return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
+                "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
+                "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
+                "swap_rows": self.swap_rows}
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _flat(shape: tuple[int, ...], index: tuple) -> Any:
+    flat: Any = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + i
+    return flat
+
+
+def _is_concrete(*xs: Any) -> bool:
+    return all(isinstance(x, (int, bool)) for x in xs)
+
+
+def select(values: list, idx: Any, other: Any = 0) -> Any:
+    """``values[idx]`` for a concrete or symbolic index (``other`` outside)."""
+    if _is_concrete(idx):
+        return values[idx] if 0 <= idx < len(values) else other
+    out = other
+    for i in range(len(values) - 1, -1, -1):
+        out = ite(idx == i, values[i], out)
+    return out
+
+
+@dataclass
+class State:
+    """Flat integer variables by name; ``p`` gives their shapes."""
+
+    p: SystemParams
+    v: dict[str, list]
+
+    def copy(self) -> "State":
+        return State(self.p, {k: list(x) for k, x in self.v.items()})
+
+    def get(self, name: str, *index: Any) -> Any:
+        shape = self.p.shapes()[name]
+        if _is_concrete(*index):
+            return self.v[name][_flat(shape, index)]
+        return select(self.v[name], _flat(shape, index))
+
+    def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
+        shape = self.p.shapes()[name]
+        vals = self.v[name]
+        if _is_concrete(*index):
+            f = _flat(shape, index)
+            vals[f] = value if guard is True else ite(guard, value, vals[f])
+            return
+        f = _flat(shape, index)
+        for i in range(len(vals)):
+            vals[i] = ite(conj(guard, f == i), value, vals[i])
+
+    def as_json(self) -> dict:
+        return {k: [int(x) for x in vals] for k, vals in self.v.items()}
+
+
+def initial_state(p: SystemParams) -> State:
+    """No request, every slot free and garbage, the buffers as ``allocate`` leaves them."""
+    pad = int(p.geo.pad_slot)
+    init = {"live": -1, "table": pad, "reg": -1, "ck": GARBAGE, "ring": GARBAGE,
+            "plan_flush_count": -1, "active_request_indices": -1, "src_slots": pad, "dst_slots": pad}
+    return State(p, {k: [init.get(k, 0)] * _size(s) for k, s in p.shapes().items()})
+
+
+def code(p: SystemParams, stream: Any, pos: Any) -> Any:
+    """The ghost name of ``stream``'s prefix (or token) at ``pos``."""
+    return stream * p.K + pos
+
+
+# --------------------------------------------------------------------------
+# The kernels' memory over the system state
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class TableMemory:
+    """A ``spec.memory.Memory`` over small lists of vocabulary values.
+
+    Shapes are concrete; indices, guards and values may be ints or Z3 terms.
+    On concrete inputs an executed out-of-bounds access raises
+    :class:`MemoryFault` (the oracle's behaviour); on symbolic ones it is
+    recorded in ``faults`` as a condition, which the proofs require false.
+    Loops over a symbolic range iterate the concrete range ``[0, loop_bound)``
+    under a mask; a range reaching outside it is a fault too.
+    """
+
+    buffers: dict[str, tuple[tuple[int, ...], list]]
+    loop_bound: int
+    faults: list[tuple[str, Any]] = field(default_factory=list)
+    _masks: list[Any] = field(default_factory=list)
+
+    def _guard(self, guard: Any) -> Any:
+        return conj(guard, *self._masks) if self._masks else guard
+
+    @contextmanager
+    def masked(self, guard: Any) -> Iterator[None]:
+        if guard is True:
+            yield
+            return
+        self._masks.append(guard)
+        try:
+            yield
+        finally:
+            self._masks.pop()
+
+    def _resolve(self, buffer: str, index: tuple, guard: Any) -> tuple[Any, Any]:
+        shape, _ = self.buffers[buffer]
+        if len(index) != len(shape):
+            raise MemoryFault(buffer, index, shape)
+        inside = conj(*[conj(i >= 0, i < n) for i, n in zip(index, shape)])
+        if _is_concrete(guard, inside):
+            if guard and not inside:
+                raise MemoryFault(buffer, index, shape)
+        else:
+            self.faults.append((f"{buffer} index in bounds", conj(guard, negate(inside))))
+        return _flat(shape, index), inside
+
+    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+        g = self._guard(guard)
+        if g is False:
+            return other
+        f, _ = self._resolve(buffer, index, g)
+        vals = self.buffers[buffer][1]
+        value = select(vals, f, other)
+        return value if g is True else ite(g, value, other)
+
+    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+        g = self._guard(guard)
+        if g is False:
+            return
+        f, _ = self._resolve(buffer, index, g)
+        vals = self.buffers[buffer][1]
+        if _is_concrete(f) and g is True:
+            vals[f] = value
+            return
+        for i in range(len(vals)):
+            vals[i] = ite(conj(g, f == i), value, vals[i])
+
+    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+        g = self._guard(guard)
+        if _is_concrete(lo, hi, g):
+            if g:
+                yield from range(lo, hi)
+            return
+        self.faults.append(("loop range within the bound", conj(g, lo < hi, disj(lo < 0, hi > self.loop_bound))))
+        for v in range(self.loop_bound):
+            self._masks.append(conj(g, lo <= v, v < hi))
+            try:
+                yield v
+            finally:
+                self._masks.pop()
+
+
+# --------------------------------------------------------------------------
+# Assumptions the system model adds (to move into spec/assumptions.py)
+# --------------------------------------------------------------------------
+
+
+def _groups_agree_on_null(null_in_group: list) -> Any:
+    return conj(*[x == null_in_group[0] for x in null_in_group[1:]])
+
+
+GROUPS_AGREE_ON_NULL = Assumption(
+    "groups_agree_on_null",
+    "the scheduler gives a request's column a null block in every cache group or in none",
+    _groups_agree_on_null,
+)
+
+
+def _is_prefilling_agrees(flag: Any, forward_prefill: Any) -> Any:
+    return flag == forward_prefill
+
+
+IS_PREFILLING_AGREES = Assumption(
+    "is_prefilling_agrees",
+    "the is_prefilling input of a row equals how the forward pass treated it (chunked scan vs FlashInfer decode)",
+    _is_prefilling_agrees,
+)
+
+
+def _fresh_slot_is_free(ref: Any, reg: Any) -> Any:
+    return ref == 0
+
+
+FRESH_SLOT_IS_FREE = Assumption(
+    "fresh_slot_is_free",
+    "a newly allocated block is referenced by no block table (the pool hands out only free blocks)",
+    _fresh_slot_is_free,
+)
+
+
+SYSTEM_ASSUMPTIONS = [
+    LIVE_COL_IS_LAST_BLOCK,
+    DECODE_ROW_FITS,
+    ACCEPTED_WITHIN_ROW,
+    ROW_NONEMPTY,
+    DECODE_WITHIN_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    FRESH_DISTINCT_DESTINATIONS,
+    GROUPS_AGREE_ON_NULL,
+    IS_PREFILLING_AGREES,
+    FRESH_SLOT_IS_FREE,
+]
+"""Every caller assumption the system actions name."""
+
+
+# --------------------------------------------------------------------------
+# Actions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PickSpec:
+    """One nondeterministic choice of an action, with its domain ``[lo, hi]``."""
+
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclass
+class Outcome:
+    """An action's result: the next state, its safety checks, and what it did."""
+
+    state: State
+    checks: list[tuple[str, Any]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A caller action: picks, model guard, named assumptions, effect."""
+
+    name: str
+    picks: Callable[[SystemParams], list[PickSpec]]
+    guard: Callable[[State, dict], Any]
+    assumptions: Callable[[State, dict], list[tuple[str, Any]]]
+    apply: Callable[[State, dict], Outcome]
+
+
+def _in(x: Any, lo: Any, hi: Any) -> Any:
+    return conj(x >= lo, x <= hi)
+
+
+def _b(x: Any) -> Any:
+    """An int flag as a vocabulary boolean."""
+    return x != 0
+
+
+# ---- admit ---------------------------------------------------------------
+
+
+def admit_picks(p: SystemParams) -> list[PickSpec]:
+    out = [PickSpec("req", 0, p.num_reqs - 1), PickSpec("stream", 0, p.num_streams - 1),
+           PickSpec("prompt", 1, p.max_len), PickSpec("hit", 0, p.num_cols - 1)]
+    for g in range(p.groups):
+        for c in range(p.num_cols - 1):
+            out.append(PickSpec(f"hit_slot_{g}_{c}", 1, p.num_slots - 1))
+    return out
+
+
+def admit_guard(st: State, k: dict) -> Any:
+    """A waiting request with a prompt arrives; the scheduler's prefix cache
+    finds ``hit`` full blocks of its stream, each registered in every group.
+    At least one prompt token is left to compute; mode none has no prefix cache."""
+    p = st.p
+    bs = p.geo.block_size
+    r = k["req"]
+    parts = [_in(r, 0, p.num_reqs - 1), st.get("active", r) == 0,
+             _in(k["stream"], 0, p.num_streams - 1), _in(k["prompt"], 1, p.max_len),
+             _in(k["hit"], 0, p.num_cols - 1), k["hit"] * bs < k["prompt"]]
+    if not p.conv.materialize_prefixes:
+        parts.append(k["hit"] == 0)
+    for g in range(p.groups):
+        for c in range(p.num_cols - 1):
+            s = k[f"hit_slot_{g}_{c}"]
+            parts.append(implies(c < k["hit"], conj(
+                _in(s, 1, p.num_slots - 1), st.get("reg", g, s) == code(p, k["stream"], (c + 1) * bs))))
+    return conj(*parts)
+
+
+def admit_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
+    return []
+
+
+def admit_apply(st: State, k: dict) -> Outcome:
+    p = st.p
+    out = st.copy()
+    r, hit = k["req"], k["hit"]
+    N = hit * p.geo.block_size
+    for name, value in (("active", 1), ("stream", k["stream"]), ("prompt", k["prompt"]), ("N", N),
+                        ("live", hit - 1)):
+        out.set(name, (r,), value)
+    for g in range(p.groups):
+        for c in range(p.num_cols):
+            s = k[f"hit_slot_{g}_{c}"] if c < p.num_cols - 1 else p.geo.pad_slot
+            use = c < hit
+            out.set("table", (g, r, c), ite(use, s, p.geo.pad_slot))
+            out.set("ref", (g, s), out.get("ref", g, s) + 1, use)
+    return Outcome(out, [], {"computed": N})
+
+
+# ---- free ----------------------------------------------------------------
+
+
+def free_picks(p: SystemParams) -> list[PickSpec]:
+    return [PickSpec("req", 0, p.num_reqs - 1)]
+
+
+def free_guard(st: State, k: dict) -> Any:
+    """A running request finishes or is preempted (a preempted request comes
+    back later through ``admit``, recomputing or hitting its published prefix)."""
+    return conj(_in(k["req"], 0, st.p.num_reqs - 1), st.get("active", k["req"]) == 1)
+
+
+def free_apply(st: State, k: dict) -> Outcome:
+    p = st.p
+    out = st.copy()
+    r = k["req"]
+    pad = p.geo.pad_slot
+    for g in range(p.groups):
+        for c in range(p.num_cols):
+            s = st.get("table", g, r, c)
+            out.set("ref", (g, s), out.get("ref", g, s) - 1, s != pad)
+            out.set("table", (g, r, c), pad)
+    out.set("active", (r,), 0)
+    out.set("live", (r,), -1)
+    return Outcome(out, [])
+
+
+# ---- step ----------------------------------------------------------------
+
+
+def step_picks(p: SystemParams) -> list[PickSpec]:
+    out = []
+    for r in range(p.num_reqs):
+        out += [PickSpec(f"sched_{r}", 0, 1), PickSpec(f"q_{r}", 0, p.max_len),
+                PickSpec(f"acc_{r}", 0, int(p.geo.window)), PickSpec(f"live_col_{r}", 0, p.num_cols - 1),
+                PickSpec(f"is_prefilling_{r}", 0, 1)]
+        for g in range(p.groups):
+            out += [PickSpec(f"slot_{g}_{r}", 1, p.num_slots - 1), PickSpec(f"null_{g}_{r}", 0, 1)]
+    return out
+
+
+@dataclass
+class RowPlan:
+    """The scheduler's decision for one request in one step."""
+
+    r: int
+    sched: Any
+    prefill: Any
+    q: Any
+    acc: Any
+    live_col: Any
+    flag: Any
+    final_chunk: Any
+    ghost: GhostRow
+
+
+def _rows(st: State, k: dict) -> list[RowPlan]:
+    p = st.p
+    rows = []
+    for r in range(p.num_reqs):
+        N, prompt = st.get("N", r), st.get("prompt", r)
+        sched = conj(_b(k[f"sched_{r}"]), st.get("active", r) == 1)
+        prefill = N < prompt
+        q, acc = k[f"q_{r}"], k[f"acc_{r}"]
+        live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
+        flag = _b(k[f"is_prefilling_{r}"])
+        ghost = GhostRow(N, q, acc, flag, live_col, r)
+        rows.append(RowPlan(r, sched, prefill, q, acc, live_col, flag, N + q == prompt, ghost))
+    return rows
+
+
+def step_guard(st: State, k: dict) -> Any:
+    """What the scheduler guarantees by construction: scheduled requests are
+    running; a prefill row schedules at most the rest of its prompt; a decode
+    row stays within the model length and accepts at most what it scheduled
+    (at least one token is the assumption ``accepted_within_row``); the live
+    column and the fresh slots are in range; a slot the pool hands out is a
+    real slot."""
+    p = st.p
+    parts = []
+    for row in _rows(st, k):
+        r = row.r
+        N, prompt = st.get("N", r), st.get("prompt", r)
+        parts += [
+            _in(k[f"sched_{r}"], 0, 1), _in(k[f"is_prefilling_{r}"], 0, 1),
+            _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),
+            implies(row.sched, ite(row.prefill, N + row.q <= prompt,
+                                   conj(N + row.q <= p.max_len, row.acc <= row.q))),
+        ]
+        for g in range(p.groups):
+            parts += [_in(k[f"slot_{g}_{r}"], 1, p.num_slots - 1), _in(k[f"null_{g}_{r}"], 0, 1)]
+    return conj(*parts)
+
+
+def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
+    """The caller assumptions one engine step relies on, named."""
+    p, geo, conv = st.p, st.p.geo, st.p.conv
+    out: list[tuple[str, Any]] = []
+    rows = _rows(st, k)
+    for row in rows:
+        r, gh = row.r, row.ghost
+        fwd = GhostRow(gh.computed_before, gh.query_len, gh.accepted, row.prefill, gh.live_col, r)
+        s = row.sched
+        out += [
+            (LIVE_COL_IS_LAST_BLOCK.name, implies(s, LIVE_COL_IS_LAST_BLOCK(geo, conv, fwd))),
+            (DECODE_ROW_FITS.name, implies(s, DECODE_ROW_FITS(geo, fwd))),
+            (ACCEPTED_WITHIN_ROW.name, implies(s, ACCEPTED_WITHIN_ROW(geo, fwd))),
+            (ROW_NONEMPTY.name, implies(s, ROW_NONEMPTY(geo, fwd))),
+            (DECODE_WITHIN_BLOCK.name, implies(s, DECODE_WITHIN_BLOCK(geo, fwd))),
+            (PREFILL_CHUNK_ON_BOUNDARY.name, implies(s, PREFILL_CHUNK_ON_BOUNDARY(geo, conv, fwd, row.final_chunk))),
+            (IS_PREFILLING_AGREES.name, implies(s, IS_PREFILLING_AGREES(row.flag, row.prefill))),
+            (GROUPS_AGREE_ON_NULL.name, implies(s, GROUPS_AGREE_ON_NULL([k[f"null_{g}_{r}"] for g in range(p.groups)]))),
+        ]
+        for g in range(p.groups):
+            col_slot = st.get("table", g, r, row.live_col)
+            needs = disj(conj(s, col_slot == geo.pad_slot, k[f"null_{g}_{r}"] == 0),
+                         conj(s, col_slot != geo.pad_slot, st.get("ref", g, col_slot) > 1))
+            fresh = k[f"slot_{g}_{r}"]
+            out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, fresh), st.get("reg", g, fresh)))))
+            for other in rows:
+                if other.r > r:
+                    o_slot = st.get("table", g, other.r, other.live_col)
+                    o_needs = disj(conj(other.sched, o_slot == geo.pad_slot, k[f"null_{g}_{other.r}"] == 0),
+                                   conj(other.sched, o_slot != geo.pad_slot, st.get("ref", g, o_slot) > 1))
+                    out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, o_needs), FRESH_DISTINCT_DESTINATIONS(
+                        fresh, k[f"slot_{g}_{other.r}"], geo.pad_slot))))
+    return out
+
+
+def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
+    """Slot ``slot`` of group ``g`` holds exactly ``stream``'s state after
+    ``n`` tokens: checkpoint at ``n - nc`` and its committed rows hold the rest."""
+    p = st.p
+    R, W = int(p.geo.ring_len), int(p.geo.window)
+    nc, rs, ck = st.get("nc", g, slot), st.get("rs", g, slot), st.get("ck", g, slot)
+    base = n - nc
+    parts = [base >= 0, ck == code(p, stream, base), nc >= 0, nc <= W]
+    for j in range(W):
+        row = cmod(rs + j, R)
+        parts.append(implies(j < nc, st.get("ring", g, slot, row) == code(p, stream, base + j)))
+    return conj(*parts)
+
+
+def replay(st: State, g: int, slot: Any, start: Any, count: Any, limit: int) -> Any:
+    """The ghost of ``slot``'s checkpoint advanced by ``count`` ring rows from
+    ``start`` (rows ``start + j`` by one conditional subtraction, as FlashInfer
+    reads them): the prefix it then represents, or garbage."""
+    p = st.p
+    R = int(p.geo.ring_len)
+    ck = st.get("ck", g, slot)
+    ok = [ck >= 0, count >= 0, count <= limit]
+    for j in range(limit):
+        row = materialize_ring_row(start, j, R)
+        ok.append(implies(j < count, st.get("ring", g, slot, row) == ck + j))
+    return ite(conj(*ok), ck + count, GARBAGE)
+
+
+def _copy_slot(out: State, src_state: State, g: int, src: Any, dst: Any, guard: Any) -> None:
+    """A scheduler block copy: state, ring and trackers of ``src`` onto ``dst``."""
+    R = int(out.p.geo.ring_len)
+    for name in ("ck", "rs", "nc"):
+        out.set(name, (g, dst), src_state.get(name, g, src), guard)
+    for i in range(R):
+        out.set("ring", (g, dst, i), src_state.get("ring", g, src, i), guard)
+
+
+def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Any], Any, Any]:
+    """Where each scheduled request sits in the batch: scheduled requests are
+    packed into rows ``0..n-1`` in request order (reversed with
+    ``swap_rows``). v1 launches ``n`` programs per group; v2 launches
+    ``MAX_NUM_REQS`` rows, the ones past ``n`` being padding rows (CUDA-graph
+    padding, ``idx_mapping = -1``). Returns (row of each request, rows
+    scheduled, launch size)."""
+    order = sorted(rows, key=lambda rw: p.batch_of(rw.r))
+    where: dict[int, Any] = {}
+    n: Any = 0
+    for row in order:
+        where[row.r] = n
+        n = ite(row.sched, n + 1, n)
+    launch = p.num_reqs if p.conv.has_idx_mapping else n
+    return where, n, launch
+
+
+def _kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: list) -> dict:
+    """The worker's inputs in the kernels' layout, laid out by ``encode_row``."""
+    p = st.p
+    NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
+    conv = p.conv
+    shapes = p.shapes()
+    bufs: dict[str, tuple[tuple[int, ...], list]] = {
+        "idx_mapping": ((NR,), [-1] * NR),
+        "query_metadata": ((NR + 1,) if conv.cumulative else (NR,), [0] * (NR + 1 if conv.cumulative else NR)),
+        "num_computed_tokens": ((NR,), [0] * NR),
+        "num_accepted_tokens": ((NR,), [0] * NR),
+        "is_prefilling": ((NR,), [0] * NR),
+        "live_cols": ((NR,), [0] * NR),
+        "src_cols": ((NR,), [-1] * NR),
+        "dst_cols": ((NR,), [-1] * NR),
+        "block_table": ((G, NR, C), [p.geo.pad_slot] * (G * NR * C)),
+        "ring_start": ((G, S), list(st.v["rs"])),
+        "num_committed": ((G, S), list(st.v["nc"])),
+        "packed_base": ((G,), [sum(p.layers[:g]) * NR for g in range(G)]),
+        "num_layers": ((G,), list(p.layers)),
+    }
+    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+        bufs[name] = (shapes[name], list(st.v[name]))
+    mem = TableMemory(bufs, max(C, max(p.layers)))
+    where, _, _ = batch_layout(p, rows)
+    cum: Any = 0
+    for row in sorted(rows, key=lambda rw: p.batch_of(rw.r)):
+        b = where[row.r]
+        kreq = row.r if conv.has_idx_mapping else b
+        ghost = replace(row.ghost, req=kreq, cum_base=cum)
+        with mem.masked(row.sched):
+            for buf, idx, value in encode_row(conv, b, ghost):
+                mem.store(buf, idx, value)
+            mem.store("live_cols", (kreq,), live_cols[row.r])
+            mem.store("src_cols", (kreq,), src_cols[row.r])
+            mem.store("dst_cols", (kreq,), live_cols[row.r])
+            for g in range(G):
+                for c in range(C):
+                    mem.store("block_table", (g, b, c), st.get("table", g, row.r, c))
+        if conv.cumulative:
+            cum = ite(row.sched, cum + row.q, cum)
+    if conv.cumulative:
+        # padding rows past the scheduled ones have empty queries
+        _, n, _ = batch_layout(p, rows)
+        for b in range(NR + 1):
+            mem.store("query_metadata", (b,), cum, b > n)
+    return bufs
+
+
+def _launch(p: SystemParams, mem: "TableMemory", launch: Any, program: Callable[[int, int], Any]) -> list:
+    """Run ``program(batch, group)`` over the grid ``(launch, groups)``."""
+    out = []
+    for b in range(p.num_reqs):
+        with mem.masked(b < launch):
+            for g in range(p.groups):
+                out.append(program(b, g))
+    return out
+
+
+def step_apply(st: State, k: dict) -> Outcome:
+    """One engine step, in vLLM's order: schedule and allocate (with
+    copy-on-write of a shared live block), block copies of moved live columns
+    and tracker migration, the forward pass in every group, postprocess (commit
+    and plan), compaction and materialize, then the scheduler's bookkeeping."""
+    p, geo, conv = st.p, st.p.geo, st.p.conv
+    pad, R, W, bs = geo.pad_slot, int(geo.ring_len), int(geo.window), geo.block_size
+    rows = _rows(st, k)
+    checks: list[tuple[str, Any]] = []
+    out = st.copy()
+
+    # 1. allocation: a scheduled request's live column gets a fresh block in
+    #    every group where it has none (or a null block when the scheduler
+    #    says so); a live block shared with another table is copied first
+    #    (copy-on-write: state, ring and trackers travel with the copy).
+    for row in rows:
+        for g in range(p.groups):
+            cur = st.get("table", g, row.r, row.live_col)
+            fresh = k[f"slot_{g}_{row.r}"]
+            cow = conj(row.sched, cur != pad, st.get("ref", g, cur) > 1)
+            alloc = disj(conj(row.sched, cur == pad, k[f"null_{g}_{row.r}"] == 0), cow)
+            out.set("table", (g, row.r, row.live_col), fresh, alloc)
+            out.set("ref", (g, cur), out.get("ref", g, cur) - 1, cow)
+            out.set("ref", (g, fresh), out.get("ref", g, fresh) + 1, alloc)
+            out.set("reg", (g, fresh), -1, alloc)  # evicted from the prefix cache
+            _copy_slot(out, st, g, cur, fresh, cow)
+
+    # 2. live-column move: block copy (state, ring, trackers) then migration.
+    src_cols = [ite(row.sched, st.get("live", row.r), -1) for row in rows]
+    live_cols = [ite(row.sched, row.live_col, -1) for row in rows]
+    before_copy = out.copy()
+    for row in rows:
+        for g in range(p.groups):
+            src = before_copy.get("table", g, row.r, src_cols[row.r])
+            dst = before_copy.get("table", g, row.r, row.live_col)
+            moved = conj(row.sched, src_cols[row.r] >= 0, src_cols[row.r] != row.live_col, src != pad, dst != pad, src != dst)
+            _copy_slot(out, before_copy, g, src, dst, moved)
+    _, _, launch = batch_layout(p, rows)
+    bufs = _kernel_buffers(out, rows, live_cols, src_cols)
+    mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
+    _launch(p, mem, launch, lambda b, g: migrate_program(mem, pad, conv.has_idx_mapping, b, g))
+    migration_faults = list(mem.faults)
+    _sync_trackers(out, bufs)
+
+    # 3. the forward pass, group by group, on each scheduled row's live slot.
+    fwd = out.copy()
+    for row in rows:
+        r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
+        for g in range(p.groups):
+            slot = out.get("table", g, r, row.live_col)
+            real = conj(row.sched, slot != pad)
+            pnat, start, ck = out.get("nc", g, slot), out.get("rs", g, slot), out.get("ck", g, slot)
+            # prefill: the chunked scan starts from the checkpoint alone (or from
+            # zeros at position 0) and leaves the state after the chunk in it.
+            pre = conj(real, row.prefill)
+            start_ok = disj(N == 0, conj(ck == code(p, stream, N), pnat == 0))
+            checks.append(("forward reads the request's prefix", implies(pre, start_ok)))
+            fwd.set("ck", (g, slot), ite(start_ok, code(p, stream, N + row.q), GARBAGE), pre)
+            # decode: FlashInfer's checkpoint rule and ring append.
+            dec = conj(real, negate(row.prefill))
+            checks.append(("forward reads the request's prefix", implies(dec, represents(out, g, slot, stream, N))))
+            checks.append(("capacity: appended rows never overwrite committed rows", implies(dec, pnat + row.q <= R)))
+            cp = kernel_checkpoints(pnat, row.q, W)
+            folded = replay(out, g, slot, start, pnat, W)
+            fwd.set("ck", (g, slot), folded, conj(dec, cp))
+            base = cmod(start + pnat, R)
+            for j in range(p.max_step):
+                tok = ite(j < row.acc, code(p, stream, N + j), GARBAGE)
+                fwd.set("ring", (g, slot, cmod(base + j, R)), tok, conj(dec, j < row.q))
+        # a row the caller scheduled in no group is not run at all
+    out = fwd
+
+    # 4. postprocess (commit + plan), compaction, materialize.
+    bufs = _kernel_buffers(out, rows, live_cols, src_cols)
+    mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
+    traces = _launch(p, mem, launch, lambda b, g: postprocess_program(mem, geo, conv, b, g))
+    if conv.materialize_prefixes:
+        lanes = 1 << max(p.num_reqs - 1, 0).bit_length()
+        with mem.masked(launch > 0):
+            compact_program(mem, geo.max_num_reqs, launch, lanes)
+    _sync_trackers(out, bufs)
+    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+        out.v[name] = list(bufs[name][1])
+    checks += [(name, negate(f)) for name, f in migration_faults + mem.faults]
+    if conv.materialize_prefixes:
+        checks += _materialize(out, bufs)
+
+    # 5. the scheduler's bookkeeping: positions, live columns, and the prefix
+    #    cache registers every block this step filled.
+    after = out.copy()
+    for row in rows:
+        r = row.r
+        N = out.get("N", r)
+        new_n = ite(row.prefill, N + row.q, N + row.acc)
+        after.set("N", (r,), new_n, row.sched)
+        after.set("live", (r,), row.live_col, row.sched)
+        if conv.materialize_prefixes:
+            stream = out.get("stream", r)
+            for c in range(p.num_cols):
+                end = (c + 1) * bs
+                filled = conj(row.sched, N < end, end <= new_n)
+                for g in range(p.groups):
+                    s = out.get("table", g, r, c)
+                    after.set("reg", (g, s), code(p, stream, end), conj(filled, s != pad))
+    return Outcome(after, checks, {"traces": traces})
+
+
+def _sync_trackers(out: State, bufs: dict) -> None:
+    out.v["rs"] = list(bufs["ring_start"][1])
+    out.v["nc"] = list(bufs["num_committed"][1])
+
+
+def _materialize(out: State, bufs: dict) -> list[tuple[str, Any]]:
+    """FlashInfer's ``replayssm_materialize`` on the ghost: for each request of
+    the work list (up to the first -1) and each layer, the destination's state
+    becomes the source's checkpoint advanced by the plan's rows. Every layer of
+    a group holds the same slots, so the group's ghost takes layer 0's pair and
+    the check demands the other layers agree. All sources are read before any
+    destination is written (one launch); a destination another pair reads or
+    writes with a different result is a race."""
+    p = out.p
+    geo, NR, pad = p.geo, p.num_reqs, p.geo.pad_slot
+    R, W = int(geo.ring_len), int(geo.window)
+    before = out.copy()
+    checks: list[tuple[str, Any]] = []
+    active = bufs["active_request_indices"][1]
+    src_t, dst_t = bufs["src_slots"][1], bufs["dst_slots"][1]
+    starts, flushes = bufs["plan_ring_start"][1], bufs["plan_flush_count"][1]
+    still: Any = True
+    pairs = []
+    for v in range(NR):
+        b = active[v]
+        still = conj(still, b != -1)
+        checks.append(("work list names rows in range", implies(still, conj(b >= 0, b < NR))))
+        start, flush = select(starts, b), select(flushes, b)
+        for g in range(p.groups):
+            base = sum(p.layers[:g]) * NR
+            src, dst = select(src_t, base + b), select(dst_t, base + b)
+            run = conj(still, src != pad, dst != pad)
+            for layer in range(1, p.layers[g]):
+                e = base + layer * NR + b
+                checks.append(("layers of a group publish the same pair", implies(still, conj(
+                    select(src_t, e) == src, select(dst_t, e) == dst))))
+            checks.append(("materialize contract", implies(run, conj(
+                start >= 0, start < R, flush >= 0, flush <= W, start + flush <= 2 * R))))
+            value = replay(before, g, src, start, flush, W)
+            pairs.append((g, run, src, dst, value))
+            out.set("ck", (g, dst), value, run)
+    for i, (g, run, src, dst, value) in enumerate(pairs):
+        for j, (g2, run2, src2, dst2, value2) in enumerate(pairs):
+            if i < j and g == g2:
+                checks.append(("materialize pairs do not race", implies(conj(run, run2, dst == dst2), value == value2)))
+            if i != j and g == g2:
+                checks.append(("materialize pairs do not race", negate(conj(run, run2, dst == src2, src != dst))))
+    return checks
+
+
+ADMIT = Action("admit", admit_picks, admit_guard, admit_assumptions, admit_apply)
+STEP = Action("step", step_picks, step_guard, step_assumptions, step_apply)
+FREE = Action("free", free_picks, free_guard, lambda st, k: [], free_apply)
+ACTIONS: dict[str, Action] = {a.name: a for a in (ADMIT, STEP, FREE)}
+
+
+# --------------------------------------------------------------------------
+# Invariants
+# --------------------------------------------------------------------------
+
+
+def live_slot(st: State, g: int, r: int) -> Any:
+    return st.get("table", g, r, st.get("live", r))
+
+
+def invariants(st: State) -> list[tuple[str, Any]]:
+    """The system invariants as labelled conjuncts: properties first, then the
+    auxiliary ones that make them inductive."""
+    p = st.p
+    geo, pad = p.geo, p.geo.pad_slot
+    R, W, bs = int(geo.ring_len), int(geo.window), geo.block_size
+    NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
+    out: list[tuple[str, Any]] = []
+    for g in range(G):
+        for s in range(S):
+            out.append(("range", conj(_in(st.get("rs", g, s), 0, R - 1), _in(st.get("nc", g, s), 0, W))))
+    for r in range(NR):
+        act = st.get("active", r) == 1
+        N, live, stream = st.get("N", r), st.get("live", r), st.get("stream", r)
+        has_live = conj(act, live >= 0)
+        for g in range(G):
+            slot = live_slot(st, g, r)
+            out.append(("refinement", implies(has_live, conj(
+                slot != pad, st.get("ck", g, slot) == code(p, stream, N - st.get("nc", g, slot))))))
+            out.append(("no_token_dropped", implies(has_live, represents(st, g, slot, stream, N))))
+        for g in range(1, G):
+            s0, sg = live_slot(st, 0, r), live_slot(st, g, r)
+            out.append(("groups_agree", implies(has_live, conj(
+                st.get("rs", 0, s0) == st.get("rs", g, sg), st.get("nc", 0, s0) == st.get("nc", g, sg)))))
+    for g in range(G):
+        for s in range(1, S):
+            reg = st.get("reg", g, s)
+            out.append(("canonical", implies(reg != -1, conj(
+                st.get("rs", g, s) == 0, st.get("nc", g, s) == 0, st.get("ck", g, s) == reg))))
+    return out
+
+
+def check_invariants(st: State) -> list[str]:
+    """The names of the invariant conjuncts a concrete state violates."""
+    return sorted({n for n, t in invariants(st) if not t})
+
+
+# --------------------------------------------------------------------------
+# Concrete simulation
+# --------------------------------------------------------------------------
+
+
+class StepRefused(ValueError):
+    """An action whose guard or assumptions do not hold in this state."""
+
+
+def default_picks(p: SystemParams, action: str, **given: int) -> dict:
+    """Every pick of ``action`` (defaults filled in), for hand-written runs."""
+    picks = {s.name: s.lo for s in ACTIONS[action].picks(p)}
+    picks.update(given)
+    return picks
+
+
+def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool = True,
+               dropped: tuple[str, ...] = ()) -> Outcome:
+    """Run one action on a concrete state; refuses it when its guard or a
+    (non-dropped) assumption fails, raises when a safety check fails."""
+    a = ACTIONS[action]
+    picks = {**default_picks(st.p, action), **picks}
+    if not a.guard(st, picks):
+        raise StepRefused(f"{action}: guard does not hold for {picks}")
+    if check_assumptions:
+        bad = sorted({n for n, t in a.assumptions(st, picks) if n not in dropped and not t})
+        if bad:
+            raise StepRefused(f"{action}: caller assumptions violated: {', '.join(bad)}")
+    return a.apply(st, picks)
+
+
+def failed_checks(outcome: Outcome) -> list[str]:
+    return sorted({n for n, t in outcome.checks if not t})
+
+
+def system_conventions() -> list[Conventions]:
+    """The conventions a caller can combine: align mode always passes live columns."""
+    return [c for c in Conventions.all() if not (c.materialize_prefixes and c.live_col_is_zero)]
+
+
+def _free_slots(st: State, g: int) -> list[int]:
+    return [s for s in range(1, st.p.num_slots) if st.get("ref", g, s) == 0]
+
+
+def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, dict]:
+    """A random action with picks that satisfy its guard and every caller
+    assumption: the generator the concrete walks (and later the fuzzer) use."""
+    p = st.p
+    bs, W = int(p.geo.block_size), int(p.geo.window)
+    active = [r for r in range(p.num_reqs) if st.get("active", r) == 1]
+    waiting = [r for r in range(p.num_reqs) if st.get("active", r) == 0]
+    choices = [a for a, ok in zip(("admit", "step", "free"), (waiting, active, active)) if ok]
+    while True:
+        action = rng.choices(choices, [dict(zip(("admit", "step", "free"), weights))[a] for a in choices])[0]
+        if action == "admit":
+            r = rng.choice(waiting)
+            stream = rng.randrange(p.num_streams)
+            prompt = rng.randint(1, p.max_len)
+            picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
+            hit = 0
+            while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
+                found = []
+                for g in range(p.groups):
+                    s = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
+                    found.append(s[0] if s else None)
+                if None in found:
+                    break
+                for g, s in enumerate(found):
+                    picks[f"hit_slot_{g}_{hit}"] = s
+                hit += 1
+            picks["hit"] = rng.randint(0, hit)
+            return action, picks
+        if action == "free":
+            return action, default_picks(p, "free", req=rng.choice(active))
+        picks = default_picks(p, "step")
+        taken: dict[int, set] = {g: set() for g in range(p.groups)}
+        any_sched = False
+        for r in active:
+            if rng.random() < 0.2:
+                continue
+            N, prompt = st.get("N", r), st.get("prompt", r)
+            if N < prompt:
+                rest = prompt - N
+                if p.conv.materialize_prefixes:
+                    options = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
+                else:
+                    options = list(range(1, rest + 1))
+                q, acc, flag = rng.choice(options), rng.randint(0, W), 1
+            else:
+                top = min(p.max_step, W, bs, p.max_len - N)
+                if top < 1:
+                    continue
+                q = rng.randint(1, top)
+                acc, flag = rng.randint(1, q), 0
+            live = (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0
+            slots = {}
+            for g in range(p.groups):
+                cur = st.get("table", g, r, live)
+                if cur == p.geo.pad_slot or st.get("ref", g, cur) > 1:
+                    free = [s for s in _free_slots(st, g) if s not in taken[g]]
+                    if not free:
+                        break
+                    slots[g] = rng.choice(free)
+            else:
+                for g, s in slots.items():
+                    taken[g].add(s)
+                    picks[f"slot_{g}_{r}"] = s
+                picks.update({f"sched_{r}": 1, f"q_{r}": q, f"acc_{r}": acc, f"live_col_{r}": live,
+                              f"is_prefilling_{r}": flag})
+                any_sched = True
+        if any_sched:
+            return action, picks
+        choices = [a for a in choices if a != "step"] or ["free"]
