@@ -40,3 +40,14 @@ def materialize_plan_ok(ring_start: Any, replay_len: Any, source_committed: Any,
         replay_len <= geo.window,
         replay_len <= source_committed,
     )
+
+
+def kernel_window_after(start: Any, pnat: Any, row_len: Any, accepted: Any, max_window: Any, ring_len: Any) -> tuple[Any, Any]:
+    """Where the decode kernel leaves a slot's live window after a step, in its
+    own terms: it appends the step's rows at ring row ``pnat`` after ``start``;
+    when it checkpoints, the folded rows are gone and the window starts at the
+    append row, else it keeps its start. Returns ``(start, committed)`` once
+    ``accepted`` rows survive."""
+    append_row = materialize_ring_row(start, pnat, ring_len)
+    folds = kernel_checkpoints(pnat, row_len, max_window)
+    return ite(folds, append_row, start), ite(folds, accepted, pnat + accepted)

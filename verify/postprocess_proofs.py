@@ -13,7 +13,7 @@ from typing import Any
 import z3
 
 from replayssm.spec import assumptions as env
-from replayssm.spec.flashinfer import kernel_checkpoints, materialize_plan_ok
+from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after, materialize_plan_ok
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, disj, implies, ite, negate
 
@@ -88,9 +88,9 @@ def _show_index(index: tuple) -> str:
             "under all 32 convention combinations a real row decodes to its true step: query length, "
             "positions before and after, accepted count, prefill flag and live column")
 def conventions_agree() -> Iterator[Claim]:
-    # Decoding never divides by a constexpr except for the live column's block,
-    # so one even and one odd block size cover it.
-    for gname in ("vllm", "odd"):
+    # Decoding reads the live column and never uses a constexpr, so one
+    # geometry covers it.
+    for gname in ("vllm",):
         geo = GEOMETRIES[gname]
         for conv in Conventions.all():
             c = postprocess_case(conv, geo)
@@ -104,8 +104,8 @@ def conventions_agree() -> Iterator[Claim]:
                 ("live_col", t.live_col == g.live_col),
                 ("computed_before", implies(g.prefilling, t.row.computed_before == g.computed_before)),
             ]
-            real = negate(t.row.is_padding)
-            goal = [(n, implies(real, x)) for n, x in goal]
+            real = g.req >= 0
+            goal = [(n, implies(real, x)) for n, x in goal] + [("padding iff negative", t.row.is_padding == (g.req < 0))]
             yield _claim(f"{gname} {conv.label()}", c, goal, conj(real, t.decode))
 
 
@@ -137,6 +137,18 @@ def mirror() -> Iterator[Claim]:
         yield _claim(label, c, goal, conj(t.decode, t.commit.checkpointed))
 
 
+@obligation("postprocess.window_mirror", "postprocess",
+            "the live slot's trackers after a decode step are where FlashInfer's decode kernel leaves the live "
+            "window: the append row after a checkpoint (else the old start), and its committed rows")
+def window_mirror() -> Iterator[Claim]:
+    for label, c in _cases():
+        t = c.trace
+        start, committed = kernel_window_after(t.commit.old_start, t.commit.old_committed, c.ghost.query_len,
+                                               c.ghost.accepted, c.geo.window, c.geo.ring_len)
+        goal = implies(t.decode, conj(t.commit.next_start == start, t.commit.next_committed == committed))
+        yield _claim(label, c, goal, conj(t.decode, t.commit.checkpointed, t.commit.old_start > 0))
+
+
 @obligation("postprocess.plan_contract", "postprocess",
             "every active plan meets replayssm_materialize's contract: ring start in [0, R), "
             "replay length in [0, W] and not above the source's committed count after the step")
@@ -146,7 +158,9 @@ def plan_contract() -> Iterator[Claim]:
         start, flush = _plan_final(c)
         source_committed = ite(t.decode, t.commit.next_committed, 0)
         active = conj(t.group == 0, flush >= 0)
-        goal = implies(active, materialize_plan_ok(start, flush, source_committed, c.geo))
+        source_start = ite(t.decode, t.commit.next_start, 0)
+        goal = [("contract", implies(active, materialize_plan_ok(start, flush, source_committed, c.geo))),
+                ("replay starts at the source's ring start", implies(active, start == source_start))]
         yield _claim(label, c, goal, conj(active, t.decode, flush > 0))
 
 
