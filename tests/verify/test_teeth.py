@@ -349,6 +349,29 @@ def _oracle_request_zero() -> bool:
     return (int(buf["ring_start"][0, 4]), int(buf["num_committed"][0, 4])) != (1, 4)
 
 
+def _final_prefill_case() -> dict[str, np.ndarray]:
+    """Oracle case (d3): final prefill chunk 0 -> 20 (bs 16), live col 1; the
+    boundary 16 lies behind the running position 20, so no plan: (0, -1)."""
+    buf = L.allocate(GEO, 2, 6, [1])
+    buf.update(idx_mapping=np.zeros(1, np.int32), query_metadata=np.array([20], np.int32),
+               num_computed_tokens=np.array([0, 0], np.int32), num_accepted_tokens=np.array([0, 0], np.int32),
+               is_prefilling=np.ones(1, np.int32), live_cols=np.array([1, 0], np.int32))
+    buf["block_table"][0, 0] = [3, 4]
+    return buf
+
+
+def _oracle_no_plan_after_final_prefill() -> bool:
+    buf = _final_prefill_case()
+    L.postprocess_step(buf, GEO, V1, 1)
+    return (int(buf["plan_ring_start"][0]), int(buf["plan_flush_count"][0])) != (0, -1)
+
+
+def _oracle_no_plan_without_boundary() -> bool:
+    buf = _wrap_case()  # no boundary in (20, 24]: plan (0, -1)
+    L.postprocess_step(buf, GEO, V1, 1)
+    return (int(buf["plan_ring_start"][0]), int(buf["plan_flush_count"][0])) != (0, -1)
+
+
 GAPS = [
     Gap("ring_start_bitmask",
         lambda: [(P, "cmod", _bitmask_mod)],
@@ -373,6 +396,19 @@ GAPS = [
         _oracle_request_zero,
         "conventions_agree/padding_rows/live_commit_refines guard their goals with the spec's own "
         "is_padding, not the caller's req >= 0, so a real row of request 0 treated as padding proves"),
+    Gap("prefill_plan_without_boundary",
+        program("conj(prefill, wants, live_col != boundary.dst_col, writes_plan)",
+                "conj(prefill, live_col != boundary.dst_col, writes_plan)"),
+        ["postprocess.replay_reaches_boundary", "postprocess.plan_contract", "postprocess.plan_per_group"],
+        _oracle_no_plan_after_final_prefill,
+        "no obligation says a plan is active only when the row publishes (its packed pairs are pad, so "
+        "FlashInfer would skip them, but the work list and plan differ from the reference)"),
+    Gap("decode_plan_without_boundary",
+        program('mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants, writes_plan))',
+                'mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, writes_plan))'),
+        ["postprocess.replay_reaches_boundary", "postprocess.plan_contract", "postprocess.padding_rows"],
+        _oracle_no_plan_without_boundary,
+        "no obligation pins the plan of a row that publishes nothing to (0, -1)"),
 ]
 
 
