@@ -1,4 +1,6 @@
-"""Shared test setup: the ``device`` fixture and the ``gpu`` marker.
+"""Shared test setup: the ``device`` fixture, the ``gpu`` marker, the
+``--impl`` option (the implementation the fuzz tests target) and the
+Hypothesis profiles ``ci``, ``dev`` and ``nightly``.
 
 Without CUDA, Triton kernels run in its interpreter on CPU tensors; the
 variable must be set before anything imports triton, hence here.
@@ -8,6 +10,12 @@ import os
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.register_profile("nightly", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -34,3 +42,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--impl", default=None, metavar="MODULE_OR_FILE",
+                     help="implementation the fuzz tests drive (default: replayssm.impl.replayssm_utils)")
+
+
+@pytest.fixture()
+def impl_target(request: pytest.FixtureRequest) -> str | None:
+    """The ``--impl`` the fuzz tests target."""
+    return request.config.getoption("--impl")

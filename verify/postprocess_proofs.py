@@ -164,6 +164,22 @@ def plan_contract() -> Iterator[Claim]:
         yield _claim(label, c, goal, conj(active, t.decode, flush > 0))
 
 
+@obligation("postprocess.plan_iff_publish", "postprocess",
+            "group 0 leaves a row's plan active exactly when the row publishes by replay: a decode row "
+            "crossing a boundary, or a prefill row ending on one whose destination is another column; "
+            "every other row gets the empty plan (ring start 0, replay -1)")
+def plan_iff_publish() -> Iterator[Claim]:
+    for label, c in _cases(_align):
+        t = c.trace
+        start, flush = _plan_final(c)
+        publishes = conj(t.wants_materialize, disj(t.decode, conj(t.prefill, t.live_col != t.boundary.dst_col)))
+        goal = implies(t.group == 0, ite(publishes, flush >= 0, conj(start == 0, flush == -1)))
+        # Under live_col_is_last_block a prefill ending on a boundary has its live
+        # column equal to the destination, so the prefill copy is never planned:
+        # the witness is a decode publish.
+        yield _claim(label, c, goal, conj(t.group == 0, t.decode, publishes))
+
+
 @obligation("postprocess.replay_reaches_boundary", "postprocess",
             "the replay length equals aligned - P of the source checkpoint after the step, so the "
             "published state is exactly the state at the boundary; a prefill copy starts at the boundary")

@@ -412,13 +412,15 @@ GAPS = [
         ["postprocess.replay_reaches_boundary", "postprocess.plan_contract", "postprocess.plan_per_group"],
         _oracle_no_plan_after_final_prefill,
         "no obligation says a plan is active only when the row publishes (its packed pairs are pad, so "
-        "FlashInfer would skip them, but the work list and plan differ from the reference)"),
+        "FlashInfer would skip them, but the work list and plan differ from the reference)",
+        ("postprocess.plan_iff_publish",)),
     Gap("decode_plan_without_boundary",
         program('mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants, writes_plan))',
                 'mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, writes_plan))'),
         ["postprocess.replay_reaches_boundary", "postprocess.plan_contract", "postprocess.padding_rows"],
         _oracle_no_plan_without_boundary,
-        "no obligation pins the plan of a row that publishes nothing to (0, -1)"),
+        "no obligation pins the plan of a row that publishes nothing to (0, -1)",
+        ("postprocess.plan_iff_publish",)),
 ]
 
 

@@ -1,0 +1,60 @@
+"""The fuzzer: a CI campaign that must pass and reach every scenario class, and
+its teeth: a planted bug in a copy of the implementation is found, shrunk,
+saved, and the saved trace replays the failure."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from replayssm.fuzz.campaign import PROFILES, CampaignConfig, replay, run_campaign
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ci_campaign_passes_and_reaches_every_scenario(tmp_path: Path, impl_target: str | None) -> None:
+    profile = PROFILES["ci"]
+    result = run_campaign(CampaignConfig(impl_target, "cpu", profile["examples"], profile["max_steps"],
+                                         seed=0, jobs=2, failures_dir=str(tmp_path)))
+    assert result["failures"] == []
+    assert result["missing_scenarios"] == []
+    assert result["passed"]
+
+
+@pytest.fixture()
+def mutant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A copy of ``replayssm.impl`` whose checkpoint wraps the ring with a bit
+    mask, which is wrong for a ring of 20 or 5 rows."""
+
+    def make(old: str, new: str) -> str:
+        package = tmp_path / "mutant_impl"
+        shutil.copytree(REPO / "impl", package)
+        kernels = package / "kernels.py"
+        source = kernels.read_text()
+        assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
+        kernels.write_text(source.replace(old, new))
+        monkeypatch.syspath_prepend(str(tmp_path))
+        for name in list(sys.modules):
+            if name.startswith("mutant_impl"):
+                del sys.modules[name]
+        return "mutant_impl.replayssm_utils"
+
+    return make
+
+
+def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) -> None:
+    target = mutant("% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
+    result = run_campaign(CampaignConfig(target, "cpu", 64, 12, seed=0, jobs=1, failures_dir=str(tmp_path)))
+    assert not result["passed"]
+    assert result["failures"], "the fuzzer missed a bit mask on a non-power-of-two ring"
+    trace = json.loads(Path(result["failures"][0]).read_text())
+    assert trace["#meta"]["source"] == "fuzz" and trace["actions"]
+    assert len(trace["actions"]) <= 12, "the failure was not shrunk to a short trace"
+    ok, report = replay(result["failures"][0], target, "cpu")
+    assert not ok and "discrepancy reproduced" in report
+    ok, report = replay(result["failures"][0], None, "cpu")
+    assert ok, "the trace must pass on the correct implementation"
