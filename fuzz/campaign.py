@@ -94,6 +94,7 @@ def run_worker(config: CampaignConfig, worker: int) -> dict:
             run_state_machine_as_test(machine, settings=_settings(per_combo, config.max_steps))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
             failures.append(_save_failure(config, machine, seed, e))
+            break
     return {"stats": asdict(stats), "failures": failures, "seconds": time.perf_counter() - start}
 
 

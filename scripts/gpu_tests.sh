@@ -20,19 +20,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
 
-# FlashInfer bundle and its one missing dependency (see make_flashinfer_bundle.sh).
-mkdir -p /tmp/fib && tar -xJf .gpu/flashinfer_bundle.tar.xz -C /tmp/fib &&
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl ||
-  { echo "bundle setup failed"; exit 2; }
-
-# The package mapping of pyproject.toml (replayssm.impl -> impl/, ...) without an install;
-# pytest runs under `python3 -P` so that ./replayssm (no impl/ inside) does not shadow it.
-SHIM=/tmp/replayssm_shim
-rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
-for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
-for sub in impl spec verify; do ln -s "$ROOT/$sub" "$SHIM/replayssm/$sub"; done
-export PYTHONPATH=$SHIM:/tmp/fib:/tmp/site:${PYTHONPATH:-}
-export FLASHINFER_WORKSPACE_BASE=/tmp/fiws REPLAYSSM_GPU_REPORT=$LOG/comparison.jsonl
+# FlashInfer bundle, the package mapping without an install (see gpu_env.sh).
+source "$ROOT/scripts/gpu_env.sh" || exit 2
+export REPLAYSSM_GPU_REPORT=$LOG/comparison.jsonl
 # The reference page (for the differential tests) does not travel with the
 # repository; a copy under the carried .gpu/ does: cp ../shared/reference/*.txt .gpu/
 if [ -f .gpu/vllm-replayssm_utils.txt ]; then
@@ -67,7 +57,7 @@ echo "pytest: ${SECONDS}s, exit $status" | tee -a "$LOG/pytest.log"
 echo "--- FlashInfer vs torch (comparison.jsonl)"
 cat "$REPLAYSSM_GPU_REPORT" 2>/dev/null
 
-if command -v compute-sanitizer >/dev/null; then
+if command -v compute-sanitizer >/dev/null && [ -z "${REPLAYSSM_SKIP_MEMCHECK:-}" ]; then
   SECONDS=0
   timeout 150 compute-sanitizer --tool memcheck --target-processes all \
     python3 -P -m pytest -m gpu tests/impl/test_impl_postprocess.py -q -k all_variants -p no:cacheprovider \

@@ -1,0 +1,153 @@
+"""Wide verification: many requests per launch, for throughput.
+
+The stateful machine explores small systems one caller decision at a time.
+This runner verifies the same launch actions on one wide system instead:
+every batch row is a request that owns its block-table row of slots, and each
+step all rows prefill (chunks ending on boundaries) or decode (random T and
+accepted count), their live columns move, and the kernels run once for all
+rows. The caller decisions are drawn with numpy for all rows at once and
+encoded with the spec's own ``encode_row``; the spec (numpy lanes) judges
+every buffer, and FlashInfer's view of each live slot (ring start, ``N - P``)
+is checked after every step.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from replayssm.spec.assumptions import GhostRow, encode_row, last_scheduled_block
+from replayssm.spec.flashinfer import kernel_window_after
+from replayssm.spec.geometry import Conventions, Geometry
+
+from .launcher import KernelSide, Setup, SpecSide, compare
+from .target import load_target
+
+
+@dataclass
+class WideResult:
+    """What one wide run verified."""
+
+    steps: int
+    request_steps: int
+    seconds: float
+    kernel_seconds: float
+    discrepancies: int
+
+
+class WideSystem:
+    """``rows`` requests, each with exclusive slots ``1 + row * cols + col``."""
+
+    def __init__(self, setup: Setup, module, device: torch.device, seed: int) -> None:
+        self.setup, self.geo, self.conv = setup, setup.geometry, setup.conventions
+        self.rows = self.geo.max_num_reqs
+        self.rng = np.random.default_rng(seed)
+        self.spec = SpecSide(setup)
+        self.impl = KernelSide(setup, module, device)
+        cols = setup.num_cols
+        slots = 1 + np.arange(self.rows)[:, None] * cols + np.arange(cols)[None, :]
+        self.table = np.broadcast_to(slots, (len(setup.layers_per_group), self.rows, cols)).astype(np.int32).tolist()
+        self.computed = np.zeros(self.rows, dtype=np.int64)
+        self.prompt = self._new_prompts(self.rows)
+        self.live = np.full(self.rows, -1, dtype=np.int64)
+        self.start = np.zeros(self.rows, dtype=np.int64)
+        self.position = np.zeros(self.rows, dtype=np.int64)
+        self.max_step = min(self.geo.window, self.geo.max_step, self.geo.block_size)
+        self.kernel_seconds = 0.0
+
+    def _new_prompts(self, n: int) -> np.ndarray:
+        return self.rng.integers(1, 3 * self.geo.block_size + 2, size=n)
+
+    def _decisions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bs = self.geo.block_size
+        prefilling = self.computed < self.prompt
+        next_boundary = (self.computed // bs + 1) * bs
+        chunk = np.where(self.rng.random(self.rows) < 0.5, np.minimum(next_boundary, self.prompt), self.prompt)
+        q_decode = self.rng.integers(1, self.max_step + 1, size=self.rows)
+        q = np.where(prefilling, chunk - self.computed, q_decode)
+        accepted = np.where(prefilling, self.rng.integers(0, self.geo.window + 1, size=self.rows),
+                            self.rng.integers(1, q_decode + 1))
+        return prefilling, q, accepted
+
+    def step(self) -> list:
+        """One step of every row; returns the discrepancies found."""
+        bs, W, R = self.geo.block_size, self.geo.window, self.geo.ring_len
+        full = self.computed + self.max_step > self.setup.num_cols * bs
+        self.computed[full], self.prompt[full], self.live[full] = 0, self._new_prompts(int(full.sum())), -1
+        prefilling, q, accepted = self._decisions()
+        batch = np.arange(self.rows)
+        ghost = GhostRow(self.computed, q, accepted, prefilling, 0, batch, np.cumsum(q) - q)
+        live = last_scheduled_block(ghost, bs)
+        ghost = GhostRow(self.computed, q, accepted, prefilling, live, batch, np.cumsum(q) - q)
+        src = np.where(self.live >= 0, self.live, np.where(self.computed > 0, (self.computed - 1) // bs, -1))
+        maxr = self.rows
+        migrate = {"name": "migrate", "picks": {
+            "num_reqs": maxr, "idx_mapping": batch.tolist() if self.conv.has_idx_mapping else None,
+            "src_cols": src.tolist(), "dst_cols": live.tolist(), "block_table": self.table}}
+        inputs = {"query_metadata": np.zeros(maxr + 1 if self.conv.cumulative else maxr, np.int64),
+                  "idx_mapping": np.zeros(maxr, np.int64), "num_computed_tokens": np.zeros(maxr, np.int64),
+                  "num_accepted_tokens": np.zeros(maxr, np.int64), "is_prefilling": np.zeros(maxr, np.int64),
+                  "live_cols": np.zeros(maxr, np.int64)}
+        for buf, (idx,), value in encode_row(self.conv, batch, ghost):
+            inputs[buf][idx] = value
+        picks = {k: v.tolist() for k, v in inputs.items()}
+        picks["is_prefilling"] = [bool(x) for x in inputs["is_prefilling"]]
+        if not self.conv.has_idx_mapping:
+            picks["idx_mapping"] = None
+        postprocess = {"name": "postprocess", "picks": {"num_reqs": maxr, **picks, "block_table": self.table}}
+        wrong = []
+        for action in (migrate, postprocess):
+            self.spec.run(action)
+            t0 = time.perf_counter()
+            self.impl.run(action)
+            if self.impl.device.type == "cuda":
+                torch.cuda.synchronize()
+            self.kernel_seconds += time.perf_counter() - t0
+            wrong += compare(self.spec.state(), self.impl.state())
+        self._advance(prefilling, q, accepted, live)
+        wrong += self._check_refinement()
+        return wrong
+
+    def _advance(self, prefilling: np.ndarray, q: np.ndarray, accepted: np.ndarray, live: np.ndarray) -> None:
+        """FlashInfer's view of each live slot after the step."""
+        bs, W, R = self.geo.block_size, self.geo.window, self.geo.ring_len
+        pnat = self.computed - self.position
+        start, committed = kernel_window_after(self.start, pnat, q, accepted, W, R)
+        after = np.where(prefilling, self.computed + q, self.computed + accepted)
+        running = np.where(prefilling, after, after - accepted + 1)
+        aligned = (after // bs) * bs
+        in_place = (aligned >= running) & (aligned >= bs) & (aligned // bs - 1 == live)
+        self.start = np.where(prefilling | in_place, 0, start)
+        self.position = np.where(prefilling, after, np.where(in_place, aligned, after - committed))
+        self.computed, self.live = after, live
+
+    def _check_refinement(self) -> list:
+        rows = np.arange(self.rows)
+        slots = np.asarray(self.table)[0, rows, self.live]
+        out = []
+        for g in range(len(self.setup.layers_per_group)):
+            got_start = self.spec.buffers["ring_start"][g, slots]
+            got_committed = self.spec.buffers["num_committed"][g, slots]
+            bad = (got_start != self.start) | (got_committed != self.computed - self.position)
+            out += [f"row {r} group {g}: trackers ({got_start[r]}, {got_committed[r]}), FlashInfer's view "
+                    f"({self.start[r]}, {self.computed[r] - self.position[r]})" for r in np.nonzero(bad)[0][:5]]
+        return out
+
+
+def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0,
+             geometry: Geometry | None = None, conventions: Conventions | None = None,
+             layers_per_group: tuple[int, ...] = (2, 1)) -> WideResult:
+    """Verify ``steps`` steps of a ``rows``-request system; returns the counts."""
+    geo = geometry or Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20)
+    conv = conventions or Conventions(True, True, True, True, False)
+    setup = Setup(geo, conv, layers_per_group, num_cols=8, num_slots=1 + rows * 8)
+    system = WideSystem(setup, load_target(impl, cuda=device == "cuda"), torch.device(device), seed)
+    bad = 0
+    start = time.perf_counter()
+    for _ in range(steps):
+        bad += len(system.step())
+    seconds = time.perf_counter() - start
+    return WideResult(steps, steps * rows, seconds, system.kernel_seconds, bad)

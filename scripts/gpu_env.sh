@@ -1,0 +1,18 @@
+# Sourced by the GPU scripts, from the repository root on the GPU machine:
+# unpacks the carried FlashInfer bundle (.gpu/, built by
+# ../shared/gpu/make_flashinfer_bundle.sh) and maps the packages of
+# pyproject.toml (replayssm.impl -> impl/, ...) through a symlink shim, since
+# the machine has no registry to install from. Run Python with `-P` or from
+# another directory so that ./replayssm does not shadow the shim.
+ROOT=${ROOT:-$(pwd)}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+unset TRITON_INTERPRET
+mkdir -p /tmp/fib && tar -xJf "$ROOT/.gpu/flashinfer_bundle.tar.xz" -C /tmp/fib &&
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.gpu/whl/*.whl ||
+  { echo "bundle setup failed"; return 2; }
+SHIM=/tmp/replayssm_shim
+rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
+for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
+for sub in impl spec verify fuzz; do ln -s "$ROOT/$sub" "$SHIM/replayssm/$sub"; done
+export PYTHONPATH=$SHIM:/tmp/fib:/tmp/site:${PYTHONPATH:-}
+export FLASHINFER_WORKSPACE_BASE=/tmp/fiws
