@@ -55,6 +55,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from itertools import product
 from typing import Any
 
 from .assumptions import (
@@ -129,6 +131,9 @@ class SystemParams:
         return int(self.geo.ring_len - self.geo.window)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        return _shapes(self)
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
         NR, G, C, S, R = self.num_reqs, self.groups, self.num_cols, self.num_slots, int(self.geo.ring_len)
         return {
             "active": (NR,), "stream": (NR,), "prompt": (NR,), "N": (NR,), "live": (NR,),
@@ -150,6 +155,11 @@ class SystemParams:
                 "swap_rows": self.swap_rows}
 
 
+@lru_cache(maxsize=None)
+def _shapes(p: SystemParams) -> dict[str, tuple[int, ...]]:
+    return p._shapes()
+
+
 def _size(shape: tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -165,7 +175,10 @@ def _flat(shape: tuple[int, ...], index: tuple) -> Any:
 
 
 def _is_concrete(*xs: Any) -> bool:
-    return all(isinstance(x, (int, bool)) for x in xs)
+    for x in xs:
+        if type(x) is not int and type(x) is not bool and not isinstance(x, (int, bool)):
+            return False
+    return True
 
 
 def select(values: list, idx: Any, other: Any = 0) -> Any:
@@ -178,32 +191,64 @@ def select(values: list, idx: Any, other: Any = 0) -> Any:
     return out
 
 
+def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, Any]]:
+    """Every concrete index ``index`` may denote, with the condition that it does."""
+    ranges = [[i] if _is_concrete(i) else list(range(n)) for i, n in zip(index, shape)]
+    if any(_is_concrete(i) and not (0 <= i < n) for i, n in zip(index, shape)):
+        return
+    for idx in product(*ranges):
+        yield idx, conj(*[c == v for c, v in zip(index, idx) if not _is_concrete(c)])
+
+
 @dataclass
 class State:
     """Flat integer variables by name; ``p`` gives their shapes."""
 
     p: SystemParams
     v: dict[str, list]
+    cut: Any = None
+    """Set by proofs: ``cut(name, value)`` names an intermediate value with a
+    fresh variable (keeping Z3 terms small); concrete runs leave it unset."""
 
     def copy(self) -> "State":
-        return State(self.p, {k: list(x) for k, x in self.v.items()})
+        return State(self.p, {k: list(x) for k, x in self.v.items()}, self.cut)
+
+    def checkpoint(self, phase: str) -> "State":
+        """The same state with every symbolic entry renamed at ``phase``."""
+        if self.cut is None:
+            return self
+        return State(self.p, {k: [x if _is_concrete(x) else self.cut(f"{phase}.{k}[{i}]", x)
+                                  for i, x in enumerate(vals)] for k, vals in self.v.items()}, self.cut)
 
     def get(self, name: str, *index: Any) -> Any:
-        shape = self.p.shapes()[name]
+        """The entry at ``index``; a symbolic component selects among the
+        entries of its dimension only (0 outside the shape)."""
+        shape = _shapes(self.p)[name]
         if _is_concrete(*index):
-            return self.v[name][_flat(shape, index)]
-        return select(self.v[name], _flat(shape, index))
+            flat = 0
+            for i, n in zip(index, shape):
+                if not 0 <= i < n:
+                    return 0
+                flat = flat * n + i
+            return self.v[name][flat]
+        out: Any = 0
+        for idx, cond in _candidates(shape, index):
+            out = ite(cond, self.v[name][_flat(shape, idx)], out)
+        return out
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
+        """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""
         shape = self.p.shapes()[name]
         vals = self.v[name]
         if _is_concrete(*index):
+            if not all(0 <= i < n for i, n in zip(index, shape)):
+                return
             f = _flat(shape, index)
             vals[f] = value if guard is True else ite(guard, value, vals[f])
             return
-        f = _flat(shape, index)
-        for i in range(len(vals)):
-            vals[i] = ite(conj(guard, f == i), value, vals[i])
+        for idx, cond in _candidates(shape, index):
+            f = _flat(shape, idx)
+            vals[f] = ite(conj(guard, cond), value, vals[f])
 
     def as_json(self) -> dict:
         return {k: [int(x) for x in vals] for k, vals in self.v.items()}
@@ -312,12 +357,13 @@ class TableMemory:
 
 
 def _groups_agree_on_null(null_in_group: list) -> Any:
-    return conj(*[x == null_in_group[0] for x in null_in_group[1:]])
+    return conj(*[x == 0 for x in null_in_group])
 
 
 GROUPS_AGREE_ON_NULL = Assumption(
     "groups_agree_on_null",
-    "the scheduler gives a request's column a null block in every cache group or in none",
+    "groups agree on null slots: a scheduled request's live column is a real block in every cache group "
+    "(no group hands it the null block while another gives it a real one)",
     _groups_agree_on_null,
 )
 
@@ -517,8 +563,12 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
     rows = []
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
-        sched = conj(_b(k[f"sched_{r}"]), st.get("active", r) == 1)
-        prefill = N < prompt
+        pick = k[f"sched_{r}"]
+        sched = bool(pick) if _is_concrete(pick) else conj(_b(pick), st.get("active", r) == 1)
+        # a proof may fix the row's phase (one claim per case): then the guard
+        # ties it to the state and the step is built for that phase only.
+        mode = k.get(f"prefill_{r}")
+        prefill = bool(mode) if mode is not None else N < prompt
         q, acc = k[f"q_{r}"], k[f"acc_{r}"]
         live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
         flag = _b(k[f"is_prefilling_{r}"])
@@ -539,6 +589,9 @@ def step_guard(st: State, k: dict) -> Any:
     for row in _rows(st, k):
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
+        if k.get(f"prefill_{r}") is not None:
+            parts.append(implies(row.sched, (N < prompt) == row.prefill))
+        parts.append(implies(row.sched, st.get("active", r) == 1))
         parts += [
             _in(k[f"sched_{r}"], 0, 1), _in(k[f"is_prefilling_{r}"], 0, 1),
             _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),
@@ -585,6 +638,13 @@ def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
     return out
 
 
+def wrap(x: Any, ring_len: int) -> Any:
+    """``x mod R`` for ``0 <= x < 2R`` (every ring index here: start < R and
+    offsets <= R), by one conditional subtraction, which keeps Z3 linear
+    without integer division."""
+    return ite(x >= ring_len, x - ring_len, x)
+
+
 def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
     """Slot ``slot`` of group ``g`` holds exactly ``stream``'s state after
     ``n`` tokens: checkpoint at ``n - nc`` and its committed rows hold the rest."""
@@ -594,7 +654,7 @@ def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
     base = n - nc
     parts = [base >= 0, ck == code(p, stream, base), nc >= 0, nc <= W]
     for j in range(W):
-        row = cmod(rs + j, R)
+        row = wrap(rs + j, R)
         parts.append(implies(j < nc, st.get("ring", g, slot, row) == code(p, stream, base + j)))
     return conj(*parts)
 
@@ -725,6 +785,7 @@ def step_apply(st: State, k: dict) -> Outcome:
             out.set("reg", (g, fresh), -1, alloc)  # evicted from the prefix cache
             _copy_slot(out, st, g, cur, fresh, cow)
 
+    out = out.checkpoint("alloc")
     # 2. live-column move: block copy (state, ring, trackers) then migration.
     src_cols = [ite(row.sched, st.get("live", row.r), -1) for row in rows]
     live_cols = [ite(row.sched, row.live_col, -1) for row in rows]
@@ -742,6 +803,7 @@ def step_apply(st: State, k: dict) -> Outcome:
     migration_faults = list(mem.faults)
     _sync_trackers(out, bufs)
 
+    out = out.checkpoint("move")
     # 3. the forward pass, group by group, on each scheduled row's live slot.
     fwd = out.copy()
     for row in rows:
@@ -763,12 +825,12 @@ def step_apply(st: State, k: dict) -> Outcome:
             cp = kernel_checkpoints(pnat, row.q, W)
             folded = replay(out, g, slot, start, pnat, W)
             fwd.set("ck", (g, slot), folded, conj(dec, cp))
-            base = cmod(start + pnat, R)
+            base = wrap(start + pnat, R)
             for j in range(p.max_step):
                 tok = ite(j < row.acc, code(p, stream, N + j), GARBAGE)
-                fwd.set("ring", (g, slot, cmod(base + j, R)), tok, conj(dec, j < row.q))
+                fwd.set("ring", (g, slot, wrap(base + j, R)), tok, conj(dec, j < row.q))
         # a row the caller scheduled in no group is not run at all
-    out = fwd
+    out = fwd.checkpoint("forward")
 
     # 4. postprocess (commit + plan), compaction, materialize.
     bufs = _kernel_buffers(out, rows, live_cols, src_cols)
@@ -782,8 +844,10 @@ def step_apply(st: State, k: dict) -> Outcome:
     for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
         out.v[name] = list(bufs[name][1])
     checks += [(name, negate(f)) for name, f in migration_faults + mem.faults]
+    out = out.checkpoint("postprocess")
     if conv.materialize_prefixes:
-        checks += _materialize(out, bufs)
+        checks += _materialize(out, bufs, launch)
+    out = out.checkpoint("materialize")
 
     # 5. the scheduler's bookkeeping: positions, live columns, and the prefix
     #    cache registers every block this step filled.
@@ -795,14 +859,22 @@ def step_apply(st: State, k: dict) -> Outcome:
         after.set("N", (r,), new_n, row.sched)
         after.set("live", (r,), row.live_col, row.sched)
         if conv.materialize_prefixes:
-            stream = out.get("stream", r)
-            for c in range(p.num_cols):
-                end = (c + 1) * bs
-                filled = conj(row.sched, N < end, end <= new_n)
-                for g in range(p.groups):
-                    s = out.get("table", g, r, c)
-                    after.set("reg", (g, s), code(p, stream, end), conj(filled, s != pad))
+            register_filled_blocks(out, after, r, row.sched, N, new_n)
     return Outcome(after, checks, {"traces": traces})
+
+
+def register_filled_blocks(out: State, after: State, r: int, sched: Any, before: Any, now: Any) -> None:
+    """The prefix cache registers each non-null block the step filled (its end
+    in ``(before, now]``) under its stream and boundary."""
+    p = out.p
+    bs, pad = p.geo.block_size, p.geo.pad_slot
+    stream = out.get("stream", r)
+    for c in range(p.num_cols):
+        end = (c + 1) * bs
+        filled = conj(sched, before < end, end <= now)
+        for g in range(p.groups):
+            s = out.get("table", g, r, c)
+            after.set("reg", (g, s), code(p, stream, end), conj(filled, s != pad))
 
 
 def _sync_trackers(out: State, bufs: dict) -> None:
@@ -810,37 +882,43 @@ def _sync_trackers(out: State, bufs: dict) -> None:
     out.v["nc"] = list(bufs["num_committed"][1])
 
 
-def _materialize(out: State, bufs: dict) -> list[tuple[str, Any]]:
-    """FlashInfer's ``replayssm_materialize`` on the ghost: for each request of
-    the work list (up to the first -1) and each layer, the destination's state
-    becomes the source's checkpoint advanced by the plan's rows. Every layer of
-    a group holds the same slots, so the group's ghost takes layer 0's pair and
-    the check demands the other layers agree. All sources are read before any
-    destination is written (one launch); a destination another pair reads or
-    writes with a different result is a race."""
+def _materialize(out: State, bufs: dict, launch: Any) -> list[tuple[str, Any]]:
+    """FlashInfer's ``replayssm_materialize`` on the ghost. The work list is
+    the compaction's output; the check ``work list is the active rows`` ties
+    it to the rows whose plan is active (``plan_flush_count >= 0``, row below
+    the launch size), in increasing order, so the pairs below are taken row by
+    row. For each such row and each layer the destination's state becomes the
+    source's checkpoint advanced by the plan's rows. Every layer of a group
+    holds the same slots, so the group's ghost takes layer 0's pair and the
+    check demands the other layers agree. All sources are read before any
+    destination is written (one launch); a destination another pair reads,
+    or writes with a different result, is a race."""
     p = out.p
     geo, NR, pad = p.geo, p.num_reqs, p.geo.pad_slot
     R, W = int(geo.ring_len), int(geo.window)
     before = out.copy()
     checks: list[tuple[str, Any]] = []
-    active = bufs["active_request_indices"][1]
+    work = bufs["active_request_indices"][1]
     src_t, dst_t = bufs["src_slots"][1], bufs["dst_slots"][1]
     starts, flushes = bufs["plan_ring_start"][1], bufs["plan_flush_count"][1]
-    still: Any = True
-    pairs = []
+    rows_active = [conj(b < launch, flushes[b] >= 0) for b in range(NR)]
+    position: Any = 0
+    for b in range(NR):
+        checks.append(("work list is the active rows", implies(rows_active[b], select(work, position, -2) == b)))
+        position = ite(rows_active[b], position + 1, position)
     for v in range(NR):
-        b = active[v]
-        still = conj(still, b != -1)
-        checks.append(("work list names rows in range", implies(still, conj(b >= 0, b < NR))))
-        start, flush = select(starts, b), select(flushes, b)
+        checks.append(("work list is the active rows", implies(v >= position, work[v] == -1)))
+    pairs = []
+    for b in range(NR):
+        start, flush = starts[b], flushes[b]
         for g in range(p.groups):
             base = sum(p.layers[:g]) * NR
-            src, dst = select(src_t, base + b), select(dst_t, base + b)
-            run = conj(still, src != pad, dst != pad)
+            src, dst = src_t[base + b], dst_t[base + b]
+            run = conj(rows_active[b], src != pad, dst != pad)
             for layer in range(1, p.layers[g]):
                 e = base + layer * NR + b
-                checks.append(("layers of a group publish the same pair", implies(still, conj(
-                    select(src_t, e) == src, select(dst_t, e) == dst))))
+                checks.append(("layers of a group publish the same pair", implies(rows_active[b], conj(
+                    src_t[e] == src, dst_t[e] == dst))))
             checks.append(("materialize contract", implies(run, conj(
                 start >= 0, start < R, flush >= 0, flush <= W, start + flush <= 2 * R))))
             value = replay(before, g, src, start, flush, W)
@@ -902,9 +980,72 @@ def invariants(st: State) -> list[tuple[str, Any]]:
     return out
 
 
+def auxiliary_invariants(st: State) -> list[tuple[str, Any]]:
+    """What makes :func:`invariants` inductive: request shape, the block-table
+    layout of a running request (columns past the live one null; the live one
+    real; earlier ones null, published, or the one pending block the next
+    boundary publishes), reference counts, and the prefill phase."""
+    p = st.p
+    geo, pad, conv = p.geo, p.geo.pad_slot, p.conv
+    bs, T = geo.block_size, min(p.max_step, int(geo.window))
+    NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
+    out: list[tuple[str, Any]] = []
+    for g in range(G):
+        for s in range(S):
+            count = 0
+            for r in range(NR):
+                for c in range(C):
+                    count = count + ite(conj(st.get("active", r) == 1, st.get("table", g, r, c) == s), 1, 0)
+            if s != pad:
+                out.append(("aux.refcount", st.get("ref", g, s) == count))
+            reg = st.get("reg", g, s)
+            out.append(("aux.registry", disj(reg == -1, conj(reg >= 0, s != pad))))
+            if not conv.materialize_prefixes:
+                out.append(("aux.registry", reg == -1))
+        for r in range(NR):
+            for c in range(C):
+                out.append(("aux.table_range", _in(st.get("table", g, r, c), 0, S - 1)))
+    for r in range(NR):
+        act, N, live = st.get("active", r), st.get("N", r), st.get("live", r)
+        stream, prompt = st.get("stream", r), st.get("prompt", r)
+        on = act == 1
+        out.append(("aux.request", disj(act == 0, act == 1)))
+        out.append(("aux.request", implies(negate(on), conj(live == -1, *[
+            st.get("table", g, r, c) == pad for g in range(G) for c in range(C)]))))
+        out.append(("aux.request", implies(on, conj(
+            _in(N, 0, p.max_len), _in(prompt, 1, p.max_len), _in(stream, 0, p.num_streams - 1),
+            _in(live, -1, C - 1), (live == -1) == (N == 0)))))
+        if conv.materialize_prefixes:
+            out.append(("aux.live_column", implies(conj(on, live >= 0), conj(
+                N <= (live + 1) * bs, live * bs <= N + T - 2))))
+        else:
+            out.append(("aux.live_column", implies(on, live <= 0)))
+        out.append(("aux.prefill_phase", implies(conj(on, N < prompt, live >= 0), conj(*[
+            st.get("nc", g, live_slot(st, g, r)) == 0 for g in range(G)]))))
+        for c in range(C):
+            slots = [st.get("table", g, r, c) for g in range(G)]
+            full = code(p, stream, (c + 1) * bs)
+            for g in range(G):
+                s = slots[g]
+                reg, ref = st.get("reg", g, s), st.get("ref", g, s)
+                null = s == pad
+                out.append(("aux.groups_agree_on_null", implies(on, (slots[0] == pad) == null)))
+                published = conj(negate(null), reg == full, (c + 1) * bs <= N)
+                private = conj(negate(null), reg == -1, ref == 1)
+                if not conv.materialize_prefixes:
+                    # mode none: one private live slot per request, in column 0
+                    out.append(("aux.table_layout", implies(on, ite(c > live, null, private))))
+                    continue
+                out.append(("aux.table_layout", implies(on, ite(
+                    c > live, null,
+                    ite(c == live, disj(published, conj(private, N < (c + 1) * bs)),
+                        disj(null, published, conj(private, c == live - 1, N < live * bs)))))))
+    return out
+
+
 def check_invariants(st: State) -> list[str]:
     """The names of the invariant conjuncts a concrete state violates."""
-    return sorted({n for n, t in invariants(st) if not t})
+    return sorted({n for n, t in invariants(st) + auxiliary_invariants(st) if not t})
 
 
 # --------------------------------------------------------------------------
@@ -1020,3 +1161,128 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
         if any_sched:
             return action, picks
         choices = [a for a in choices if a != "step"] or ["free"]
+
+
+def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, dict]]:
+    """Every action a caller may take in ``st`` under every caller assumption,
+    for exhaustive bounded exploration. Two reductions keep it finite and
+    small, both sound by symmetry of slot ids (they are only compared for
+    equality): a fresh block is the lowest free slot of each group, and a
+    prefix hit takes the lowest matching registered slot. ``prompts`` limits
+    the prompt lengths admitted (default: all)."""
+    p = st.p
+    bs, W = int(p.geo.block_size), int(p.geo.window)
+    pad = p.geo.pad_slot
+    for r in range(p.num_reqs):
+        if st.get("active", r) == 1:
+            yield "free", default_picks(p, "free", req=r)
+            continue
+        for stream in range(p.num_streams):
+            for prompt in prompts or range(1, p.max_len + 1):
+                picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
+                yield "admit", dict(picks)
+                hit = 0
+                while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
+                    found = []
+                    for g in range(p.groups):
+                        s = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
+                        found.append(s[0] if s else None)
+                    if None in found:
+                        break
+                    for g, s in enumerate(found):
+                        picks[f"hit_slot_{g}_{hit}"] = s
+                    hit += 1
+                    yield "admit", {**picks, "hit": hit}
+    options: list[list[dict]] = []
+    for r in range(p.num_reqs):
+        mine: list[dict] = [{}]
+        if st.get("active", r) == 1:
+            N, prompt = st.get("N", r), st.get("prompt", r)
+            rows = []
+            if N < prompt:
+                rest = prompt - N
+                qs = ([rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
+                      if p.conv.materialize_prefixes else list(range(1, rest + 1)))
+                rows = [(q, 0, 1) for q in qs]
+            else:
+                top = min(p.max_step, W, bs, p.max_len - N)
+                rows = [(q, a, 0) for q in range(1, top + 1) for a in range(1, q + 1)]
+            for q, acc, flag in rows:
+                live = (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0
+                mine.append({f"sched_{r}": 1, f"q_{r}": q, f"acc_{r}": acc, f"live_col_{r}": live,
+                             f"is_prefilling_{r}": flag})
+        options.append(mine)
+    for combo in product(*options):
+        picks = default_picks(p, "step")
+        if not any(combo):
+            continue
+        taken: dict[int, set] = {g: set() for g in range(p.groups)}
+        ok = True
+        for r, choice in enumerate(combo):
+            if not choice:
+                continue
+            picks.update(choice)
+            for g in range(p.groups):
+                cur = st.get("table", g, r, choice[f"live_col_{r}"])
+                if cur == pad or st.get("ref", g, cur) > 1:
+                    free = [s for s in _free_slots(st, g) if s not in taken[g]]
+                    if not free:
+                        ok = False
+                        break
+                    taken[g].add(free[0])
+                    picks[f"slot_{g}_{r}"] = free[0]
+        if ok:
+            yield "step", picks
+
+
+def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
+            dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, dict]]] | None = None,
+            budget: int | None = None) -> dict:
+    """Exhaustive breadth-first exploration of every run of at most ``depth``
+    actions from the initial state (states deduplicated). Returns statistics
+    and, on the first violated check or invariant, the run that reaches it as
+    a list of (action, picks) together with what broke."""
+    from collections import deque
+
+    start = initial_state(p)
+    key = lambda s: tuple(tuple(v) for v in s.v.values())
+    seen = {key(start): None}
+    parent: dict[tuple, tuple] = {}
+    frontier = [start]
+    stats = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
+    for d in range(depth):
+        nxt = []
+        for st in frontier:
+            moves = list(enumerate_picks(st, prompts=prompts))
+            if extra is not None:
+                moves += list(extra(st))
+            for action, picks in moves:
+                try:
+                    out = run_action(st, action, picks, dropped=dropped)
+                except StepRefused:
+                    continue
+                stats["transitions"] += 1
+                stats["actions"][action] = stats["actions"].get(action, 0) + 1
+                k = key(out.state)
+                bad = failed_checks(out) + [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
+                if bad:
+                    run = [(action, picks)]
+                    cur = key(st)
+                    while cur in parent:
+                        prev, a, pk = parent[cur]
+                        run.append((a, pk))
+                        cur = prev
+                    stats["depth"] = d + 1
+                    return {**stats, "status": "failed", "violated": bad, "run": run[::-1]}
+                if k not in seen:
+                    seen[k] = None
+                    parent[k] = (key(st), action, picks)
+                    nxt.append(out.state)
+                    stats["states"] += 1
+                    if budget is not None and stats["states"] > budget:
+                        return {**stats, "status": "budget", "depth": d}
+        frontier = nxt
+        stats["depth"] = d + 1
+        if not frontier:
+            break
+    return {**stats, "status": "proved"}

@@ -1,0 +1,385 @@
+"""System obligations: the composed model's invariants, proved inductively.
+
+Each action of ``spec.system`` runs on a symbolic state (every variable a Z3
+integer) with symbolic picks. An obligation assumes the inductive invariant
+(``invariants`` + ``auxiliary_invariants``) in the pre-state, the action's
+guard and its named caller assumptions, and proves the invariant's labelled
+conjuncts in the post-state together with the step's safety checks. The
+geometry, sizes and conventions are concrete (constexprs stay concrete so the
+problems stay linear); everything else is symbolic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.system import (
+    ACTIONS,
+    Outcome,
+    State,
+    SystemParams,
+    auxiliary_invariants,
+    initial_state,
+    invariants,
+    live_slot,
+)
+from replayssm.spec.vocab import conj, implies, ite
+
+from .obligation import Claim, obligation
+from .terms import Sym, lift, named_int
+
+SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
+"""Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""
+
+SYSTEM_CONVENTIONS: dict[str, Conventions] = {
+    "v1-align": Conventions(cumulative=False, post_step=False, has_idx_mapping=False,
+                            materialize_prefixes=True, live_col_is_zero=False),
+    "v2-align": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                            materialize_prefixes=True, live_col_is_zero=False),
+    "v2-none": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                           materialize_prefixes=False, live_col_is_zero=True),
+}
+"""Both callers in align mode and v2 in mode none (v2 swaps batch rows, so its
+``idx_mapping`` is a real permutation). ``postprocess.conventions_agree``
+covers the remaining query/count combinations at the kernel level."""
+
+
+def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, **kw: Any) -> SystemParams:
+    kw = {"num_cols": 2, "num_slots": 7, **kw}
+    return SystemParams(geo, conv, swap_rows=conv.has_idx_mapping, **kw)
+
+
+class Cuts:
+    """Names intermediate values of a transition with fresh variables; the
+    equations defining them become assumptions (definitions, always satisfiable)."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.definitions: list[Any] = []
+
+    def __call__(self, name: str, value: Any) -> Any:
+        z = lift(value)
+        if z3.is_const(z) and not z3.is_int_value(z):
+            return value
+        var = named_int(f"{self.tag}.{name}")
+        self.definitions.append(var == value)
+        return var
+
+
+def symbolic_state(p: SystemParams, tag: str, cuts: Cuts | None = None) -> State:
+    """A state whose every variable is the Z3 integer ``<tag>.<name>[i]``."""
+    return State(p, {k: [named_int(f"{tag}.{k}[{i}]") for i in range(len(v))]
+                      for k, v in initial_state(p).v.items()}, cuts)
+
+
+def symbolic_picks(p: SystemParams, action: str, tag: str) -> dict:
+    return {s.name: named_int(f"{tag}.{s.name}") for s in ACTIONS[action].picks(p)}
+
+
+def group_parts(parts: Iterable[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+    """Labelled conjuncts with one name merged into one goal part."""
+    merged: dict[str, list] = {}
+    for n, t in parts:
+        merged.setdefault(prefix + n, []).append(t)
+    return [(n, conj(*ts)) for n, ts in merged.items()]
+
+
+@dataclass
+class Transition:
+    """One symbolic action from a symbolic state."""
+
+    p: SystemParams
+    action: str
+    pre: State
+    picks: dict
+    outcome: Outcome
+    guard: Any
+    assumptions: list[tuple[str, Any]]
+    definitions: list[Any]
+
+    @property
+    def post(self) -> State:
+        return self.outcome.state
+
+    def show(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"pick.{k}": v for k, v in self.picks.items()}
+        for name, vals in self.pre.v.items():
+            if name in ("ring",):
+                continue
+            for i, v in enumerate(vals):
+                out[f"pre.{name}[{i}]"] = v
+                out[f"post.{name}[{i}]"] = self.post.v[name][i]
+        return out
+
+
+_CACHE: dict[tuple, Transition] = {}
+
+
+def transition(p: SystemParams, action: str, **fixed: int) -> Transition:
+    """``action`` from the symbolic state ``pre``; ``fixed`` picks are concrete
+    (one claim per request index keeps the index arithmetic out of Z3)."""
+    key = (p, action, tuple(sorted(fixed.items())))
+    if key not in _CACHE:
+        cuts = Cuts("mid")
+        pre = symbolic_state(p, "pre", cuts)
+        picks = {**symbolic_picks(p, action, "pick"), **fixed}
+        a = ACTIONS[action]
+        _CACHE[key] = Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks),
+                                 a.assumptions(pre, picks), cuts.definitions)
+    return _CACHE[key]
+
+
+def inductive_invariant(st: State) -> list[tuple[str, Any]]:
+    return invariants(st) + auxiliary_invariants(st)
+
+
+def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+                       dropped: tuple[str, ...] = (), cover: Any = True) -> Claim:
+    """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
+    assumptions = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
+    assumptions.append(("guard", t.guard))
+    assumptions.append(("definitions", conj(*t.definitions)))
+    assumptions += [(n, x) for n, x in group_parts(t.assumptions) if n not in dropped]
+    goal = [(n, x) for n, x in group_parts(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
+    goal += [(n, x) for n, x in group_parts(t.outcome.checks, "check: ") if goal_filter(n)]
+    return Claim(goal, assumptions, cover, label, t.show())
+
+
+@dataclass(frozen=True)
+class StepCase:
+    """One shape of an engine step: which requests run, each one's phase,
+    previous and new live column. Slot ids are fixed by symmetry (ids are only
+    compared for equality and with the null id): request 0's column ``c`` is
+    slot ``1 + c`` or null, request 1's is null, request 0's slot of the same
+    column (a shared published block: registered codes name the column) or its
+    own ``1 + C + c``; fresh blocks are ``2C + 1`` and ``2C + 2``."""
+
+    rows: tuple[tuple[int, int, int, int], ...]  # (req, prefill, live, live_col)
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"r{r} {'prefill' if m else 'decode'} live {l}->{c}" for r, m, l, c in self.rows) or "idle"
+
+
+def step_cases(p: SystemParams, max_rows: int = 1) -> list[StepCase]:
+    C = p.num_cols
+    per_req: list[tuple[int, int, int]] = []
+    for mode in (0, 1):
+        for live in range(-1, C):
+            for col in range(C):
+                if p.conv.materialize_prefixes:
+                    ok = (col in (live, live + 1) and live >= 0) if mode == 0 else col >= max(live, 0)
+                else:
+                    ok = col == 0 and (live == 0 if mode == 0 else live in (-1, 0))
+                if ok:
+                    per_req.append((mode, live, col))
+    cases = [StepCase(((r, *x),)) for r in range(p.num_reqs) for x in per_req]
+    if max_rows >= 2:
+        cases += [StepCase(((0, *a), (1, *b))) for a in per_req for b in per_req]
+    return cases
+
+
+def case_transition(p: SystemParams, case: StepCase) -> Transition:
+    key = (p, "step", case)
+    if key in _CACHE:
+        return _CACHE[key]
+    C, NR = p.num_cols, p.num_reqs
+    pre = symbolic_state(p, "pre")
+    picks = symbolic_picks(p, "step", "pick")
+    for g in range(p.groups):
+        for c in range(C):
+            null0 = named_int(f"pre.null[{g},0,{c}]") == 1
+            null1 = named_int(f"pre.null[{g},1,{c}]") == 1
+            shared = named_int(f"pre.shared[{g},{c}]") == 1
+            pre.v["table"][(g * NR + 0) * C + c] = ite(null0, 0, 1 + c)
+            pre.v["table"][(g * NR + 1) * C + c] = ite(null1, 0, ite(shared, 1 + c, 1 + C + c))
+    for r in range(NR):
+        picks[f"sched_{r}"] = 0
+    for r, mode, live, col in case.rows:
+        picks.update({f"sched_{r}": 1, f"prefill_{r}": mode, f"live_col_{r}": col})
+        pre.v["live"][r] = live
+        pre.v["active"][r] = 1
+        for g in range(p.groups):
+            picks[f"slot_{g}_{r}"] = 2 * C + 1 + r
+    a = ACTIONS["step"]
+    t = Transition(p, "step", pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks), [])
+    _CACHE[key] = t
+    return t
+
+
+def transitions(action: str, align_only: bool = False, max_rows: int = 1) -> Iterator[tuple[str, Transition]]:
+    """The symbolic transitions of ``action`` under every system convention
+    (admit and free: one per request index; step: one per :class:`StepCase`)."""
+    for label, conv in SYSTEM_CONVENTIONS.items():
+        if align_only and not conv.materialize_prefixes:
+            continue
+        p = system_params(conv)
+        if action == "step":
+            for case in step_cases(p, max_rows):
+                yield f"step {label}: {case.label}", case_transition(p, case)
+        else:
+            for r in range(p.num_reqs):
+                yield f"{action} req={r} {label}", transition(p, action, req=r)
+
+
+def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
+               max_rows: int = 1, conventions: tuple[str, ...] | None = None) -> Callable[[], Iterator[Claim]]:
+    def build() -> Iterator[Claim]:
+        for label, t in transitions(action, max_rows=max_rows):
+            if conventions is None or any(c in label for c in conventions):
+                yield preservation_claim(t, label, cover=cover(t))
+    return build
+
+
+@obligation("system.initial", "system",
+            "the initial state (no request, every slot free) satisfies the inductive invariant")
+def initial() -> Iterator[Claim]:
+    for label, conv in SYSTEM_CONVENTIONS.items():
+        st = initial_state(system_params(conv))
+        goal = [(n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(inductive_invariant(st))]
+        yield Claim(goal, [], True, label)
+
+
+def _step_cover(t: Transition) -> Any:
+    """Non-vacuity: the scheduled rows really run (every step shape is reachable
+    from some state that satisfies the invariant)."""
+    return conj(*[t.pre.get("active", r) == 1 for r in range(t.p.num_reqs) if t.picks[f"sched_{r}"] == 1])
+
+
+system_admit = obligation(
+    "system.admit", "admit",
+    "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant")(
+    _preserves("admit", lambda t: t.picks["hit"] == 1 if t.p.conv.materialize_prefixes else True))
+system_free = obligation(
+    "system.free", "free",
+    "free / preempt preserves the inductive invariant (a freed published block stays registered)")(
+    _preserves("free", lambda t: t.pre.get("reg", 0, 1) != -1))
+system_step = obligation(
+    "system.step", "step",
+    "one engine step with one scheduled row, every phase and live-column shape (the other request "
+    "present, possibly sharing blocks, as a padding row or not launched): allocation and copy-on-write, "
+    "live-column move (block copy + migration), forward pass, postprocess, compaction, materialize "
+    "preserve the inductive invariant and pass every safety check")(_preserves("step", _step_cover))
+system_step_batch = obligation(
+    "system.step_batch", "step",
+    "one engine step with both requests scheduled (v2, rows swapped by idx_mapping): every pair of "
+    "row shapes preserves the inductive invariant and passes every safety check (no materialize race)")(
+    _preserves("step", _step_cover, max_rows=2, conventions=("v2-align",)))
+
+
+def _batch_only(label: str) -> bool:
+    return label.count(" live ") == 2
+
+
+# property views over the cached transitions: each proves only its conjuncts
+
+
+@obligation("system.groups_agree", "step",
+            "after a step a request's live trackers are equal across groups, and a publish (postprocess "
+            "materialize) happens in every group or in none")
+def groups_agree() -> Iterator[Claim]:
+    for label, t in transitions("step", align_only=True):
+        claim = preservation_claim(t, label, lambda n: "groups_agree" in n)
+        by_row: dict[int, list] = {}
+        for tr in t.outcome.info["traces"]:
+            by_row.setdefault(int(tr.batch), []).append(tr)
+        same = [tr.materialize == trs[0].materialize for trs in by_row.values() for tr in trs[1:]]
+        claim.goal.append(("publish in all groups or none", conj(*same)))
+        claim.cover = conj(_step_cover(t), *[tr.materialize for trs in by_row.values() for tr in trs[:1]
+                                             if int(tr.batch) == 0])
+        yield claim
+
+
+@obligation("system.no_token_dropped", "all",
+            "after every action each running request's live slot represents exactly its computed "
+            "tokens: checkpoint at N - committed and the committed ring rows hold the tokens after it")
+def no_token_dropped() -> Iterator[Claim]:
+    for action in ("admit", "free", "step"):
+        for label, t in transitions(action):
+            yield preservation_claim(t, label, lambda n: "no_token_dropped" in n or "refinement" in n,
+                                     cover=_step_cover(t) if action == "step" else True)
+
+
+@obligation("system.canonical", "all",
+            "every registered (published) slot stays canonical, trackers (0, 0) and its state exactly at "
+            "its boundary, until the pool hands it out again")
+def canonical() -> Iterator[Claim]:
+    for action in ("admit", "free", "step"):
+        for label, t in transitions(action, align_only=True):
+            yield preservation_claim(t, label, lambda n: "canonical" in n,
+                                     cover=_step_cover(t) if action == "step" else True)
+
+
+# --------------------------------------------------------------------------
+# Probes: each caller assumption dropped in a step shape where it matters
+# --------------------------------------------------------------------------
+
+PROBE_GEOMETRIES: dict[str, Geometry] = {
+    "system": SYSTEM_GEOMETRY,
+    "wide_block": Geometry(max_num_reqs=2, block_size=4, window=2, ring_len=4),
+    "unit_block": Geometry(max_num_reqs=2, block_size=1, window=2, ring_len=4),
+}
+"""``wide_block`` has blocks longer than the ring's step room (bs > R - W), so
+``decode_row_fits`` is not implied by ``decode_within_block``; ``unit_block``
+has decode rows longer than a block (R - W > bs)."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Where to look for the counterexample of a dropped assumption."""
+
+    assumption: str
+    conv: str
+    geometry: str
+    case: StepCase
+    num_cols: int = 2
+    fresh: tuple[int, ...] | None = None  # override fresh slot ids (per request)
+
+
+def probe_transition(pr: Probe) -> Transition:
+    p = system_params(SYSTEM_CONVENTIONS[pr.conv], PROBE_GEOMETRIES[pr.geometry], num_cols=pr.num_cols,
+                      num_slots=2 * pr.num_cols + 3)
+    t = case_transition(p, pr.case)
+    if pr.fresh is None:
+        return t
+    key = (p, "step", pr.case, pr.fresh)
+    if key not in _CACHE:
+        picks = dict(t.picks)
+        for r, s in enumerate(pr.fresh):
+            for g in range(p.groups):
+                picks[f"slot_{g}_{r}"] = s
+        a = ACTIONS["step"]
+        pre = t.pre
+        _CACHE[key] = Transition(p, "step", pre, picks, a.apply(pre, picks), a.guard(pre, picks),
+                                 a.assumptions(pre, picks), [])
+    return _CACHE[key]
+
+
+def probe_claim(pr: Probe, drop: bool = True) -> Claim:
+    t = probe_transition(pr)
+    return preservation_claim(t, f"{pr.assumption} dropped: {pr.conv} {pr.geometry} {pr.case.label}",
+                              dropped=(pr.assumption,) if drop else ())
+
+
+def _case(*rows: tuple[int, int, int, int]) -> StepCase:
+    return StepCase(tuple(rows))
+
+
+PROBES: dict[str, Probe] = {pr.assumption: pr for pr in [
+    Probe("live_col_is_last_block", "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe("decode_row_fits", "v2-align", "wide_block", _case((0, 0, 1, 1))),
+    Probe("accepted_within_row", "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe("row_nonempty", "v2-align", "system", _case((0, 1, 0, 0))),
+    Probe("decode_within_block", "v2-align", "unit_block", _case((0, 0, 0, 2)), num_cols=3),
+    Probe("prefill_chunk_on_boundary", "v2-align", "system", _case((0, 1, 0, 1))),
+    Probe("fresh_distinct_destinations", "v2-align", "system", _case((0, 1, -1, 0), (1, 1, -1, 0)), fresh=(5, 5)),
+    Probe("groups_agree_on_null", "v2-align", "system", _case((0, 0, 0, 1))),
+    Probe("is_prefilling_agrees", "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe("fresh_slot_is_free", "v2-align", "system", _case((0, 1, -1, 0)), fresh=(3,)),
+]}
+"""One probe per caller assumption the step relies on."""

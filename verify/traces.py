@@ -1,0 +1,193 @@
+"""Counterexamples and runs as ITF-like JSON traces, replayable and explainable.
+
+A trace is ``{"#meta": {...}, "params": {...}, "states": [...], "actions":
+[...]}``: ``states[0]`` is the initial state and ``states[i + 1]`` the state
+after ``actions[i]``; each action records its ``name`` and every
+nondeterministic ``picks`` value, so :func:`replay_actions` re-runs it on the
+concrete model (or, later, on an implementation) and :func:`explain` prints
+it step by step with a diagram of each slot's ring.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import z3
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.system import (
+    GARBAGE,
+    Outcome,
+    State,
+    SystemParams,
+    failed_checks,
+    initial_state,
+    invariants,
+    run_action,
+)
+
+from .terms import lift
+
+FORMAT = "replayssm-trace/1"
+
+
+def params_json(p: SystemParams) -> dict:
+    g, c = p.geo, p.conv
+    return {"geometry": {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
+                         "ring_len": g.ring_len, "pad_slot": g.pad_slot},
+            "conventions": {"cumulative": c.cumulative, "post_step": c.post_step,
+                            "has_idx_mapping": c.has_idx_mapping, "materialize_prefixes": c.materialize_prefixes,
+                            "live_col_is_zero": c.live_col_is_zero},
+            "layers": list(p.layers), "num_cols": p.num_cols, "num_slots": p.num_slots,
+            "num_streams": p.num_streams, "swap_rows": p.swap_rows}
+
+
+def params_from_json(d: dict) -> SystemParams:
+    return SystemParams(Geometry(**d["geometry"]), Conventions(**d["conventions"]), tuple(d["layers"]),
+                        d["num_cols"], d["num_slots"], d["num_streams"], d["swap_rows"])
+
+
+def make_trace(p: SystemParams, states: list[dict], actions: list[dict], **meta: Any) -> dict:
+    return {"#meta": {"format": FORMAT, **meta}, "params": params_json(p), "states": states, "actions": actions}
+
+
+def trace_from_model(u: Any, m: z3.ModelRef, violated: list[str] | None = None) -> dict:
+    """The run a BMC model describes (``u`` is a ``verify.bmc.Unrolling``)."""
+    ev = lambda x: int(m.eval(lift(x), model_completion=True).as_long()) if not isinstance(x, int) else x
+    states = [{k: [ev(x) for x in vals] for k, vals in st.v.items()} for st in u.states]
+    actions = []
+    for d, sel in enumerate(u.selectors):
+        ch = u.options[ev(sel)]
+        picks = {k: ev(v) for k, v in u.picks[d][ch.label].items()}
+        actions.append({"name": ch.action, "picks": picks})
+    return make_trace(u.p, states, actions, source="system.bmc", violated=violated or [],
+                      dropped=list(u.dropped))
+
+
+def record_run(p: SystemParams, steps: list[tuple[str, dict]], **meta: Any) -> dict:
+    """Run ``steps`` on the concrete model and record them as a trace."""
+    st = initial_state(p)
+    states, actions = [st.as_json()], []
+    for name, picks in steps:
+        out = run_action(st, name, picks)
+        st = out.state
+        states.append(st.as_json())
+        actions.append({"name": name, "picks": dict(picks)})
+    return make_trace(p, states, actions, source="record_run", **meta)
+
+
+def load(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def save(trace: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trace, indent=1))
+    return path
+
+
+def replay_actions(trace: dict, *, check_assumptions: bool = False) -> Iterator[tuple[dict, Outcome, list[str]]]:
+    """Re-run a trace's actions on the concrete model from its initial state;
+    yields (action, outcome, mismatching variables against the recorded state).
+    Assumptions are not re-checked by default: a counterexample found with an
+    assumption dropped must replay."""
+    p = params_from_json(trace["params"])
+    st = State(p, {k: list(v) for k, v in trace["states"][0].items()})
+    dropped = tuple(trace.get("#meta", {}).get("dropped", ()))
+    for i, act in enumerate(trace["actions"]):
+        out = run_action(st, act["name"], act["picks"], check_assumptions=check_assumptions, dropped=dropped)
+        recorded = trace["states"][i + 1] if i + 1 < len(trace["states"]) else None
+        diff = [] if recorded is None else [k for k, v in out.state.as_json().items() if recorded.get(k) != v]
+        yield act, out, diff
+        st = out.state
+
+
+# ---------------------------------------------------------------- explain
+
+
+def _tok(p: SystemParams, code: int) -> str:
+    if code == GARBAGE or code < 0:
+        return "  ."
+    s, pos = divmod(code, p.K)
+    return f"{'ab'[s] if s < 2 else s}{pos:<2d}"
+
+
+def ring_diagram(p: SystemParams, st: State, g: int, s: int) -> str:
+    """One slot: ``[ ... ]`` rows with ``>`` at ring_start, committed rows in
+    ``( )``, other rows plain; then the checkpoint position and trackers."""
+    R = int(p.geo.ring_len)
+    rs, nc = st.get("rs", g, s), st.get("nc", g, s)
+    committed = {(rs + j) % R for j in range(max(0, min(nc, R)))}
+    cells = []
+    for i in range(R):
+        tok = _tok(p, st.get("ring", g, s, i))
+        mark = ">" if i == rs else " "
+        cells.append(f"{mark}({tok})" if i in committed else f"{mark} {tok} ")
+    ck = st.get("ck", g, s)
+    ckpt = "garbage" if ck < 0 else f"stream {ck // p.K} @ {ck % p.K}"
+    reg = st.get("reg", g, s)
+    pub = "" if reg < 0 else f"  published {_tok(p, reg).strip()}"
+    return f"g{g} slot {s}: [{''.join(cells)}] ckpt {ckpt}, rs={rs} nc={nc} ref={st.get('ref', g, s)}{pub}"
+
+
+def describe_state(p: SystemParams, st: State) -> list[str]:
+    lines = []
+    for r in range(p.num_reqs):
+        if st.get("active", r) != 1:
+            lines.append(f"  req {r}: -")
+            continue
+        row = [" ".join(str(st.get("table", g, r, c)) for c in range(p.num_cols)) for g in range(p.groups)]
+        lines.append(f"  req {r}: stream {st.get('stream', r)} N={st.get('N', r)} prompt={st.get('prompt', r)} "
+                     f"live col={st.get('live', r)}  tables " + " | ".join(f"g{g}[{t}]" for g, t in enumerate(row)))
+    used = sorted({(g, s) for g in range(p.groups) for s in range(1, p.num_slots)
+                   if st.get("ref", g, s) > 0 or st.get("reg", g, s) >= 0})
+    for g, s in used:
+        lines.append("    " + ring_diagram(p, st, g, s))
+    return lines
+
+
+def explain(path: str | Path | dict) -> str:
+    """A trace, step by step: each action with its picks, the state after it
+    with a ring diagram per used slot, the checks that failed and the
+    invariants that broke."""
+    trace = path if isinstance(path, dict) else load(path)
+    p = params_from_json(trace["params"])
+    meta = trace.get("#meta", {})
+    out = [f"trace {meta.get('source', '')}  {p.conv.label()}  bs={p.geo.block_size} W={p.geo.window} "
+           f"R={p.geo.ring_len} layers={list(p.layers)}"]
+    if meta.get("dropped"):
+        out.append(f"dropped assumptions: {', '.join(meta['dropped'])}")
+    if meta.get("violated"):
+        out.append(f"violated: {', '.join(meta['violated'])}")
+    out.append("ring rows: '>' ring_start, '( )' committed, tokens as <stream><position>, '.' garbage")
+    st0 = State(p, {k: list(v) for k, v in trace["states"][0].items()})
+    out.append("state 0:")
+    out += describe_state(p, st0)
+    for i, (act, outcome, diff) in enumerate(replay_actions(trace)):
+        picks = act["picks"]
+        shown = {k: v for k, v in picks.items() if _relevant(k, picks)}
+        out.append(f"step {i + 1}: {act['name']} " + " ".join(f"{k}={v}" for k, v in shown.items()))
+        bad = failed_checks(outcome)
+        if bad:
+            out.append(f"  FAILED checks: {', '.join(bad)}")
+        broken = sorted({n for n, x in invariants(outcome.state) if not x})
+        if broken:
+            out.append(f"  BROKEN invariants: {', '.join(broken)}")
+        if diff:
+            out.append(f"  (replay differs from the recorded state in: {', '.join(diff)})")
+        out += describe_state(p, outcome.state)
+    return "\n".join(out)
+
+
+def _relevant(key: str, picks: dict) -> bool:
+    """Hide the picks of requests a step did not schedule."""
+    parts = key.rsplit("_", 1)
+    if len(parts) == 2 and parts[1].isdigit() and f"sched_{parts[1]}" in picks and not key.startswith("sched_"):
+        return picks[f"sched_{parts[1]}"] == 1
+    if key.startswith(("slot_", "null_")):
+        return picks.get(f"sched_{key.rsplit('_', 1)[1]}") == 1
+    return not key.startswith("hit_slot_") or picks.get("hit", 0) > int(key.rsplit("_", 1)[1])
