@@ -101,7 +101,9 @@ def run_worker(config: CampaignConfig, worker: int) -> dict:
 def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed: int, error: Exception) -> str:
     """Write the shrunk failing run as a trace; returns its path."""
     failure = machine.last_failure
-    trace = failure.trace if failure is not None else {"#meta": {}, "params": None, "actions": [], "states": []}
+    trace = failure.trace if failure is not None else {"#meta": {}, "params": None, "actions": []}
+    if trace["params"] is not None:
+        trace["states"] = spec_states(trace)
     trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl",
                            "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000]})
     folder = Path(config.failures_dir)
@@ -166,7 +168,18 @@ def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
     return {"passed": passed, "examples": stats.examples, "request_steps": stats.request_steps,
             "seconds": round(seconds, 3), "scenarios": stats.scenarios, "rules": stats.rules,
             "kernel_seconds": round(stats.kernel_seconds, 3), "spec_seconds": round(stats.spec_seconds, 3),
+            "worker_seconds": round(sum(p["seconds"] for p in parts), 3),
             "failures": failures, "missing_scenarios": missing}
+
+
+def spec_states(trace: dict) -> list[dict]:
+    """The spec's state buffers after each action of a trace."""
+    spec = SpecSide(Setup.from_json(trace["params"]))
+    states = []
+    for action in trace["actions"]:
+        spec.run(action)
+        states.append({k: v.tolist() for k, v in spec.state().items()})
+    return states
 
 
 def replay(path: str, impl: str | None, device: str) -> tuple[bool, str]:
