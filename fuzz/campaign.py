@@ -18,7 +18,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.spec.geometry import Conventions
 
-from .launcher import KernelSide, Setup, SpecSide, compare
+from .launcher import LEVELS, Setup, SpecSide, compare
 from .machine import ReplaySSMMachine, Statistics
 from .target import load_target
 
@@ -56,6 +56,7 @@ class CampaignConfig:
     seed: int
     jobs: int
     failures_dir: str
+    level: str = "kernel"
 
 
 def _settings(examples: int, max_steps: int) -> settings:
@@ -70,11 +71,12 @@ def _settings(examples: int, max_steps: int) -> settings:
     )
 
 
-def _machine(target: Any, device: str, seed: int, conv: Conventions, stats: Statistics) -> type[ReplaySSMMachine]:
+def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
+             stats: Statistics) -> type[ReplaySSMMachine]:
     import torch
 
-    attrs = {"target": target, "device": torch.device(device), "stats": stats, "last_failure": None,
-             "conventions": (conv,)}
+    attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
+             "last_failure": None, "conventions": (conv,)}
     return hypothesis_seed(seed)(type("Campaign", (ReplaySSMMachine,), attrs))
 
 
@@ -89,7 +91,7 @@ def run_worker(config: CampaignConfig, worker: int) -> dict:
     start = time.perf_counter()
     for n in range(worker, len(combos), config.jobs):
         seed = config.seed * 1000 + n
-        machine = _machine(target, config.device, seed, combos[n], stats)
+        machine = _machine(config, target, seed, combos[n], stats)
         try:
             run_state_machine_as_test(machine, settings=_settings(per_combo, config.max_steps))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
@@ -104,7 +106,7 @@ def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed:
     trace = failure.trace if failure is not None else {"#meta": {}, "params": None, "actions": []}
     if trace["params"] is not None:
         trace["states"] = spec_states(trace)
-    trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl",
+    trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl", "level": config.level,
                            "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000]})
     folder = Path(config.failures_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,7 +133,7 @@ def _merge(parts: list[dict]) -> Statistics:
 def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
     """Run a campaign on ``jobs`` processes; report and return its summary."""
     start = time.perf_counter()
-    print(f"fuzzing {config.impl or 'replayssm.impl'} on {config.device}: {config.examples} examples "
+    print(f"fuzzing {config.impl or 'replayssm.impl'} ({config.level} level) on {config.device}: {config.examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es)", file=out, flush=True)
     if config.jobs <= 1:
         parts = [run_worker(config, 0)]
@@ -182,14 +184,14 @@ def spec_states(trace: dict) -> list[dict]:
     return states
 
 
-def replay(path: str, impl: str | None, device: str) -> tuple[bool, str]:
+def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> tuple[bool, str]:
     """Re-run a saved trace's launch actions on the spec and the implementation."""
     import torch
 
     trace = json.loads(Path(path).read_text())
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
-    side = KernelSide(setup, load_target(impl, cuda=device == "cuda"), torch.device(device))
+    side = LEVELS[level](setup, load_target(impl, cuda=device == "cuda"), torch.device(device))
     lines = []
     for n, action in enumerate(trace["actions"]):
         spec.run(action)

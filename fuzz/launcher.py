@@ -165,6 +165,107 @@ class KernelSide:
 
 
 @dataclass(frozen=True)
+class _CacheSpec:
+    """What ``ReplaySSMModelContext.create`` reads of a cache group's spec."""
+
+    block_size: int
+    mamba_cache_mode: str
+
+
+class _Layer:
+    """A Mamba layer as the reference reads it (attribute names only)."""
+
+    def __init__(self, kv_cache: list[torch.Tensor], A: torch.Tensor, window: int,
+                 trackers: tuple[torch.Tensor, torch.Tensor]) -> None:
+        self.kv_cache, self.A, self.replayssm_buffer_len = kv_cache, A, window
+        self.mamba_config = type("MambaConfig", (), {"enable_stochastic_rounding": False,
+                                                     "stochastic_rounding_philox_rounds": 0})()
+        self.use_replayssm = self.use_flashinfer_replayssm = True
+        self._replayssm_ring_start, self._replayssm_prev_num_accepted = trackers
+        self._plans_replayssm_decode = False
+
+
+class ContextSide:
+    """The implementation at context level: its ``ReplaySSMModelContext``
+    (create, reset_new_slots, postprocess with compaction and materialize)
+    over layer objects carrying the reference's attribute names. Slot contents
+    are tiny (1 head, dim 2, dstate 2); only the integer state is compared."""
+
+    def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
+        self.setup, self.device = setup, device
+        geo, slots = setup.geometry, setup.num_slots
+        heads, dim, dstate, ring = 1, 2, 2, geo.ring_len
+        gen = torch.Generator().manual_seed(0)
+
+        def cache() -> list[torch.Tensor]:
+            return [torch.zeros(slots, 1, device=device),
+                    torch.randn(slots, heads, dim, dstate, generator=gen).to(device),
+                    torch.randn(slots, heads, ring, dim, generator=gen).to(device, torch.bfloat16),
+                    torch.rand(slots, heads, ring, generator=gen).to(device),
+                    torch.randn(slots, 1, ring, dstate, generator=gen).to(device, torch.bfloat16)]
+
+        spec = _CacheSpec(geo.block_size, setup.conventions.mode)
+        self.tables, self.trackers, grouped = [], [], []
+        for layers in setup.layers_per_group:
+            table = torch.full((geo.max_num_reqs, setup.num_cols), geo.pad_slot, dtype=torch.int32, device=device)
+            pair = (torch.zeros(slots, dtype=torch.int32, device=device),
+                    torch.zeros(slots, dtype=torch.int32, device=device))
+            mixers = [_Layer(cache(), -torch.rand(heads, generator=gen).to(device), geo.window, pair)
+                      for _ in range(layers)]
+            self.tables.append(table)
+            self.trackers.append(pair)
+            grouped.append((mixers, spec, table))
+        self.ctx = module.ReplaySSMModelContext.create(grouped, geo.max_num_reqs)
+
+    def _tensor(self, picks: dict, key: str, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
+        value = picks.get(key)
+        return None if value is None else torch.tensor(value, dtype=dtype, device=self.device)
+
+    def run(self, action: dict) -> None:
+        name, picks = action["name"], action["picks"]
+        if name == "block_copy":
+            for g, src, dst in picks["copies"]:
+                for t in self.trackers[g]:
+                    t[dst] = t[src]
+            return
+        for g, table in enumerate(self.tables):
+            table.copy_(torch.tensor(picks["block_table"][g], dtype=torch.int32))
+        conv = self.setup.conventions
+        if name == "migrate":
+            self.ctx.reset_new_slots(idx_mapping=self._tensor(picks, "idx_mapping"),
+                                     src_cols=self._tensor(picks, "src_cols"),
+                                     dst_cols=self._tensor(picks, "dst_cols"), num_reqs=picks["num_reqs"])
+            return
+        self.ctx.postprocess(
+            idx_mapping=self._tensor(picks, "idx_mapping"),
+            query_metadata=self._tensor(picks, "query_metadata"),
+            query_metadata_is_cumulative=conv.cumulative,
+            num_computed_tokens=self._tensor(picks, "num_computed_tokens"),
+            num_computed_is_post_step=conv.post_step,
+            num_accepted_tokens=self._tensor(picks, "num_accepted_tokens"),
+            is_prefilling=self._tensor(picks, "is_prefilling", torch.bool),
+            live_cols=self._tensor(picks, "live_cols"),
+            num_reqs=picks["num_reqs"],
+        )
+
+    def state(self) -> dict[str, np.ndarray]:
+        c = self.ctx
+        return {
+            "ring_start": torch.stack([p[0] for p in self.trackers]).cpu().numpy(),
+            "num_committed": torch.stack([p[1] for p in self.trackers]).cpu().numpy(),
+            "plan_ring_start": c.plan_ring_start.cpu().numpy(),
+            "plan_flush_count": c.plan_flush_count.cpu().numpy(),
+            "src_slots": c.src_slots.reshape(-1).cpu().numpy(),
+            "dst_slots": c.dst_slots.reshape(-1).cpu().numpy(),
+            "active_request_indices": c.active_request_indices.cpu().numpy(),
+        }
+
+
+LEVELS = {"kernel": KernelSide, "context": ContextSide}
+"""How deep the harness drives an implementation."""
+
+
+@dataclass(frozen=True)
 class Discrepancy:
     """One buffer entry where the implementation and the spec disagree."""
 

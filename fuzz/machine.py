@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .callers import Callers, Features
-from .launcher import KernelSide, Setup, SpecSide, compare
+from .launcher import LEVELS, Setup, SpecSide, compare
 
 GEOMETRIES = [
     Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
@@ -59,10 +59,11 @@ class Failure(AssertionError):
 
 
 class ReplaySSMMachine(RuleBasedStateMachine):
-    """Set ``target`` and ``device`` on a subclass before running."""
+    """Set ``target``, ``device`` and ``level`` on a subclass before running."""
 
     target: ModuleType
     device: torch.device = torch.device("cpu")
+    level: str = "kernel"
     conventions: tuple[Conventions, ...] = tuple(Conventions.all())
     stats: Statistics = Statistics()
     last_failure: Failure | None = None
@@ -76,7 +77,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
         self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
         self.spec = SpecSide(self.setup)
-        self.impl = KernelSide(self.setup, self.target, self.device)
+        self.impl = LEVELS[self.level](self.setup, self.target, self.device)
         self.callers = Callers(self.setup, features)
         self.trace: dict = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"},
                             "params": self.setup.as_json(), "actions": []}

@@ -90,7 +90,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     config = CampaignConfig(
         impl=args.impl, device=args.device,
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
-        seed=args.seed, jobs=args.jobs, failures_dir=args.failures,
+        seed=args.seed, jobs=args.jobs, failures_dir=args.failures, level=args.level,
     )
     try:
         result = run_campaign(config)
@@ -107,7 +107,7 @@ def _replay(args: argparse.Namespace) -> int:
     from replayssm.fuzz.campaign import replay
 
     try:
-        ok, report = replay(args.file, args.impl, args.device)
+        ok, report = replay(args.file, args.impl, args.device, args.level)
     except (ValueError, OSError, KeyError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return 2
@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--impl", metavar="MODULE_OR_FILE", help="module name or .py file with the reference's entry points "
                    "(default: replayssm.impl.replayssm_utils)")
     f.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
+    f.add_argument("--level", choices=["kernel", "context"], default="kernel",
+                   help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
     f.add_argument("--examples", type=int, help="examples in all (default: the profile's)")
     f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
     f.add_argument("--seed", type=int, default=0)
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file")
     r.add_argument("--impl", metavar="MODULE_OR_FILE")
     r.add_argument("--device", choices=devices, default="cpu")
+    r.add_argument("--level", choices=["kernel", "context"], default="kernel")
     r.set_defaults(run=_replay)
     return parser
 

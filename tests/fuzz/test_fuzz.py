@@ -25,6 +25,13 @@ def test_ci_campaign_passes_and_reaches_every_scenario(tmp_path: Path, impl_targ
     assert result["passed"]
 
 
+def test_context_level_campaign_passes(tmp_path: Path, impl_target: str | None) -> None:
+    result = run_campaign(CampaignConfig(impl_target, "cpu", 64, 8, seed=1, jobs=2,
+                                         failures_dir=str(tmp_path), level="context"))
+    assert result["failures"] == []
+    assert result["request_steps"] > 0
+
+
 @pytest.fixture()
 def mutant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A copy of ``replayssm.impl`` whose checkpoint wraps the ring with a bit
@@ -58,3 +65,5 @@ def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) 
     assert not ok and "discrepancy reproduced" in report
     ok, report = replay(result["failures"][0], None, "cpu")
     assert ok, "the trace must pass on the correct implementation"
+    ok, report = replay(result["failures"][0], target, "cpu", level="context")
+    assert not ok, "the context level must reproduce the kernel-level failure too"
