@@ -63,11 +63,13 @@ def _align(conv: Conventions) -> bool:
 
 
 def _refinement(c: PostprocessCase) -> tuple[Any, list]:
-    """The live slot's checkpoint position ``P = N - committed`` (refinement),
-    assumed non-negative on decode rows."""
+    """The live slot's checkpoint position after the step (``P = N - committed``
+    before it, by refinement, advanced past the folded rows on a checkpoint),
+    with the refinement assumed on decode rows."""
     t = c.trace
     position = c.ghost.computed_before - t.commit.old_committed
-    return position, [(INVARIANT_LIVE_REFINES, implies(t.decode, position >= 0))]
+    after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+    return after_step, [(INVARIANT_LIVE_REFINES, implies(t.decode, position >= 0))]
 
 
 def _plan_final(c: PostprocessCase) -> tuple[Sym, Sym]:
@@ -186,8 +188,7 @@ def plan_iff_publish() -> Iterator[Claim]:
 def replay_reaches_boundary() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t = c.trace
-        position, refines = _refinement(c)
-        after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+        after_step, refines = _refinement(c)
         decode_ok = implies(conj(t.decode, t.wants_materialize),
                             conj(t.plan_flush == t.boundary.aligned - after_step))
         prefill_ok = implies(conj(t.prefill, t.wants_materialize), t.boundary.aligned == t.row.computed_after)
@@ -236,8 +237,7 @@ def prefill_resets() -> Iterator[Claim]:
 def live_commit_refines() -> Iterator[Claim]:
     for label, c in _cases():
         t, g = c.trace, c.trace.group
-        position, refines = _refinement(c)
-        after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+        after_step, refines = _refinement(c)
         start = c.mem.final("ring_start", (g, t.live_slot))
         committed = c.mem.final("num_committed", (g, t.live_slot))
         in_place = conj(t.materialize, t.dst_slot == t.live_slot)
