@@ -564,7 +564,8 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
         pick = k[f"sched_{r}"]
-        sched = bool(pick) if _is_concrete(pick) else conj(_b(pick), st.get("active", r) == 1)
+        active = st.get("active", r) == 1
+        sched = conj(bool(pick), active) if _is_concrete(pick) else conj(_b(pick), active)
         # a proof may fix the row's phase (one claim per case): then the guard
         # ties it to the state and the step is built for that phase only.
         mode = k.get(f"prefill_{r}")
@@ -591,7 +592,6 @@ def step_guard(st: State, k: dict) -> Any:
         N, prompt = st.get("N", r), st.get("prompt", r)
         if k.get(f"prefill_{r}") is not None:
             parts.append(implies(row.sched, (N < prompt) == row.prefill))
-        parts.append(implies(row.sched, st.get("active", r) == 1))
         parts += [
             _in(k[f"sched_{r}"], 0, 1), _in(k[f"is_prefilling_{r}"], 0, 1),
             _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),
@@ -1235,6 +1235,14 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             yield "step", picks
 
 
+def shares_a_block(st: State) -> bool:
+    """Two running requests name one physical slot (a prefix-cache hit)."""
+    p = st.p
+    rows = [{st.get("table", 0, r, c) for c in range(p.num_cols)} - {p.geo.pad_slot}
+            for r in range(p.num_reqs) if st.get("active", r) == 1]
+    return any(a & b for i, a in enumerate(rows) for b in rows[i + 1:])
+
+
 def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
             dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, dict]]] | None = None,
             budget: int | None = None) -> dict:
@@ -1279,6 +1287,8 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
                     parent[k] = (key(st), action, picks)
                     nxt.append(out.state)
                     stats["states"] += 1
+                    if shares_a_block(out.state):
+                        stats["shared_states"] = stats.get("shared_states", 0) + 1
                     if budget is not None and stats["states"] > budget:
                         return {**stats, "status": "budget", "depth": d}
         frontier = nxt

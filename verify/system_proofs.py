@@ -178,10 +178,15 @@ def step_cases(p: SystemParams, max_rows: int = 1) -> list[StepCase]:
                     ok = col == 0 and (live == 0 if mode == 0 else live in (-1, 0))
                 if ok:
                     per_req.append((mode, live, col))
-    cases = [StepCase(((r, *x),)) for r in range(p.num_reqs) for x in per_req]
-    if max_rows >= 2:
-        cases += [StepCase(((0, *a), (1, *b))) for a in per_req for b in per_req]
-    return cases
+    if max_rows < 2:
+        return [StepCase(((r, *x),)) for r in range(p.num_reqs) for x in per_req]
+    # batches: both rows decoding (every live shape), and a decode row beside a
+    # request's first prefill chunk (a fresh block allocated in the same step)
+    decode = [x for x in per_req if x[0] == 0]
+    first = [x for x in per_req if x[0] == 1 and x[1] == -1]
+    pairs = [(a, b) for a in decode for b in decode] + [(a, b) for a in decode for b in first]
+    pairs += [(b, a) for a in decode for b in first]
+    return [StepCase(((0, *a), (1, *b))) for a, b in pairs]
 
 
 def case_transition(p: SystemParams, case: StepCase) -> Transition:

@@ -67,16 +67,18 @@ def trace_from_model(u: Any, m: z3.ModelRef, violated: list[str] | None = None) 
                       dropped=list(u.dropped))
 
 
-def record_run(p: SystemParams, steps: list[tuple[str, dict]], **meta: Any) -> dict:
-    """Run ``steps`` on the concrete model and record them as a trace."""
+def record_run(p: SystemParams, steps: list[tuple[str, dict]], *, checked: bool = True, **meta: Any) -> dict:
+    """Run ``steps`` on the concrete model and record them as a trace
+    (``checked=False`` records runs whose picks break a caller assumption)."""
     st = initial_state(p)
     states, actions = [st.as_json()], []
     for name, picks in steps:
-        out = run_action(st, name, picks)
+        out = run_action(st, name, picks, check_assumptions=checked)
         st = out.state
         states.append(st.as_json())
         actions.append({"name": name, "picks": dict(picks)})
-    return make_trace(p, states, actions, source="record_run", **meta)
+    meta.setdefault("source", "record_run")
+    return make_trace(p, states, actions, **meta)
 
 
 def load(path: str | Path) -> dict:

@@ -1,0 +1,201 @@
+"""System obligations: proofs go through, planted caller-visible bugs are caught,
+counterexamples come back as replayable traces."""
+
+from __future__ import annotations
+
+import pytest
+
+import replayssm.spec.postprocess as postprocess_module
+import replayssm.spec.system as system
+from replayssm.verify import bmc as bmc_module
+from replayssm.verify import system_proofs as sp
+from replayssm.verify.obligation import REGISTRY, Obligation, prove
+from replayssm.verify.traces import explain, load, record_run, replay_actions, save
+
+
+def _case_obligation(conv: str, *rows) -> Obligation:
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
+    case = sp.StepCase(tuple(rows))
+
+    def build():
+        yield sp.preservation_claim(sp.case_transition(p, case), case.label, cover=True)
+
+    return Obligation(f"case {conv} {case.label}", "step", "", build)
+
+
+@pytest.fixture
+def fresh_cache():
+    sp._CACHE.clear()
+    yield
+    sp._CACHE.clear()
+
+
+@pytest.mark.parametrize("name", ["system.initial", "system.admit", "system.free"])
+def test_small_actions_are_proved(name):
+    r = prove(REGISTRY[name])
+    assert r.status == "proved", r.counterexample or r.detail
+
+
+@pytest.mark.parametrize("conv,rows", [
+    ("v2-align", ((0, 0, 0, 1),)),        # decode crossing into a new block: publish into the old one
+    ("v1-align", ((1, 1, 0, 1),)),        # prefill chunk after a prefix hit
+    ("v2-none", ((0, 0, 0, 0),)),
+    ("v2-align", ((0, 0, 1, 1), (1, 1, -1, 0))),  # a decode row beside a first prefill chunk
+])
+def test_step_shapes_are_proved(fresh_cache, conv, rows):
+    r = prove(_case_obligation(conv, *rows))
+    assert r.status == "proved", r.counterexample or r.detail
+
+
+# ---- planted bugs: each one is caller-visible and one system proof kills it
+
+
+def _expect_failure(conv, rows, part):
+    r = prove(_case_obligation(conv, *rows))
+    assert r.status == "failed", r.detail
+    assert r.counterexample is not None
+    assert any(part in v for v in r.counterexample["violated"]), r.counterexample["violated"]
+    return r
+
+
+def test_bug_host_mirror_off_by_one(fresh_cache, monkeypatch):
+    """The host checkpoints one token early: its trackers no longer follow FlashInfer's ring."""
+    monkeypatch.setattr(postprocess_module, "checkpoint_decision", lambda c, n, w: c + n >= w)
+    _expect_failure("v2-align", ((0, 0, 0, 0),), "refinement")
+
+
+def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
+    """The model of the decode kernel's rule differs from the host's mirror."""
+    monkeypatch.setattr(system, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
+    _expect_failure("v2-align", ((0, 0, 0, 0),), "no_token_dropped")
+
+
+def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
+    """Publishing resets the live slot's trackers too: committed tokens past the boundary are dropped."""
+    original = system.postprocess_program
+
+    def buggy(mem, geo, conv, batch, group):
+        t = original(mem, geo, conv, batch, group)
+        mem.store("num_committed", (group, t.live_slot), 0, t.materialize)
+        mem.store("ring_start", (group, t.live_slot), 0, t.materialize)
+        return t
+
+    monkeypatch.setattr(system, "postprocess_program", buggy)
+    _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
+
+
+def test_bug_caller_passes_no_migration_source(fresh_cache, monkeypatch):
+    """The caller passes src_cols = -1 for a running request whose live column
+    moves (as for a new request): reset_new_slots resets the destination's
+    trackers and the committed tokens the block copy carried are lost."""
+    original = system.migrate_program
+
+    class NoSource:
+        def __init__(self, mem):
+            self.mem = mem
+
+        def load(self, buffer, index, guard=True, other=0):
+            if buffer == "src_cols":
+                return -1
+            return self.mem.load(buffer, index, guard, other)
+
+        def __getattr__(self, name):
+            return getattr(self.mem, name)
+
+    monkeypatch.setattr(system, "migrate_program", lambda mem, *a: original(NoSource(mem), *a))
+    _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
+
+
+def test_bug_block_copy_forgets_the_ring(fresh_cache, monkeypatch):
+    """The scheduler's block copy moves the state and trackers but not the replay ring."""
+
+    def buggy(out, src_state, g, src, dst, guard):
+        for name in ("ck", "rs", "nc"):
+            out.set(name, (g, dst), src_state.get(name, g, src), guard)
+
+    monkeypatch.setattr(system, "_copy_slot", buggy)
+    _expect_failure("v2-align", ((0, 0, 0, 1),), "no_token_dropped")
+
+
+def test_bug_prefix_cache_registers_a_block_early(fresh_cache, monkeypatch):
+    """The scheduler caches a block one step before the boundary is published."""
+    original = system.register_filled_blocks
+
+    def buggy(out, after, r, sched, before, now):
+        original(out, after, r, sched, before, now + out.p.geo.block_size - 1)
+
+    monkeypatch.setattr(system, "register_filled_blocks", buggy)
+    _expect_failure("v2-align", ((0, 0, 0, 1),), "canonical")
+
+
+def test_bug_compaction_launched_one_row_short(fresh_cache, monkeypatch):
+    """The caller hands the compaction num_reqs - 1: the last row's publish is
+    planned (trackers reset to (0, 0)) but the work list leaves it out, so
+    FlashInfer never materializes it."""
+    original = system.compact_program
+    monkeypatch.setattr(system, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
+    _expect_failure("v1-align", ((0, 0, 0, 1),), "work list is the active rows")
+
+
+def test_plan_from_the_other_group_is_harmless_while_groups_agree(fresh_cache, monkeypatch):
+    """Not a bug the proofs can see: swapping which group writes the shared plan
+    changes nothing, because the invariant keeps both groups' trackers equal
+    (system.groups_agree). The plan's author matters only when groups disagree."""
+    original = system.postprocess_program
+    monkeypatch.setattr(system, "postprocess_program", lambda mem, geo, conv, b, g: original(mem, geo, conv, b, 1 - g))
+    assert prove(_case_obligation("v2-align", (0, 0, 0, 1))).status == "proved"
+
+
+# ---- BMC and traces
+
+
+def test_explicit_bmc_reaches_prefix_sharing_and_holds():
+    p, r = bmc_module.explicit_bmc(depth=5)
+    assert r["status"] == "proved"
+    assert r.get("shared_states", 0) > 0
+    assert r["actions"].get("step", 0) > 0 and r["actions"].get("admit", 0) > 0 and r["actions"].get("free", 0) > 0
+
+
+def test_explicit_bmc_finds_the_live_column_counterexample(tmp_path):
+    """Drop live_col_is_last_block and let the caller use the block of the
+    first scheduled token: a run from the initial state drops committed tokens."""
+
+    def first_token_block(st):
+        for action, picks in system.enumerate_picks(st, prompts=(3,)):
+            if action != "step":
+                continue
+            for r in range(st.p.num_reqs):
+                if picks.get(f"sched_{r}") == 1:
+                    yield action, {**picks, f"live_col_{r}": st.get("N", r) // st.p.geo.block_size}
+
+    p, r = bmc_module.explicit_bmc(depth=6, dropped=("live_col_is_last_block",), extra=first_token_block)
+    assert r["status"] == "failed"
+    trace = record_run(p, r["run"], checked=False, source="explicit", violated=r["violated"],
+                       dropped=["live_col_is_last_block"])
+    path = save(trace, tmp_path / "live.json")
+    text = explain(path)
+    assert "BROKEN invariants" in text or "FAILED checks" in text
+    assert all(diff == [] for _, _, diff in replay_actions(load(path)))
+
+
+def test_z3_bmc_counterexample_is_a_replayable_trace():
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"], num_slots=5, num_streams=1)
+    r = bmc_module.run_bmc(p, 2, dropped=("is_prefilling_agrees",))
+    assert r.status == "failed" and r.trace is not None
+    steps = list(replay_actions(r.trace))
+    assert all(diff == [] for _, _, diff in steps)
+    assert "g0 slot" in explain(r.trace)
+    assert bmc_module.run_bmc(p, 2).status == "proved"
+
+
+def test_recorded_run_round_trips(tmp_path):
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    steps = [("admit", {"req": 0, "stream": 0, "prompt": 3, "hit": 0}),
+             ("step", {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1, "slot_0_0": 1, "slot_1_0": 1}),
+             ("step", {"sched_0": 1, "q_0": 1, "live_col_0": 1, "is_prefilling_0": 1, "slot_0_0": 2, "slot_1_0": 3})]
+    path = save(record_run(p, steps), tmp_path / "t.json")
+    trace = load(path)
+    assert set(trace) == {"#meta", "params", "states", "actions"}
+    assert len(trace["states"]) == 4 and trace["actions"][1]["picks"]["q_0"] == 2
+    assert all(diff == [] for _, _, diff in replay_actions(trace))
+    assert "published" in explain(path)
