@@ -16,10 +16,11 @@ from replayssm.fuzz.campaign import PROFILES, CampaignConfig, replay, run_campai
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_ci_campaign_passes_and_reaches_every_scenario(tmp_path: Path, impl_target: str | None) -> None:
+def test_ci_campaign_passes_and_reaches_every_scenario(tmp_path: Path, impl_target: str | None,
+                                                       campaign_report) -> None:
     profile = PROFILES["ci"]
     result = run_campaign(CampaignConfig(impl_target, "cpu", profile["examples"], profile["max_steps"],
-                                         seed=0, jobs=2, failures_dir=str(tmp_path)))
+                                         seed=0, jobs=2, failures_dir=str(tmp_path)), out=campaign_report)
     assert result["failures"] == []
     assert result["missing_scenarios"] == []
     assert result["passed"]
