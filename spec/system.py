@@ -187,8 +187,31 @@ def select(values: list, idx: Any, other: Any = 0) -> Any:
         return values[idx] if 0 <= idx < len(values) else other
     out = other
     for i in range(len(values) - 1, -1, -1):
-        out = ite(idx == i, values[i], out)
+        out = _ite(idx == i, values[i], out)
     return out
+
+
+def _and(*xs: Any) -> Any:
+    """``conj`` with Python constants folded away (keeps Z3 terms small)."""
+    rest = []
+    for x in xs:
+        if x is True or (type(x) is bool and x):
+            continue
+        if x is False or (type(x) is bool and not x):
+            return False
+        rest.append(x)
+    if not rest:
+        return True
+    return rest[0] if len(rest) == 1 else conj(*rest)
+
+
+def _ite(c: Any, a: Any, b: Any) -> Any:
+    """``ite`` with a constant condition or equal branches folded away."""
+    if c is True:
+        return a
+    if c is False or a is b:
+        return b
+    return ite(c, a, b)
 
 
 def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, Any]]:
@@ -197,7 +220,7 @@ def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, A
     if any(_is_concrete(i) and not (0 <= i < n) for i, n in zip(index, shape)):
         return
     for idx in product(*ranges):
-        yield idx, conj(*[c == v for c, v in zip(index, idx) if not _is_concrete(c)])
+        yield idx, _and(*[c == v for c, v in zip(index, idx) if not _is_concrete(c)])
 
 
 @dataclass
@@ -233,7 +256,7 @@ class State:
             return self.v[name][flat]
         out: Any = 0
         for idx, cond in _candidates(shape, index):
-            out = ite(cond, self.v[name][_flat(shape, idx)], out)
+            out = _ite(cond, self.v[name][_flat(shape, idx)], out)
         return out
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
@@ -244,11 +267,11 @@ class State:
             if not all(0 <= i < n for i, n in zip(index, shape)):
                 return
             f = _flat(shape, index)
-            vals[f] = value if guard is True else ite(guard, value, vals[f])
+            vals[f] = _ite(guard, value, vals[f])
             return
         for idx, cond in _candidates(shape, index):
             f = _flat(shape, idx)
-            vals[f] = ite(conj(guard, cond), value, vals[f])
+            vals[f] = _ite(_and(guard, cond), value, vals[f])
 
     def as_json(self) -> dict:
         return {k: [int(x) for x in vals] for k, vals in self.v.items()}
@@ -290,7 +313,7 @@ class TableMemory:
     _masks: list[Any] = field(default_factory=list)
 
     def _guard(self, guard: Any) -> Any:
-        return conj(guard, *self._masks) if self._masks else guard
+        return _and(guard, *self._masks) if self._masks else guard
 
     @contextmanager
     def masked(self, guard: Any) -> Iterator[None]:
@@ -322,7 +345,7 @@ class TableMemory:
         f, _ = self._resolve(buffer, index, g)
         vals = self.buffers[buffer][1]
         value = select(vals, f, other)
-        return value if g is True else ite(g, value, other)
+        return _ite(g, value, other)
 
     def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
         g = self._guard(guard)
@@ -333,8 +356,12 @@ class TableMemory:
         if _is_concrete(f) and g is True:
             vals[f] = value
             return
+        if _is_concrete(f):
+            if 0 <= f < len(vals):
+                vals[f] = _ite(g, value, vals[f])
+            return
         for i in range(len(vals)):
-            vals[i] = ite(conj(g, f == i), value, vals[i])
+            vals[i] = _ite(_and(g, f == i), value, vals[i])
 
     def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
         g = self._guard(guard)
