@@ -169,9 +169,11 @@ def explain(path: str | Path | dict) -> str:
     st0 = State(p, {k: list(v) for k, v in trace["states"][0].items()})
     out.append("state 0:")
     out += describe_state(p, st0)
+    prev = st0
     for i, (act, outcome, diff) in enumerate(replay_actions(trace)):
         picks = act["picks"]
-        shown = {k: v for k, v in picks.items() if _relevant(k, picks)}
+        shown = {k: v for k, v in picks.items() if _relevant(k, picks, prev)}
+        prev = outcome.state
         out.append(f"step {i + 1}: {act['name']} " + " ".join(f"{k}={v}" for k, v in shown.items()))
         bad = failed_checks(outcome)
         if bad:
@@ -185,11 +187,12 @@ def explain(path: str | Path | dict) -> str:
     return "\n".join(out)
 
 
-def _relevant(key: str, picks: dict) -> bool:
-    """Hide the picks of requests a step did not schedule."""
-    parts = key.rsplit("_", 1)
-    if len(parts) == 2 and parts[1].isdigit() and f"sched_{parts[1]}" in picks and not key.startswith("sched_"):
-        return picks[f"sched_{parts[1]}"] == 1
-    if key.startswith(("slot_", "null_")):
-        return picks.get(f"sched_{key.rsplit('_', 1)[1]}") == 1
-    return not key.startswith("hit_slot_") or picks.get("hit", 0) > int(key.rsplit("_", 1)[1])
+def _relevant(key: str, picks: dict, st: State) -> bool:
+    """Hide the picks of requests a step did not run, and unused hit slots."""
+    if key.startswith("hit_slot_"):
+        return picks.get("hit", 0) > int(key.rsplit("_", 1)[1])
+    last = key.rsplit("_", 1)[-1]
+    if "sched_0" in picks and last.isdigit():
+        r = int(last)
+        return picks.get(f"sched_{r}") == 1 and st.get("active", r) == 1
+    return True
