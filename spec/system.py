@@ -216,11 +216,30 @@ def _ite(c: Any, a: Any, b: Any) -> Any:
 
 def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, Any]]:
     """Every concrete index ``index`` may denote, with the condition that it does."""
-    ranges = [[i] if _is_concrete(i) else list(range(n)) for i, n in zip(index, shape)]
     if any(_is_concrete(i) and not (0 <= i < n) for i, n in zip(index, shape)):
         return
+    ranges = [[i] if _is_concrete(i) else list(range(n)) for i, n in zip(index, shape)]
+    eqs = [None if _is_concrete(i) else {v: i == v for v in range(n)} for i, n in zip(index, shape)]
     for idx in product(*ranges):
-        yield idx, _and(*[c == v for c, v in zip(index, idx) if not _is_concrete(c)])
+        yield idx, _and(*[eqs[d][v] for d, v in enumerate(idx) if eqs[d] is not None])
+
+
+def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, offset: int = 0, dim: int = 0) -> Any:
+    """``vals`` at ``index`` by one ``ite`` chain per symbolic dimension (no conjunctions)."""
+    if dim == len(shape):
+        return vals[offset]
+    stride = 1
+    for n in shape[dim + 1:]:
+        stride *= n
+    i = index[dim]
+    if _is_concrete(i):
+        if not 0 <= i < shape[dim]:
+            return 0
+        return _nested_select(vals, shape, index, eqs, offset + i * stride, dim + 1)
+    out: Any = 0
+    for v in range(shape[dim] - 1, -1, -1):
+        out = _ite(eqs[dim][v], _nested_select(vals, shape, index, eqs, offset + v * stride, dim + 1), out)
+    return out
 
 
 @dataclass
@@ -254,10 +273,8 @@ class State:
                     return 0
                 flat = flat * n + i
             return self.v[name][flat]
-        out: Any = 0
-        for idx, cond in _candidates(shape, index):
-            out = _ite(cond, self.v[name][_flat(shape, idx)], out)
-        return out
+        eqs = [None if _is_concrete(i) else {v: i == v for v in range(n)} for i, n in zip(index, shape)]
+        return _nested_select(self.v[name], shape, index, eqs)
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
         """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""

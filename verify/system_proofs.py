@@ -232,13 +232,36 @@ def transitions(action: str, align_only: bool = False, max_rows: int = 1) -> Ite
                 yield f"{action} req={r} {label}", transition(p, action, req=r)
 
 
+SOLVER_PARAMS = {"smt.relevancy": 0}
+"""Z3 settings in force while the system claims are checked (about 2x faster
+on the step shapes); restored when an obligation's claims are exhausted."""
+
+
+def with_solver_params(build: Callable[[], Iterator[Claim]]) -> Callable[[], Iterator[Claim]]:
+    """Run ``build``'s claims (checked lazily by ``prove``) under :data:`SOLVER_PARAMS`."""
+
+    def wrapped() -> Iterator[Claim]:
+        saved = {k: z3.get_param(k) for k in SOLVER_PARAMS}
+        for k, v in SOLVER_PARAMS.items():
+            z3.set_param(k, v)
+        try:
+            yield from build()
+        finally:
+            for k, v in saved.items():
+                z3.set_param(k, v)
+
+    wrapped.__name__ = wrapped.__qualname__ = build.__name__
+    return wrapped
+
+
 def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
                max_rows: int = 1, conventions: tuple[str, ...] | None = None) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
         for label, t in transitions(action, max_rows=max_rows):
             if conventions is None or any(c in label for c in conventions):
                 yield preservation_claim(t, label, cover=cover(t))
-    return build
+    build.__name__ = f"preserves_{action}"
+    return with_solver_params(build)
 
 
 @obligation("system.initial", "system",
@@ -287,6 +310,7 @@ def _batch_only(label: str) -> bool:
 @obligation("system.groups_agree", "step",
             "after a step a request's live trackers are equal across groups, and a publish (postprocess "
             "materialize) happens in every group or in none")
+@with_solver_params
 def groups_agree() -> Iterator[Claim]:
     for label, t in transitions("step", align_only=True):
         claim = preservation_claim(t, label, lambda n: "groups_agree" in n)
@@ -303,6 +327,7 @@ def groups_agree() -> Iterator[Claim]:
 @obligation("system.no_token_dropped", "all",
             "after every action each running request's live slot represents exactly its computed "
             "tokens: checkpoint at N - committed and the committed ring rows hold the tokens after it")
+@with_solver_params
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action):
@@ -313,6 +338,7 @@ def no_token_dropped() -> Iterator[Claim]:
 @obligation("system.canonical", "all",
             "every registered (published) slot stays canonical, trackers (0, 0) and its state exactly at "
             "its boundary, until the pool hands it out again")
+@with_solver_params
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action, align_only=True):
