@@ -22,6 +22,7 @@ from .scenarios import (
     GEOMETRIES,
     INVARIANT_LIVE_REFINES,
     PostprocessCase,
+    decode_case,
     postprocess_case,
     tracker_in_range,
 )
@@ -92,23 +93,25 @@ def _show_index(index: tuple) -> str:
 def conventions_agree() -> Iterator[Claim]:
     # Decoding reads the live column and never uses a constexpr, so one
     # geometry covers it.
-    for gname in ("vllm",):
-        geo = GEOMETRIES[gname]
-        for conv in Conventions.all():
-            c = postprocess_case(conv, geo)
-            t, g = c.trace, c.ghost
-            advance = ite(g.prefilling, g.query_len, g.accepted)
-            goal = [
-                ("query_len", t.row.query_len == g.query_len),
-                ("computed_after", t.row.computed_after == g.computed_before + advance),
-                ("accepted", implies(negate(g.prefilling), t.row.accepted == g.accepted)),
-                ("prefilling", t.row.prefilling == g.prefilling),
-                ("live_col", t.live_col == g.live_col),
-                ("computed_before", implies(g.prefilling, t.row.computed_before == g.computed_before)),
-            ]
-            real = g.req >= 0
-            goal = [(n, implies(real, x)) for n, x in goal] + [("padding iff negative", t.row.is_padding == (g.req < 0))]
-            yield _claim(f"{gname} {conv.label()}", c, goal, conj(real, t.decode))
+    geo = GEOMETRIES["vllm"]
+    for conv in Conventions.all():
+        c = decode_case(conv, geo)
+        row, g = c.row, c.ghost
+        advance = ite(g.prefilling, g.query_len, g.accepted)
+        goal = [
+            ("query_len", row.query_len == g.query_len),
+            ("computed_after", row.computed_after == g.computed_before + advance),
+            ("accepted", implies(negate(g.prefilling), row.accepted == g.accepted)),
+            ("prefilling", row.prefilling == g.prefilling),
+            ("live_col", c.live_col == g.live_col),
+            ("computed_before", implies(g.prefilling, row.computed_before == g.computed_before)),
+        ]
+        real = g.req >= 0
+        goal = [(n, implies(real, x)) for n, x in goal] + [("padding iff negative", row.is_padding == (g.req < 0))]
+        show = {"req": g.req, "prefilling": g.prefilling, "computed_before": g.computed_before,
+                "query_len": g.query_len, "accepted": g.accepted, "live_col": g.live_col,
+                "decoded query_len": row.query_len, "decoded computed_after": row.computed_after}
+        yield Claim(goal, c.assumptions, conj(real, negate(g.prefilling)), f"vllm {conv.label()}", show, [c.mem])
 
 
 @obligation("postprocess.tracker_range", "postprocess",

@@ -17,8 +17,9 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.geometry import NULL_BLOCK_ID, Conventions, Geometry
 from replayssm.spec.migration import MigrationTrace, migrate_program
-from replayssm.spec.postprocess import PostprocessTrace, postprocess_program
-from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies
+from replayssm.spec import postprocess as postprocess_spec
+from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_program
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies, negate
 
 from .memory import SymbolicMemory
 from .terms import Sym, lift, named_bool, named_int, recording
@@ -143,18 +144,8 @@ class PostprocessCase:
         }
 
 
-def postprocess_case(
-    conv: Conventions,
-    geo: Geometry,
-    *,
-    program: str = "p",
-    sizes: Sizes | None = None,
-    arrays: dict | None = None,
-) -> PostprocessCase:
-    """A postprocess program for symbolic row ``batch_<program>`` of group
-    ``group_<program>``, under every caller assumption of the kernel."""
-    sz = sizes or symbolic_sizes()
-    mem = SymbolicMemory(buffer_shapes(geo, sz, conv.cumulative), arrays if arrays is not None else {}, program)
+def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory, program: str) -> tuple:
+    """A symbolic batch row, its ghost step, and the caller's encoding of it."""
     batch, group = named_int(f"batch_{program}"), named_int(f"group_{program}")
     req = named_int(f"req_{program}") if conv.has_idx_mapping else batch
     ghost = GhostRow(
@@ -170,8 +161,6 @@ def postprocess_case(
     encoded = conj(*[
         Sym(z3.Select(mem.array(buf), *[lift(i) for i in idx]) == lift(v)) for buf, idx, v in encode_row(conv, batch, ghost)
     ])
-    with recording() as intermediates:
-        trace = postprocess_program(mem, geo, conv, batch, group)
     real = req >= 0
     a: list[tuple[str, Any]] = [
         (env.GEOMETRY_SUPPORTED.name, env.GEOMETRY_SUPPORTED(geo)),
@@ -187,9 +176,48 @@ def postprocess_case(
         (env.LIVE_COL_IS_LAST_BLOCK.name, implies(real, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, ghost))),
         (env.PREFILL_CHUNK_ON_BOUNDARY.name, implies(real, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, ghost, final_chunk))),
     ]
+    return batch, group, ghost, final_chunk, a
+
+
+def postprocess_case(
+    conv: Conventions,
+    geo: Geometry,
+    *,
+    program: str = "p",
+    sizes: Sizes | None = None,
+    arrays: dict | None = None,
+) -> PostprocessCase:
+    """A postprocess program for symbolic row ``batch_<program>`` of group
+    ``group_<program>``, under every caller assumption of the kernel."""
+    sz = sizes or symbolic_sizes()
+    mem = SymbolicMemory(buffer_shapes(geo, sz, conv.cumulative), arrays if arrays is not None else {}, program)
+    batch, group, ghost, final_chunk, a = _row_setup(conv, geo, sz, mem, program)
+    with recording() as intermediates:
+        trace = postprocess_program(mem, geo, conv, batch, group)
     a += memory_facts(mem, geo, sz)
     a += _distinct_slot_facts(mem, trace, geo)
     return PostprocessCase(conv, geo, sz, mem, trace, ghost, final_chunk, intermediates, a)
+
+
+@dataclass
+class DecodeCase:
+    """Only the decoding of one row's inputs (and its live column read)."""
+
+    row: RowStep
+    live_col: Any
+    ghost: GhostRow
+    mem: SymbolicMemory
+    assumptions: list[tuple[str, Any]]
+
+
+def decode_case(conv: Conventions, geo: Geometry) -> DecodeCase:
+    """``decode_row`` and the live-column read of a symbolic row."""
+    sz = symbolic_sizes()
+    mem = SymbolicMemory(buffer_shapes(geo, sz, conv.cumulative), {}, "p")
+    batch, _, ghost, _, a = _row_setup(conv, geo, sz, mem, "p")
+    row = postprocess_spec.decode_row(mem, conv, batch)
+    live_col = 0 if conv.live_col_is_zero else mem.load("live_cols", (row.req,), negate(row.is_padding))
+    return DecodeCase(row, live_col, ghost, mem, a + memory_facts(mem, geo, sz))
 
 
 def _distinct_slot_facts(mem: SymbolicMemory, t: PostprocessTrace, geo: Geometry) -> list[tuple[str, Any]]:
