@@ -71,6 +71,17 @@ def _discharge(names: list[str], jobs: int):
             yield f.result()
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from replayssm.verify.traces import explain
+
+    try:
+        print(explain(args.file))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _interpreter_for(device: str) -> None:
     """Triton chooses interpreter or compiler when it is imported."""
     if device == "cpu":
@@ -150,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", choices=devices, default="cpu")
     r.add_argument("--level", choices=["kernel", "context"], default="kernel")
     r.set_defaults(run=_replay)
+
+    e = sub.add_parser("explain", help="print a system trace (proof counterexample) step by step with ring diagrams")
+    e.add_argument("file")
+    e.set_defaults(run=_explain)
     return parser
 
 

@@ -307,6 +307,40 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
 )
 
 
+def _groups_agree_on_null(null_in_group: list) -> Any:
+    return conj(*[x == 0 for x in null_in_group])
+
+
+GROUPS_AGREE_ON_NULL = Assumption(
+    "groups_agree_on_null",
+    "groups agree on null slots: a scheduled request's live column is a real block in every cache group "
+    "(no group hands it the null block while another gives it a real one)",
+    _groups_agree_on_null,
+)
+
+
+def _is_prefilling_agrees(flag: Any, forward_prefill: Any) -> Any:
+    return flag == forward_prefill
+
+
+IS_PREFILLING_AGREES = Assumption(
+    "is_prefilling_agrees",
+    "the is_prefilling input of a row equals how the forward pass treated it (chunked scan vs FlashInfer decode)",
+    _is_prefilling_agrees,
+)
+
+
+def _fresh_slot_is_free(ref: Any, reg: Any) -> Any:
+    return ref == 0
+
+
+FRESH_SLOT_IS_FREE = Assumption(
+    "fresh_slot_is_free",
+    "a newly allocated block is referenced by no block table (the pool hands out only free blocks)",
+    _fresh_slot_is_free,
+)
+
+
 ALL = [
     GEOMETRY_SUPPORTED,
     DECODE_ROW_FITS,
@@ -326,5 +360,8 @@ ALL = [
     EXCLUSIVE_DECODE_LIVE_SLOT,
     FRESH_DISTINCT_DESTINATIONS,
     DISTINCT_SLOTS_IN_ROW,
+    GROUPS_AGREE_ON_NULL,
+    IS_PREFILLING_AGREES,
+    FRESH_SLOT_IS_FREE,
 ]
 """Every caller assumption, by name."""

@@ -64,10 +64,12 @@ from .assumptions import (
     DECODE_ROW_FITS,
     DECODE_WITHIN_BLOCK,
     FRESH_DISTINCT_DESTINATIONS,
+    FRESH_SLOT_IS_FREE,
+    GROUPS_AGREE_ON_NULL,
+    IS_PREFILLING_AGREES,
     LIVE_COL_IS_LAST_BLOCK,
     PREFILL_CHUNK_ON_BOUNDARY,
     ROW_NONEMPTY,
-    Assumption,
     GhostRow,
     encode_row,
     last_scheduled_block,
@@ -393,45 +395,6 @@ class TableMemory:
                 yield v
             finally:
                 self._masks.pop()
-
-
-# --------------------------------------------------------------------------
-# Assumptions the system model adds (to move into spec/assumptions.py)
-# --------------------------------------------------------------------------
-
-
-def _groups_agree_on_null(null_in_group: list) -> Any:
-    return conj(*[x == 0 for x in null_in_group])
-
-
-GROUPS_AGREE_ON_NULL = Assumption(
-    "groups_agree_on_null",
-    "groups agree on null slots: a scheduled request's live column is a real block in every cache group "
-    "(no group hands it the null block while another gives it a real one)",
-    _groups_agree_on_null,
-)
-
-
-def _is_prefilling_agrees(flag: Any, forward_prefill: Any) -> Any:
-    return flag == forward_prefill
-
-
-IS_PREFILLING_AGREES = Assumption(
-    "is_prefilling_agrees",
-    "the is_prefilling input of a row equals how the forward pass treated it (chunked scan vs FlashInfer decode)",
-    _is_prefilling_agrees,
-)
-
-
-def _fresh_slot_is_free(ref: Any, reg: Any) -> Any:
-    return ref == 0
-
-
-FRESH_SLOT_IS_FREE = Assumption(
-    "fresh_slot_is_free",
-    "a newly allocated block is referenced by no block table (the pool hands out only free blocks)",
-    _fresh_slot_is_free,
-)
 
 
 SYSTEM_ASSUMPTIONS = [

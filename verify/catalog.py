@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     binding_proofs,
+    bmc,
     boundary_proofs,
     compaction_proofs,
     migration_proofs,
     postprocess_proofs,
+    system_proofs,
 )
 from .obligation import REGISTRY, Obligation
 
-TRANSITIONS = ("boundary", "postprocess", "compaction", "migration", "binding")
 
 
 def obligations(only: str | None = None) -> list[Obligation]:

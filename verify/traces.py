@@ -196,3 +196,14 @@ def _relevant(key: str, picks: dict, st: State) -> bool:
         r = int(last)
         return picks.get(f"sched_{r}") == 1 and st.get("active", r) == 1
     return True
+
+
+def trace_from_transition(t: Any, m: z3.ModelRef, violated: list[str], dropped: tuple[str, ...]) -> dict:
+    """The one-step run a model of an inductive-step counterexample describes
+    (``t`` is a ``verify.system_proofs.Transition``): the pre-state the model
+    picks, the action with its picks, and the state after it."""
+    ev = lambda x: int(m.eval(lift(x), model_completion=True).as_long()) if not isinstance(x, int) else x
+    states = [{k: [ev(x) for x in vals] for k, vals in st.v.items()} for st in (t.pre, t.post)]
+    actions = [{"name": t.action, "picks": {k: ev(v) for k, v in t.picks.items()}}]
+    return make_trace(t.p, states, actions, source="system inductive step", violated=violated,
+                      dropped=list(dropped))
