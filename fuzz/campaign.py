@@ -189,6 +189,10 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
     import torch
 
     trace = json.loads(Path(path).read_text())
+    if "layers_per_group" not in trace["params"]:
+        from .system_traces import launch_trace
+
+        trace = launch_trace(trace)
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
     side = LEVELS[level](setup, load_target(impl, cuda=device == "cuda"), torch.device(device))
@@ -198,6 +202,8 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
         side.run(action)
         wrong = compare(spec.state(), side.state())
         caller = "; ".join(action.get("caller", []))
+        if action["name"] == "set_state":
+            continue
         lines.append(f"step {n}: {action['name']} {caller}".rstrip())
         if wrong:
             lines += [f"  {d}" for d in wrong[:12]]

@@ -3,7 +3,9 @@
 A *launch action* is the JSON-friendly record of what a caller hands the
 worker kernels in one call: ``block_copy`` (tracker entries that travel with
 the scheduler's block copies), ``migrate`` (``reset_new_slots``) or
-``postprocess`` (commit + plan, then compaction in align mode). Both sides
+``postprocess`` (commit + plan, then compaction in align mode); ``set_state``
+overwrites state buffers on both sides (a trace that starts from an arbitrary
+state, or whose caller moved trackers itself). Both sides
 execute the same action: the spec on numpy buffers (vectorized oracle), the
 implementation on torch tensors through its own kernels. :func:`compare`
 then checks every entry of every state buffer, so frame conditions come for
@@ -85,6 +87,10 @@ class SpecSide:
                 for b in ("ring_start", "num_committed"):
                     self.buffers[b][g, dst] = self.buffers[b][g, src]
             return None
+        if name == "set_state":
+            for b, values in picks.items():
+                self.buffers[b][...] = np.asarray(values, dtype=self.buffers[b].dtype).reshape(self.buffers[b].shape)
+            return None
         self.buffers.update(_step_inputs(picks))
         geo, conv = self.setup.geometry, self.setup.conventions
         if name == "migrate":
@@ -131,6 +137,10 @@ class KernelSide:
             for g, src, dst in picks["copies"]:
                 for b in ("ring_start", "num_committed"):
                     self.t[b][g, dst] = self.t[b][g, src]
+            return
+        if name == "set_state":
+            for b, values in picks.items():
+                self.t[b].copy_(torch.tensor(values, dtype=self.t[b].dtype).reshape(self.t[b].shape))
             return
         self.t["block_table"].copy_(torch.tensor(picks["block_table"], dtype=torch.int32))
         geo, conv = self.setup.geometry, self.setup.conventions
@@ -227,6 +237,16 @@ class ContextSide:
             for g, src, dst in picks["copies"]:
                 for t in self.trackers[g]:
                     t[dst] = t[src]
+            return
+        if name == "set_state":
+            for b, values in picks.items():
+                if b in ("ring_start", "num_committed"):
+                    rows = torch.tensor(values, dtype=torch.int32).reshape(len(self.trackers), -1)
+                    for g, pair in enumerate(self.trackers):
+                        pair[b == "num_committed"].copy_(rows[g])
+                else:
+                    t = getattr(self.ctx, b)
+                    t.copy_(torch.tensor(values, dtype=t.dtype).reshape(t.shape))
             return
         for g, table in enumerate(self.tables):
             table.copy_(torch.tensor(picks["block_table"][g], dtype=torch.int32))

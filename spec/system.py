@@ -755,6 +755,11 @@ def _kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: l
     return bufs
 
 
+def _snapshot(bufs: dict) -> dict[str, tuple[tuple[int, ...], list]]:
+    """The kernel inputs and state buffers as a launch found them."""
+    return {name: (shape, list(values)) for name, (shape, values) in bufs.items()}
+
+
 def _launch(p: SystemParams, mem: "TableMemory", launch: Any, program: Callable[[int, int], Any]) -> list:
     """Run ``program(batch, group)`` over the grid ``(launch, groups)``."""
     out = []
@@ -805,6 +810,7 @@ def step_apply(st: State, k: dict) -> Outcome:
             _copy_slot(out, before_copy, g, src, dst, moved)
     _, _, launch = batch_layout(p, rows)
     bufs = _kernel_buffers(out, rows, live_cols, src_cols)
+    launches = [("migrate", _snapshot(bufs), launch)]
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
     _launch(p, mem, launch, lambda b, g: migrate_program(mem, pad, conv.has_idx_mapping, b, g))
     migration_faults = list(mem.faults)
@@ -841,6 +847,7 @@ def step_apply(st: State, k: dict) -> Outcome:
 
     # 4. postprocess (commit + plan), compaction, materialize.
     bufs = _kernel_buffers(out, rows, live_cols, src_cols)
+    launches.append(("postprocess", _snapshot(bufs), launch))
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
     traces = _launch(p, mem, launch, lambda b, g: postprocess_program(mem, geo, conv, b, g))
     if conv.materialize_prefixes:
@@ -867,7 +874,7 @@ def step_apply(st: State, k: dict) -> Outcome:
         after.set("live", (r,), row.live_col, row.sched)
         if conv.materialize_prefixes:
             register_filled_blocks(out, after, r, row.sched, N, new_n)
-    return Outcome(after, checks, {"traces": traces})
+    return Outcome(after, checks, {"traces": traces, "launches": launches})
 
 
 def register_filled_blocks(out: State, after: State, r: int, sched: Any, before: Any, now: Any) -> None:

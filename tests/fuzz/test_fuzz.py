@@ -68,3 +68,15 @@ def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) 
     assert ok, "the trace must pass on the correct implementation"
     ok, report = replay(result["failures"][0], target, "cpu", level="context")
     assert not ok, "the context level must reproduce the kernel-level failure too"
+
+
+def test_proof_counterexample_traces_replay_against_implementations(mutant) -> None:
+    """A system trace (a proof counterexample) replays as kernel launches: it
+    agrees with the correct implementation and exposes a planted bug."""
+    trace = str(REPO / "docs" / "traces" / "live_col_is_last_block.json")
+    ok, report = replay(trace, None, "cpu")
+    assert ok, report
+    target = mutant("tl.store(committed_of + target_slot, 0, mask=publish)",
+                    "tl.store(committed_of + target_slot, 1, mask=publish)")
+    ok, report = replay(trace, target, "cpu")
+    assert not ok and "num_committed" in report
