@@ -74,7 +74,7 @@ class WideSystem:
 
     def step(self) -> list:
         """One step of every row; returns the discrepancies found."""
-        bs, W, R = self.geo.block_size, self.geo.window, self.geo.ring_len
+        bs = self.geo.block_size
         full = self.computed + self.max_step > self.setup.num_cols * bs
         self.computed[full], self.prompt[full], self.live[full] = 0, self._new_prompts(int(full.sum())), -1
         prefilling, q, accepted = self._decisions()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def _prove(args: argparse.Namespace) -> int:
     from replayssm.verify.catalog import obligations
-    from replayssm.verify.obligation import prove, render_scenario, save_counterexample
+    from replayssm.verify.obligation import render_scenario, save_counterexample
 
     try:
         chosen = obligations(args.only)

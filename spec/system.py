@@ -72,15 +72,14 @@ from .assumptions import (
     ROW_NONEMPTY,
     GhostRow,
     encode_row,
-    last_scheduled_block,
 )
 from .compaction import compact_program
-from .flashinfer import kernel_checkpoints, materialize_plan_ok, materialize_ring_row
+from .flashinfer import kernel_checkpoints, materialize_ring_row
 from .geometry import Conventions, Geometry
 from .memory import MemoryFault
 from .migration import migrate_program
 from .postprocess import postprocess_program
-from .vocab import cdiv, cmod, conj, disj, implies, ite, negate
+from .vocab import conj, disj, implies, ite, negate
 
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
@@ -776,7 +775,7 @@ def step_apply(st: State, k: dict) -> Outcome:
     and tracker migration, the forward pass in every group, postprocess (commit
     and plan), compaction and materialize, then the scheduler's bookkeeping."""
     p, geo, conv = st.p, st.p.geo, st.p.conv
-    pad, R, W, bs = geo.pad_slot, int(geo.ring_len), int(geo.window), geo.block_size
+    pad, R, W = geo.pad_slot, int(geo.ring_len), int(geo.window)
     rows = _rows(st, k)
     checks: list[tuple[str, Any]] = []
     out = st.copy()
@@ -967,8 +966,8 @@ def invariants(st: State) -> list[tuple[str, Any]]:
     auxiliary ones that make them inductive."""
     p = st.p
     geo, pad = p.geo, p.geo.pad_slot
-    R, W, bs = int(geo.ring_len), int(geo.window), geo.block_size
-    NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
+    R, W = int(geo.ring_len), int(geo.window)
+    NR, G, S = p.num_reqs, p.groups, p.num_slots
     out: list[tuple[str, Any]] = []
     for g in range(G):
         for s in range(S):
@@ -1106,6 +1105,28 @@ def _free_slots(st: State, g: int) -> list[int]:
     return [s for s in range(1, st.p.num_slots) if st.get("ref", g, s) == 0]
 
 
+def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[dict[str, int]]:
+    """The prefix hits the prefix cache can serve a new request of ``stream``
+    with ``prompt`` tokens: entry ``h - 1`` holds the ``hit_slot`` picks of a
+    hit on blocks ``0 .. h - 1`` (each registered in every group)."""
+    p, bs = st.p, st.p.geo.block_size
+    levels: list[dict[str, int]] = []
+    picks: dict[str, int] = {}
+    hit = 0
+    while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
+        found = []
+        for g in range(p.groups):
+            slots = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
+            found.append(slots[0] if slots else None)
+        if None in found:
+            break
+        for g, slot in enumerate(found):
+            picks[f"hit_slot_{g}_{hit}"] = slot
+        hit += 1
+        levels.append(dict(picks))
+    return levels
+
+
 def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, dict]:
     """A random action with picks that satisfy its guard and every caller
     assumption: the generator the concrete walks (and later the fuzzer) use."""
@@ -1121,18 +1142,9 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
             stream = rng.randrange(p.num_streams)
             prompt = rng.randint(1, p.max_len)
             picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
-            hit = 0
-            while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
-                found = []
-                for g in range(p.groups):
-                    s = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
-                    found.append(s[0] if s else None)
-                if None in found:
-                    break
-                for g, s in enumerate(found):
-                    picks[f"hit_slot_{g}_{hit}"] = s
-                hit += 1
-            picks["hit"] = rng.randint(0, hit)
+            levels = prefix_hit_levels(st, stream, prompt)
+            picks.update(levels[-1] if levels else {})
+            picks["hit"] = rng.randint(0, len(levels))
             return action, picks
         if action == "free":
             return action, default_picks(p, "free", req=rng.choice(active))
@@ -1195,18 +1207,8 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             for prompt in prompts or range(1, p.max_len + 1):
                 picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
                 yield "admit", dict(picks)
-                hit = 0
-                while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
-                    found = []
-                    for g in range(p.groups):
-                        s = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
-                        found.append(s[0] if s else None)
-                    if None in found:
-                        break
-                    for g, s in enumerate(found):
-                        picks[f"hit_slot_{g}_{hit}"] = s
-                    hit += 1
-                    yield "admit", {**picks, "hit": hit}
+                for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
+                    yield "admit", {**picks, **level, "hit": hit}
     options: list[list[dict]] = []
     for r in range(p.num_reqs):
         mine: list[dict] = [{}]
@@ -1264,7 +1266,6 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
     actions from the initial state (states deduplicated). Returns statistics
     and, on the first violated check or invariant, the run that reaches it as
     a list of (action, picks) together with what broke."""
-    from collections import deque
 
     start = initial_state(p)
     key = lambda s: tuple(tuple(v) for v in s.v.values())

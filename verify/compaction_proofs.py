@@ -16,7 +16,7 @@ from replayssm.spec.vocab import conj, disj, implies, ite
 
 from .memory import SymbolicMemory
 from .obligation import Claim, obligation
-from .terms import Sym, lift, named_int
+from .terms import Sym, named_int
 
 CAPACITIES = range(1, 10)
 

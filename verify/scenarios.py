@@ -15,7 +15,7 @@ import z3
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
-from replayssm.spec.geometry import NULL_BLOCK_ID, Conventions, Geometry
+from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.migration import MigrationTrace, migrate_program
 from replayssm.spec import postprocess as postprocess_spec
 from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_program

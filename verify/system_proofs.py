@@ -26,9 +26,8 @@ from replayssm.spec.system import (
     auxiliary_invariants,
     initial_state,
     invariants,
-    live_slot,
 )
-from replayssm.spec.vocab import conj, implies, ite
+from replayssm.spec.vocab import conj, ite
 
 from .obligation import Claim, obligation
 from .terms import Sym, lift, named_int
