@@ -24,8 +24,10 @@ def _prove(args: argparse.Namespace) -> int:
     if args.list:
         for ob in chosen:
             print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
-            names = sorted({n for claim in ob.build() for n, _ in claim.assumptions})
-            print(f"    assumptions: {', '.join(names)}")
+            first = next(iter(ob.build()), None)
+            names = sorted({n for n, _ in first.assumptions}) if first is not None else []
+            print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}): "
+                  f"{', '.join(names)}")
         return 0
     start = time.perf_counter()
     results = []
@@ -131,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="discharge the Z3 proof obligations")
     p.add_argument("--only", metavar="NAME", help="run the obligations whose name contains NAME")
-    p.add_argument("--list", action="store_true", help="show each obligation's statement and assumptions")
+    p.add_argument("--list", action="store_true",
+                   help="show each obligation's statement and the assumptions of its first case")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes (default: up to 2)")
