@@ -17,7 +17,7 @@ from typing import Any
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
-from replayssm.spec.flashinfer import kernel_checkpoints
+from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
 
 from .launcher import Setup
 
@@ -325,11 +325,11 @@ class Callers:
                 pnat = before - r.checkpoint_pos
                 if kernel_checkpoints(pnat, plan["q"], W):
                     self.saw("ring wrap", r.ring_start + pnat >= R)
-                    r.ring_start = (r.ring_start + pnat) % R
-                    r.checkpoint_pos += pnat
                     self.saw("checkpoint")
                     plan["checkpointed"] = True
+                r.ring_start, committed = kernel_window_after(r.ring_start, pnat, plan["q"], plan["accepted"], W, R)
                 r.computed = before + plan["accepted"]
+                r.checkpoint_pos = r.computed - committed
                 running = r.computed - plan["accepted"] + 1
             r.live_col = plan["live_col"]
             aligned = (r.computed // bs) * bs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -213,14 +212,7 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
     return True, "\n".join(lines)
 
 
-def default_jobs() -> int:
-    """Both cores here; one per CPU elsewhere."""
-    return max(1, min(os.cpu_count() or 1, 2))
-
-
 def summary_json(result: dict, path: str) -> None:
     Path(path).write_text(json.dumps({k: result[k] for k in (
         "passed", "examples", "request_steps", "seconds", "scenarios", "failures")}, indent=2))
 
-
-__all__: list[Any] = ["run_campaign", "replay", "CampaignConfig", "PROFILES", "SCENARIOS"]

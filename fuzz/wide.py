@@ -141,7 +141,9 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
              geometry: Geometry | None = None, conventions: Conventions | None = None,
              layers_per_group: tuple[int, ...] = (2, 1)) -> WideResult:
     """Verify ``steps`` steps of a ``rows``-request system; returns the counts."""
-    geo = geometry or Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20)
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    geo = (geometry or Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20)).validated()
     conv = conventions or Conventions(True, True, True, True, False)
     setup = Setup(geo, conv, layers_per_group, num_cols=8, num_slots=1 + rows * 8)
     system = WideSystem(setup, load_target(impl, cuda=device == "cuda"), torch.device(device), seed)

@@ -16,6 +16,9 @@ def _prove(args: argparse.Namespace) -> int:
     from replayssm.verify.catalog import obligations
     from replayssm.verify.obligation import render_scenario, save_counterexample
 
+    if args.jobs < 1:
+        print(f"error: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
+        return 2
     try:
         chosen = obligations(args.only)
     except ValueError as e:
@@ -95,7 +98,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     from replayssm.fuzz.campaign import PROFILES, CampaignConfig, run_campaign, summary_json
 
     profile = PROFILES[args.profile]
-    for name in ("examples", "max_steps"):
+    for name in ("examples", "max_steps", "jobs"):
         value = getattr(args, name)
         if value is not None and value < 1:
             print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)

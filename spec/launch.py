@@ -67,7 +67,7 @@ def postprocess_launch(
         batch, group = _grid(num_reqs, groups)
         return postprocess_program(VectorMemory(buffers, len(batch)), geo, conv, batch, group)
     return [
-        postprocess_program(ConcreteMemory(buffers, (b, g)), geo, conv, b, g)
+        postprocess_program(ConcreteMemory(buffers), geo, conv, b, g)
         for b in range(num_reqs)
         for g in range(groups)
     ]
@@ -75,7 +75,7 @@ def postprocess_launch(
 
 def compact_launch(buffers: Buffers, geo: Geometry, num_reqs: int) -> CompactionTrace:
     """The single-program compaction launch."""
-    mem = ConcreteMemory(buffers, (0,))
+    mem = ConcreteMemory(buffers)
     return compact_program(mem, geo.max_num_reqs, num_reqs, next_power_of_2(geo.max_num_reqs))
 
 
@@ -88,7 +88,7 @@ def migrate_launch(
         batch, group = _grid(num_reqs, groups)
         return migrate_program(VectorMemory(buffers, len(batch)), geo.pad_slot, has_idx_mapping, batch, group)
     return [
-        migrate_program(ConcreteMemory(buffers, (b, g)), geo.pad_slot, has_idx_mapping, b, g)
+        migrate_program(ConcreteMemory(buffers), geo.pad_slot, has_idx_mapping, b, g)
         for b in range(num_reqs)
         for g in range(groups)
     ]

@@ -39,17 +39,6 @@ class ValueOverflow(OverflowError):
         self.buffer, self.index, self.value = buffer, index, value
 
 
-@dataclass(frozen=True)
-class Write:
-    """One guarded store, in program order."""
-
-    buffer: str
-    index: tuple
-    value: Any
-    guard: Any
-    program: tuple = ()
-
-
 class Memory(Protocol):
     """What a transition may do with memory."""
 
@@ -71,12 +60,10 @@ class ConcreteMemory:
     """The oracle's memory: numpy buffers, one program at a time.
 
     Loads return Python ints; every executed access is bounds-checked and every
-    stored value must fit its buffer. ``writes`` logs the stores that executed.
+    stored value must fit its buffer.
     """
 
     buffers: Mapping[str, np.ndarray]
-    program: tuple = ()
-    writes: list[Write] = field(default_factory=list)
 
     def _checked(self, buffer: str, index: tuple) -> tuple:
         arr = self.buffers[buffer]
@@ -98,7 +85,6 @@ class ConcreteMemory:
         arr = self.buffers[buffer]
         _check_value(buffer, arr, idx, int(value))
         arr[idx] = int(value)
-        self.writes.append(Write(buffer, idx, int(value), True, self.program))
 
     def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
         return iter(range(int(lo), int(hi)) if guard else ())

@@ -15,6 +15,7 @@ from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import conj, disj, implies, ite
 
 from .memory import SymbolicMemory
+from .goals import in_bounds
 from .obligation import Claim, obligation
 from .terms import Sym, named_int
 
@@ -58,5 +59,5 @@ def work_list() -> Iterator[Claim]:
 def memory_safety() -> Iterator[Claim]:
     for cap in CAPACITIES:
         num_reqs, mem, trace, flush, assume = _case(cap)
-        goal = [(f"{a.kind} {a.buffer} #{n}", mem.in_bounds(a)) for n, a in enumerate(mem.accesses)]
+        goal = in_bounds(mem)
         yield Claim(goal, assume, trace.num_active >= 1, f"MAX_NUM_REQS={cap}", {"num_reqs": num_reqs}, [mem])

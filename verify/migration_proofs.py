@@ -7,16 +7,16 @@ from collections.abc import Iterator
 import z3
 
 from replayssm.spec import assumptions as env
-from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, disj, implies, ite, negate
+from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from replayssm.spec.migration import migrate_program
 
 from .memory import SymbolicMemory
+from .goals import TRACKERS, in_bounds, race_free, within_int32
 from .obligation import Claim, obligation
 from .scenarios import GEOMETRIES, MigrationCase, migration_case, tracker_in_range
 from .terms import Sym, lift, named_int
 
-TRACKERS = ("ring_start", "num_committed")
 
 
 def _cases(**kw) -> Iterator[tuple[str, MigrationCase]]:
@@ -72,15 +72,14 @@ def tracker_range() -> Iterator[Claim]:
             "every column, slot and tracker entry the migration program touches is in bounds")
 def memory_safety() -> Iterator[Claim]:
     for label, c in _cases():
-        goal = [(f"{a.kind} {a.buffer} #{n}", c.mem.in_bounds(a)) for n, a in enumerate(c.mem.accesses)]
+        goal = in_bounds(c.mem)
         yield _claim(label, c, goal, c.trace.changed)
 
 
 @obligation("migration.int32", "migration", "no integer intermediate of the migration program leaves int32")
 def int32() -> Iterator[Claim]:
     for label, c in _cases():
-        goal = [(f"intermediate #{n}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
-                for n, (x, where) in enumerate(c.intermediates)]
+        goal = within_int32(c.intermediates)
         yield _claim(label, c, goal, c.trace.changed)
 
 
@@ -101,18 +100,7 @@ def determinism() -> Iterator[Claim]:
                     fresh.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
                         conj(same_group, me.trace.changed),
                         env.FRESH_DISTINCT_DESTINATIONS(me.trace.dst_slot, slot, pad))))
-            goal = []
-            for wp in p.mem.writes:
-                for wq in q.mem.writes:
-                    if wp.buffer == wq.buffer:
-                        clash = conj(wp.guard, wq.guard, *[a == b for a, b in zip(wp.index, wq.index)])
-                        goal.append((f"{wp.buffer} write-write", implies(clash, wp.value == wq.value)))
-            for me, other in ((p, q), (q, p)):
-                for r in me.mem.reads:
-                    for w in other.mem.writes:
-                        if r.buffer == w.buffer:
-                            goal.append((f"{r.buffer} read-write", negate(conj(
-                                r.guard, w.guard, *[a == b for a, b in zip(r.index, w.index)]))))
+            goal = race_free(p.mem, q.mem)
             distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
             yield Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
                         conj(same_group, p.trace.changed, q.trace.changed), f"{gname} {'map' if has_map else 'nomap'}",

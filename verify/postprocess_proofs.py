@@ -15,8 +15,9 @@ import z3
 from replayssm.spec import assumptions as env
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after, materialize_plan_ok
 from replayssm.spec.geometry import Conventions
-from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, disj, implies, ite, negate
+from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
+from .goals import TRACKERS, in_bounds, race_free, within_int32
 from .obligation import Claim, obligation
 from .scenarios import (
     GEOMETRIES,
@@ -28,7 +29,6 @@ from .scenarios import (
 )
 from .terms import Sym, lift, named_int
 
-TRACKERS = ("ring_start", "num_committed")
 
 
 REPRESENTATIVE = [
@@ -81,10 +81,6 @@ def _plan_final(c: PostprocessCase) -> tuple[Sym, Sym]:
 def _substitute(term: Any, loop_vars: tuple, values: list) -> Any:
     pairs = [(lift(v), lift(x)) for v, x in zip(loop_vars, values)]
     return Sym(z3.substitute(lift(term), *pairs)) if pairs else term
-
-
-def _show_index(index: tuple) -> str:
-    return "[" + ", ".join(str(lift(i)) for i in index) + "]"
 
 
 @obligation("postprocess.conventions_agree", "postprocess",
@@ -322,7 +318,7 @@ def padding_rows() -> Iterator[Claim]:
             "touches is in bounds")
 def memory_safety() -> Iterator[Claim]:
     for label, c in _cases():
-        goal = [(lambda a=a: f"{a.kind} {a.buffer}{_show_index(a.index)}", c.mem.in_bounds(a)) for a in c.mem.accesses]
+        goal = in_bounds(c.mem)
         yield _claim(label, c, goal, c.trace.wants_materialize if c.conv.materialize_prefixes else c.trace.decode)
 
 
@@ -330,8 +326,7 @@ def memory_safety() -> Iterator[Claim]:
             "no integer intermediate of the program leaves int32, for max_model_len up to 2^30")
 def int32() -> Iterator[Claim]:
     for label, c in _cases():
-        goal = [(lambda x=x: f"int32: {x}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
-                for x, where in c.intermediates]
+        goal = within_int32(c.intermediates)
         yield _claim(label, c, goal, c.trace.decode)
 
 
@@ -357,23 +352,11 @@ def _race_claim(label: str, p: PostprocessCase, q: PostprocessCase) -> Claim:
                 same_group = conj(w.guard, w.index[0] == me.trace.group)
                 aliasing.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(
                     same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(me.trace.live_slot, me.trace.decode, w.index[1], pad))))
-    same = []
-    for wp in p.mem.writes:
-        for wq in q.mem.writes:
-            if wp.buffer == wq.buffer:
-                clash = conj(wp.guard, wq.guard, *[a == b for a, b in zip(wp.index, wq.index)])
-                same.append(implies(clash, wp.value == wq.value))
-    for me, other in ((p, q), (q, p)):
-        for r in me.mem.reads:
-            if r.buffer in TRACKERS:
-                for w in other.mem.writes:
-                    if w.buffer == r.buffer:
-                        same.append(negate(conj(r.guard, w.guard, *[a == b for a, b in zip(r.index, w.index)])))
     rows = [[Sym(z3.Select(p.mem.array(buf), lift(c.trace.group))) for buf in ("packed_base", "num_layers")] for c in (p, q)]
     (base_p, layers_p), (base_q, layers_q) = rows
     aliasing.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
         base_p, layers_p, base_q, layers_q, p.geo.max_num_reqs, p.trace.group == q.trace.group)))
     shared_plan = conj(p.trace.group == q.trace.group, p.trace.decode, q.trace.prefill)
-    return Claim(conj(*same), p.assumptions + q.assumptions + aliasing + [("distinct_programs", distinct)],
+    return Claim(race_free(p.mem, q.mem), p.assumptions + q.assumptions + aliasing + [("distinct_programs", distinct)],
                  shared_plan, label, {**{f"p.{k}": v for k, v in p.show().items()},
                                       **{f"q.{k}": v for k, v in q.show().items()}}, [p.mem, q.mem])

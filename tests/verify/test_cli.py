@@ -44,6 +44,10 @@ def test_list_and_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert "FlashInfer's work-list contract" in capsys.readouterr().out
     assert main(["prove", "--only", "no.such.obligation"]) == 2
     assert "matches no obligation" in capsys.readouterr().err
+    assert main(["prove", "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
+    assert main(["fuzz", "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
     assert main(["fuzz", "--examples", "0"]) == 2
     assert "--examples must be >= 1" in capsys.readouterr().err
     assert main(["fuzz", "--impl", "/nonexistent/impl.py", "--examples", "1"]) == 2
