@@ -572,10 +572,7 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
         pick = k[f"sched_{r}"]
         active = st.get("active", r) == 1
         sched = conj(bool(pick), active) if _is_concrete(pick) else conj(_b(pick), active)
-        # a proof may fix the row's phase (one claim per case): then the guard
-        # ties it to the state and the step is built for that phase only.
-        mode = k.get(f"prefill_{r}")
-        prefill = bool(mode) if mode is not None else N < prompt
+        prefill = N < prompt
         q, acc = k[f"q_{r}"], k[f"acc_{r}"]
         live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
         flag = _b(k[f"is_prefilling_{r}"])
@@ -596,8 +593,6 @@ def step_guard(st: State, k: dict) -> Any:
     for row in _rows(st, k):
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
-        if k.get(f"prefill_{r}") is not None:
-            parts.append(implies(row.sched, (N < prompt) == row.prefill))
         parts += [
             _in(k[f"sched_{r}"], 0, 1), _in(k[f"is_prefilling_{r}"], 0, 1),
             _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),

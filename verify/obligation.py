@@ -39,6 +39,11 @@ class Claim:
     case: str = ""
     show: dict[str, Any] = field(default_factory=dict)
     memories: list[SymbolicMemory] = field(default_factory=list)
+    preprocess: bool = False
+    """Check the whole goal in one query after Z3's equation solving and
+    simplification (:data:`PREPROCESS`); for large claims whose assumptions
+    pin many variables (the system step shapes). Otherwise each goal part is
+    checked on its own, incrementally."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,13 @@ def obligation(name: str, transition: str, statement: str) -> Callable[[Callable
     return register
 
 
-def _solver(facts: Iterable[Any]) -> z3.Solver:
-    s = z3.Solver()
+PREPROCESS = z3.Then("simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify", "smt")
+"""Substitute the equalities away (shape pins, cut definitions), drop
+unconstrained terms, then search."""
+
+
+def _solver(facts: Iterable[Any], preprocess: bool = False) -> z3.Solver:
+    s = PREPROCESS.solver() if preprocess else z3.Solver()
     s.set("timeout", TIMEOUT_MS)
     for f in facts:
         s.add(lift(f))
@@ -166,8 +176,10 @@ def prove(ob: Obligation) -> Result:
             if n not in names:
                 names.append(n)
         facts = [f for _, f in claim.assumptions]
-        s = _solver(facts)
+        s = _solver(facts, claim.preprocess)
         parts = claim.goal if isinstance(claim.goal, list) else [("goal", claim.goal)]
+        if claim.preprocess:
+            parts = [("goal", _goal_term(claim.goal))]
         for _, part in parts:
             s.push()
             s.add(z3.Not(lift(part)))
@@ -180,7 +192,7 @@ def prove(ob: Obligation) -> Result:
                               detail=f"{claim.case}: {s.reason_unknown()}")
             s.pop()
         if not covered:
-            w = _solver(facts + [claim.cover])
+            w = _solver(facts + [claim.cover], claim.preprocess)
             if w.check() == z3.sat:
                 covered = True
     if not covered:

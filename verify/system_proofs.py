@@ -12,7 +12,7 @@ problems stay linear); everything else is symbolic.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import z3
@@ -27,7 +27,7 @@ from replayssm.spec.system import (
     initial_state,
     invariants,
 )
-from replayssm.spec.vocab import conj, ite
+from replayssm.spec.vocab import conj, ite, negate
 
 from .obligation import Claim, obligation
 from .terms import Sym, lift, named_int
@@ -100,6 +100,7 @@ class Transition:
     guard: Any
     assumptions: list[tuple[str, Any]]
     definitions: list[Any]
+    shape: list[Any] = field(default_factory=list)
 
     @property
     def post(self) -> State:
@@ -127,14 +128,19 @@ def transition(p: SystemParams, action: str, **fixed: int) -> Transition:
         cuts = Cuts("mid")
         pre = symbolic_state(p, "pre", cuts)
         picks = {**symbolic_picks(p, action, "pick"), **fixed}
-        a = ACTIONS[action]
-        _CACHE[key] = Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks),
-                                 a.assumptions(pre, picks), cuts.definitions)
+        _CACHE[key] = transition_from(p, action, pre, picks, cuts.definitions)
     return _CACHE[key]
 
 
+_INVARIANTS: dict[int, tuple[State, list[tuple[str, Any]]]] = {}
+
+
 def inductive_invariant(st: State) -> list[tuple[str, Any]]:
-    return invariants(st) + auxiliary_invariants(st)
+    """The labelled conjuncts of the inductive invariant of ``st`` (built once
+    per symbolic state: every step shape shares the general step's states)."""
+    if id(st) not in _INVARIANTS:
+        _INVARIANTS[id(st)] = (st, invariants(st) + auxiliary_invariants(st))
+    return _INVARIANTS[id(st)][1]
 
 
 def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
@@ -143,10 +149,12 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
     assumptions = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
     assumptions.append(("guard", t.guard))
     assumptions.append(("definitions", conj(*t.definitions)))
+    if t.shape:
+        assumptions.append(("shape", conj(*t.shape)))
     assumptions += [(n, x) for n, x in group_parts(t.assumptions) if n not in dropped]
     goal = [(n, x) for n, x in group_parts(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in group_parts(t.outcome.checks, "check: ") if goal_filter(n)]
-    return Claim(goal, assumptions, cover, label, t.show())
+    return Claim(goal, assumptions, cover, label, t.show(), preprocess=True)
 
 
 @dataclass(frozen=True)
@@ -188,30 +196,52 @@ def step_cases(p: SystemParams, max_rows: int = 1) -> list[StepCase]:
     return [StepCase(((0, *a), (1, *b))) for a, b in pairs]
 
 
-def case_transition(p: SystemParams, case: StepCase) -> Transition:
-    key = (p, "step", case)
+def general_step(p: SystemParams) -> Transition:
+    """The engine step with every pick and every pre-state variable symbolic,
+    built once per parameter set; each :class:`StepCase` narrows it with
+    equalities (:func:`case_transition`)."""
+    key = (p, "step", "general")
+    if key not in _CACHE:
+        _CACHE[key] = transition_from(p, "step", symbolic_state(p, "pre"), symbolic_picks(p, "step", "pick"))
+    return _CACHE[key]
+
+
+def transition_from(p: SystemParams, action: str, pre: State, picks: dict, definitions: list | None = None) -> Transition:
+    """``action`` with ``picks`` from ``pre``."""
+    a = ACTIONS[action]
+    return Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks),
+                      definitions or [])
+
+
+def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | None = None) -> Transition:
+    """The general step narrowed to ``case``: the shape's table layout, live
+    columns, scheduled rows and slot picks as equalities (``shape``), which
+    Z3's preprocessing substitutes away. ``fresh`` overrides the fresh slot
+    id of each request (probes of ``fresh_*`` assumptions)."""
+    key = (p, "step", case, fresh)
     if key in _CACHE:
         return _CACHE[key]
+    general = general_step(p)
     C, NR = p.num_cols, p.num_reqs
-    pre = symbolic_state(p, "pre")
-    picks = symbolic_picks(p, "step", "pick")
+    pre = general.pre
+    shape: list[Any] = []
     for g in range(p.groups):
         for c in range(C):
             null0 = named_int(f"pre.null[{g},0,{c}]") == 1
             null1 = named_int(f"pre.null[{g},1,{c}]") == 1
             shared = named_int(f"pre.shared[{g},{c}]") == 1
-            pre.v["table"][(g * NR + 0) * C + c] = ite(null0, 0, 1 + c)
-            pre.v["table"][(g * NR + 1) * C + c] = ite(null1, 0, ite(shared, 1 + c, 1 + C + c))
-    for r in range(NR):
-        picks[f"sched_{r}"] = 0
+            shape.append(pre.get("table", g, 0, c) == ite(null0, 0, 1 + c))
+            shape.append(pre.get("table", g, 1, c) == ite(null1, 0, ite(shared, 1 + c, 1 + C + c)))
+    fixed: dict[str, int] = {f"sched_{r}": 0 for r in range(NR)}
     for r, mode, live, col in case.rows:
-        picks.update({f"sched_{r}": 1, f"prefill_{r}": mode, f"live_col_{r}": col})
-        pre.v["live"][r] = live
-        pre.v["active"][r] = 1
+        fixed.update({f"sched_{r}": 1, f"live_col_{r}": col})
+        phase = pre.get("N", r) < pre.get("prompt", r)
+        shape += [pre.get("live", r) == live, pre.get("active", r) == 1, phase if mode else negate(phase)]
         for g in range(p.groups):
-            picks[f"slot_{g}_{r}"] = 2 * C + 1 + r
-    a = ACTIONS["step"]
-    t = Transition(p, "step", pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks), [])
+            fixed[f"slot_{g}_{r}"] = fresh[r] if fresh is not None else 2 * C + 1 + r
+    shape += [general.picks[k] == v for k, v in fixed.items()]
+    t = Transition(p, "step", pre, {**general.picks, **fixed}, general.outcome, general.guard,
+                   general.assumptions, [], shape)
     _CACHE[key] = t
     return t
 
@@ -374,20 +404,7 @@ class Probe:
 def probe_transition(pr: Probe) -> Transition:
     p = system_params(SYSTEM_CONVENTIONS[pr.conv], PROBE_GEOMETRIES[pr.geometry], num_cols=pr.num_cols,
                       num_slots=2 * pr.num_cols + 3)
-    t = case_transition(p, pr.case)
-    if pr.fresh is None:
-        return t
-    key = (p, "step", pr.case, pr.fresh)
-    if key not in _CACHE:
-        picks = dict(t.picks)
-        for r, s in enumerate(pr.fresh):
-            for g in range(p.groups):
-                picks[f"slot_{g}_{r}"] = s
-        a = ACTIONS["step"]
-        pre = t.pre
-        _CACHE[key] = Transition(p, "step", pre, picks, a.apply(pre, picks), a.guard(pre, picks),
-                                 a.assumptions(pre, picks), [])
-    return _CACHE[key]
+    return case_transition(p, pr.case, pr.fresh)
 
 
 def probe_claim(pr: Probe, drop: bool = True) -> Claim:
