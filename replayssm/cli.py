@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 
@@ -36,7 +36,8 @@ def _prove(args: argparse.Namespace) -> int:
     results = []
     for r in _discharge([ob.name for ob in chosen], args.jobs):
         results.append(r)
-        print(f"{r.name:<44} {r.status:<8} {r.seconds * 1000:8.1f} ms  ({r.cases} cases)", flush=True)
+        reused = f", {r.reused} parts proved by its lemmas" if r.reused else ""
+        print(f"{r.name:<44} {r.status:<8} {r.seconds * 1000:8.1f} ms  ({r.cases} cases{reused})", flush=True)
         if r.status != "proved":
             if r.detail:
                 print(f"    {r.detail}")
@@ -55,25 +56,63 @@ def _prove(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prove_named(name: str):
+def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = ()):
     from replayssm.verify.catalog import obligations
     from replayssm.verify.obligation import REGISTRY, prove
 
     obligations()
-    return prove(REGISTRY[name])
+    return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas])
 
 
 def _discharge(names: list[str], jobs: int):
     """Prove each named obligation, ``jobs`` processes at a time, yielding
-    results as they finish."""
-    if jobs <= 1 or len(names) <= 1:
-        yield from map(_prove_named, names)
+    results as they finish. A shardable obligation's cases are split over the
+    processes; an obligation with lemmas in the run waits for them and reuses
+    the parts they proved."""
+    from replayssm.verify.catalog import obligations
+    from replayssm.verify.obligation import REGISTRY, merge_shards
+
+    obligations()
+    waits = {n: [m for m in REGISTRY[n].lemmas if m in names] for n in names}
+    status: dict[str, str] = {}
+
+    def ready() -> list[tuple[str, tuple[str, ...]]]:
+        out = [(n, tuple(m for m in waits[n] if status[m] == "proved")) for n in names
+               if n not in status and n not in started and all(m in status for m in waits[n])]
+        started.update(n for n, _ in out)
+        return out
+
+    started: set[str] = set()
+    if jobs <= 1:
+        while len(status) < len(names):
+            for n, lemmas in ready():
+                r = _prove_named(n, (0, 1), lemmas)
+                status[n] = r.status
+                yield r
         return
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_prove_named, n) for n in names]
-        for f in as_completed(futures):
-            yield f.result()
+        futures: dict = {}
+        shards_of: dict[str, list] = {}
+
+        def submit() -> None:
+            for n, lemmas in ready():
+                count = jobs if REGISTRY[n].shardable else 1
+                shards_of[n] = []
+                for i in range(count):
+                    futures[pool.submit(_prove_named, n, (i, count), lemmas)] = (n, count)
+
+        submit()
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for f in done:
+                n, count = futures.pop(f)
+                shards_of[n].append(f.result())
+                if len(shards_of[n]) == count:
+                    r = merge_shards(shards_of[n])
+                    status[n] = r.status
+                    yield r
+            submit()
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -844,6 +844,11 @@ def step_apply(st: State, k: dict) -> Outcome:
     launches.append(("postprocess", _snapshot(bufs), launch))
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
     traces = _launch(p, mem, launch, lambda b, g: postprocess_program(mem, geo, conv, b, g))
+    G = p.groups
+    for b in range(p.num_reqs):
+        first = traces[b * G].materialize
+        checks += [("a publish happens in every group or in none", implies(b < launch, tr.materialize == first))
+                   for tr in traces[b * G + 1:(b + 1) * G]]
     if conv.materialize_prefixes:
         lanes = 1 << max(p.num_reqs - 1, 0).bit_length()
         with mem.masked(launch > 0):

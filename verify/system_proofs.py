@@ -40,12 +40,14 @@ SYSTEM_CONVENTIONS: dict[str, Conventions] = {
                             materialize_prefixes=True, live_col_is_zero=False),
     "v2-align": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
                             materialize_prefixes=True, live_col_is_zero=False),
+    "v1-none": Conventions(cumulative=False, post_step=False, has_idx_mapping=False,
+                           materialize_prefixes=False, live_col_is_zero=True),
     "v2-none": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
                            materialize_prefixes=False, live_col_is_zero=True),
 }
-"""Both callers in align mode and v2 in mode none (v2 swaps batch rows, so its
-``idx_mapping`` is a real permutation). ``postprocess.conventions_agree``
-covers the remaining query/count combinations at the kernel level."""
+"""Both callers in both modes (v2 swaps batch rows, so its ``idx_mapping`` is
+a real permutation). ``postprocess.conventions_agree`` covers the remaining
+query/count combinations at the kernel level."""
 
 
 def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, **kw: Any) -> SystemParams:
@@ -246,11 +248,17 @@ def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | No
     return t
 
 
-def transitions(action: str, align_only: bool = False, max_rows: int = 1) -> Iterator[tuple[str, Transition]]:
+ALIGN = tuple(label for label, conv in SYSTEM_CONVENTIONS.items() if conv.materialize_prefixes)
+"""The system conventions in align mode (the ones that publish and plan)."""
+
+
+def transitions(action: str, conventions: tuple[str, ...] | None = None,
+                max_rows: int = 1) -> Iterator[tuple[str, Transition]]:
     """The symbolic transitions of ``action`` under every system convention
-    (admit and free: one per request index; step: one per :class:`StepCase`)."""
+    (or those named; admit and free: one per request index; step: one per
+    :class:`StepCase`)."""
     for label, conv in SYSTEM_CONVENTIONS.items():
-        if align_only and not conv.materialize_prefixes:
+        if conventions is not None and label not in conventions:
             continue
         p = system_params(conv)
         if action == "step":
@@ -286,9 +294,8 @@ def with_solver_params(build: Callable[[], Iterator[Claim]]) -> Callable[[], Ite
 def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
                max_rows: int = 1, conventions: tuple[str, ...] | None = None) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
-        for label, t in transitions(action, max_rows=max_rows):
-            if conventions is None or any(c in label for c in conventions):
-                yield preservation_claim(t, label, cover=cover(t))
+        for label, t in transitions(action, conventions, max_rows):
+            yield preservation_claim(t, label, cover=cover(t))
     build.__name__ = f"preserves_{action}"
     return with_solver_params(build)
 
@@ -309,53 +316,50 @@ def _step_cover(t: Transition) -> Any:
 
 
 system_admit = obligation(
-    "system.admit", "admit",
+    "system.admit", "admit", shardable=True, statement=
     "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant")(
     _preserves("admit", lambda t: t.picks["hit"] == 1 if t.p.conv.materialize_prefixes else True))
 system_free = obligation(
-    "system.free", "free",
+    "system.free", "free", shardable=True, statement=
     "free / preempt preserves the inductive invariant (a freed published block stays registered)")(
     _preserves("free", lambda t: t.pre.get("reg", 0, 1) != -1))
 system_step = obligation(
-    "system.step", "step",
+    "system.step", "step", shardable=True, statement=
     "one engine step with one scheduled row, every phase and live-column shape (the other request "
     "present, possibly sharing blocks, as a padding row or not launched): allocation and copy-on-write, "
     "live-column move (block copy + migration), forward pass, postprocess, compaction, materialize "
     "preserve the inductive invariant and pass every safety check")(_preserves("step", _step_cover))
 system_step_batch = obligation(
-    "system.step_batch", "step",
-    "one engine step with both requests scheduled (v2, rows swapped by idx_mapping): every pair of "
-    "row shapes preserves the inductive invariant and passes every safety check (no materialize race)")(
-    _preserves("step", _step_cover, max_rows=2, conventions=("v2-align",)))
-
-
-def _batch_only(label: str) -> bool:
-    return label.count(" live ") == 2
+    "system.step_batch", "step", shardable=True, statement=
+    "one engine step with both requests scheduled in align mode (v1: one program per row; v2: rows "
+    "swapped by idx_mapping): every pair of row shapes preserves the inductive invariant and passes every "
+    "safety check (no materialize race)")(
+    _preserves("step", _step_cover, max_rows=2, conventions=("v1-align", "v2-align")))
 
 
 # property views over the cached transitions: each proves only its conjuncts
 
 
+STEP_LEMMAS = ("system.step", "system.step_batch")
+ACTION_LEMMAS = ("system.admit", "system.free", "system.step")
+
+
 @obligation("system.groups_agree", "step",
             "after a step a request's live trackers are equal across groups, and a publish (postprocess "
-            "materialize) happens in every group or in none")
+            "materialize) happens in every group or in none", shardable=True, lemmas=STEP_LEMMAS)
 @with_solver_params
 def groups_agree() -> Iterator[Claim]:
-    for label, t in transitions("step", align_only=True):
-        claim = preservation_claim(t, label, lambda n: "groups_agree" in n)
-        by_row: dict[int, list] = {}
-        for tr in t.outcome.info["traces"]:
-            by_row.setdefault(int(tr.batch), []).append(tr)
-        same = [tr.materialize == trs[0].materialize for trs in by_row.values() for tr in trs[1:]]
-        claim.goal.append(("publish in all groups or none", conj(*same)))
-        claim.cover = conj(_step_cover(t), *[tr.materialize for trs in by_row.values() for tr in trs[:1]
-                                             if int(tr.batch) == 0])
+    for label, t in transitions("step", ALIGN):
+        claim = preservation_claim(t, label, lambda n: "groups_agree" in n or "publish" in n)
+        first_row = [tr.materialize for tr in t.outcome.info["traces"][:1]]
+        claim.cover = conj(_step_cover(t), *first_row)
         yield claim
 
 
 @obligation("system.no_token_dropped", "all",
             "after every action each running request's live slot represents exactly its computed "
-            "tokens: checkpoint at N - committed and the committed ring rows hold the tokens after it")
+            "tokens: checkpoint at N - committed and the committed ring rows hold the tokens after it", shardable=True,
+            lemmas=ACTION_LEMMAS)
 @with_solver_params
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
@@ -366,11 +370,11 @@ def no_token_dropped() -> Iterator[Claim]:
 
 @obligation("system.canonical", "all",
             "every registered (published) slot stays canonical, trackers (0, 0) and its state exactly at "
-            "its boundary, until the pool hands it out again")
+            "its boundary, until the pool hands it out again", shardable=True, lemmas=ACTION_LEMMAS)
 @with_solver_params
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
-        for label, t in transitions(action, align_only=True):
+        for label, t in transitions(action, ALIGN):
             yield preservation_claim(t, label, lambda n: "canonical" in n,
                                      cover=_step_cover(t) if action == "step" else True)
 
