@@ -1287,7 +1287,9 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
                 stats["transitions"] += 1
                 stats["actions"][action] = stats["actions"].get(action, 0) + 1
                 k = key(out.state)
-                bad = failed_checks(out) + [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
+                bad = failed_checks(out)
+                if k not in seen:  # a state's invariants are checked when it is first reached
+                    bad += [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
                 if bad:
                     run = [(action, picks)]
                     cur = key(st)

@@ -1,0 +1,71 @@
+"""The prover's bookkeeping: cases split into shards and merged, parts reused
+from lemmas proved in the same run, the first violated part reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from replayssm.cli import _discharge
+from replayssm.verify.obligation import REGISTRY, Claim, Obligation, merge_shards, prove
+from replayssm.verify.terms import named_int
+
+X = named_int("test.x")
+
+
+def _claims(goals: list[list[tuple[str, object]]], cover: object = True, preprocess: bool = False):
+    return lambda: [Claim(goal, [("x positive", X > 0)], cover, f"case {i}", {"x": X}, preprocess=preprocess)
+                    for i, goal in enumerate(goals)]
+
+
+BASE = [[("non-negative", X >= 0), ("positive", X > 0)], [("above -1", X > -1)]]
+
+
+@pytest.mark.parametrize("preprocess", [False, True])
+def test_shards_merge_to_the_whole_verdict(preprocess: bool) -> None:
+    good = Obligation("t.good", "t", "", _claims(BASE, preprocess=preprocess))
+    bad = Obligation("t.bad", "t", "", _claims(BASE + [[("too big", X > 5)]], preprocess=preprocess))
+    assert prove(good).status == "proved"
+    merged = merge_shards([prove(good, (i, 2)) for i in range(2)])
+    assert merged.status == "proved" and merged.cases == 2
+    shards = [prove(bad, (i, 2)) for i in range(2)]
+    assert [s.status for s in shards] == ["failed", "proved"]  # case 2 lands in shard 0
+    merged = merge_shards(shards)
+    assert merged.status == "failed" and merged.counterexample["violated"] == ["too big"]
+
+
+def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
+    never = Obligation("t.never", "t", "", _claims(BASE, cover=X < 0))
+    merged = merge_shards([prove(never, (i, 2)) for i in range(2)])
+    assert merged.status == "failed" and "vacuous" in merged.detail
+
+
+def test_lemma_parts_are_reused_and_new_parts_still_solved() -> None:
+    base = Obligation("t.base", "t", "", _claims(BASE, preprocess=True))
+    view = Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], preprocess=True))
+    wrong = Obligation("t.wrong", "t", "", _claims([[("positive", X > 0), ("too big", X > 5)]], preprocess=True))
+    r = prove(view, lemmas=[base])
+    assert r.status == "proved" and r.reused == 1
+    assert prove(view).reused == 0
+    r = prove(wrong, lemmas=[base])
+    assert r.status == "failed" and r.counterexample["violated"] == ["too big"]
+
+
+def test_the_first_failing_part_in_order_is_reported() -> None:
+    ob = Obligation("t.order", "t", "", _claims([[("ok", X > 0), ("first", X > 2), ("second", X > 1)]],
+                                                 preprocess=True))
+    r = prove(ob)
+    assert r.status == "failed" and "first" in r.counterexample["violated"]
+    assert r.counterexample["values"]["x"] <= 2
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_discharge_waits_for_lemmas_and_shards(jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    obs = [Obligation("t.base", "t", "", _claims(BASE, preprocess=True), shardable=True),
+           Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], preprocess=True), True, ("t.base",)),
+           Obligation("t.bad", "t", "", _claims([[("too big", X > 5)]]), True, ("t.base",))]
+    for ob in obs:
+        monkeypatch.setitem(REGISTRY, ob.name, ob)
+    results = {r.name: r for r in _discharge([ob.name for ob in obs], jobs)}
+    assert results["t.base"].status == "proved" and results["t.base"].cases == 2
+    assert results["t.view"].status == "proved" and results["t.view"].reused == 1
+    assert results["t.bad"].status == "failed"
