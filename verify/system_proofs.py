@@ -137,6 +137,12 @@ def transition(p: SystemParams, action: str, **fixed: int) -> Transition:
 _INVARIANTS: dict[int, tuple[State, list[tuple[str, Any]]]] = {}
 
 
+def clear_caches() -> None:
+    """Forget built transitions and invariants (after patching the spec)."""
+    _CACHE.clear()
+    _INVARIANTS.clear()
+
+
 def inductive_invariant(st: State) -> list[tuple[str, Any]]:
     """The labelled conjuncts of the inductive invariant of ``st`` (built once
     per symbolic state: every step shape shares the general step's states)."""

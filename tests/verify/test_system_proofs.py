@@ -3,6 +3,8 @@ counterexamples come back as replayable traces."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import replayssm.spec.postprocess as postprocess_module
@@ -25,9 +27,9 @@ def _case_obligation(conv: str, *rows) -> Obligation:
 
 @pytest.fixture
 def fresh_cache():
-    sp._CACHE.clear()
+    sp.clear_caches()
     yield
-    sp._CACHE.clear()
+    sp.clear_caches()
 
 
 @pytest.mark.parametrize("name", ["system.initial", "system.admit", "system.free"])
@@ -135,6 +137,18 @@ def test_bug_compaction_launched_one_row_short(fresh_cache, monkeypatch):
     original = system.compact_program
     monkeypatch.setattr(system, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
     _expect_failure("v1-align", ((0, 0, 0, 1),), "work list is the active rows")
+
+
+def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
+    """The caller configures one cache group without prefix caching while the
+    others align: at a boundary the other groups publish and this one does not."""
+    original = system.postprocess_program
+
+    def buggy(mem, geo, conv, batch, group):
+        return original(mem, geo, replace(conv, materialize_prefixes=False) if group == 1 else conv, batch, group)
+
+    monkeypatch.setattr(system, "postprocess_program", buggy)
+    _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
 def test_plan_from_the_other_group_is_harmless_while_groups_agree(fresh_cache, monkeypatch):
