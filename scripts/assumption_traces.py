@@ -11,7 +11,7 @@ from pathlib import Path
 import z3
 
 from replayssm.verify import system_proofs as sp
-from replayssm.verify.obligation import TIMEOUT_MS
+from replayssm.verify.obligation import first_violation
 from replayssm.verify.terms import lift
 from replayssm.verify.traces import explain, save, trace_from_transition
 
@@ -21,21 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def counterexample_trace(name: str) -> dict | None:
     """The probe of ``name`` with the assumption dropped, as a trace (None if it proves)."""
     pr = sp.PROBES[name]
-    t = sp.probe_transition(pr)
     claim = sp.probe_claim(pr, drop=True)
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    for _, f in claim.assumptions:
-        s.add(lift(f))
-    for part, goal in claim.goal:
-        s.push()
-        s.add(z3.Not(lift(goal)))
-        if s.check() == z3.sat:
-            m = s.model()
-            violated = [n for n, g in claim.goal if not z3.is_true(m.eval(lift(g), model_completion=True))]
-            return trace_from_transition(t, m, violated, (name,))
-        s.pop()
-    return None
+    m = first_violation(claim)
+    if m is None:
+        return None
+    violated = [n for n, g in claim.goal if not z3.is_true(m.eval(lift(g), model_completion=True))]
+    return trace_from_transition(sp.probe_transition(pr), m, violated, (name,))
 
 
 def main() -> None:
