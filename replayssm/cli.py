@@ -85,7 +85,10 @@ def _discharge(names: list[str], jobs: int):
     started: set[str] = set()
     if jobs <= 1:
         while len(status) < len(names):
-            for n, lemmas in ready():
+            batch = ready()
+            if not batch:
+                raise ValueError(f"obligations waiting on each other's lemmas: {sorted(set(names) - set(status))}")
+            for n, lemmas in batch:
                 r = _prove_named(n, (0, 1), lemmas)
                 status[n] = r.status
                 yield r

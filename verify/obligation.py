@@ -265,7 +265,7 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
 def merge_shards(results: list[Result]) -> Result:
     """One obligation's verdict from its shards: the first failure or unknown,
     else proved when some case's assumptions admit the covered situation.
-    ``seconds`` is the shards' summed solving time."""
+    ``seconds`` is summed over the shards (work, not wall time)."""
     seconds = sum(r.seconds for r in results)
     names = list(dict.fromkeys(n for r in results for n in r.assumptions))
     cases = sum(r.cases for r in results)

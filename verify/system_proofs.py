@@ -322,24 +322,24 @@ def _step_cover(t: Transition) -> Any:
 
 
 system_admit = obligation(
-    "system.admit", "admit", shardable=True, statement=
-    "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant")(
+    "system.admit", "admit",
+    "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant", shardable=True)(
     _preserves("admit", lambda t: t.picks["hit"] == 1 if t.p.conv.materialize_prefixes else True))
 system_free = obligation(
-    "system.free", "free", shardable=True, statement=
-    "free / preempt preserves the inductive invariant (a freed published block stays registered)")(
+    "system.free", "free",
+    "free / preempt preserves the inductive invariant (a freed published block stays registered)", shardable=True)(
     _preserves("free", lambda t: t.pre.get("reg", 0, 1) != -1))
 system_step = obligation(
-    "system.step", "step", shardable=True, statement=
+    "system.step", "step",
     "one engine step with one scheduled row, every phase and live-column shape (the other request "
     "present, possibly sharing blocks, as a padding row or not launched): allocation and copy-on-write, "
     "live-column move (block copy + migration), forward pass, postprocess, compaction, materialize "
-    "preserve the inductive invariant and pass every safety check")(_preserves("step", _step_cover))
+    "preserve the inductive invariant and pass every safety check", shardable=True)(_preserves("step", _step_cover))
 system_step_batch = obligation(
-    "system.step_batch", "step", shardable=True, statement=
+    "system.step_batch", "step",
     "one engine step with both requests scheduled in align mode (v1: one program per row; v2: rows "
     "swapped by idx_mapping): every pair of row shapes preserves the inductive invariant and passes every "
-    "safety check (no materialize race)")(
+    "safety check (no materialize race)", shardable=True)(
     _preserves("step", _step_cover, max_rows=2, conventions=("v1-align", "v2-align")))
 
 
