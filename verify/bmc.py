@@ -210,7 +210,9 @@ def bmc() -> Iterator[Claim]:
                 "states_sharing_a_block": r.get("shared_states", 0)}
         goal = [(f"no violation within depth {BMC_DEPTH}" if r["status"] == "proved"
                  else f"violated at depth {r['depth']}: {', '.join(r['violated'])}",
-                 Sym(z3.BoolVal(r["status"] == "proved")))]
+                 Sym(z3.BoolVal(r["status"] == "proved"))),
+                ("some reachable state shares a block (prefix sharing is exercised)",
+                 Sym(z3.BoolVal(r.get("shared_states", 0) > 0)))]
         cover = Sym(z3.BoolVal(r.get("shared_states", 0) > 0 and r["depth"] >= BMC_DEPTH))
         yield Claim(goal, [("bounded_domain", Sym(z3.BoolVal(True)))], cover, f"explicit {label}", show)
 
