@@ -330,7 +330,7 @@ IS_PREFILLING_AGREES = Assumption(
 )
 
 
-def _fresh_slot_is_free(ref: Any, reg: Any) -> Any:
+def _fresh_slot_is_free(ref: Any) -> Any:
     return ref == 0
 
 

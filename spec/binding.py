@@ -182,7 +182,7 @@ def block_copies_include(tensors: Sequence[tuple[Any, Any]], bindings: Sequence[
                         for b in bindings])
 
 
-# Caller assumptions of the binding (candidates for ``assumptions.ALL``).
+# Caller assumptions of the binding (listed in ``ALL`` below).
 
 
 def _fresh_pair_is_new(fresh_start: Any, fresh_committed: Any, old: Sequence[Any]) -> Any:

@@ -19,11 +19,6 @@ def kernel_checkpoints(pnat: Any, row_len: Any, max_window: Any) -> Any:
     return pnat + row_len > max_window
 
 
-def kernel_ring_len(max_window: Any, num_tokens: Any) -> Any:
-    """The ring FlashInfer sizes for a window and a step length: ``R = W + T``."""
-    return max_window + num_tokens
-
-
 def materialize_ring_row(start: Any, k: Any, ring_len: Any) -> Any:
     """Ring row ``k`` of a replay: one conditional subtraction, exact only while ``start + k < 2R``."""
     row = start + k

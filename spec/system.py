@@ -76,6 +76,7 @@ from .assumptions import (
 from .compaction import compact_program
 from .flashinfer import kernel_checkpoints, materialize_ring_row
 from .geometry import Conventions, Geometry
+from .launch import next_power_of_2
 from .memory import MemoryFault
 from .migration import migrate_program
 from .postprocess import postprocess_program
@@ -129,7 +130,7 @@ class SystemParams:
 
     @property
     def max_step(self) -> int:
-        return int(self.geo.ring_len - self.geo.window)
+        return int(self.geo.max_step)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return _shapes(self)
@@ -176,10 +177,7 @@ def _flat(shape: tuple[int, ...], index: tuple) -> Any:
 
 
 def _is_concrete(*xs: Any) -> bool:
-    for x in xs:
-        if type(x) is not int and type(x) is not bool and not isinstance(x, (int, bool)):
-            return False
-    return True
+    return all(isinstance(x, int) for x in xs)
 
 
 def select(values: list, idx: Any, other: Any = 0) -> Any:
@@ -196,9 +194,9 @@ def _and(*xs: Any) -> Any:
     """``conj`` with Python constants folded away (keeps Z3 terms small)."""
     rest = []
     for x in xs:
-        if x is True or (type(x) is bool and x):
+        if x is True:
             continue
-        if x is False or (type(x) is bool and not x):
+        if x is False:
             return False
         rest.append(x)
     if not rest:
@@ -344,7 +342,7 @@ class TableMemory:
         finally:
             self._masks.pop()
 
-    def _resolve(self, buffer: str, index: tuple, guard: Any) -> tuple[Any, Any]:
+    def _resolve(self, buffer: str, index: tuple, guard: Any) -> Any:
         shape, _ = self.buffers[buffer]
         if len(index) != len(shape):
             raise MemoryFault(buffer, index, shape)
@@ -354,13 +352,13 @@ class TableMemory:
                 raise MemoryFault(buffer, index, shape)
         else:
             self.faults.append((f"{buffer} index in bounds", conj(guard, negate(inside))))
-        return _flat(shape, index), inside
+        return _flat(shape, index)
 
     def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
         g = self._guard(guard)
         if g is False:
             return other
-        f, _ = self._resolve(buffer, index, g)
+        f = self._resolve(buffer, index, g)
         vals = self.buffers[buffer][1]
         value = select(vals, f, other)
         return _ite(g, value, other)
@@ -369,7 +367,7 @@ class TableMemory:
         g = self._guard(guard)
         if g is False:
             return
-        f, _ = self._resolve(buffer, index, g)
+        f = self._resolve(buffer, index, g)
         vals = self.buffers[buffer][1]
         if _is_concrete(f) and g is True:
             vals[f] = value
@@ -571,7 +569,7 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
         N, prompt = st.get("N", r), st.get("prompt", r)
         pick = k[f"sched_{r}"]
         active = st.get("active", r) == 1
-        sched = conj(bool(pick), active) if _is_concrete(pick) else conj(_b(pick), active)
+        sched = conj(_b(pick), active)
         prefill = N < prompt
         q, acc = k[f"q_{r}"], k[f"acc_{r}"]
         live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
@@ -628,7 +626,7 @@ def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
             needs = disj(conj(s, col_slot == geo.pad_slot, k[f"null_{g}_{r}"] == 0),
                          conj(s, col_slot != geo.pad_slot, st.get("ref", g, col_slot) > 1))
             fresh = k[f"slot_{g}_{r}"]
-            out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, fresh), st.get("reg", g, fresh)))))
+            out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, fresh)))))
             for other in rows:
                 if other.r > r:
                     o_slot = st.get("table", g, other.r, other.live_col)
@@ -724,7 +722,7 @@ def _kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: l
     for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
         bufs[name] = (shapes[name], list(st.v[name]))
     mem = TableMemory(bufs, max(C, max(p.layers)))
-    where, _, _ = batch_layout(p, rows)
+    where, n, _ = batch_layout(p, rows)
     cum: Any = 0
     for row in sorted(rows, key=lambda rw: p.batch_of(rw.r)):
         b = where[row.r]
@@ -743,7 +741,6 @@ def _kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: l
             cum = ite(row.sched, cum + row.q, cum)
     if conv.cumulative:
         # padding rows past the scheduled ones have empty queries
-        _, n, _ = batch_layout(p, rows)
         for b in range(NR + 1):
             mem.store("query_metadata", (b,), cum, b > n)
     return bufs
@@ -850,7 +847,7 @@ def step_apply(st: State, k: dict) -> Outcome:
         checks += [("a publish happens in every group or in none", implies(b < launch, tr.materialize == first))
                    for tr in traces[b * G + 1:(b + 1) * G]]
     if conv.materialize_prefixes:
-        lanes = 1 << max(p.num_reqs - 1, 0).bit_length()
+        lanes = next_power_of_2(p.num_reqs)
         with mem.masked(launch > 0):
             compact_program(mem, geo.max_num_reqs, launch, lanes)
     _sync_trackers(out, bufs)

@@ -86,11 +86,8 @@ def vocab_of(*xs: Any) -> Any:
         v = getattr(x, "__vocab__", None)
         if v is not None:
             return v
-    for x in xs:
-        if isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, (np.bool_,)):
-            return _NumpyVocab
-        if isinstance(x, np.bool_):
-            return _NumpyVocab
+    if any(isinstance(x, (np.ndarray, np.generic)) for x in xs):
+        return _NumpyVocab
     return _PythonVocab
 
 

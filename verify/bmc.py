@@ -1,14 +1,17 @@
-"""Bounded model check of the composed system from its initial state.
+"""Bounded model checks of the composed system from its initial state.
 
-Every depth ``d`` chooses one action (``admit`` or ``free`` of a concrete
-request, or an engine ``step``) with symbolic picks; the next state is the
-chosen action's outcome, renamed into fresh variables ``s<d>.*`` (so the
-problem grows linearly with depth). The property at each depth is the chosen
-action's safety checks and the system invariants (range, refinement, no token
-dropped, groups agree, canonical) of the state it reaches, under the action's
-guard and every caller assumption not dropped. Depths are checked one by one
-on one incremental solver; a violation comes back as a trace
-(``verify.traces``).
+Two checkers share the spec's actions, guards, assumptions and checks:
+
+- :func:`run_bmc`, symbolic (Z3): every depth ``d`` chooses one action
+  (``admit`` or ``free`` of a concrete request, or an engine ``step``) with
+  symbolic picks; the next state is the chosen action's outcome, renamed into
+  fresh variables ``s<d>.*``. Depths are checked one by one on one incremental
+  solver; a violation comes back as a trace (``verify.traces``). It answers
+  quickly to depth 2 only: the obligation ``system.bmc_symbolic`` and the
+  searches for counterexamples with an assumption dropped use it.
+- :func:`explicit_bmc`, exhaustive explicit-state exploration
+  (``spec.system.explore``) over a reduced pick domain: the obligation
+  ``system.bmc`` at depth 8, for the v2 and the v1 caller.
 """
 
 from __future__ import annotations
@@ -24,11 +27,28 @@ from replayssm.spec.system import ACTIONS, State, SystemParams, initial_state, i
 from replayssm.spec.vocab import conj, ite
 
 from .obligation import Claim, obligation
-from .system_proofs import SYSTEM_CONVENTIONS, Cuts, group_parts, symbolic_picks, system_params
+from .system_proofs import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
 from .terms import Sym, lift, named_int
 
 BMC_DEPTH = 8
 """The depth ``system.bmc`` checks."""
+
+
+class Cuts:
+    """Names intermediate values of a transition with fresh variables; the
+    equations defining them become assumptions (definitions, always satisfiable)."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.definitions: list[Any] = []
+
+    def __call__(self, name: str, value: Any) -> Any:
+        z = lift(value)
+        if z3.is_const(z) and not z3.is_int_value(z):
+            return value
+        var = named_int(f"{self.tag}.{name}")
+        self.definitions.append(var == value)
+        return var
 
 
 @dataclass(frozen=True)
@@ -118,7 +138,6 @@ class BmcResult:
     seconds: float
     violated: list[str] = field(default_factory=list)
     trace: dict | None = None
-    per_depth: list[float] = field(default_factory=list)
 
 
 def run_bmc(p: SystemParams, depth: int = BMC_DEPTH, *, dropped: tuple[str, ...] = (),
@@ -130,9 +149,7 @@ def run_bmc(p: SystemParams, depth: int = BMC_DEPTH, *, dropped: tuple[str, ...]
     u = Unrolling(p, dropped)
     s = z3.Solver()
     s.set("timeout", timeout_ms)
-    per_depth = []
     for d in range(depth):
-        t0 = time.perf_counter()
         n_facts = len(u.facts)
         u.extend()
         for _, f in u.facts[n_facts:]:
@@ -145,27 +162,13 @@ def run_bmc(p: SystemParams, depth: int = BMC_DEPTH, *, dropped: tuple[str, ...]
             m = s.model()
             bad = [n for n, x in props if not z3.is_true(m.eval(lift(x), model_completion=True))]
             trace = trace_from_model(u, m, violated=bad)
-            return BmcResult("failed", d + 1, time.perf_counter() - start, bad, trace, per_depth)
+            return BmcResult("failed", d + 1, time.perf_counter() - start, bad, trace)
         s.pop()
         if verdict == z3.unknown:
-            return BmcResult("unknown", d + 1, time.perf_counter() - start, [s.reason_unknown()], None, per_depth)
+            return BmcResult("unknown", d + 1, time.perf_counter() - start, [s.reason_unknown()], None)
         for _, x in props:
             s.add(lift(x))
-        per_depth.append(time.perf_counter() - t0)
-    return BmcResult("proved", depth, time.perf_counter() - start, per_depth=per_depth)
-
-
-def reachable(p: SystemParams, depth: int, target: Any) -> Any:
-    """A model of a run of ``depth`` steps whose last state satisfies
-    ``target(state)`` (non-vacuity witnesses), or None."""
-    u = Unrolling(p)
-    for _ in range(depth):
-        u.extend()
-    s = z3.Solver()
-    for _, f in u.facts:
-        s.add(lift(f))
-    s.add(lift(target(u.states[-1])))
-    return (u, s.model()) if s.check() == z3.sat else None
+    return BmcResult("proved", depth, time.perf_counter() - start)
 
 
 BMC_DOMAIN = {"num_slots": 5, "num_streams": 1, "prompts": (3,)}

@@ -5,7 +5,7 @@ returns :class:`Claim` cases (one per convention combination, say); each case
 holds when its named assumptions imply its goal. Every obligation also carries
 a non-vacuity check: the assumptions together with the case's ``cover``
 (the situation the property is about, e.g. "a plan is active") are
-satisfiable, and the result keeps that witness.
+satisfiable for at least one case.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ class Result:
     assumptions: list[str]
     cases: int = 0
     counterexample: dict | None = None
-    witness: dict | None = None
     detail: str = ""
     covered: bool = False
     reused: int = 0
@@ -271,7 +270,7 @@ def merge_shards(results: list[Result]) -> Result:
     cases = sum(r.cases for r in results)
     for r in results:
         if r.status != "proved":
-            return Result(r.name, r.status, seconds, names, cases, r.counterexample, r.witness, r.detail)
+            return Result(r.name, r.status, seconds, names, cases, r.counterexample, r.detail)
     if not any(r.covered for r in results):
         return Result(results[0].name, "failed", seconds, names, cases,
                       detail="vacuous: no case's assumptions admit the covered situation")

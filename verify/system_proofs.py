@@ -30,7 +30,7 @@ from replayssm.spec.system import (
 from replayssm.spec.vocab import conj, ite, negate
 
 from .obligation import Claim, obligation
-from .terms import Sym, lift, named_int
+from .terms import Sym, named_int
 
 SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
 """Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""
@@ -55,27 +55,10 @@ def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, **kw: Any)
     return SystemParams(geo, conv, swap_rows=conv.has_idx_mapping, **kw)
 
 
-class Cuts:
-    """Names intermediate values of a transition with fresh variables; the
-    equations defining them become assumptions (definitions, always satisfiable)."""
-
-    def __init__(self, tag: str) -> None:
-        self.tag = tag
-        self.definitions: list[Any] = []
-
-    def __call__(self, name: str, value: Any) -> Any:
-        z = lift(value)
-        if z3.is_const(z) and not z3.is_int_value(z):
-            return value
-        var = named_int(f"{self.tag}.{name}")
-        self.definitions.append(var == value)
-        return var
-
-
-def symbolic_state(p: SystemParams, tag: str, cuts: Cuts | None = None) -> State:
+def symbolic_state(p: SystemParams, tag: str) -> State:
     """A state whose every variable is the Z3 integer ``<tag>.<name>[i]``."""
     return State(p, {k: [named_int(f"{tag}.{k}[{i}]") for i in range(len(v))]
-                      for k, v in initial_state(p).v.items()}, cuts)
+                      for k, v in initial_state(p).v.items()})
 
 
 def symbolic_picks(p: SystemParams, action: str, tag: str) -> dict:
@@ -101,7 +84,6 @@ class Transition:
     outcome: Outcome
     guard: Any
     assumptions: list[tuple[str, Any]]
-    definitions: list[Any]
     shape: list[Any] = field(default_factory=list)
 
     @property
@@ -127,10 +109,8 @@ def transition(p: SystemParams, action: str, **fixed: int) -> Transition:
     (one claim per request index keeps the index arithmetic out of Z3)."""
     key = (p, action, tuple(sorted(fixed.items())))
     if key not in _CACHE:
-        cuts = Cuts("mid")
-        pre = symbolic_state(p, "pre", cuts)
         picks = {**symbolic_picks(p, action, "pick"), **fixed}
-        _CACHE[key] = transition_from(p, action, pre, picks, cuts.definitions)
+        _CACHE[key] = transition_from(p, action, symbolic_state(p, "pre"), picks)
     return _CACHE[key]
 
 
@@ -156,7 +136,6 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
     assumptions = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
     assumptions.append(("guard", t.guard))
-    assumptions.append(("definitions", conj(*t.definitions)))
     if t.shape:
         assumptions.append(("shape", conj(*t.shape)))
     assumptions += [(n, x) for n, x in group_parts(t.assumptions) if n not in dropped]
@@ -214,11 +193,10 @@ def general_step(p: SystemParams) -> Transition:
     return _CACHE[key]
 
 
-def transition_from(p: SystemParams, action: str, pre: State, picks: dict, definitions: list | None = None) -> Transition:
+def transition_from(p: SystemParams, action: str, pre: State, picks: dict) -> Transition:
     """``action`` with ``picks`` from ``pre``."""
     a = ACTIONS[action]
-    return Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks),
-                      definitions or [])
+    return Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks))
 
 
 def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | None = None) -> Transition:
@@ -249,7 +227,7 @@ def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | No
             fixed[f"slot_{g}_{r}"] = fresh[r] if fresh is not None else 2 * C + 1 + r
     shape += [general.picks[k] == v for k, v in fixed.items()]
     t = Transition(p, "step", pre, {**general.picks, **fixed}, general.outcome, general.guard,
-                   general.assumptions, [], shape)
+                   general.assumptions, shape)
     _CACHE[key] = t
     return t
 
@@ -338,7 +316,8 @@ system_step = obligation(
 system_step_batch = obligation(
     "system.step_batch", "step",
     "one engine step with both requests scheduled in align mode (v1: one program per row; v2: rows "
-    "swapped by idx_mapping): every pair of row shapes preserves the inductive invariant and passes every "
+    "swapped by idx_mapping): both decoding (every pair of live-column shapes) or one decoding beside the "
+    "other's first prefill chunk preserves the inductive invariant and passes every "
     "safety check (no materialize race)", shardable=True)(
     _preserves("step", _step_cover, max_rows=2, conventions=("v1-align", "v2-align")))
 

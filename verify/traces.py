@@ -63,7 +63,7 @@ def trace_from_model(u: Any, m: z3.ModelRef, violated: list[str] | None = None) 
         ch = u.options[ev(sel)]
         picks = {k: ev(v) for k, v in u.picks[d][ch.label].items()}
         actions.append({"name": ch.action, "picks": picks})
-    return make_trace(u.p, states, actions, source="system.bmc", violated=violated or [],
+    return make_trace(u.p, states, actions, source="run_bmc", violated=violated or [],
                       dropped=list(u.dropped))
 
 
