@@ -38,6 +38,10 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--stateful-examples", type=int, default=64)
     args = p.parse_args()
+    for name in ("rows", "steps", "jobs", "stateful_examples"):
+        if getattr(args, name) < 1:
+            print(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}", file=sys.stderr)
+            return 2
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch

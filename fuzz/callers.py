@@ -36,7 +36,6 @@ class Request:
     live_col: int = -1
     ring_start: int = 0
     checkpoint_pos: int = 0
-    hit_blocks: int = 0
 
     @property
     def prefilling(self) -> bool:
@@ -128,7 +127,7 @@ class Callers:
             for g in range(groups):
                 cols[g][c] = self.published[(stream, c)][g]
         self.requests[rid] = Request(rid, stream, prompt, hit * self.geo.block_size, cols,
-                                     checkpoint_pos=hit * self.geo.block_size, hit_blocks=hit)
+                                     checkpoint_pos=hit * self.geo.block_size)
         self.saw("prefix hit", hit > 0)
         return True
 

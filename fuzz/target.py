@@ -36,12 +36,16 @@ def load_target(name: str | None = None, *, cuda: bool = False) -> ModuleType:
             raise ValueError(f"--impl file {name!r} cannot be imported")
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # the target's own error, reported as a bad --impl
+            del sys.modules[mod_name]
+            raise ValueError(f"--impl file {name!r} cannot be imported: {type(e).__name__}: {e}") from e
     else:
         try:
             module = importlib.import_module(name)
-        except ImportError as e:
-            raise ValueError(f"--impl module {name!r} cannot be imported: {e}") from e
+        except Exception as e:  # ImportError, or the module's own SyntaxError and the like
+            raise ValueError(f"--impl module {name!r} cannot be imported: {type(e).__name__}: {e}") from e
     missing = [k for k in KERNELS if not hasattr(module, k)]
     if missing:
         raise ValueError(f"--impl {name!r} lacks the reference entry points {missing}")

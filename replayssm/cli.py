@@ -1,4 +1,5 @@
-"""``replayssm-verify``: prove the spec's obligations (and, later, fuzz and replay)."""
+"""``replayssm-verify``: ``prove`` the spec's obligations, ``fuzz`` an implementation against the spec,
+``replay`` a saved failure or system trace, ``explain`` a system trace."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     try:
         print(explain(args.file))
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
         return 2
     return 0

@@ -17,8 +17,8 @@ the modules that imported a transition by name (``verify.scenarios``,
 Bugs that no obligation caught when this file was written (gaps in the
 obligation set) are listed in ``GAPS``, each shown to be caught by a
 hand-computed oracle case; those an obligation now catches name it in
-``closed_by`` and are tested like the other planted bugs; the rest are
-non-strict ``xfail`` tests stating the gap.
+``closed_by`` and are tested like the other planted bugs (every gap is
+closed now).
 """
 
 from __future__ import annotations
@@ -437,11 +437,3 @@ def test_closed_gap_is_caught_by_its_obligation(gap: Gap, monkeypatch: pytest.Mo
     r = first_failure(list(gap.closed_by))
     assert r is not None, f"planted bug {gap.id} proves under {gap.closed_by}"
     assert r.status == "failed" and r.counterexample, (r.name, r.status, r.detail)
-
-
-@pytest.mark.parametrize("gap", [pytest.param(g, marks=pytest.mark.xfail(reason="GAP: " + g.reason, strict=False))
-                                 for g in GAPS if not g.closed_by], ids=lambda g: g.id)
-def test_open_gap_is_caught_by_an_obligation(gap: Gap, monkeypatch: pytest.MonkeyPatch) -> None:
-    plant(monkeypatch, gap.build)
-    r = first_failure(gap.should_catch)
-    assert r is not None and r.status == "failed" and r.counterexample
