@@ -2,7 +2,9 @@
 
 :class:`Geometry` holds the numeric constexprs, :class:`Conventions` the five
 boolean ones that select how the postprocess kernel reads its inputs. Both are
-plain records: the oracle fills them with ints, the proofs with Z3 terms.
+plain records of Python ints and bools in every interpreter (the proofs too:
+constexprs stay concrete so the Z3 problems stay linear, and the programs
+branch on the conventions in Python, as Triton does at compile time).
 """
 
 from __future__ import annotations

@@ -166,9 +166,9 @@ def postprocess_program(
 
     prefill = conj(real, row.prefilling)
     decode = conj(real, negate(row.prefilling), valid_live)
-    # The decode branch's reads come first: the prefill resets never run for
-    # the same program, and reading before any loop store keeps the symbolic
-    # memory free of quantifiers.
+    # The decode branch's reads come before the prefill resets (which never
+    # run for the same program); reading before the reset loop's stores keeps
+    # the symbolic memory free of quantifiers.
     commit = commit_trackers(
         mem.load("ring_start", (group, live_slot), decode),
         mem.load("num_committed", (group, live_slot), decode),

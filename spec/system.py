@@ -94,9 +94,10 @@ GARBAGE = -1
 @dataclass(frozen=True)
 class SystemParams:
     """A bounded world. Constexprs (geometry) are concrete so the Z3 problems
-    stay linear; ``swap_rows`` puts request ``r`` in batch row ``NR - 1 - r``
-    (v2 passes the permutation as ``idx_mapping``; v1 reads per-request inputs
-    by batch row)."""
+    stay linear; ``swap_rows`` packs the scheduled requests into batch rows in
+    reverse request order (with every request scheduled, request ``r`` sits in
+    row ``NR - 1 - r``; v2 passes the permutation as ``idx_mapping``, v1 reads
+    per-request inputs by batch row)."""
 
     geo: Geometry
     conv: Conventions
@@ -1076,8 +1077,10 @@ def default_picks(p: SystemParams, action: str, **given: int) -> dict:
 
 def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool = True,
                dropped: tuple[str, ...] = ()) -> Outcome:
-    """Run one action on a concrete state; refuses it when its guard or a
-    (non-dropped) assumption fails, raises when a safety check fails."""
+    """Run one action on a concrete state; refuses it (``StepRefused``) when its
+    guard or a (non-dropped) assumption fails. Failed safety checks come back
+    in ``Outcome.checks`` (see :func:`failed_checks`); only a concrete
+    out-of-bounds access raises (``MemoryFault``)."""
     a = ACTIONS[action]
     picks = {**default_picks(st.p, action), **picks}
     if not a.guard(st, picks):
@@ -1191,8 +1194,9 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
     for exhaustive bounded exploration. Two reductions keep it finite and
     small, both sound by symmetry of slot ids (they are only compared for
     equality): a fresh block is the lowest free slot of each group, and a
-    prefix hit takes the lowest matching registered slot. ``prompts`` limits
-    the prompt lengths admitted (default: all)."""
+    prefix hit takes the lowest matching registered slot. A prefill row's
+    accepted count is 0 (the step ignores it). ``prompts`` limits the prompt
+    lengths admitted (default: all)."""
     p = st.p
     bs, W = int(p.geo.block_size), int(p.geo.window)
     pad = p.geo.pad_slot

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.vocab import conj, implies
@@ -16,9 +18,30 @@ def _block_sizes() -> list[int]:
     return sorted({geo.block_size for geo in GEOMETRIES.values()})
 
 
-def _interval() -> tuple:
-    running, new, k = named_int("running_pos"), named_int("new_computed"), named_int("k")
-    return running, new, k, [("positions_nonnegative", conj(running >= 0, new >= 0, running <= new + 1))]
+@dataclass
+class Interval:
+    """A step's interval ``[running_pos, new_computed]``, a candidate boundary
+    ``k * bs``, and the kernel's answer for block size ``bs``."""
+
+    bs: int
+    running: Any = field(default_factory=lambda: named_int("running_pos"))
+    new: Any = field(default_factory=lambda: named_int("new_computed"))
+    k: Any = field(default_factory=lambda: named_int("k"))
+
+    def __post_init__(self) -> None:
+        self.b = mamba_state_copy_boundary(self.running, self.new, self.bs)
+
+    @property
+    def assumptions(self) -> list[tuple[str, Any]]:
+        return [("positions_nonnegative", conj(self.running >= 0, self.new >= 0, self.running <= self.new + 1))]
+
+    @property
+    def k_inside(self) -> Any:
+        """The candidate boundary lies in the interval."""
+        return conj(self.k >= 0, self.k * self.bs >= self.running, self.k * self.bs <= self.new)
+
+    def show(self) -> dict[str, Any]:
+        return {"running_pos": self.running, "new_computed": self.new, "k": self.k, "aligned": self.b.aligned}
 
 
 @obligation("boundary.exact", "boundary",
@@ -26,41 +49,33 @@ def _interval() -> tuple:
             "then aligned is that boundary, dst_col its block and bias its distance from running_pos")
 def exact() -> Iterator[Claim]:
     for bs in _block_sizes():
-        running, new, k, assume = _interval()
-        b = mamba_state_copy_boundary(running, new, bs)
-        boundary_inside = conj(k >= 0, k * bs >= running, k * bs <= new)
+        iv = Interval(bs)
+        b = iv.b
         goal = [
-            ("boundary => copy", implies(boundary_inside, b.needs_copy)),
-            ("copy => aligned inside", implies(b.needs_copy, conj(b.aligned >= running, b.aligned <= new))),
+            ("boundary => copy", implies(iv.k_inside, b.needs_copy)),
+            ("copy => aligned inside", implies(b.needs_copy, conj(b.aligned >= iv.running, b.aligned <= iv.new))),
             ("aligned is the block end", (b.dst_col + 1) * bs == b.aligned),
-            ("bias", b.bias == b.aligned - running),
+            ("bias", b.bias == b.aligned - iv.running),
         ]
-        yield Claim(goal, assume, conj(b.needs_copy, new > b.aligned), f"bs={bs}",
-                    {"running_pos": running, "new_computed": new, "k": k, "aligned": b.aligned})
+        yield Claim(goal, iv.assumptions, conj(b.needs_copy, iv.new > b.aligned), f"bs={bs}", iv.show())
 
 
 @obligation("boundary.single_when_short", "boundary",
             "when the interval is no longer than a block (query_len <= bs) it holds at most one boundary: aligned")
 def single_when_short() -> Iterator[Claim]:
     for bs in _block_sizes():
-        running, new, k, assume = _interval()
-        b = mamba_state_copy_boundary(running, new, bs)
-        assume = assume + [("decode_within_block", new - running + 1 <= bs)]
-        goal = implies(conj(k >= 0, k * bs >= running, k * bs <= new), k * bs == b.aligned)
-        yield Claim(goal, assume, b.needs_copy, f"bs={bs}",
-                    {"running_pos": running, "new_computed": new, "k": k, "aligned": b.aligned})
+        iv = Interval(bs)
+        assume = iv.assumptions + [("decode_within_block", iv.new - iv.running + 1 <= bs)]
+        yield Claim(implies(iv.k_inside, iv.k * bs == iv.b.aligned), assume, iv.b.needs_copy, f"bs={bs}", iv.show())
 
 
 @obligation("boundary.last_published", "boundary",
             "when the interval holds several boundaries only the last is published: every other one lies below aligned")
 def last_published() -> Iterator[Claim]:
     for bs in _block_sizes():
-        running, new, k, assume = _interval()
-        b = mamba_state_copy_boundary(running, new, bs)
-        goal = implies(conj(k >= 0, k * bs >= running, k * bs <= new), k * bs <= b.aligned)
-        cover = conj(k >= 0, k * bs >= running, k * bs < b.aligned)
-        yield Claim(goal, assume, cover, f"bs={bs}",
-                    {"running_pos": running, "new_computed": new, "k": k, "aligned": b.aligned})
+        iv = Interval(bs)
+        cover = conj(iv.k >= 0, iv.k * bs >= iv.running, iv.k * bs < iv.b.aligned)
+        yield Claim(implies(iv.k_inside, iv.k * bs <= iv.b.aligned), iv.assumptions, cover, f"bs={bs}", iv.show())
 
 
 @obligation("boundary.prefill_exact", "boundary",
