@@ -75,17 +75,35 @@ def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
-             "last_failure": None, "conventions": (conv,)}
+             "last_trace": None, "conventions": (conv,)}
     return hypothesis_seed(seed)(type("Campaign", (ReplaySSMMachine,), attrs))
+
+
+def examples_per_combination(examples: int) -> int:
+    """Each convention combination runs the same number of examples, at least
+    one: ``examples`` rounded up to a multiple of the combination count."""
+    return -(-examples // len(Conventions.all()))
+
+
+def check_setup(config: CampaignConfig) -> Any:
+    """The campaign's device and target, or a ``ValueError`` naming what is
+    wrong: set-up problems are not findings about the implementation."""
+    import torch
+
+    if config.device not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda, got {config.device!r}")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: this torch sees no CUDA device")
+    return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
 
 
 def run_worker(config: CampaignConfig, worker: int) -> dict:
     """One process's share of a campaign: every ``jobs``-th convention
     combination, each with its share of the examples (so every combination is
     reached whatever the example count). Returns statistics and failures."""
-    target = load_target(config.impl, cuda=config.device == "cuda")
+    target = check_setup(config)
     combos = Conventions.all()
-    per_combo = max(1, config.examples // len(combos))
+    per_combo = examples_per_combination(config.examples)
     stats, failures = Statistics(), []
     start = time.perf_counter()
     for n in range(worker, len(combos), config.jobs):
@@ -100,11 +118,14 @@ def run_worker(config: CampaignConfig, worker: int) -> dict:
 
 
 def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed: int, error: Exception) -> str:
-    """Write the shrunk failing run as a trace; returns its path."""
-    failure = machine.last_failure
-    trace = failure.trace if failure is not None else {"#meta": {}, "params": None, "actions": []}
-    if trace["params"] is not None:
-        trace["states"] = spec_states(trace)
+    """Write the shrunk failing run as a trace (Hypothesis runs the shrunk
+    example last, so the last run's trace is it); returns its path. A failure
+    before any run recorded its parameters is the harness's, raised."""
+    trace = machine.last_trace
+    if trace is None:
+        raise RuntimeError(f"the fuzz harness failed before its first run (seed {seed}): "
+                           f"{type(error).__name__}: {error}") from error
+    trace["states"] = spec_states(trace)
     trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl", "level": config.level,
                            "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000]})
     folder = Path(config.failures_dir)
@@ -132,7 +153,9 @@ def _merge(parts: list[dict]) -> Statistics:
 def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
     """Run a campaign on ``jobs`` processes; report and return its summary."""
     start = time.perf_counter()
-    print(f"fuzzing {config.impl or 'replayssm.impl'} ({config.level} level) on {config.device}: {config.examples} examples "
+    check_setup(config)
+    examples = examples_per_combination(config.examples) * len(Conventions.all())
+    print(f"fuzzing {config.impl or 'replayssm.impl'} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es)", file=out, flush=True)
     if config.jobs <= 1:
         parts = [run_worker(config, 0)]
@@ -187,14 +210,20 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
     """Re-run a saved trace's launch actions on the spec and the implementation."""
     import torch
 
-    trace = json.loads(Path(path).read_text())
+    try:
+        trace = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not a JSON trace: {e}") from e
+    if not isinstance(trace, dict) or not isinstance(trace.get("params"), dict) \
+            or not isinstance(trace.get("actions"), list):
+        raise ValueError("not a replayable trace: it needs a params object and an actions list")
     if "layers_per_group" not in trace["params"]:
         from .system_traces import launch_trace
 
         trace = launch_trace(trace)
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
-    side = LEVELS[level](setup, load_target(impl, cuda=device == "cuda"), torch.device(device))
+    side = LEVELS[level](setup, load_target(impl, cuda=device == "cuda", level=level), torch.device(device))
     lines = []
     for n, action in enumerate(trace["actions"]):
         spec.run(action)

@@ -51,11 +51,7 @@ class Statistics:
 
 
 class Failure(AssertionError):
-    """A discrepancy or a broken invariant, with the trace that shows it."""
-
-    def __init__(self, message: str, trace: dict) -> None:
-        super().__init__(message)
-        self.trace = trace
+    """A discrepancy between the implementation and the spec."""
 
 
 class ReplaySSMMachine(RuleBasedStateMachine):
@@ -66,7 +62,8 @@ class ReplaySSMMachine(RuleBasedStateMachine):
     level: str = "kernel"
     conventions: tuple[Conventions, ...] = tuple(Conventions.all())
     stats: Statistics = Statistics()
-    last_failure: Failure | None = None
+    last_trace: dict | None = None
+    """The trace of the latest run (the failing one, after Hypothesis shrinks)."""
 
     @initialize(data=st.data())
     def build_system(self, data: Any) -> None:
@@ -76,18 +73,17 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
         self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
+        self.trace: dict = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"},
+                            "params": self.setup.as_json(), "actions": []}
+        type(self).last_trace = self.trace
         self.spec = SpecSide(self.setup)
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
         self.callers = Callers(self.setup, features)
-        self.trace: dict = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"},
-                            "params": self.setup.as_json(), "actions": []}
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {conv.label()}")
 
     def _fail(self, message: str) -> None:
-        failure = Failure(message, self.trace)
-        type(self).last_failure = failure
-        raise failure
+        raise Failure(message)
 
     def execute(self, action: dict) -> None:
         """Run one launch action on both sides and compare every state buffer."""

@@ -21,10 +21,15 @@ KERNELS = (
     "_compact_replayssm_requests_kernel",
     "_reset_new_replayssm_slots_kernel",
 )
+ENTRY_POINTS = {"kernel": KERNELS, "context": ("ReplaySSMModelContext",)}
+"""What each harness level calls on the target."""
 
 
-def load_target(name: str | None = None, *, cuda: bool = False) -> ModuleType:
-    """Import ``name`` (a module name or a ``.py`` path) and check its entry points."""
+def load_target(name: str | None = None, *, cuda: bool = False, level: str = "kernel") -> ModuleType:
+    """Import ``name`` (a module name or a ``.py`` path) and check the entry
+    points the harness ``level`` calls."""
+    if level not in ENTRY_POINTS:
+        raise ValueError(f"--level must be one of {sorted(ENTRY_POINTS)}, got {level!r}")
     name = name or DEFAULT_TARGET
     path = Path(name)
     if path.suffix == ".py":
@@ -46,9 +51,9 @@ def load_target(name: str | None = None, *, cuda: bool = False) -> ModuleType:
             module = importlib.import_module(name)
         except Exception as e:  # ImportError, or the module's own SyntaxError and the like
             raise ValueError(f"--impl module {name!r} cannot be imported: {type(e).__name__}: {e}") from e
-    missing = [k for k in KERNELS if not hasattr(module, k)]
+    missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     if missing:
-        raise ValueError(f"--impl {name!r} lacks the reference entry points {missing}")
+        raise ValueError(f"--impl {name!r} lacks the reference entry points {missing} ({level} level)")
     if not cuda and hasattr(module, "_load_replayssm_materialize"):
         from replayssm.impl.materialize import torch_replayssm_materialize
 

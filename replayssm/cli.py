@@ -167,7 +167,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     try:
         ok, report = replay(args.file, args.impl, args.device, args.level)
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, TypeError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return 2
     print(report)
@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
     f.add_argument("--level", choices=["kernel", "context"], default="kernel",
                    help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
-    f.add_argument("--examples", type=int, help="examples in all (default: the profile's)")
+    f.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "
+                   "combinations (default: the profile's)")
     f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")

@@ -568,9 +568,7 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
     rows = []
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
-        pick = k[f"sched_{r}"]
-        active = st.get("active", r) == 1
-        sched = conj(_b(pick), active)
+        sched = _b(k[f"sched_{r}"])
         prefill = N < prompt
         q, acc = k[f"q_{r}"], k[f"acc_{r}"]
         live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
@@ -581,19 +579,22 @@ def _rows(st: State, k: dict) -> list[RowPlan]:
 
 
 def step_guard(st: State, k: dict) -> Any:
-    """What the scheduler guarantees by construction: scheduled requests are
-    running; a prefill row schedules at most the rest of its prompt; a decode
+    """What the scheduler guarantees by construction: a step schedules at least
+    one request (the model runner returns before any kernel when none is),
+    and only running ones; a prefill row schedules at most the rest of its prompt; a decode
     row stays within the model length and accepts at most what it scheduled
     (at least one token is the assumption ``accepted_within_row``); the live
     column and the fresh slots are in range; a slot the pool hands out is a
     real slot."""
     p = st.p
-    parts = []
-    for row in _rows(st, k):
+    rows = _rows(st, k)
+    parts = [disj(*[row.sched for row in rows])]
+    for row in rows:
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
         parts += [
-            _in(k[f"sched_{r}"], 0, 1), _in(k[f"is_prefilling_{r}"], 0, 1),
+            _in(k[f"sched_{r}"], 0, 1), implies(row.sched, st.get("active", r) == 1),
+            _in(k[f"is_prefilling_{r}"], 0, 1),
             _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),
             implies(row.sched, ite(row.prefill, N + row.q <= prompt,
                                    conj(N + row.q <= p.max_len, row.acc <= row.q))),

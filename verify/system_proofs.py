@@ -12,6 +12,7 @@ problems stay linear); everything else is symbolic.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import combinations, product
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from replayssm.spec.system import (
     initial_state,
     invariants,
 )
-from replayssm.spec.vocab import conj, ite, negate
+from replayssm.spec.vocab import conj, disj, ite, negate
 
 from .obligation import Claim, obligation
 from .terms import Sym, named_int
@@ -160,9 +161,13 @@ class StepCase:
         return ", ".join(f"r{r} {'prefill' if m else 'decode'} live {l}->{c}" for r, m, l, c in self.rows) or "idle"
 
 
-def step_cases(p: SystemParams, max_rows: int = 1) -> list[StepCase]:
+def row_shapes(p: SystemParams) -> list[tuple[int, int, int]]:
+    """Every (prefill, previous live column, new live column) of one scheduled
+    row that the live-column rule admits: in align mode a decode row stays in
+    its column or moves to the next, a prefill chunk moves forward from its
+    previous column (or from none); in mode none the live column is 0."""
     C = p.num_cols
-    per_req: list[tuple[int, int, int]] = []
+    out: list[tuple[int, int, int]] = []
     for mode in (0, 1):
         for live in range(-1, C):
             for col in range(C):
@@ -171,16 +176,33 @@ def step_cases(p: SystemParams, max_rows: int = 1) -> list[StepCase]:
                 else:
                     ok = col == 0 and (live == 0 if mode == 0 else live in (-1, 0))
                 if ok:
-                    per_req.append((mode, live, col))
-    if max_rows < 2:
-        return [StepCase(((r, *x),)) for r in range(p.num_reqs) for x in per_req]
-    # batches: both rows decoding (every live shape), and a decode row beside a
-    # request's first prefill chunk (a fresh block allocated in the same step)
-    decode = [x for x in per_req if x[0] == 0]
-    first = [x for x in per_req if x[0] == 1 and x[1] == -1]
-    pairs = [(a, b) for a in decode for b in decode] + [(a, b) for a in decode for b in first]
-    pairs += [(b, a) for a in decode for b in first]
-    return [StepCase(((0, *a), (1, *b))) for a, b in pairs]
+                    out.append((mode, live, col))
+    return out
+
+
+def step_cases(p: SystemParams, rows: int) -> list[StepCase]:
+    """Every step shape with exactly ``rows`` requests scheduled: each subset
+    of that many requests, each with every row shape (:func:`row_shapes`)."""
+    shapes = row_shapes(p)
+    return [StepCase(tuple((r, *x) for r, x in zip(reqs, combo)))
+            for reqs in combinations(range(p.num_reqs), rows)
+            for combo in product(shapes, repeat=rows)]
+
+
+def case_pins(t: Transition, case: StepCase) -> Any:
+    """What a step shape says about the caller's choice, without the slot-id
+    choices that hold by symmetry: which requests are scheduled, and each
+    scheduled row's phase, previous and new live column."""
+    pre, pins = t.pre, []
+    for r in range(t.p.num_reqs):
+        pins.append(t.picks[f"sched_{r}"] == 0)
+    for r, mode, live, col in case.rows:
+        phase = pre.get("N", r) < pre.get("prompt", r)
+        pins[r] = t.picks[f"sched_{r}"] == 1
+        pins += [phase if mode else negate(phase), pre.get("live", r) == live]
+        if t.p.conv.materialize_prefixes:
+            pins.append(t.picks[f"live_col_{r}"] == col)
+    return conj(*pins)
 
 
 def general_step(p: SystemParams) -> Transition:
@@ -208,8 +230,7 @@ def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | No
     if key in _CACHE:
         return _CACHE[key]
     general = general_step(p)
-    C, NR = p.num_cols, p.num_reqs
-    pre = general.pre
+    C, pre = p.num_cols, general.pre
     shape: list[Any] = []
     for g in range(p.groups):
         for c in range(C):
@@ -218,15 +239,16 @@ def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | No
             shared = named_int(f"pre.shared[{g},{c}]") == 1
             shape.append(pre.get("table", g, 0, c) == ite(null0, 0, 1 + c))
             shape.append(pre.get("table", g, 1, c) == ite(null1, 0, ite(shared, 1 + c, 1 + C + c)))
-    fixed: dict[str, int] = {f"sched_{r}": 0 for r in range(NR)}
-    for r, mode, live, col in case.rows:
-        fixed.update({f"sched_{r}": 1, f"live_col_{r}": col})
-        phase = pre.get("N", r) < pre.get("prompt", r)
-        shape += [pre.get("live", r) == live, pre.get("active", r) == 1, phase if mode else negate(phase)]
+    shape.append(case_pins(general, case))
+    fixed: dict[str, int] = {}
+    for r, _, _, _ in case.rows:
+        shape.append(pre.get("active", r) == 1)
         for g in range(p.groups):
             fixed[f"slot_{g}_{r}"] = fresh[r] if fresh is not None else 2 * C + 1 + r
     shape += [general.picks[k] == v for k, v in fixed.items()]
-    t = Transition(p, "step", pre, {**general.picks, **fixed}, general.outcome, general.guard,
+    sched = {f"sched_{r}": 0 for r in range(p.num_reqs)} | {f"sched_{r}": 1 for r, *_ in case.rows}
+    cols = {f"live_col_{r}": col for r, _, _, col in case.rows if p.conv.materialize_prefixes}
+    t = Transition(p, "step", pre, {**general.picks, **sched, **cols, **fixed}, general.outcome, general.guard,
                    general.assumptions, shape)
     _CACHE[key] = t
     return t
@@ -237,17 +259,18 @@ ALIGN = tuple(label for label, conv in SYSTEM_CONVENTIONS.items() if conv.materi
 
 
 def transitions(action: str, conventions: tuple[str, ...] | None = None,
-                max_rows: int = 1) -> Iterator[tuple[str, Transition]]:
+                rows: tuple[int, ...] = (1,)) -> Iterator[tuple[str, Transition]]:
     """The symbolic transitions of ``action`` under every system convention
     (or those named; admit and free: one per request index; step: one per
-    :class:`StepCase`)."""
+    :class:`StepCase` with a number of scheduled rows in ``rows``)."""
     for label, conv in SYSTEM_CONVENTIONS.items():
         if conventions is not None and label not in conventions:
             continue
         p = system_params(conv)
         if action == "step":
-            for case in step_cases(p, max_rows):
-                yield f"step {label}: {case.label}", case_transition(p, case)
+            for n in rows:
+                for case in step_cases(p, n):
+                    yield f"step {label}: {case.label}", case_transition(p, case)
         else:
             for r in range(p.num_reqs):
                 yield f"{action} req={r} {label}", transition(p, action, req=r)
@@ -276,9 +299,9 @@ def with_solver_params(build: Callable[[], Iterator[Claim]]) -> Callable[[], Ite
 
 
 def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
-               max_rows: int = 1, conventions: tuple[str, ...] | None = None) -> Callable[[], Iterator[Claim]]:
+               rows: tuple[int, ...] = (1,)) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
-        for label, t in transitions(action, conventions, max_rows):
+        for label, t in transitions(action, rows=rows):
             yield preservation_claim(t, label, cover=cover(t))
     build.__name__ = f"preserves_{action}"
     return with_solver_params(build)
@@ -309,24 +332,39 @@ system_free = obligation(
     _preserves("free", lambda t: t.pre.get("reg", 0, 1) != -1))
 system_step = obligation(
     "system.step", "step",
-    "one engine step with one scheduled row, every phase and live-column shape (the other request "
-    "present, possibly sharing blocks, as a padding row or not launched): allocation and copy-on-write, "
-    "live-column move (block copy + migration), forward pass, postprocess, compaction, materialize "
-    "preserve the inductive invariant and pass every safety check", shardable=True)(_preserves("step", _step_cover))
+    "one engine step with one scheduled row, every phase and live-column shape (the other "
+    "request present, possibly sharing blocks, as a padding row or not launched): allocation and "
+    "copy-on-write, live-column move (block copy + migration), forward pass, postprocess, compaction, "
+    "materialize preserve the inductive invariant and pass every safety check", shardable=True)(
+    _preserves("step", _step_cover, rows=(1,)))
 system_step_batch = obligation(
     "system.step_batch", "step",
-    "one engine step with both requests scheduled in align mode (v1: one program per row; v2: rows "
-    "swapped by idx_mapping): both decoding (every pair of live-column shapes) or one decoding beside the "
-    "other's first prefill chunk preserves the inductive invariant and passes every "
-    "safety check (no materialize race)", shardable=True)(
-    _preserves("step", _step_cover, max_rows=2, conventions=("v1-align", "v2-align")))
+    "one engine step with both requests scheduled (v1: one program per row; v2: rows swapped by "
+    "idx_mapping), every pair of row shapes (decode or prefill, every live-column move) preserves the "
+    "inductive invariant and passes every safety check (no materialize race)", shardable=True)(
+    _preserves("step", _step_cover, rows=(2,)))
+
+
+@obligation("system.shapes_cover", "step",
+            "the step shapes of system.step and system.step_batch are every step the caller may take: from "
+            "any state satisfying the inductive invariant, any step the guard and the caller assumptions "
+            "admit schedules a set of requests with phases and live-column moves that one shape lists "
+            "(slot ids aside, which are fixed by symmetry)")
+def shapes_cover() -> Iterator[Claim]:
+    for label, conv in SYSTEM_CONVENTIONS.items():
+        p = system_params(conv)
+        t = general_step(p)
+        shapes = [case_pins(t, case) for n in range(1, p.num_reqs + 1) for case in step_cases(p, n)]
+        facts = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
+        facts += [("guard", t.guard)] + group_parts(t.assumptions)
+        yield Claim([("a listed shape", disj(*shapes))], facts, True, label, t.show(), preprocess=True)
 
 
 # property views over the cached transitions: each proves only its conjuncts
 
 
 STEP_LEMMAS = ("system.step", "system.step_batch")
-ACTION_LEMMAS = ("system.admit", "system.free", "system.step")
+ACTION_LEMMAS = ("system.admit", "system.free", *STEP_LEMMAS)
 
 
 @obligation("system.groups_agree", "step",
@@ -334,7 +372,7 @@ ACTION_LEMMAS = ("system.admit", "system.free", "system.step")
             "materialize) happens in every group or in none", shardable=True, lemmas=STEP_LEMMAS)
 @with_solver_params
 def groups_agree() -> Iterator[Claim]:
-    for label, t in transitions("step", ALIGN):
+    for label, t in transitions("step", ALIGN, rows=(1, 2)):
         claim = preservation_claim(t, label, lambda n: "groups_agree" in n or "publish" in n)
         first_row = [tr.materialize for tr in t.outcome.info["traces"][:1]]
         claim.cover = conj(_step_cover(t), *first_row)
@@ -348,7 +386,7 @@ def groups_agree() -> Iterator[Claim]:
 @with_solver_params
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
-        for label, t in transitions(action):
+        for label, t in transitions(action, rows=(1, 2)):
             yield preservation_claim(t, label, lambda n: "no_token_dropped" in n or "refinement" in n,
                                      cover=_step_cover(t) if action == "step" else True)
 
@@ -359,7 +397,7 @@ def no_token_dropped() -> Iterator[Claim]:
 @with_solver_params
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
-        for label, t in transitions(action, ALIGN):
+        for label, t in transitions(action, ALIGN, rows=(1, 2)):
             yield preservation_claim(t, label, lambda n: "canonical" in n,
                                      cover=_step_cover(t) if action == "step" else True)
 

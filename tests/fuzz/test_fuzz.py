@@ -80,3 +80,29 @@ def test_proof_counterexample_traces_replay_against_implementations(mutant) -> N
                     "tl.store(committed_of + target_slot, 1, mask=publish)")
     ok, report = replay(trace, target, "cpu")
     assert not ok and "num_committed" in report
+
+
+def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> None:
+    """A target without the context level's entry point, or a CUDA campaign
+    without CUDA, is a ``ValueError`` before any run; no trace is written."""
+    fake = tmp_path / "kernels_only.py"
+    fake.write_text("_postprocess_replayssm_kernel = _compact_replayssm_requests_kernel = "
+                    "_reset_new_replayssm_slots_kernel = None\n")
+    failures = tmp_path / "failures"
+    config = CampaignConfig(str(fake), "cpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures), level="context")
+    with pytest.raises(ValueError, match="ReplaySSMModelContext"):
+        run_campaign(config)
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="--device cuda"):
+            run_campaign(CampaignConfig(None, "cuda", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
+    assert not failures.exists()
+
+
+@pytest.mark.parametrize("content", ['{"params": null, "actions": []}', '[1, 2]', '{"params": {}', ])
+def test_replay_rejects_unreplayable_traces(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match="trace"):
+        replay(str(path), None, "cpu")

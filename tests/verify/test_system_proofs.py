@@ -43,10 +43,30 @@ def test_small_actions_are_proved(name):
     ("v1-align", ((1, 1, 0, 1),)),        # prefill chunk after a prefix hit
     ("v2-none", ((0, 0, 0, 0),)),
     ("v2-align", ((0, 0, 1, 1), (1, 1, -1, 0))),  # a decode row beside a first prefill chunk
+    ("v1-align", ((0, 1, 0, 1), (1, 1, -1, 1))),  # two prefill rows, one continuing, one first
+    ("v2-none", ((0, 0, 0, 0), (1, 1, 0, 0))),   # a decode row beside a later prefill chunk
 ])
 def test_step_shapes_are_proved(fresh_cache, conv, rows):
     r = prove(_case_obligation(conv, *rows))
     assert r.status == "proved", r.counterexample or r.detail
+
+
+def test_step_shapes_cover_every_step():
+    r = prove(REGISTRY["system.shapes_cover"])
+    assert r.status == "proved", r.counterexample or r.detail
+
+
+def test_a_dropped_step_shape_is_found(monkeypatch):
+    """Teeth of the coverage proof: leave out the decode row that moves into
+    the next column and the proof names a step no shape lists."""
+    row_shapes = sp.row_shapes
+    monkeypatch.setattr(sp, "row_shapes", lambda p: [x for x in row_shapes(p) if x != (0, 0, 1)])
+    r = prove(REGISTRY["system.shapes_cover"])
+    assert r.status == "failed" and r.counterexample["violated"] == ["a listed shape"]
+    v = r.counterexample["values"]
+    moved = [q for q in range(2) if v[f"pick.sched_{q}"] == 1 and v[f"pre.live[{q}]"] == 0
+             and v[f"pick.live_col_{q}"] == 1 and v[f"pre.N[{q}]"] >= v[f"pre.prompt[{q}]"]]
+    assert moved, v
 
 
 # ---- planted bugs: each one is caller-visible and one system proof kills it
