@@ -17,7 +17,9 @@ from typing import Any
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
+from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
+from replayssm.spec.postprocess import running_position
 
 from .launcher import Setup
 
@@ -318,7 +320,6 @@ class Callers:
             if plan["prefilling"]:
                 r.computed = before + plan["q"]
                 r.ring_start, r.checkpoint_pos = 0, r.computed
-                running = r.computed
                 self.saw("multi-column prefill reset", self.align and plan["live_col"] > before // bs)
             else:
                 pnat = before - r.checkpoint_pos
@@ -329,11 +330,11 @@ class Callers:
                 r.ring_start, committed = kernel_window_after(r.ring_start, pnat, plan["q"], plan["accepted"], W, R)
                 r.computed = before + plan["accepted"]
                 r.checkpoint_pos = r.computed - committed
-                running = r.computed - plan["accepted"] + 1
             r.live_col = plan["live_col"]
-            aligned = (r.computed // bs) * bs
-            if self.align and aligned >= running and aligned >= bs:
-                dst = aligned // bs - 1
+            running = running_position(plan["prefilling"], r.computed, plan["accepted"])
+            boundary = mamba_state_copy_boundary(running, r.computed, bs)
+            if self.align and boundary.needs_copy and boundary.dst_col >= 0:
+                dst, aligned = boundary.dst_col, boundary.aligned
                 slots = [cols[dst] for cols in r.cols]
                 if dst == r.live_col:
                     r.ring_start, r.checkpoint_pos = 0, aligned

@@ -20,7 +20,9 @@ def kernel_checkpoints(pnat: Any, row_len: Any, max_window: Any) -> Any:
 
 
 def materialize_ring_row(start: Any, k: Any, ring_len: Any) -> Any:
-    """Ring row ``k`` of a replay: one conditional subtraction, exact only while ``start + k < 2R``."""
+    """Ring row ``k`` rows after ``start``, by one conditional subtraction (exact
+    only while ``start + k < 2R``): the rows a replay reads and the rows the
+    decode kernel appends to."""
     row = start + k
     return ite(row >= ring_len, row - ring_len, row)
 
@@ -35,6 +37,17 @@ def materialize_plan_ok(ring_start: Any, replay_len: Any, source_committed: Any,
         replay_len <= geo.window,
         replay_len <= source_committed,
     )
+
+
+def tracker_in_range(buffer: str, value: Any, geo: Geometry) -> Any:
+    """The range a tracker entry keeps between steps, which FlashInfer's
+    kernels index by: ``ring_start`` names a ring row in ``[0, R)``,
+    ``num_committed`` counts rows in ``[0, W]``."""
+    if buffer == "ring_start":
+        return conj(value >= 0, value < geo.ring_len)
+    if buffer == "num_committed":
+        return conj(value >= 0, value <= geo.window)
+    raise ValueError(f"buffer must be ring_start or num_committed, got {buffer!r}")
 
 
 def kernel_window_after(start: Any, pnat: Any, row_len: Any, accepted: Any, max_window: Any, ring_len: Any) -> tuple[Any, Any]:

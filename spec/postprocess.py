@@ -105,10 +105,16 @@ def decode_row(mem: Memory, conv: Conventions, batch: Any) -> RowStep:
     accepted = imax(mem.load("num_accepted_tokens", (req,), real), 1)
     decoded_after = computed if conv.post_step else computed_before + accepted
     computed_after = ite(prefilling, computed_before + query_len, decoded_after)
-    running_pos = ite(prefilling, computed_after, computed_after - accepted + 1)
+    running_pos = running_position(prefilling, computed_after, accepted)
     return RowStep(
         req, is_padding, query_len, computed_before, computed_after, accepted, prefilling, running_pos
     )
+
+
+def running_position(prefilling: Any, computed_after: Any, accepted: Any) -> Any:
+    """The position the running state stands for after the step: a prefill
+    row's whole chunk; a decode row's tokens up to its first accepted one."""
+    return ite(prefilling, computed_after, computed_after - accepted + 1)
 
 
 def checkpoint_decision(committed: Any, row_len: Any, window: Any) -> Any:

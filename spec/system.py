@@ -74,7 +74,7 @@ from .assumptions import (
     encode_row,
 )
 from .compaction import compact_program
-from .flashinfer import kernel_checkpoints, materialize_ring_row
+from .flashinfer import kernel_checkpoints, materialize_ring_row, tracker_in_range
 from .geometry import Conventions, Geometry
 from .launch import next_power_of_2
 from .memory import MemoryFault
@@ -639,13 +639,6 @@ def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
     return out
 
 
-def wrap(x: Any, ring_len: int) -> Any:
-    """``x mod R`` for ``0 <= x < 2R`` (every ring index here: start < R and
-    offsets <= R), by one conditional subtraction, which keeps Z3 linear
-    without integer division."""
-    return ite(x >= ring_len, x - ring_len, x)
-
-
 def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
     """Slot ``slot`` of group ``g`` holds exactly ``stream``'s state after
     ``n`` tokens: checkpoint at ``n - nc`` and its committed rows hold the rest."""
@@ -655,7 +648,7 @@ def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
     base = n - nc
     parts = [base >= 0, ck == code(p, stream, base), nc >= 0, nc <= W]
     for j in range(W):
-        row = wrap(rs + j, R)
+        row = materialize_ring_row(rs, j, R)
         parts.append(implies(j < nc, st.get("ring", g, slot, row) == code(p, stream, base + j)))
     return conj(*parts)
 
@@ -831,10 +824,10 @@ def step_apply(st: State, k: dict) -> Outcome:
             cp = kernel_checkpoints(pnat, row.q, W)
             folded = replay(out, g, slot, start, pnat, W)
             fwd.set("ck", (g, slot), folded, conj(dec, cp))
-            base = wrap(start + pnat, R)
+            base = materialize_ring_row(start, pnat, R)  # the append row (kernel_window_after)
             for j in range(p.max_step):
                 tok = ite(j < row.acc, code(p, stream, N + j), GARBAGE)
-                fwd.set("ring", (g, slot, wrap(base + j, R)), tok, conj(dec, j < row.q))
+                fwd.set("ring", (g, slot, materialize_ring_row(base, j, R)), tok, conj(dec, j < row.q))
         # a row the caller scheduled in no group is not run at all
     out = fwd.checkpoint("forward")
 
@@ -965,12 +958,12 @@ def invariants(st: State) -> list[tuple[str, Any]]:
     auxiliary ones that make them inductive."""
     p = st.p
     geo, pad = p.geo, p.geo.pad_slot
-    R, W = int(geo.ring_len), int(geo.window)
     NR, G, S = p.num_reqs, p.groups, p.num_slots
     out: list[tuple[str, Any]] = []
     for g in range(G):
         for s in range(S):
-            out.append(("range", conj(_in(st.get("rs", g, s), 0, R - 1), _in(st.get("nc", g, s), 0, W))))
+            out.append(("range", conj(tracker_in_range("ring_start", st.get("rs", g, s), geo),
+                                       tracker_in_range("num_committed", st.get("nc", g, s), geo))))
     for r in range(NR):
         act = st.get("active", r) == 1
         N, live, stream = st.get("N", r), st.get("live", r), st.get("stream", r)

@@ -13,7 +13,7 @@ from typing import Any
 import z3
 
 from replayssm.spec import assumptions as env
-from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after, materialize_plan_ok
+from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after, materialize_plan_ok, tracker_in_range
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
@@ -25,7 +25,6 @@ from .scenarios import (
     PostprocessCase,
     decode_case,
     postprocess_case,
-    tracker_in_range,
 )
 from .terms import Sym, lift, named_int
 

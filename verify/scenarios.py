@@ -15,6 +15,7 @@ import z3
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
+from replayssm.spec.flashinfer import tracker_in_range
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.migration import MigrationTrace, migrate_program
 from replayssm.spec import postprocess as postprocess_spec
@@ -84,13 +85,6 @@ def buffer_shapes(geo: Geometry, sz: Sizes, cumulative: bool) -> dict[str, tuple
         "src_slots": (sz.total_layers * geo.max_num_reqs,),
         "dst_slots": (sz.total_layers * geo.max_num_reqs,),
     }
-
-
-def tracker_in_range(buffer: str, value: Any, geo: Geometry) -> Any:
-    """The range invariant of one tracker entry."""
-    if buffer == "ring_start":
-        return conj(value >= 0, value < geo.ring_len)
-    return conj(value >= 0, value <= geo.window)
 
 
 def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[tuple[str, Any]]:
