@@ -92,6 +92,8 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         self.spec.run(action)
         t1 = time.perf_counter()
         self.impl.run(action)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # kernel time, not launch time
         t2 = time.perf_counter()
         self.stats.spec_seconds += t1 - t0
         self.stats.kernel_seconds += t2 - t1

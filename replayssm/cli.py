@@ -46,6 +46,9 @@ def _prove(args: argparse.Namespace) -> int:
                 print(render_scenario(r.counterexample))
                 path = save_counterexample(r, Path(args.counterexamples))
                 print(f"    counterexample saved to {path}")
+                if "trace" in r.counterexample:
+                    print(f"    its run saved to {path.with_suffix('.trace.json')} "
+                          "(replayssm-verify explain FILE prints it step by step)")
     total = time.perf_counter() - start
     order = {n: i for i, n in enumerate(ob.name for ob in chosen)}
     results.sort(key=lambda r: order[r.name])

@@ -39,6 +39,9 @@ class Claim:
     case: str = ""
     show: dict[str, Any] = field(default_factory=dict)
     memories: list[SymbolicMemory] = field(default_factory=list)
+    trace: dict | None = None
+    """A replayable system trace (``verify.traces`` format) of the failure
+    this claim already knows of (the explicit BMC), saved with its scenario."""
     preprocess: bool = False
     """Check the whole goal in one query after Z3's equation solving and
     simplification (:data:`PREPROCESS`); for large claims whose assumptions
@@ -162,7 +165,10 @@ def _scenario(claim: Claim, model: z3.ModelRef) -> dict:
                     "value": _value(model, a.value),
                 }
             )
-    return {"case": claim.case, "violated": violated, "values": values, "accesses": accesses}
+    out = {"case": claim.case, "violated": violated, "values": values, "accesses": accesses}
+    if claim.trace is not None:
+        out["trace"] = claim.trace
+    return out
 
 
 def render_scenario(scenario: dict) -> str:
@@ -279,9 +285,16 @@ def merge_shards(results: list[Result]) -> Result:
 
 
 def save_counterexample(result: Result, folder: Path) -> Path:
-    """Write a failed result's scenario as JSON; returns the file."""
+    """Write a failed result's scenario as JSON, and its system trace (if it
+    has one) beside it as ``<name>.trace.json`` for ``explain``/``replay``;
+    returns the scenario's file."""
     folder.mkdir(parents=True, exist_ok=True)
+    scenario = dict(result.counterexample or {})
+    trace = scenario.pop("trace", None)
+    if trace is not None:
+        trace_path = folder / f"{result.name}.trace.json"
+        trace_path.write_text(json.dumps(trace, indent=1))
+        scenario["trace_file"] = str(trace_path)
     path = folder / f"{result.name}.json"
-    path.write_text(json.dumps({"obligation": result.name, "assumptions": result.assumptions,
-                                **(result.counterexample or {})}, indent=2))
+    path.write_text(json.dumps({"obligation": result.name, "assumptions": result.assumptions, **scenario}, indent=2))
     return path

@@ -4,8 +4,12 @@ written up in docs/assumptions.md."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import pytest
 
+from replayssm.spec.assumptions import Assumption
 from replayssm.spec.system import SYSTEM_ASSUMPTIONS
 from replayssm.verify import system_proofs as sp
 from replayssm.verify.obligation import Obligation, prove
@@ -64,3 +68,16 @@ def test_assumption_whose_drop_breaks_only_an_auxiliary_conjunct(name):
     r = _run(name, drop=True)
     assert r.status == "failed"
     assert r.counterexample["violated"] == ["inv(post): " + AUXILIARY_ONLY[name]]
+
+
+@pytest.mark.parametrize("module", ["assumptions", "binding"])
+def test_every_declared_assumption_is_catalogued_and_documented(module):
+    """``ALL`` of each spec module lists every ``Assumption`` the module
+    declares, and the docs name each one (docs/spec.md or docs/assumptions.md)."""
+    mod = importlib.import_module(f"replayssm.spec.{module}")
+    declared = {v.name for v in vars(mod).values() if isinstance(v, Assumption)}
+    own = {a.name for a in mod.ALL}
+    assert declared == own
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    doc = (docs / "spec.md").read_text() + (docs / "assumptions.md").read_text()
+    assert [a.name for a in mod.ALL if f"`{a.name}`" not in doc] == []
