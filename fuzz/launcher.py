@@ -14,6 +14,7 @@ free.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -63,6 +64,16 @@ class Setup:
                    tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"])
 
 
+def copy_trackers(copies: list, trackers: Callable[[str, int], Any]) -> None:
+    """A scheduler block copy: for each ``(group, src, dst)`` the destination
+    slot takes the source slot's ``ring_start`` and ``num_committed``
+    (``trackers(buffer, group)`` is that group's writable row of the buffer)."""
+    for g, src, dst in copies:
+        for b in ("ring_start", "num_committed"):
+            row = trackers(b, g)
+            row[dst] = row[src]
+
+
 def _step_inputs(picks: dict) -> dict[str, np.ndarray]:
     out = {}
     for key, value in picks.items():
@@ -83,9 +94,7 @@ class SpecSide:
     def run(self, action: dict) -> Any:
         name, picks = action["name"], action["picks"]
         if name == "block_copy":
-            for g, src, dst in picks["copies"]:
-                for b in ("ring_start", "num_committed"):
-                    self.buffers[b][g, dst] = self.buffers[b][g, src]
+            copy_trackers(picks["copies"], lambda b, g: self.buffers[b][g])
             return None
         if name == "set_state":
             for b, values in picks.items():
@@ -134,9 +143,7 @@ class KernelSide:
     def run(self, action: dict) -> None:
         name, picks = action["name"], action["picks"]
         if name == "block_copy":
-            for g, src, dst in picks["copies"]:
-                for b in ("ring_start", "num_committed"):
-                    self.t[b][g, dst] = self.t[b][g, src]
+            copy_trackers(picks["copies"], lambda b, g: self.t[b][g])
             return
         if name == "set_state":
             for b, values in picks.items():
@@ -234,9 +241,7 @@ class ContextSide:
     def run(self, action: dict) -> None:
         name, picks = action["name"], action["picks"]
         if name == "block_copy":
-            for g, src, dst in picks["copies"]:
-                for t in self.trackers[g]:
-                    t[dst] = t[src]
+            copy_trackers(picks["copies"], lambda b, g: self.trackers[g][b == "num_committed"])
             return
         if name == "set_state":
             for b, values in picks.items():

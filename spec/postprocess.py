@@ -141,6 +141,13 @@ def prefill_columns(row: RowStep, block_size: Any) -> tuple[Any, Any]:
     return first, last
 
 
+def packed_offset(layer: Any, batch: Any, geo: Geometry) -> Any:
+    """Where row ``batch`` of a group's ``layer`` sits in the packed source and
+    destination tables, from the group's ``packed_base``: one row block of
+    ``MAX_NUM_REQS`` entries per layer."""
+    return layer * geo.max_num_reqs + batch
+
+
 def postprocess_program(
     mem: Memory, geo: Geometry, conv: Conventions, batch: Any, group: Any
 ) -> PostprocessTrace:
@@ -166,7 +173,7 @@ def postprocess_program(
         base = mem.load("packed_base", (group,), real)
         layers = mem.load("num_layers", (group,), real)
         for layer in mem.each(0, layers, real):
-            entry = pointer_add(base, layer * geo.max_num_reqs + batch)
+            entry = pointer_add(base, packed_offset(layer, batch, geo))
             mem.store("src_slots", (entry,), ite(materialize, live_slot, pad))
             mem.store("dst_slots", (entry,), ite(materialize, dst_slot, pad))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import z3
 
@@ -15,7 +16,7 @@ from replayssm.spec.migration import migrate_program
 from .memory import SymbolicMemory
 from .goals import TRACKERS, in_bounds, race_free, within_int32
 from .obligation import Claim, obligation
-from .scenarios import GEOMETRIES, MigrationCase, migration_case
+from .scenarios import GEOMETRIES, MigrationCase, migration_case, pair_show, program_pair
 from .terms import Sym, lift, named_int
 
 
@@ -89,9 +90,7 @@ def int32() -> Iterator[Claim]:
 def determinism() -> Iterator[Claim]:
     for gname, geo in GEOMETRIES.items():
         for has_map in (False, True):
-            arrays: dict = {}
-            p = migration_case(has_map, geo, program="p", arrays=arrays)
-            q = migration_case(has_map, geo, program="q", arrays=arrays, sizes=p.sizes)
+            p, q = program_pair(partial(migration_case, has_map, geo))
             pad = geo.pad_slot
             same_group = p.group == q.group
             fresh = []
@@ -104,5 +103,4 @@ def determinism() -> Iterator[Claim]:
             distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
             yield Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
                         conj(same_group, p.trace.changed, q.trace.changed), f"{gname} {'map' if has_map else 'nomap'}",
-                        {**{f"p.{k}": v for k, v in p.show().items()}, **{f"q.{k}": v for k, v in q.show().items()}},
-                        [p.mem, q.mem])
+                        pair_show(p, q), [p.mem, q.mem])

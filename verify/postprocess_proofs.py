@@ -8,6 +8,7 @@ trackers, slots, tables, batch and group indices.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import z3
@@ -15,6 +16,7 @@ import z3
 from replayssm.spec import assumptions as env
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after, materialize_plan_ok, tracker_in_range
 from replayssm.spec.geometry import Conventions
+from replayssm.spec.postprocess import packed_offset
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from .goals import TRACKERS, in_bounds, race_free, within_int32
@@ -24,7 +26,9 @@ from .scenarios import (
     INVARIANT_LIVE_REFINES,
     PostprocessCase,
     decode_case,
+    pair_show,
     postprocess_case,
+    program_pair,
 )
 from .terms import Sym, lift, named_int
 
@@ -260,7 +264,7 @@ def plan_per_group() -> Iterator[Claim]:
         layer = named_int("any_layer")
         base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
         layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
-        entry = base + layer * geo.max_num_reqs + t.batch
+        entry = base + packed_offset(layer, t.batch, geo)
         expected = {"src_slots": ite(t.materialize, t.live_slot, geo.pad_slot),
                     "dst_slots": ite(t.materialize, t.dst_slot, geo.pad_slot)}
         every_layer = []
@@ -295,7 +299,7 @@ def frame() -> Iterator[Claim]:
                 ok = conj(t.group == 0, w.index[0] == t.batch)
             else:
                 ok = conj(real, disj(*[conj(v >= 0, v < layers,
-                                            w.index[0] == base + v * geo.max_num_reqs + t.batch) for v in w.loop_vars]))
+                                            w.index[0] == base + packed_offset(v, t.batch, geo)) for v in w.loop_vars]))
             parts.append(implies(w.guard, ok))
         yield _claim(label, c, conj(*parts), conj(t.prefill, t.last_col > t.first_col))
 
@@ -335,9 +339,7 @@ def int32() -> Iterator[Claim]:
 def determinism() -> Iterator[Claim]:
     for gname, geo in GEOMETRIES.items():
         for conv in REPRESENTATIVE:
-            arrays: dict = {}
-            p = postprocess_case(conv, geo, program="p", arrays=arrays)
-            q = postprocess_case(conv, geo, program="q", arrays=arrays, sizes=p.sizes)
+            p, q = program_pair(partial(postprocess_case, conv, geo))
             yield _race_claim(f"{gname} {conv.label()}", p, q)
 
 
@@ -357,5 +359,4 @@ def _race_claim(label: str, p: PostprocessCase, q: PostprocessCase) -> Claim:
         base_p, layers_p, base_q, layers_q, p.geo.max_num_reqs, p.trace.group == q.trace.group)))
     shared_plan = conj(p.trace.group == q.trace.group, p.trace.decode, q.trace.prefill)
     return Claim(race_free(p.mem, q.mem), p.assumptions + q.assumptions + aliasing + [("distinct_programs", distinct)],
-                 shared_plan, label, {**{f"p.{k}": v for k, v in p.show().items()},
-                                      **{f"q.{k}": v for k, v in q.show().items()}}, [p.mem, q.mem])
+                 shared_plan, label, pair_show(p, q), [p.mem, q.mem])

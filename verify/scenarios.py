@@ -8,6 +8,7 @@ they need from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,3 +262,16 @@ def migration_case(
     ]
     a += memory_facts(mem, geo, sz)
     return MigrationCase(geo, sz, mem, trace, batch, group, has_idx_mapping, intermediates, a)
+
+
+def program_pair(build: Callable[..., Any]) -> tuple[Any, Any]:
+    """Two programs ``p`` and ``q`` of one launch: ``build(program=..., arrays=...,
+    sizes=...)`` twice over the same initial memory and launch sizes."""
+    arrays: dict = {}
+    p = build(program="p", arrays=arrays)
+    return p, build(program="q", arrays=arrays, sizes=p.sizes)
+
+
+def pair_show(p: Any, q: Any) -> dict[str, Any]:
+    """Both programs' shown values, prefixed ``p.`` and ``q.``."""
+    return {**{f"p.{k}": v for k, v in p.show().items()}, **{f"q.{k}": v for k, v in q.show().items()}}
