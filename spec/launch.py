@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .compaction import CompactionTrace, compact_program
-from .geometry import Conventions, Geometry
+from .geometry import Conventions, Geometry, _require_int
 from .memory import ConcreteMemory, VectorMemory
 from .migration import MigrationTrace, migrate_program
 from .postprocess import PostprocessTrace, postprocess_program
@@ -24,19 +24,37 @@ Buffers = Mapping[str, np.ndarray]
 
 
 def next_power_of_2(n: int) -> int:
-    """Triton's ``next_power_of_2``: the compaction program's lane count."""
-    return 1 << max(n - 1, 0).bit_length()
+    """Triton's ``next_power_of_2``: the compaction program's lane count
+    (``n`` is ``MAX_NUM_REQS``, at least 1)."""
+    n = _size("n", n, 1)
+    return 1 << (n - 1).bit_length()
+
+
+def _size(name: str, value: int, lo: int, hi: int | None = None) -> int:
+    """``value`` as a Python int, or a ``ValueError`` naming ``name`` and the range ``[lo, hi]``."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    _require_int(name, value, lo, hi)
+    return value
+
+
+def _check_num_reqs(num_reqs: int, geo: Geometry) -> None:
+    """A launch's row count: 0 (an empty launch) up to ``MAX_NUM_REQS``."""
+    _size("num_reqs", num_reqs, 0, geo.max_num_reqs)
 
 
 def allocate(
     geo: Geometry, num_cols: int, num_slots: int, layers_per_group: Sequence[int]
 ) -> dict[str, np.ndarray]:
     """Fresh worker buffers as ``ReplaySSMModelContext.create`` leaves them."""
+    geo.validated()
+    _size("num_cols", num_cols, 1)
+    _size("num_slots", num_slots, 1)
     groups = len(layers_per_group)
     if groups < 1:
         raise ValueError("layers_per_group must name at least one cache group")
-    if any(n < 1 for n in layers_per_group):
-        raise ValueError(f"layers_per_group entries must be >= 1, got {list(layers_per_group)}")
+    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in layers_per_group):
+        raise ValueError(f"layers_per_group entries must be ints >= 1, got {list(layers_per_group)}")
     rows = geo.max_num_reqs
     i32 = np.int32
     return {
@@ -62,6 +80,7 @@ def postprocess_launch(
 ) -> list[PostprocessTrace] | PostprocessTrace:
     """The postprocess grid ``(num_reqs, groups)``; returns per-program traces
     (or one lane-wise trace when vectorized)."""
+    _check_num_reqs(num_reqs, geo)
     groups = buffers["block_table"].shape[0]
     if vectorized:
         batch, group = _grid(num_reqs, groups)
@@ -75,6 +94,7 @@ def postprocess_launch(
 
 def compact_launch(buffers: Buffers, geo: Geometry, num_reqs: int) -> CompactionTrace:
     """The single-program compaction launch."""
+    _check_num_reqs(num_reqs, geo)
     mem = ConcreteMemory(buffers)
     return compact_program(mem, geo.max_num_reqs, num_reqs, next_power_of_2(geo.max_num_reqs))
 
@@ -83,6 +103,7 @@ def migrate_launch(
     buffers: Buffers, geo: Geometry, has_idx_mapping: bool, num_reqs: int, *, vectorized: bool = False
 ) -> list[MigrationTrace] | MigrationTrace:
     """The migration grid ``(num_reqs, groups)``."""
+    _check_num_reqs(num_reqs, geo)
     groups = buffers["block_table"].shape[0]
     if vectorized:
         batch, group = _grid(num_reqs, groups)
@@ -99,6 +120,7 @@ def postprocess_step(
 ) -> list[PostprocessTrace] | PostprocessTrace:
     """``ReplaySSMModelContext.postprocess`` without the numeric materialize:
     commit and plan in all groups, then compact the work list in align mode."""
+    _check_num_reqs(num_reqs, geo)
     traces = postprocess_launch(buffers, geo, conv, num_reqs, vectorized=vectorized)
     if conv.materialize_prefixes and num_reqs > 0:
         compact_launch(buffers, geo, num_reqs)

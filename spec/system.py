@@ -75,7 +75,7 @@ from .assumptions import (
 )
 from .compaction import compact_program
 from .flashinfer import kernel_checkpoints, materialize_ring_row, tracker_in_range
-from .geometry import Conventions, Geometry
+from .geometry import NULL_BLOCK_ID, Conventions, Geometry, _require_int
 from .launch import next_power_of_2
 from .memory import MemoryFault
 from .migration import migrate_program
@@ -106,6 +106,35 @@ class SystemParams:
     num_slots: int = 7
     num_streams: int = 2
     swap_rows: bool = False
+
+    def __post_init__(self) -> None:
+        """Reject a world the model cannot describe, naming the field and its
+        range: slot 0 of every group is the null block (``geo.pad_slot``) and
+        slots ``1 .. num_slots - 1`` are the real ones, so a world needs at
+        least one real slot; every group has at least one layer."""
+        if not isinstance(self.geo, Geometry):
+            raise ValueError(f"geo must be a Geometry, got {self.geo!r}")
+        if not isinstance(self.conv, Conventions):
+            raise ValueError(f"conv must be a Conventions, got {self.conv!r}")
+        try:
+            self.geo.validated()
+        except ValueError as e:
+            raise ValueError(f"geo.{e}") from None
+        if self.geo.pad_slot != NULL_BLOCK_ID:
+            raise ValueError(f"geo.pad_slot must be {NULL_BLOCK_ID} (slot 0 is the null block of every group), "
+                             f"got {self.geo.pad_slot}")
+        layers = self.layers
+        if not isinstance(layers, (tuple, list)) or not layers:
+            raise ValueError(f"layers must be a non-empty tuple of layer counts >= 1 (one per cache group), "
+                             f"got {layers!r}")
+        for g, n in enumerate(layers):
+            _require_int(f"layers[{g}]", n, 1)
+        object.__setattr__(self, "layers", tuple(layers))  # hashable: params key caches
+        _require_int("num_cols", self.num_cols, 1)
+        _require_int("num_slots", self.num_slots, 2)
+        _require_int("num_streams", self.num_streams, 1)
+        if not isinstance(self.swap_rows, bool):
+            raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
 
     @property
     def num_reqs(self) -> int:
@@ -1062,21 +1091,45 @@ class StepRefused(ValueError):
     """An action whose guard or assumptions do not hold in this state."""
 
 
+def _action(name: str) -> Action:
+    """The action called ``name``; an unknown name is a ``ValueError`` naming the known ones."""
+    if name not in ACTIONS:
+        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, got {name!r}")
+    return ACTIONS[name]
+
+
+@lru_cache(maxsize=None)
+def _pick_defaults(p: SystemParams, action: str) -> dict[str, int]:
+    return {s.name: s.lo for s in _action(action).picks(p)}
+
+
+def checked_picks(p: SystemParams, action: str, picks: dict) -> dict:
+    """``picks`` over every pick of ``action`` (defaults filled in). A name the
+    action does not declare (a misspelt pick would otherwise be ignored
+    silently) is a ``ValueError`` naming it and the declared ones; so is an
+    unknown action."""
+    defaults = _pick_defaults(p, action)
+    unknown = [k for k in picks if k not in defaults]
+    if unknown:
+        raise ValueError(f"{action}: unknown pick{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))}; the picks of {action} are {', '.join(defaults)}")
+    return {**defaults, **picks}
+
+
 def default_picks(p: SystemParams, action: str, **given: int) -> dict:
     """Every pick of ``action`` (defaults filled in), for hand-written runs."""
-    picks = {s.name: s.lo for s in ACTIONS[action].picks(p)}
-    picks.update(given)
-    return picks
+    return checked_picks(p, action, given)
 
 
 def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool = True,
                dropped: tuple[str, ...] = ()) -> Outcome:
     """Run one action on a concrete state; refuses it (``StepRefused``) when its
-    guard or a (non-dropped) assumption fails. Failed safety checks come back
-    in ``Outcome.checks`` (see :func:`failed_checks`); only a concrete
+    guard or a (non-dropped) assumption fails. An unknown action or pick name
+    is a ``ValueError`` (see :func:`checked_picks`). Failed safety checks come
+    back in ``Outcome.checks`` (see :func:`failed_checks`); only a concrete
     out-of-bounds access raises (``MemoryFault``)."""
-    a = ACTIONS[action]
-    picks = {**default_picks(st.p, action), **picks}
+    a = _action(action)
+    picks = checked_picks(st.p, action, picks)
     if not a.guard(st, picks):
         raise StepRefused(f"{action}: guard does not hold for {picks}")
     if check_assumptions:
