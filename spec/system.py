@@ -633,11 +633,28 @@ def step_guard(st: State, k: dict) -> Any:
     return conj(*parts)
 
 
+def shared_block(st: State, g: int, slot: Any, sched: Any) -> Any:
+    """A scheduled row's live block ``slot`` (of group ``g``) is named by
+    another table too (``ref > 1``): the step copies it on write."""
+    return conj(sched, slot != st.p.geo.pad_slot, st.get("ref", g, slot) > 1)
+
+
+def needs_fresh_slot(st: State, g: int, slot: Any, sched: Any, null: Any) -> Any:
+    """A scheduled row takes a fresh slot in group ``g`` for its live column,
+    whose slot is ``slot`` now: the column holds the null block and the
+    row's ``null`` pick does not keep it null, or the block is shared
+    (:func:`shared_block`). On ints a Python bool, on Z3 terms a term."""
+    return disj(conj(sched, slot == st.p.geo.pad_slot, null == 0), shared_block(st, g, slot, sched))
+
+
 def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
     """The caller assumptions one engine step relies on, named."""
     p, geo, conv = st.p, st.p.geo, st.p.conv
     out: list[tuple[str, Any]] = []
     rows = _rows(st, k)
+    fresh = {(g, row.r): needs_fresh_slot(st, g, st.get("table", g, row.r, row.live_col), row.sched,
+                                          k[f"null_{g}_{row.r}"])
+             for row in rows for g in range(p.groups)}
     for row in rows:
         r, gh = row.r, row.ghost
         fwd = GhostRow(gh.computed_before, gh.query_len, gh.accepted, row.prefill, gh.live_col, r)
@@ -653,18 +670,13 @@ def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
             (GROUPS_AGREE_ON_NULL.name, implies(s, GROUPS_AGREE_ON_NULL([k[f"null_{g}_{r}"] for g in range(p.groups)]))),
         ]
         for g in range(p.groups):
-            col_slot = st.get("table", g, r, row.live_col)
-            needs = disj(conj(s, col_slot == geo.pad_slot, k[f"null_{g}_{r}"] == 0),
-                         conj(s, col_slot != geo.pad_slot, st.get("ref", g, col_slot) > 1))
-            fresh = k[f"slot_{g}_{r}"]
-            out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, fresh)))))
+            needs = fresh[g, r]
+            slot = k[f"slot_{g}_{r}"]
+            out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, slot)))))
             for other in rows:
                 if other.r > r:
-                    o_slot = st.get("table", g, other.r, other.live_col)
-                    o_needs = disj(conj(other.sched, o_slot == geo.pad_slot, k[f"null_{g}_{other.r}"] == 0),
-                                   conj(other.sched, o_slot != geo.pad_slot, st.get("ref", g, o_slot) > 1))
-                    out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, o_needs), FRESH_DISTINCT_DESTINATIONS(
-                        fresh, k[f"slot_{g}_{other.r}"], geo.pad_slot))))
+                    out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, fresh[g, other.r]), FRESH_DISTINCT_DESTINATIONS(
+                        slot, k[f"slot_{g}_{other.r}"], geo.pad_slot))))
     return out
 
 
@@ -804,8 +816,8 @@ def step_apply(st: State, k: dict) -> Outcome:
         for g in range(p.groups):
             cur = st.get("table", g, row.r, row.live_col)
             fresh = k[f"slot_{g}_{row.r}"]
-            cow = conj(row.sched, cur != pad, st.get("ref", g, cur) > 1)
-            alloc = disj(conj(row.sched, cur == pad, k[f"null_{g}_{row.r}"] == 0), cow)
+            cow = shared_block(st, g, cur, row.sched)
+            alloc = needs_fresh_slot(st, g, cur, row.sched, k[f"null_{g}_{row.r}"])
             out.set("table", (g, row.r, row.live_col), fresh, alloc)
             out.set("ref", (g, cur), out.get("ref", g, cur) - 1, cow)
             out.set("ref", (g, fresh), out.get("ref", g, fresh) + 1, alloc)
@@ -1174,11 +1186,67 @@ def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[dict[str, int
     return levels
 
 
+@dataclass(frozen=True)
+class RowOption:
+    """One row a running request may schedule in a step under every caller
+    assumption: query length ``q``, the accepted counts it allows (``1 .. q``
+    for a decode row; ``0 .. W`` for a prefill row, which the step ignores),
+    the ``is_prefilling`` flag and the live column the row ends in."""
+
+    q: int
+    accepted: range
+    prefilling: int
+    live_col: int
+
+    def picks(self, r: int, acc: int) -> dict[str, int]:
+        """The step picks of request ``r`` taking this row with ``acc`` accepted."""
+        return {f"sched_{r}": 1, f"q_{r}": self.q, f"acc_{r}": acc, f"live_col_{r}": self.live_col,
+                f"is_prefilling_{r}": self.prefilling}
+
+
+def row_options(st: State, r: int) -> list[RowOption]:
+    """Every row running request ``r`` may take in the next step: a prefill
+    chunk ending on a block boundary or at the prompt's end (any length up
+    to the rest of the prompt in mode none), or a decode row of 1 .. T
+    tokens within the window, the ring's step room, the block and the model
+    length (none left: no option)."""
+    p = st.p
+    bs, W = int(p.geo.block_size), int(p.geo.window)
+    N, prompt = st.get("N", r), st.get("prompt", r)
+    if N < prompt:
+        rest = prompt - N
+        if p.conv.materialize_prefixes:
+            qs = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
+        else:
+            qs = list(range(1, rest + 1))
+        rows = [(q, range(0, W + 1), 1) for q in qs]
+    else:
+        top = min(p.max_step, W, bs, p.max_len - N)
+        rows = [(q, range(1, q + 1), 0) for q in range(1, top + 1)]
+    return [RowOption(q, acc, flag, (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0)
+            for q, acc, flag in rows]
+
+
+def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
+                 choose: Callable[[list[int]], int]) -> dict[int, int] | None:
+    """A fresh slot for each group where request ``r``'s row ending in
+    ``live_col`` needs one (:func:`needs_fresh_slot`; these generators never
+    keep a column null), chosen by ``choose`` among the free slots not
+    ``taken`` by an earlier row; None when some group has none left."""
+    slots = {}
+    for g in range(st.p.groups):
+        if needs_fresh_slot(st, g, st.get("table", g, r, live_col), True, 0):
+            free = [s for s in _free_slots(st, g) if s not in taken[g]]
+            if not free:
+                return None
+            slots[g] = choose(free)
+    return slots
+
+
 def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, dict]:
     """A random action with picks that satisfy its guard and every caller
     assumption: the generator the concrete walks (and later the fuzzer) use."""
     p = st.p
-    bs, W = int(p.geo.block_size), int(p.geo.window)
     active = [r for r in range(p.num_reqs) if st.get("active", r) == 1]
     waiting = [r for r in range(p.num_reqs) if st.get("active", r) == 0]
     choices = [a for a, ok in zip(("admit", "step", "free"), (waiting, active, active)) if ok]
@@ -1201,36 +1269,19 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
         for r in active:
             if rng.random() < 0.2:
                 continue
-            N, prompt = st.get("N", r), st.get("prompt", r)
-            if N < prompt:
-                rest = prompt - N
-                if p.conv.materialize_prefixes:
-                    options = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
-                else:
-                    options = list(range(1, rest + 1))
-                q, acc, flag = rng.choice(options), rng.randint(0, W), 1
-            else:
-                top = min(p.max_step, W, bs, p.max_len - N)
-                if top < 1:
-                    continue
-                q = rng.randint(1, top)
-                acc, flag = rng.randint(1, q), 0
-            live = (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0
-            slots = {}
-            for g in range(p.groups):
-                cur = st.get("table", g, r, live)
-                if cur == p.geo.pad_slot or st.get("ref", g, cur) > 1:
-                    free = [s for s in _free_slots(st, g) if s not in taken[g]]
-                    if not free:
-                        break
-                    slots[g] = rng.choice(free)
-            else:
-                for g, s in slots.items():
-                    taken[g].add(s)
-                    picks[f"slot_{g}_{r}"] = s
-                picks.update({f"sched_{r}": 1, f"q_{r}": q, f"acc_{r}": acc, f"live_col_{r}": live,
-                              f"is_prefilling_{r}": flag})
-                any_sched = True
+            options = row_options(st, r)
+            if not options:
+                continue
+            row = rng.choice(options)
+            acc = rng.choice(row.accepted)
+            slots = _fresh_slots(st, r, row.live_col, taken, rng.choice)
+            if slots is None:
+                continue
+            for g, s in slots.items():
+                taken[g].add(s)
+                picks[f"slot_{g}_{r}"] = s
+            picks.update(row.picks(r, acc))
+            any_sched = True
         if any_sched:
             return action, picks
         choices = [a for a in choices if a != "step"] or ["free"]
@@ -1245,8 +1296,6 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
     accepted count is 0 (the step ignores it). ``prompts`` limits the prompt
     lengths admitted (default: all)."""
     p = st.p
-    bs, W = int(p.geo.block_size), int(p.geo.window)
-    pad = p.geo.pad_slot
     for r in range(p.num_reqs):
         if st.get("active", r) == 1:
             yield "free", default_picks(p, "free", req=r)
@@ -1257,45 +1306,30 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
                 yield "admit", dict(picks)
                 for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
                     yield "admit", {**picks, **level, "hit": hit}
-    options: list[list[dict]] = []
+    options: list[list[tuple[RowOption, int] | None]] = []
     for r in range(p.num_reqs):
-        mine: list[dict] = [{}]
+        mine: list[tuple[RowOption, int] | None] = [None]
         if st.get("active", r) == 1:
-            N, prompt = st.get("N", r), st.get("prompt", r)
-            rows = []
-            if N < prompt:
-                rest = prompt - N
-                qs = ([rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
-                      if p.conv.materialize_prefixes else list(range(1, rest + 1)))
-                rows = [(q, 0, 1) for q in qs]
-            else:
-                top = min(p.max_step, W, bs, p.max_len - N)
-                rows = [(q, a, 0) for q in range(1, top + 1) for a in range(1, q + 1)]
-            for q, acc, flag in rows:
-                live = (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0
-                mine.append({f"sched_{r}": 1, f"q_{r}": q, f"acc_{r}": acc, f"live_col_{r}": live,
-                             f"is_prefilling_{r}": flag})
+            mine += [(row, acc) for row in row_options(st, r)
+                     for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
         options.append(mine)
     for combo in product(*options):
-        picks = default_picks(p, "step")
         if not any(combo):
             continue
+        picks = default_picks(p, "step")
         taken: dict[int, set] = {g: set() for g in range(p.groups)}
-        ok = True
         for r, choice in enumerate(combo):
-            if not choice:
+            if choice is None:
                 continue
-            picks.update(choice)
-            for g in range(p.groups):
-                cur = st.get("table", g, r, choice[f"live_col_{r}"])
-                if cur == pad or st.get("ref", g, cur) > 1:
-                    free = [s for s in _free_slots(st, g) if s not in taken[g]]
-                    if not free:
-                        ok = False
-                        break
-                    taken[g].add(free[0])
-                    picks[f"slot_{g}_{r}"] = free[0]
-        if ok:
+            row, acc = choice
+            picks.update(row.picks(r, acc))
+            slots = _fresh_slots(st, r, row.live_col, taken, lambda free: free[0])
+            if slots is None:
+                break
+            for g, s in slots.items():
+                taken[g].add(s)
+                picks[f"slot_{g}_{r}"] = s
+        else:
             yield "step", picks
 
 

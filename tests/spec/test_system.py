@@ -13,6 +13,7 @@ from replayssm.spec.system import (
     check_invariants,
     failed_checks,
     initial_state,
+    needs_fresh_slot,
     run_action,
     sample_picks,
     system_conventions,
@@ -103,3 +104,15 @@ def test_v1_and_v2_reach_the_same_states():
                 trail.append({k: v for k, v in st.as_json().items() if k not in WORKER_BUFFERS})
             states.append(trail)
         assert states[0] == states[1]
+
+
+def test_fresh_slot_condition_is_a_python_bool_on_ints():
+    p = SystemParams(GEO, V2)
+    st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=3)).state
+    assert needs_fresh_slot(st, 0, 0, True, 0) is True      # null block, not kept null
+    assert needs_fresh_slot(st, 0, 0, True, 1) is False     # null block kept null
+    assert needs_fresh_slot(st, 0, 0, False, 0) is False    # not scheduled
+    st.set("ref", (0, 3), 2)
+    assert needs_fresh_slot(st, 0, 3, True, 1) is True      # shared: copy on write
+    st.set("ref", (0, 3), 1)
+    assert needs_fresh_slot(st, 0, 3, True, 0) is False     # private block
