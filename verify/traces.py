@@ -45,9 +45,74 @@ def params_json(p: SystemParams) -> dict:
             "num_streams": p.num_streams, "swap_rows": p.swap_rows}
 
 
+_GEOMETRY_FIELDS = ("max_num_reqs", "block_size", "window", "ring_len")
+_CONVENTION_FIELDS = ("cumulative", "post_step", "has_idx_mapping", "materialize_prefixes", "live_col_is_zero")
+_PARAM_FIELDS = ("geometry", "conventions", "layers", "num_cols", "num_slots", "num_streams", "swap_rows")
+
+
+def _fields(d: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """``d`` as an object with exactly these fields, or a ``ValueError`` naming the bad one."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} must be an object with fields {', '.join(required + optional)}, "
+                         f"got {type(d).__name__}")
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise ValueError(f"{where}.{missing[0]} is missing (required: {', '.join(required)})")
+    unknown = [k for k in d if k not in required + optional]
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0]} is not a field (allowed: {', '.join(required + optional)})")
+    return d
+
+
 def params_from_json(d: dict) -> SystemParams:
-    return SystemParams(Geometry(**d["geometry"]), Conventions(**d["conventions"]), tuple(d["layers"]),
-                        d["num_cols"], d["num_slots"], d["num_streams"], d["swap_rows"])
+    """The :class:`SystemParams` a trace's ``params`` describe; malformed
+    params are a ``ValueError`` naming the field (``params.geometry.window
+    must be in [1, 16], got 0``)."""
+    d = _fields(d, "params", _PARAM_FIELDS)
+    geo = _fields(d["geometry"], "params.geometry", _GEOMETRY_FIELDS, ("pad_slot",))
+    conv = _fields(d["conventions"], "params.conventions", _CONVENTION_FIELDS)
+    for name in _CONVENTION_FIELDS:
+        if not isinstance(conv[name], bool):
+            raise ValueError(f"params.conventions.{name} must be true or false, got {conv[name]!r}")
+    try:
+        geometry = Geometry(**geo).validated()
+    except ValueError as e:
+        raise ValueError(f"params.geometry.{e}") from None
+    if not isinstance(d["layers"], list):
+        raise ValueError(f"params.layers must be a list of layer counts >= 1, got {d['layers']!r}")
+    try:
+        return SystemParams(geometry, Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
+                            d["num_streams"], d["swap_rows"])
+    except ValueError as e:
+        msg = str(e)
+        raise ValueError("params." + ("geometry." + msg[4:] if msg.startswith("geo.") else msg)) from None
+
+
+def state_from_json(p: SystemParams, d: Any, where: str = "states[0]") -> State:
+    """A recorded state; one missing, unknown or misshapen variable is a ``ValueError`` naming it."""
+    shapes = p.shapes()
+    d = _fields(d, where, tuple(shapes))
+    for name, shape in shapes.items():
+        vals, n = d[name], 1
+        for dim in shape:
+            n *= dim
+        if not isinstance(vals, list) or len(vals) != n or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in vals):
+            raise ValueError(f"{where}.{name} must be a list of {n} ints (shape {shape}), got {vals!r}")
+    return State(p, {k: list(v) for k, v in d.items()})
+
+
+def _trace_params(trace: Any) -> SystemParams:
+    if not isinstance(trace, dict) or "params" not in trace:
+        raise ValueError("a trace is an object with params, states and actions; this one has no params")
+    return params_from_json(trace["params"])
+
+
+def _initial(trace: dict, p: SystemParams) -> State:
+    states = trace.get("states")
+    if not isinstance(states, list) or not states:
+        raise ValueError("trace.states must be a non-empty list of states")
+    return state_from_json(p, states[0])
 
 
 def make_trace(p: SystemParams, states: list[dict], actions: list[dict], **meta: Any) -> dict:
@@ -97,8 +162,8 @@ def replay_actions(trace: dict, *, check_assumptions: bool = False) -> Iterator[
     yields (action, outcome, mismatching variables against the recorded state).
     Assumptions are not re-checked by default: a counterexample found with an
     assumption dropped must replay."""
-    p = params_from_json(trace["params"])
-    st = State(p, {k: list(v) for k, v in trace["states"][0].items()})
+    p = _trace_params(trace)
+    st = _initial(trace, p)
     dropped = tuple(trace.get("#meta", {}).get("dropped", ()))
     for i, act in enumerate(trace["actions"]):
         out = run_action(st, act["name"], act["picks"], check_assumptions=check_assumptions, dropped=dropped)
@@ -157,7 +222,7 @@ def explain(path: str | Path | dict) -> str:
     with a ring diagram per used slot, the checks that failed and the
     invariants that broke."""
     trace = path if isinstance(path, dict) else load(path)
-    p = params_from_json(trace["params"])
+    p = _trace_params(trace)
     meta = trace.get("#meta", {})
     out = [f"trace {meta.get('source', '')}  {p.conv.label()}  bs={p.geo.block_size} W={p.geo.window} "
            f"R={p.geo.ring_len} layers={list(p.layers)}"]
@@ -166,7 +231,7 @@ def explain(path: str | Path | dict) -> str:
     if meta.get("violated"):
         out.append(f"violated: {', '.join(meta['violated'])}")
     out.append("ring rows: '>' ring_start, '( )' committed, tokens as <stream><position>, '.' garbage")
-    st0 = State(p, {k: list(v) for k, v in trace["states"][0].items()})
+    st0 = _initial(trace, p)
     out.append("state 0:")
     out += describe_state(p, st0)
     prev = st0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,63 @@ def test_list_and_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert "--examples must be >= 1" in capsys.readouterr().err
     assert main(["fuzz", "--impl", "/nonexistent/impl.py", "--examples", "1"]) == 2
     assert main(["replay", "/nonexistent/trace.json"]) == 2
+
+
+def _trace() -> dict:
+    from replayssm.verify import system_proofs as sp
+    from replayssm.verify.traces import record_run
+
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    return record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
+                          ("step", {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1,
+                                    "slot_0_0": 1, "slot_1_0": 1})])
+
+
+_DELETE = object()
+
+
+def _set(d: dict, path: tuple, value) -> None:
+    """Replace (or with ``_DELETE`` remove) the entry at ``path``."""
+    for k in path[:-1]:
+        d = d[k]
+    if value is _DELETE:
+        del d[path[-1]]
+    else:
+        d[path[-1]] = value
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("params", "geometry", "window"), 0, r"params\.geometry\.window must be in \[1, 16\], got 0"),
+    (("params", "geometry", "ring_len"), 2, r"params\.geometry\.ring_len must be in \[3, inf\]"),
+    (("params", "geometry", "pad_slot"), 3, r"params\.geometry\.pad_slot must be 0"),
+    (("params", "geometry", "blocksize"), 2, r"params\.geometry\.blocksize is not a field"),
+    (("params", "geometry", "block_size"), _DELETE, r"params\.geometry\.block_size is missing"),
+    (("params", "conventions", "cumulative"), 1, r"params\.conventions\.cumulative must be true or false"),
+    (("params", "layers"), [], r"params\.layers must be a non-empty tuple"),
+    (("params", "layers"), [1, -1], r"params\.layers\[1\] must be in \[1, inf\]"),
+    (("params", "layers"), 2, r"params\.layers must be a list"),
+    (("params", "num_cols"), -1, r"params\.num_cols must be in \[1, inf\], got -1"),
+    (("params", "num_slots"), 1, r"params\.num_slots must be in \[2, inf\], got 1"),
+    (("params", "num_streams"), 0, r"params\.num_streams must be in \[1, inf\], got 0"),
+    (("params", "num_streams"), _DELETE, r"params\.num_streams is missing"),
+    (("params", "swap_rows"), "no", r"params\.swap_rows must be a bool"),
+    (("params",), None, r"params must be an object"),
+    (("params",), _DELETE, r"no params"),
+    (("states", 0, "N"), [0], r"states\[0\]\.N must be a list of 2 ints"),
+    (("states",), [], r"states must be a non-empty list"),
+    (("actions", 1, "picks", "q0"), 2, r"step: unknown pick 'q0'"),
+    (("actions", 0, "name"), "arrive", r"action must be one of admit, step, free, got 'arrive'"),
+])
+def test_explain_reports_malformed_traces(tmp_path: Path, capsys: pytest.CaptureFixture, path, value,
+                                          message) -> None:
+    good = tmp_path / "good.json"
+    trace = _trace()
+    good.write_text(json.dumps(trace))
+    assert main(["explain", str(good)]) == 0
+    assert "step 2: step" in capsys.readouterr().out
+    _set(trace, path, value)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(trace))
+    assert main(["explain", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and re.search(message, err), err
