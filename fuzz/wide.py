@@ -137,15 +137,27 @@ class WideSystem:
         return out
 
 
-def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0,
-             geometry: Geometry | None = None, conventions: Conventions | None = None,
-             layers_per_group: tuple[int, ...] = (2, 1)) -> WideResult:
-    """Verify ``steps`` steps of a ``rows``-request system; returns the counts."""
-    if steps < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}")
-    geo = (geometry or Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20)).validated()
-    conv = conventions or Conventions(True, True, True, True, False)
-    setup = Setup(geo, conv, layers_per_group, num_cols=8, num_slots=1 + rows * 8)
+WIDE_CONVENTIONS = Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=True,
+                               live_col_is_zero=False)
+"""The caller the wide runner models (vLLM v2 in align mode): its model of
+FlashInfer's view (``WideSystem._advance``) publishes prefixes in place and
+moves live columns, which holds in align mode only."""
+
+WIDE_LAYERS = (2, 1)
+"""Layers per cache group."""
+
+
+def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0) -> WideResult:
+    """Verify ``steps`` steps of a ``rows``-request system (block size 8, W = 16,
+    R = 20, 8 columns, :data:`WIDE_CONVENTIONS`); returns the counts."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows must be an int >= 1, got {rows!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
+    setup = Setup(geo, WIDE_CONVENTIONS, WIDE_LAYERS, num_cols=8, num_slots=1 + rows * 8)
     system = WideSystem(setup, load_target(impl, cuda=device == "cuda"), torch.device(device), seed)
     bad = 0
     start = time.perf_counter()

@@ -1,0 +1,27 @@
+"""The wide runner: its fixed caller and sizes, and its errors for bad input."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from replayssm.fuzz.wide import WIDE_CONVENTIONS, run_wide
+
+
+def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str | None) -> None:
+    assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed"]
+    assert WIDE_CONVENTIONS.materialize_prefixes  # its model of FlashInfer's view is align mode's
+    r = run_wide(impl_target, "cpu", 3, 3, seed=1)
+    assert (r.steps, r.request_steps, r.discrepancies) == (3, 9, 0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(rows=0), r"rows must be an int >= 1, got 0"),
+    (dict(rows=2.0), r"rows must be an int >= 1"),
+    (dict(steps=-1), r"steps must be an int >= 0, got -1"),
+    (dict(device="gpu"), r"device must be 'cpu' or 'cuda', got 'gpu'"),
+])
+def test_wide_runner_rejects_bad_sizes(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_wide(**{"impl": None, "device": "cpu", "rows": 2, "steps": 1, **kwargs})
