@@ -171,6 +171,75 @@ def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
     _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
+# ---- planted bugs in the initial state, admit and free: each one breaks the
+# per-action proof (system.initial, system.admit, system.free)
+
+
+def _expect_action_failure(name, part):
+    """The per-action obligation ``name`` fails naming the invariant ``part``."""
+    r = prove(REGISTRY[name])
+    assert r.status == "failed", r.detail
+    assert any(part in v for v in r.counterexample["violated"]), r.counterexample["violated"]
+    return r
+
+
+def _plant_action(monkeypatch, action, apply):
+    """Replace the effect of one of the model's actions (the proofs look it up in ``ACTIONS``)."""
+    monkeypatch.setitem(system.ACTIONS, action, replace(system.ACTIONS[action], apply=apply))
+
+
+def test_bug_trackers_allocated_uninitialised(fresh_cache, monkeypatch):
+    """The tracker pair is allocated with torch.empty instead of torch.zeros:
+    every free slot starts with garbage trackers (the model's GARBAGE, -1),
+    outside the range every kernel proof assumes of a tracker it reads. (An
+    in-range nonzero start, say committed 1, proves: the invariant asks
+    nothing but the range of a slot no request holds.)"""
+    original = sp.initial_state  # system_proofs imported it by name
+
+    def buggy(p):
+        st = original(p)
+        for name in ("rs", "nc"):
+            st.v[name] = [system.GARBAGE] * len(st.v[name])
+        return st
+
+    monkeypatch.setattr(sp, "initial_state", buggy)
+    _expect_action_failure("system.initial", "range")
+
+
+def test_bug_prefix_hit_takes_group_0_slot_ids_in_every_group(fresh_cache, monkeypatch):
+    """On a prefix-cache hit the scheduler writes group 0's block ids into every
+    group's table: in group 1 the id names a slot that is not the published
+    block (not registered, trackers and state not canonical)."""
+    original = system.ACTIONS["admit"].apply
+
+    def buggy(st, k):
+        group_0 = {n: k["hit_slot_0_" + n.rsplit("_", 1)[1]] for n in k if n.startswith("hit_slot_")}
+        return original(st, {**k, **group_0})
+
+    _plant_action(monkeypatch, "admit", apply=buggy)
+    r = _expect_action_failure("system.admit", "refinement")
+    v = r.counterexample["values"]
+    _, NR, C = sp.system_params(sp.SYSTEM_CONVENTIONS[r.counterexample["case"].split()[-1]]).shapes()["table"]
+    group_1_col_0 = (1 * NR + v["pick.req"]) * C  # flat index of table[1, req, 0]
+    assert v["pick.hit"] >= 1 and v["pick.hit_slot_0_0"] != v["pick.hit_slot_1_0"], v
+    assert v[f"post.table[{group_1_col_0}]"] == v["pick.hit_slot_0_0"], v
+
+
+def test_bug_free_forgets_the_refcount(fresh_cache, monkeypatch):
+    """Freeing a request leaves its blocks' reference counts as they were: its
+    private blocks are never free again (FRESH_SLOT_IS_FREE never holds for
+    them) and a shared block outlives its last user."""
+    original = system.ACTIONS["free"].apply
+
+    def buggy(st, k):
+        outcome = original(st, k)
+        outcome.state.v["ref"] = list(st.v["ref"])
+        return outcome
+
+    _plant_action(monkeypatch, "free", apply=buggy)
+    _expect_action_failure("system.free", "aux.refcount")
+
+
 def test_plan_from_the_other_group_is_harmless_while_groups_agree(fresh_cache, monkeypatch):
     """Not a bug the proofs can see: swapping which group writes the shared plan
     changes nothing, because the invariant keeps both groups' trackers equal
