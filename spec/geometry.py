@@ -20,7 +20,8 @@ MAX_WINDOW_LIMIT = 16
 """FlashInfer's largest supported logical window."""
 
 
-def _require_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+def require_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+    """A ``ValueError`` naming ``name`` and the range ``[lo, hi]`` unless ``value`` is an int in it."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an int in [{lo}, {hi if hi is not None else 'inf'}], got {value!r}")
     if value < lo or (hi is not None and value > hi):
@@ -40,11 +41,11 @@ class Geometry:
 
     def validated(self) -> "Geometry":
         """This geometry, after checking the ranges the kernels support."""
-        _require_int("max_num_reqs", self.max_num_reqs, 1)
-        _require_int("block_size", self.block_size, 1)
-        _require_int("window", self.window, 1, MAX_WINDOW_LIMIT)
-        _require_int("ring_len", self.ring_len, self.window + 1)
-        _require_int("pad_slot", self.pad_slot, 0)
+        require_int("max_num_reqs", self.max_num_reqs, 1)
+        require_int("block_size", self.block_size, 1)
+        require_int("window", self.window, 1, MAX_WINDOW_LIMIT)
+        require_int("ring_len", self.ring_len, self.window + 1)
+        require_int("pad_slot", self.pad_slot, 0)
         return self
 
     @property

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .compaction import CompactionTrace, compact_program
-from .geometry import Conventions, Geometry, _require_int
+from .geometry import Conventions, Geometry, require_int
 from .memory import ConcreteMemory, VectorMemory
 from .migration import MigrationTrace, migrate_program
 from .postprocess import PostprocessTrace, postprocess_program
@@ -34,7 +34,7 @@ def _size(name: str, value: int, lo: int, hi: int | None = None) -> int:
     """``value`` as a Python int, or a ``ValueError`` naming ``name`` and the range ``[lo, hi]``."""
     if isinstance(value, np.integer):
         value = int(value)
-    _require_int(name, value, lo, hi)
+    require_int(name, value, lo, hi)
     return value
 
 

@@ -75,7 +75,7 @@ from .assumptions import (
 )
 from .compaction import compact_program
 from .flashinfer import kernel_checkpoints, materialize_ring_row, tracker_in_range
-from .geometry import NULL_BLOCK_ID, Conventions, Geometry, _require_int
+from .geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
 from .launch import next_power_of_2
 from .memory import MemoryFault
 from .migration import migrate_program
@@ -128,11 +128,11 @@ class SystemParams:
             raise ValueError(f"layers must be a non-empty tuple of layer counts >= 1 (one per cache group), "
                              f"got {layers!r}")
         for g, n in enumerate(layers):
-            _require_int(f"layers[{g}]", n, 1)
+            require_int(f"layers[{g}]", n, 1)
         object.__setattr__(self, "layers", tuple(layers))  # hashable: params key caches
-        _require_int("num_cols", self.num_cols, 1)
-        _require_int("num_slots", self.num_slots, 2)
-        _require_int("num_streams", self.num_streams, 1)
+        require_int("num_cols", self.num_cols, 1)
+        require_int("num_slots", self.num_slots, 2)
+        require_int("num_streams", self.num_streams, 1)
         if not isinstance(self.swap_rows, bool):
             raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
 
@@ -1136,12 +1136,16 @@ def default_picks(p: SystemParams, action: str, **given: int) -> dict:
 def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool = True,
                dropped: tuple[str, ...] = ()) -> Outcome:
     """Run one action on a concrete state; refuses it (``StepRefused``) when its
-    guard or a (non-dropped) assumption fails. An unknown action or pick name
-    is a ``ValueError`` (see :func:`checked_picks`). Failed safety checks come
+    guard or a (non-dropped) assumption fails. An unknown action, pick name or
+    dropped assumption is a ``ValueError`` (see :func:`checked_picks`). Failed safety checks come
     back in ``Outcome.checks`` (see :func:`failed_checks`); only a concrete
     out-of-bounds access raises (``MemoryFault``)."""
     a = _action(action)
     picks = checked_picks(st.p, action, picks)
+    unknown = sorted(set(dropped) - {x.name for x in SYSTEM_ASSUMPTIONS})
+    if unknown:
+        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
+                         f"{', '.join(sorted(x.name for x in SYSTEM_ASSUMPTIONS))}")
     if not a.guard(st, picks):
         raise StepRefused(f"{action}: guard does not hold for {picks}")
     if check_assumptions:

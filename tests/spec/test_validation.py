@@ -75,6 +75,13 @@ def test_run_action_rejects_an_unknown_action_naming_the_known_ones():
         default_picks(st.p, "finish")
 
 
+def test_run_action_rejects_a_misspelt_dropped_assumption():
+    st = initial_state(SystemParams(GEO, V2))
+    with pytest.raises(ValueError, match=r"dropped names no system assumption: \['fresh_slot_isfree'\].*fresh_slot_is_free"):
+        run_action(st, "admit", dict(req=0, stream=0, prompt=3), dropped=("fresh_slot_isfree",))
+    run_action(st, "admit", dict(req=0, stream=0, prompt=3), dropped=("fresh_slot_is_free",))
+
+
 def test_a_refused_action_is_still_step_refused():
     st = initial_state(SystemParams(GEO, V2))
     with pytest.raises(StepRefused):
