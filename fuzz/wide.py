@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from replayssm.spec.assumptions import GhostRow, encode_row, last_scheduled_block
+from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_window_after
+from replayssm.spec.postprocess import running_position
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .launcher import KernelSide, Setup, SpecSide, compare
@@ -117,11 +119,10 @@ class WideSystem:
         pnat = self.computed - self.position
         start, committed = kernel_window_after(self.start, pnat, q, accepted, W, R)
         after = np.where(prefilling, self.computed + q, self.computed + accepted)
-        running = np.where(prefilling, after, after - accepted + 1)
-        aligned = (after // bs) * bs
-        in_place = (aligned >= running) & (aligned >= bs) & (aligned // bs - 1 == live)
+        boundary = mamba_state_copy_boundary(running_position(prefilling, after, accepted), after, bs)
+        in_place = boundary.needs_copy & (boundary.dst_col >= 0) & (boundary.dst_col == live)
         self.start = np.where(prefilling | in_place, 0, start)
-        self.position = np.where(prefilling, after, np.where(in_place, aligned, after - committed))
+        self.position = np.where(prefilling, after, np.where(in_place, boundary.aligned, after - committed))
         self.computed, self.live = after, live
 
     def _check_refinement(self) -> list:

@@ -6,14 +6,22 @@ import inspect
 
 import pytest
 
+from replayssm.fuzz import wide
 from replayssm.fuzz.wide import WIDE_CONVENTIONS, run_wide
 
 
 def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str | None) -> None:
     assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed"]
     assert WIDE_CONVENTIONS.materialize_prefixes  # its model of FlashInfer's view is align mode's
-    r = run_wide(impl_target, "cpu", 3, 3, seed=1)
-    assert (r.steps, r.request_steps, r.discrepancies) == (3, 9, 0)
+    r = run_wide(impl_target, "cpu", 3, 20, seed=1)
+    assert (r.steps, r.request_steps, r.discrepancies) == (20, 60, 0)
+
+
+def test_wide_runner_catches_a_wrong_view_of_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Teeth: with the running position one past the step's end, the runner's
+    view never publishes in place, and the trackers disagree with it."""
+    monkeypatch.setattr(wide, "running_position", lambda prefilling, after, accepted: after + 1)
+    assert run_wide(None, "cpu", 3, 20, seed=1).discrepancies > 0
 
 
 @pytest.mark.parametrize("kwargs, message", [
