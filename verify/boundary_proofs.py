@@ -66,7 +66,9 @@ def single_when_short() -> Iterator[Claim]:
     for bs in _block_sizes():
         iv = Interval(bs)
         assume = iv.assumptions + [("decode_within_block", iv.new - iv.running + 1 <= bs)]
-        yield Claim(implies(iv.k_inside, iv.k * bs == iv.b.aligned), assume, iv.b.needs_copy, f"bs={bs}", iv.show())
+        goal = [("no boundary inside below aligned", implies(iv.k_inside, iv.k * bs >= iv.b.aligned)),
+                ("no boundary inside above aligned", implies(iv.k_inside, iv.k * bs <= iv.b.aligned))]
+        yield Claim(goal, assume, iv.b.needs_copy, f"bs={bs}", iv.show())
 
 
 @obligation("boundary.last_published", "boundary",
@@ -75,7 +77,8 @@ def last_published() -> Iterator[Claim]:
     for bs in _block_sizes():
         iv = Interval(bs)
         cover = conj(iv.k >= 0, iv.k * bs >= iv.running, iv.k * bs < iv.b.aligned)
-        yield Claim(implies(iv.k_inside, iv.k * bs <= iv.b.aligned), iv.assumptions, cover, f"bs={bs}", iv.show())
+        goal = [("no boundary inside above aligned", implies(iv.k_inside, iv.k * bs <= iv.b.aligned))]
+        yield Claim(goal, iv.assumptions, cover, f"bs={bs}", iv.show())
 
 
 @obligation("boundary.prefill_exact", "boundary",
@@ -84,6 +87,7 @@ def prefill_exact() -> Iterator[Claim]:
     for bs in _block_sizes():
         new = named_int("new_computed")
         b = mamba_state_copy_boundary(new, new, bs)
-        goal = conj(b.needs_copy == (b.aligned == new), implies(b.needs_copy, b.bias == 0))
+        goal = [("copy iff the chunk ends on a boundary", b.needs_copy == (b.aligned == new)),
+                ("bias 0", implies(b.needs_copy, b.bias == 0))]
         yield Claim(goal, [("positions_nonnegative", new >= 0)], conj(b.needs_copy, new > 0), f"bs={bs}",
                     {"new_computed": new, "aligned": b.aligned})

@@ -59,21 +59,103 @@ def _cases(when: Callable[[Conventions], bool] = lambda c: True) -> Iterator[tup
 
 
 def _claim(label: str, c: PostprocessCase, goal: Any, cover: Any = True, extra: list | None = None) -> Claim:
-    return Claim(goal, c.assumptions + (extra or []), cover, label, c.show(), [c.mem])
+    start, committed = _live_before(c)
+    show = {**c.show(), "live ring_start before": start, "live num_committed before": committed}
+    return Claim(goal, c.assumptions + (extra or []), cover, label, show, [c.mem])
 
 
 def _align(conv: Conventions) -> bool:
     return conv.materialize_prefixes
 
 
+def _before(c: PostprocessCase, buffer: str, slot: Any) -> Sym:
+    """``buffer[group, slot]`` in the memory before the step: what FlashInfer's
+    decode kernel read, stated without the program's own loads (so a program
+    that reads the wrong entry, or reads one tracker into the other's place,
+    does not define its own expectation)."""
+    return Sym(z3.Select(c.mem.array(buffer), lift(c.trace.group), lift(slot)))
+
+
+def _live_before(c: PostprocessCase) -> tuple[Sym, Sym]:
+    """The live slot's ``(ring_start, num_committed)`` before the step."""
+    return _before(c, "ring_start", c.trace.live_slot), _before(c, "num_committed", c.trace.live_slot)
+
+
+def _window_after(c: PostprocessCase) -> tuple[Any, Any]:
+    """Where FlashInfer's decode kernel leaves the live slot's window, from the
+    trackers in memory before the step and the row's true length and accepted count."""
+    start, committed = _live_before(c)
+    return kernel_window_after(start, committed, c.ghost.query_len, c.ghost.accepted, c.geo.window, c.geo.ring_len)
+
+
+def _in_place(c: PostprocessCase) -> Any:
+    """The row publishes into its own live slot (its trackers end (0, 0))."""
+    return conj(c.trace.materialize, c.trace.dst_slot == c.trace.live_slot)
+
+
 def _refinement(c: PostprocessCase) -> tuple[Any, list]:
     """The live slot's checkpoint position after the step (``P = N - committed``
-    before it, by refinement, advanced past the folded rows on a checkpoint),
-    with the refinement assumed on decode rows."""
+    before it, by refinement, advanced past the folded rows when FlashInfer
+    checkpoints), from the memory before the step, with the refinement assumed
+    on decode rows."""
     t = c.trace
-    position = c.ghost.computed_before - t.commit.old_committed
-    after_step = position + ite(t.commit.checkpointed, t.commit.old_committed, 0)
+    _, committed = _live_before(c)
+    position = c.ghost.computed_before - committed
+    folds = kernel_checkpoints(committed, c.ghost.query_len, c.geo.window)
+    after_step = position + ite(folds, committed, 0)
     return after_step, [(INVARIANT_LIVE_REFINES, implies(t.decode, position >= 0))]
+
+
+def _decode_after(c: PostprocessCase) -> Any:
+    """A decode row's true position after the step, ``N' = N + accepted``."""
+    return c.ghost.computed_before + c.ghost.accepted
+
+
+def _is_const(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    z = lift(value)
+    return z.as_long() if z3.is_int_value(z) else None
+
+
+def _store_names(c: PostprocessCase) -> dict[int, str]:
+    """A readable name for each store of the program, by its index in
+    ``mem.accesses``: the buffer and what the store is for (``ring_start store
+    (commit)``, ``plan_flush_count store (value -1)``, ``src_slots store (per
+    layer)``), numbered when two stores share a name."""
+    t = c.trace
+    names: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for i, w in enumerate(c.mem.accesses):
+        if w.kind != "write":
+            continue
+        const = _is_const(w.value)
+        if w.buffer in TRACKERS:
+            slot = lift(w.index[1])
+            if w.loop_vars:
+                role = "prefill reset of a touched column"
+            elif slot.eq(lift(t.dst_slot)):
+                role = "publish"
+            elif slot.eq(lift(t.live_slot)):
+                role = "prefill reset" if const == 0 else "commit"
+            else:
+                role = "other"
+        elif w.loop_vars:
+            role = "per layer"
+        else:
+            role = f"value {const}" if const is not None else "the step's plan"
+        name = f"{w.buffer} store ({role})"
+        seen[name] = seen.get(name, 0) + 1
+        names[i] = name if seen[name] == 1 else f"{name} #{seen[name]}"
+    return names
+
+
+def _writes(c: PostprocessCase) -> list[tuple[str, Any]]:
+    """The program's stores with their names (:func:`_store_names`), in program order."""
+    names = _store_names(c)
+    return [(names[i], c.mem.accesses[i]) for i in sorted(names)]
 
 
 def _plan_final(c: PostprocessCase) -> tuple[Sym, Sym]:
@@ -117,8 +199,8 @@ def conventions_agree() -> Iterator[Claim]:
             "every tracker store keeps 0 <= ring_start < R and 0 <= num_committed <= W (inductive)")
 def tracker_range() -> Iterator[Claim]:
     for label, c in _cases():
-        goal = conj(*[implies(w.guard, tracker_in_range(w.buffer, w.value, c.geo))
-                      for w in c.mem.writes if w.buffer in TRACKERS])
+        goal = [(name, implies(w.guard, tracker_in_range(w.buffer, w.value, c.geo)))
+                for name, w in _writes(c) if w.buffer in TRACKERS]
         yield _claim(label, c, goal, conj(c.trace.decode, c.trace.commit.checkpointed))
 
 
@@ -127,7 +209,11 @@ def tracker_range() -> Iterator[Claim]:
 def capacity() -> Iterator[Claim]:
     for label, c in _cases():
         t = c.trace
-        goal = implies(t.decode, t.commit.old_committed + c.ghost.query_len <= c.geo.ring_len)
+        # The committed count the commit reads (not memory's): the program's
+        # own ring accounting. Stated on memory before the step it follows from
+        # inv.tracker_range and decode_row_fits alone.
+        goal = [("committed read + T_row <= R",
+                 implies(t.decode, t.commit.old_committed + c.ghost.query_len <= c.geo.ring_len))]
         yield _claim(label, c, goal, t.decode)
 
 
@@ -136,33 +222,43 @@ def capacity() -> Iterator[Claim]:
 def mirror() -> Iterator[Claim]:
     for label, c in _cases():
         t = c.trace
-        kernel = kernel_checkpoints(t.commit.old_committed, c.ghost.query_len, c.geo.window)
-        goal = implies(t.decode, t.commit.checkpointed == kernel)
-        yield _claim(label, c, goal, conj(t.decode, t.commit.checkpointed))
+        _, committed = _live_before(c)
+        kernel = kernel_checkpoints(committed, c.ghost.query_len, c.geo.window)
+        goal = [("host checkpoints iff FlashInfer does", implies(t.decode, t.commit.checkpointed == kernel))]
+        yield _claim(label, c, goal, conj(t.decode, kernel))
 
 
 @obligation("postprocess.window_mirror", "postprocess",
-            "the live slot's trackers after a decode step are where FlashInfer's decode kernel leaves the live "
-            "window: the append row after a checkpoint (else the old start), and its committed rows")
+            "the live slot's trackers after a decode step (unless published in place) are where FlashInfer's "
+            "decode kernel leaves the live window of the trackers before the step: the append row after a "
+            "checkpoint (else the old start), and its committed rows")
 def window_mirror() -> Iterator[Claim]:
     for label, c in _cases():
-        t = c.trace
-        start, committed = kernel_window_after(t.commit.old_start, t.commit.old_committed, c.ghost.query_len,
-                                               c.ghost.accepted, c.geo.window, c.geo.ring_len)
-        goal = implies(t.decode, conj(t.commit.next_start == start, t.commit.next_committed == committed))
-        yield _claim(label, c, goal, conj(t.decode, t.commit.checkpointed, t.commit.old_start > 0))
+        t, g = c.trace, c.trace.group
+        start, committed = _window_after(c)
+        start_before, committed_before = _live_before(c)
+        kept = conj(t.decode, negate(_in_place(c)))
+        goal = [("ring_start after the step", implies(kept, c.mem.final("ring_start", (g, t.live_slot)) == start)),
+                ("num_committed after the step",
+                 implies(kept, c.mem.final("num_committed", (g, t.live_slot)) == committed))]
+        folds = kernel_checkpoints(committed_before, c.ghost.query_len, c.geo.window)
+        yield _claim(label, c, goal, conj(kept, folds, start_before > 0))
 
 
 @obligation("postprocess.plan_contract", "postprocess",
             "every active plan meets replayssm_materialize's contract: ring start in [0, R), "
-            "replay length in [0, W] and not above the source's committed count after the step")
+            "replay length in [0, W] and not above the committed rows FlashInfer's decode kernel left in the "
+            "source's ring (from its trackers before the step); a decode plan starts at that window's ring start")
 def plan_contract() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t = c.trace
         start, flush = _plan_final(c)
-        source_committed = ite(t.decode, t.commit.next_committed, 0)
+        # The source's window after the step, as FlashInfer's decode kernel
+        # left it from the trackers before the step (a prefill copy has none).
+        window_start, window_committed = _window_after(c)
+        source_committed = ite(t.decode, window_committed, 0)
         active = conj(t.group == 0, flush >= 0)
-        source_start = ite(t.decode, t.commit.next_start, 0)
+        source_start = ite(t.decode, window_start, 0)
         goal = [("contract", implies(active, materialize_plan_ok(start, flush, source_committed, c.geo))),
                 ("replay starts at the source's ring start", implies(active, start == source_start))]
         yield _claim(label, c, goal, conj(active, t.decode, flush > 0))
@@ -177,7 +273,10 @@ def plan_iff_publish() -> Iterator[Claim]:
         t = c.trace
         start, flush = _plan_final(c)
         publishes = conj(t.wants_materialize, disj(t.decode, conj(t.prefill, t.live_col != t.boundary.dst_col)))
-        goal = implies(t.group == 0, ite(publishes, flush >= 0, conj(start == 0, flush == -1)))
+        quiet = conj(t.group == 0, negate(publishes))
+        goal = [("plan active when publishing", implies(conj(t.group == 0, publishes), flush >= 0)),
+                ("empty plan otherwise: ring start 0", implies(quiet, start == 0)),
+                ("empty plan otherwise: replay -1", implies(quiet, flush == -1))]
         # Under live_col_is_last_block a prefill ending on a boundary has its live
         # column equal to the destination, so the prefill copy is never planned:
         # the witness is a decode publish.
@@ -191,10 +290,12 @@ def replay_reaches_boundary() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t = c.trace
         after_step, refines = _refinement(c)
-        decode_ok = implies(conj(t.decode, t.wants_materialize),
-                            conj(t.plan_flush == t.boundary.aligned - after_step))
-        prefill_ok = implies(conj(t.prefill, t.wants_materialize), t.boundary.aligned == t.row.computed_after)
-        yield _claim(label, c, conj(decode_ok, prefill_ok), conj(t.decode, t.wants_materialize), refines)
+        goal = [("decode replay reaches aligned",
+                 implies(conj(t.decode, t.wants_materialize), t.plan_flush == t.boundary.aligned - after_step)),
+                ("prefill copy at the chunk's end",
+                 implies(conj(t.prefill, t.wants_materialize),
+                         t.boundary.aligned == c.ghost.computed_before + c.ghost.query_len))]
+        yield _claim(label, c, goal, conj(t.decode, t.wants_materialize), refines)
 
 
 @obligation("postprocess.publish_canonical", "postprocess",
@@ -202,11 +303,12 @@ def replay_reaches_boundary() -> Iterator[Claim]:
 def publish_canonical() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t, g = c.trace, c.trace.group
-        goal = implies(t.materialize, conj(
-            c.mem.final("ring_start", (g, t.dst_slot)) == 0,
-            c.mem.final("num_committed", (g, t.dst_slot)) == 0,
-            (t.boundary.dst_col + 1) * c.geo.block_size == t.boundary.aligned,
-        ))
+        goal = [
+            ("destination ring_start 0", implies(t.materialize, c.mem.final("ring_start", (g, t.dst_slot)) == 0)),
+            ("destination num_committed 0", implies(t.materialize, c.mem.final("num_committed", (g, t.dst_slot)) == 0)),
+            ("destination block ends at aligned",
+             implies(t.materialize, (t.boundary.dst_col + 1) * c.geo.block_size == t.boundary.aligned)),
+        ]
         yield _claim(label, c, goal, conj(t.materialize, t.decode))
 
 
@@ -220,15 +322,15 @@ def prefill_resets() -> Iterator[Claim]:
             col = named_int("touched_col")
             slot = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, b, col)]))
             touched = conj(t.prefill, col >= t.first_col, col <= t.last_col, slot != c.geo.pad_slot)
-            goal = conj(
-                implies(touched, conj(*[c.mem.final(buf, (g, slot)) == 0 for buf in TRACKERS])),
-                implies(conj(t.prefill, t.valid_live), conj(t.live_col >= t.first_col, t.live_col <= t.last_col)),
-            )
+            goal = [(f"touched {buf} reset", implies(touched, c.mem.final(buf, (g, slot)) == 0)) for buf in TRACKERS]
+            goal.append(("live column touched", implies(conj(t.prefill, t.valid_live),
+                                                        conj(t.live_col >= t.first_col, t.live_col <= t.last_col))))
             extra = [(env.SLOT_IN_CAPACITY.name, env.SLOT_IN_CAPACITY(slot, c.sizes.num_slots, c.geo.pad_slot))]
             cover = conj(touched, t.last_col > t.first_col, col != t.live_col)
         else:
-            goal = implies(conj(t.prefill, t.valid_live),
-                           conj(*[c.mem.final(buf, (g, t.live_slot)) == 0 for buf in TRACKERS]))
+            goal = [(f"live {buf} reset",
+                     implies(conj(t.prefill, t.valid_live), c.mem.final(buf, (g, t.live_slot)) == 0))
+                    for buf in TRACKERS]
             extra, cover = [], conj(t.prefill, t.valid_live)
         yield _claim(label, c, goal, cover, extra)
 
@@ -242,13 +344,15 @@ def live_commit_refines() -> Iterator[Claim]:
         after_step, refines = _refinement(c)
         start = c.mem.final("ring_start", (g, t.live_slot))
         committed = c.mem.final("num_committed", (g, t.live_slot))
-        in_place = conj(t.materialize, t.dst_slot == t.live_slot)
-        goal = implies(t.decode, ite(
-            in_place,
-            conj(start == 0, committed == 0, t.boundary.aligned == t.row.computed_after),
-            conj(start == t.commit.next_start, committed == t.commit.next_committed,
-                 after_step + t.commit.next_committed == t.row.computed_after),
-        ))
+        in_place = _in_place(c)
+        published, kept = conj(t.decode, in_place), conj(t.decode, negate(in_place))
+        n_after = _decode_after(c)
+        goal = [
+            ("in place: ring_start 0", implies(published, start == 0)),
+            ("in place: num_committed 0", implies(published, committed == 0)),
+            ("in place: published at N'", implies(published, t.boundary.aligned == n_after)),
+            ("refines: P' + num_committed = N'", implies(kept, after_step + committed == n_after)),
+        ]
         cover = conj(t.decode, in_place) if c.conv.materialize_prefixes else t.decode
         yield _claim(label, c, goal, cover, refines)
 
@@ -259,22 +363,21 @@ def live_commit_refines() -> Iterator[Claim]:
 def plan_per_group() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t, mem, geo = c.trace, c.mem, c.geo
-        plan_writes = [w for w in mem.writes if w.buffer in ("plan_ring_start", "plan_flush_count")]
-        only_group0 = conj(*[implies(w.guard, t.group == 0) for w in plan_writes])
+        goal = [(f"{name} only in group 0", implies(w.guard, t.group == 0))
+                for name, w in _writes(c) if w.buffer in ("plan_ring_start", "plan_flush_count")]
         layer = named_int("any_layer")
         base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
         layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
         entry = base + packed_offset(layer, t.batch, geo)
         expected = {"src_slots": ite(t.materialize, t.live_slot, geo.pad_slot),
                     "dst_slots": ite(t.materialize, t.dst_slot, geo.pad_slot)}
-        every_layer = []
-        for w in mem.writes:
+        real = negate(c.trace.row.is_padding)
+        for name, w in _writes(c):
             if w.buffer in expected:
                 hit = _substitute(conj(w.guard, w.index[0] == entry), w.loop_vars, [layer])
                 value = _substitute(w.value, w.loop_vars, [layer])
-                every_layer.append(conj(hit, value == expected[w.buffer]))
-        real = negate(c.trace.row.is_padding)
-        goal = conj(only_group0, implies(conj(real, layer >= 0, layer < layers), conj(*every_layer)))
+                goal.append((f"{name} at every layer's entry",
+                             implies(conj(real, layer >= 0, layer < layers), conj(hit, value == expected[w.buffer]))))
         yield _claim(label, c, goal, conj(real, t.materialize, t.group != 0, layers > 1))
 
 
@@ -288,7 +391,7 @@ def frame() -> Iterator[Claim]:
         layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
         real = negate(t.row.is_padding)
         parts = []
-        for w in mem.writes:
+        for name, w in _writes(c):
             if w.buffer in TRACKERS:
                 touched = [conj(v >= t.first_col, v <= t.last_col,
                                 w.index[1] == Sym(z3.Select(mem.array("block_table"), *[lift(x) for x in (t.group, t.batch, v)])))
@@ -300,8 +403,8 @@ def frame() -> Iterator[Claim]:
             else:
                 ok = conj(real, disj(*[conj(v >= 0, v < layers,
                                             w.index[0] == base + packed_offset(v, t.batch, geo)) for v in w.loop_vars]))
-            parts.append(implies(w.guard, ok))
-        yield _claim(label, c, conj(*parts), conj(t.prefill, t.last_col > t.first_col))
+            parts.append((f"{name} in the frame", implies(w.guard, ok)))
+        yield _claim(label, c, parts, conj(t.prefill, t.last_col > t.first_col))
 
 
 @obligation("postprocess.padding_rows", "postprocess",
@@ -310,9 +413,11 @@ def padding_rows() -> Iterator[Claim]:
     for label, c in _cases(lambda conv: conv.has_idx_mapping):
         t = c.trace
         start, flush = _plan_final(c)
-        others = [w.guard for w in c.mem.writes if w.buffer not in ("plan_ring_start", "plan_flush_count")]
-        goal = implies(t.row.is_padding, conj(
-            implies(t.group == 0, conj(start == 0, flush == -1)), *[negate(g) for g in others]))
+        padding, plan_owner = t.row.is_padding, conj(t.row.is_padding, t.group == 0)
+        goal = [("plan ring start 0", implies(plan_owner, start == 0)),
+                ("plan cleared (replay -1)", implies(plan_owner, flush == -1))]
+        goal += [(f"no {name}", implies(padding, negate(w.guard)))
+                 for name, w in _writes(c) if w.buffer not in ("plan_ring_start", "plan_flush_count")]
         yield _claim(label, c, goal, conj(t.row.is_padding, t.group == 0))
 
 
