@@ -18,7 +18,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from replayssm.spec.geometry import Conventions
 
 from .launcher import LEVELS, Setup, SpecSide, compare
-from .machine import ReplaySSMMachine, Statistics
+from .machine import Failure, ReplaySSMMachine, Statistics
 from .target import load_target
 
 PROFILES = {
@@ -79,29 +79,37 @@ def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
     return hypothesis_seed(seed)(type("Campaign", (ReplaySSMMachine,), attrs))
 
 
+class SetupError(ValueError):
+    """The campaign cannot start (device, target, level): not a finding."""
+
+
 def examples_per_combination(examples: int) -> int:
     """Each convention combination runs the same number of examples, at least
     one: ``examples`` rounded up to a multiple of the combination count."""
-    return -(-examples // len(Conventions.all()))
+    return max(1, -(-examples // len(Conventions.all())))
 
 
 def check_setup(config: CampaignConfig) -> Any:
-    """The campaign's device and target, or a ``ValueError`` naming what is
-    wrong: set-up problems are not findings about the implementation."""
+    """The campaign's target, or a :class:`SetupError` naming what is wrong
+    with the device, the target or the level."""
     import torch
 
     if config.device not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be cpu or cuda, got {config.device!r}")
+        raise SetupError(f"--device must be cpu or cuda, got {config.device!r}")
     if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: this torch sees no CUDA device")
-    return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
+        raise SetupError("--device cuda: this torch sees no CUDA device")
+    try:
+        return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
+    except ValueError as e:
+        raise SetupError(str(e)) from e
 
 
-def run_worker(config: CampaignConfig, worker: int) -> dict:
+def run_worker(config: CampaignConfig, worker: int, target: Any = None) -> dict:
     """One process's share of a campaign: every ``jobs``-th convention
     combination, each with its share of the examples (so every combination is
-    reached whatever the example count). Returns statistics and failures."""
-    target = check_setup(config)
+    reached whatever the example count). Returns statistics and failures.
+    ``target``: the loaded implementation (loaded here when None)."""
+    target = target if target is not None else check_setup(config)
     combos = Conventions.all()
     per_combo = examples_per_combination(config.examples)
     stats, failures = Statistics(), []
@@ -120,14 +128,17 @@ def run_worker(config: CampaignConfig, worker: int) -> dict:
 def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed: int, error: Exception) -> str:
     """Write the shrunk failing run as a trace (Hypothesis runs the shrunk
     example last, so the last run's trace is it); returns its path. A failure
-    before any run recorded its parameters is the harness's, raised."""
+    before that run recorded its parameters is the harness's, raised.
+    ``#meta.failure`` says what failed: ``discrepancy``, ``invariant`` (see
+    :class:`Failure`) or ``exception`` (raised while running an action)."""
     trace = machine.last_trace
     if trace is None:
-        raise RuntimeError(f"the fuzz harness failed before its first run (seed {seed}): "
+        raise RuntimeError(f"the fuzz harness failed before its run recorded a trace (seed {seed}): "
                            f"{type(error).__name__}: {error}") from error
     trace["states"] = spec_states(trace)
     trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl", "level": config.level,
-                           "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000]})
+                           "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000],
+                           "failure": error.kind if isinstance(error, Failure) else "exception"})
     folder = Path(config.failures_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"fuzz-failure-seed{seed}.json"
@@ -153,12 +164,12 @@ def _merge(parts: list[dict]) -> Statistics:
 def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
     """Run a campaign on ``jobs`` processes; report and return its summary."""
     start = time.perf_counter()
-    check_setup(config)
+    target = check_setup(config)
     examples = examples_per_combination(config.examples) * len(Conventions.all())
     print(f"fuzzing {config.impl or 'replayssm.impl'} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es)", file=out, flush=True)
     if config.jobs <= 1:
-        parts = [run_worker(config, 0)]
+        parts = [run_worker(config, 0, target)]
     else:
         ctx = multiprocessing.get_context("spawn" if config.device == "cuda" else "fork")
         with ProcessPoolExecutor(config.jobs, mp_context=ctx) as pool:
@@ -180,7 +191,8 @@ def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
             print(f"  {name:<40} {stats.scenarios[name]}", file=out)
     conv = [n for n in stats.scenarios if n.startswith("conventions ")]
     print(f"  convention combinations reached          {len(conv)}/32", file=out)
-    print(f"{stats.examples} examples, {stats.request_steps} request-steps in {seconds:.1f} s "
+    print(f"{stats.examples} state-machine runs (Hypothesis's examples, with those it discards and its shrink "
+          f"runs), {stats.request_steps} request-steps in {seconds:.1f} s "
           f"({stats.request_steps / max(seconds, 1e-9):.1f} verified request-steps/s; kernels "
           f"{stats.kernel_seconds:.1f} s, spec {stats.spec_seconds:.1f} s)", file=out)
     for path in failures:
@@ -206,10 +218,8 @@ def spec_states(trace: dict) -> list[dict]:
     return states
 
 
-def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> tuple[bool, str]:
-    """Re-run a saved trace's launch actions on the spec and the implementation."""
-    import torch
-
+def load_trace(path: str) -> dict:
+    """A saved trace with launch actions, or a ``ValueError`` saying why not."""
     try:
         trace = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
@@ -221,27 +231,63 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
         from .system_traces import launch_trace
 
         trace = launch_trace(trace)
-    setup = Setup.from_json(trace["params"])
+    return trace
+
+
+def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> tuple[bool, str]:
+    """Re-run a saved trace's launch actions on the spec and the
+    implementation; ``(False, report)`` when the implementation differs from
+    the spec or raises. A malformed trace or target is a ``ValueError``."""
+    import torch
+
+    trace = load_trace(path)
+    try:
+        setup = Setup.from_json(trace["params"])
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"the trace's params are malformed: {type(e).__name__}: {e}") from e
     spec = SpecSide(setup)
-    side = LEVELS[level](setup, load_target(impl, cuda=device == "cuda", level=level), torch.device(device))
-    lines = []
+    target = load_target(impl, cuda=device == "cuda", level=level)
+    lines: list[str] = []
+
+    def raised(where: str, e: Exception) -> tuple[bool, str]:
+        lines.append(f"  the implementation raised {type(e).__name__}: {e}")
+        lines.append(f"failure reproduced {where}")
+        return False, "\n".join(lines)
+
+    try:
+        side = LEVELS[level](setup, target, torch.device(device))
+    except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
+        return raised("while building the implementation's buffers", e)
     for n, action in enumerate(trace["actions"]):
-        spec.run(action)
-        side.run(action)
-        wrong = compare(spec.state(), side.state())
+        try:
+            spec.run(action)
+        except (KeyError, TypeError, IndexError, ValueError) as e:
+            raise ValueError(f"action {n} of the trace is malformed: {type(e).__name__}: {e}") from e
         caller = "; ".join(action.get("caller", []))
-        if action["name"] == "set_state":
-            continue
-        lines.append(f"step {n}: {action['name']} {caller}".rstrip())
+        if action["name"] != "set_state":
+            lines.append(f"step {n}: {action['name']} {caller}".rstrip())
+        try:
+            side.run(action)
+        except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
+            return raised(f"at step {n}", e)
+        wrong = compare(spec.state(), side.state())
         if wrong:
             lines += [f"  {d}" for d in wrong[:12]]
             lines.append(f"discrepancy reproduced at step {n}")
             return False, "\n".join(lines)
     lines.append("no discrepancy: the implementation agrees with the spec on every step")
+    meta = trace.get("#meta", {})
+    if meta.get("failure") == "invariant":
+        lines.append("(this trace was saved for a broken invariant of the spec against the callers' view of "
+                     f"FlashInfer, which replay does not check: {meta.get('error', '')})")
+    elif meta.get("failure") == "exception":
+        lines.append(f"(this trace was saved for an exception, {meta.get('error', '')}; the implementation "
+                     "did not raise here, so it came from the harness or the spec side)")
     return True, "\n".join(lines)
 
 
 def summary_json(result: dict, path: str) -> None:
     Path(path).write_text(json.dumps({k: result[k] for k in (
-        "passed", "examples", "request_steps", "seconds", "scenarios", "failures")}, indent=2))
+        "passed", "examples", "request_steps", "seconds", "kernel_seconds", "spec_seconds", "scenarios",
+        "failures")}, indent=2))
 

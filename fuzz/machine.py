@@ -51,7 +51,13 @@ class Statistics:
 
 
 class Failure(AssertionError):
-    """A discrepancy between the implementation and the spec."""
+    """A finding of the stateful run: ``kind`` is ``discrepancy`` (the
+    implementation's buffers differ from the spec's) or ``invariant`` (the
+    spec's trackers differ from the callers' view of FlashInfer)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ReplaySSMMachine(RuleBasedStateMachine):
@@ -67,6 +73,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def build_system(self, data: Any) -> None:
+        type(self).last_trace = None
         geo = data.draw(st.sampled_from(GEOMETRIES), label="geometry")
         conv = data.draw(st.sampled_from(self.conventions), label="conventions")
         layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=4), label="layers per group"))
@@ -82,8 +89,8 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {conv.label()}")
 
-    def _fail(self, message: str) -> None:
-        raise Failure(message)
+    def _fail(self, message: str, kind: str = "invariant") -> None:
+        raise Failure(message, kind)
 
     def execute(self, action: dict) -> None:
         """Run one launch action on both sides and compare every state buffer."""
@@ -100,7 +107,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         wrong = compare(self.spec.state(), self.impl.state())
         if wrong:
             shown = "\n  ".join(str(d) for d in wrong[:12])
-            self._fail(f"{action['name']} disagrees with the spec in {len(wrong)} entries:\n  {shown}")
+            self._fail(f"{action['name']} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
 
     def _rule(self, name: str) -> None:
         self.stats.count(self.stats.rules, name)

@@ -44,11 +44,10 @@ def _prove(args: argparse.Namespace) -> int:
                 print(f"    {r.detail}")
             if r.counterexample is not None:
                 print(render_scenario(r.counterexample))
-                path = save_counterexample(r, Path(args.counterexamples))
-                print(f"    counterexample saved to {path}")
-                if "trace" in r.counterexample:
-                    print(f"    its run saved to {path.with_suffix('.trace.json')} "
-                          "(replayssm-verify explain FILE prints it step by step)")
+                scenario, *trace = save_counterexample(r, Path(args.counterexamples))
+                print(f"    counterexample saved to {scenario}")
+                for path in trace:
+                    print(f"    its run saved to {path} (replayssm-verify explain FILE prints it step by step)")
     total = time.perf_counter() - start
     order = {n: i for i, n in enumerate(ob.name for ob in chosen)}
     results.sort(key=lambda r: order[r.name])
@@ -141,7 +140,7 @@ def _interpreter_for(device: str) -> None:
 
 def _fuzz(args: argparse.Namespace) -> int:
     _interpreter_for(args.device)
-    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, run_campaign, summary_json
+    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign, summary_json
 
     profile = PROFILES[args.profile]
     for name in ("examples", "max_steps", "jobs"):
@@ -156,7 +155,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     )
     try:
         result = run_campaign(config)
-    except ValueError as e:
+    except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
@@ -170,7 +169,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     try:
         ok, report = replay(args.file, args.impl, args.device, args.level)
-    except (ValueError, OSError, KeyError, TypeError) as e:
+    except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return 2
     print(report)

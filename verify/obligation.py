@@ -64,6 +64,10 @@ class Obligation:
     """Obligations whose goal parts this one restates: when they are proved
     in the same run, a part found verbatim (same assumptions, same term) in
     one of their cases is not solved again (:func:`prove` with ``lemmas``)."""
+    every_case: bool = False
+    """Non-vacuity per case: every case's assumptions must admit its cover
+    (a case that no state satisfies proves nothing and is reported), not only
+    one case's."""
 
 
 @dataclass
@@ -102,13 +106,14 @@ REGISTRY: dict[str, Obligation] = {}
 
 
 def obligation(name: str, transition: str, statement: str, shardable: bool = False,
-               lemmas: tuple[str, ...] = ()) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
+               lemmas: tuple[str, ...] = (), every_case: bool = False
+               ) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
     """Register ``build`` as the obligation ``name``."""
 
     def register(build: Callable[[], Iterable[Claim]]) -> Callable[[], Iterable[Claim]]:
         if name in REGISTRY:
             raise ValueError(f"obligation {name!r} is declared twice ({REGISTRY[name].build.__qualname__} and {build.__qualname__})")
-        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas)
+        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case)
         return build
 
     return register
@@ -223,7 +228,8 @@ class ProvedParts:
 
 
 def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = ()) -> Result:
-    """Discharge every case of ``ob``; stop at the first failing case. With
+    """Discharge every case of ``ob``; stop at the first failing (or, with
+    ``every_case``, vacuous) case. With
     ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``; the
     non-vacuity verdict is then left to :func:`merge_shards`. ``lemmas`` are
     obligations already proved: parts they state verbatim are not re-solved
@@ -259,10 +265,13 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
                 return Result(ob.name, "unknown", time.perf_counter() - start, names, cases,
                               detail=f"{claim.case}: {s.reason_unknown()}")
             s.pop()
-        if not covered:
-            w = _solver(facts + [claim.cover], claim.preprocess)
-            if w.check() == z3.sat:
+        if ob.every_case or not covered:
+            verdict = _solver(facts + [claim.cover], claim.preprocess).check()
+            if verdict == z3.sat:
                 covered = True
+            elif ob.every_case:
+                return Result(ob.name, "failed" if verdict == z3.unsat else "unknown", time.perf_counter() - start,
+                              names, cases, detail=f"vacuous case: {claim.case}: its assumptions admit no covered state")
     result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused)
     return result if shards > 1 else merge_shards([result])
 
@@ -284,17 +293,18 @@ def merge_shards(results: list[Result]) -> Result:
                   reused=sum(r.reused for r in results))
 
 
-def save_counterexample(result: Result, folder: Path) -> Path:
+def save_counterexample(result: Result, folder: Path) -> list[Path]:
     """Write a failed result's scenario as JSON, and its system trace (if it
     has one) beside it as ``<name>.trace.json`` for ``explain``/``replay``;
-    returns the scenario's file."""
+    returns the files written, the scenario's first."""
     folder.mkdir(parents=True, exist_ok=True)
     scenario = dict(result.counterexample or {})
     trace = scenario.pop("trace", None)
+    written = [folder / f"{result.name}.json"]
     if trace is not None:
-        trace_path = folder / f"{result.name}.trace.json"
-        trace_path.write_text(json.dumps(trace, indent=1))
-        scenario["trace_file"] = str(trace_path)
-    path = folder / f"{result.name}.json"
-    path.write_text(json.dumps({"obligation": result.name, "assumptions": result.assumptions, **scenario}, indent=2))
-    return path
+        written.append(folder / f"{result.name}.trace.json")
+        written[1].write_text(json.dumps(trace, indent=1))
+        scenario["trace_file"] = str(written[1])
+    written[0].write_text(json.dumps({"obligation": result.name, "assumptions": result.assumptions, **scenario},
+                                     indent=2))
+    return written

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from replayssm.fuzz.campaign import PROFILES, CampaignConfig, replay, run_campaign
+from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, replay, run_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,18 +84,18 @@ def test_proof_counterexample_traces_replay_against_implementations(mutant) -> N
 
 def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> None:
     """A target without the context level's entry point, or a CUDA campaign
-    without CUDA, is a ``ValueError`` before any run; no trace is written."""
+    without CUDA, is a ``SetupError`` before any run; no trace is written."""
     fake = tmp_path / "kernels_only.py"
     fake.write_text("_postprocess_replayssm_kernel = _compact_replayssm_requests_kernel = "
                     "_reset_new_replayssm_slots_kernel = None\n")
     failures = tmp_path / "failures"
     config = CampaignConfig(str(fake), "cpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures), level="context")
-    with pytest.raises(ValueError, match="ReplaySSMModelContext"):
+    with pytest.raises(SetupError, match="ReplaySSMModelContext"):
         run_campaign(config)
     import torch
 
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="--device cuda"):
+        with pytest.raises(SetupError, match="--device cuda"):
             run_campaign(CampaignConfig(None, "cuda", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
     assert not failures.exists()
 
@@ -106,3 +106,34 @@ def test_replay_rejects_unreplayable_traces(tmp_path: Path, content: str) -> Non
     path.write_text(content)
     with pytest.raises(ValueError, match="trace"):
         replay(str(path), None, "cpu")
+
+
+CRASHING_TARGET = """
+from replayssm.impl import replayssm_utils as _real
+
+_postprocess_replayssm_kernel = _real._postprocess_replayssm_kernel
+_compact_replayssm_requests_kernel = _real._compact_replayssm_requests_kernel
+
+
+class _Crashes:
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            raise RuntimeError("planted crash in the migration kernel")
+        return launch
+
+
+_reset_new_replayssm_slots_kernel = _Crashes()
+"""
+
+
+def test_an_implementation_crash_is_saved_and_replayed_as_a_failure(tmp_path: Path) -> None:
+    target = tmp_path / "crashing_target.py"
+    target.write_text(CRASHING_TARGET)
+    result = run_campaign(CampaignConfig(str(target), "cpu", 128, 12, seed=0, jobs=1, failures_dir=str(tmp_path)))
+    assert not result["passed"] and len(result["failures"]) == 1
+    meta = json.loads(Path(result["failures"][0]).read_text())["#meta"]
+    assert meta["failure"] == "exception" and "planted crash" in meta["error"]
+    ok, report = replay(result["failures"][0], str(target), "cpu")
+    assert not ok and "the implementation raised RuntimeError: planted crash" in report, report
+    ok, report = replay(result["failures"][0], None, "cpu")  # the real implementation does not crash
+    assert ok and "the implementation did not raise here" in report, report

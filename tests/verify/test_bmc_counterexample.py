@@ -22,6 +22,7 @@ def test_bmc_finds_a_planted_bug_and_saves_its_run(tmp_path, monkeypatch, capsys
     registers_one_token_short = namespace["register_filled_blocks"]
 
     monkeypatch.setattr(system, "register_filled_blocks", registers_one_token_short)
+    monkeypatch.chdir(tmp_path)  # the old default folder, out/counterexamples, would appear here
     folder = tmp_path / "cex"
     rc = main(["prove", "--only", "system.bmc", "--jobs", "1", "--counterexamples", str(folder)])
     out = capsys.readouterr().out

@@ -304,21 +304,30 @@ def test_recorded_run_round_trips(tmp_path):
     assert "published" in explain(path)
 
 
-def test_every_step_shape_is_satisfiable_except_the_impossible_ones():
-    """Non-vacuity per shape (``prove`` only needs one satisfiable case): every
-    v2-align step shape admits a pre-state, except a prefill whose live column
-    stays 0, impossible while chunks start on block boundaries."""
-    import z3
+def test_an_impossible_step_shape_is_reported_vacuous():
+    """Teeth of the per-case non-vacuity of system.step/step_batch: a prefill
+    chunk that stays in column 0 admits no state (its position would be 0,
+    which has no live column), and prove says which case is vacuous."""
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
+    impossible = sp.StepCase(((0, 1, 0, 0),))
+    assert (1, 0, 0) not in sp.row_shapes(p)
 
-    from replayssm.verify.terms import lift
+    def build():
+        yield sp.preservation_claim(sp.case_transition(p, impossible), impossible.label)
 
-    empty = []
-    for label, t in sp.transitions("step"):
-        if "v2-align" not in label:
-            continue
-        s = z3.Solver()
-        for _, f in sp.preservation_claim(t, label).assumptions:
-            s.add(lift(f))
-        if s.check() != z3.sat:
-            empty.append(label.split(": ", 1)[1])
-    assert sorted(empty) == ["r0 prefill live 0->0", "r1 prefill live 0->0"]
+    r = prove(Obligation("impossible shape", "step", "", build, every_case=True))
+    assert r.status == "failed" and r.detail.startswith("vacuous case: r0 prefill live 0->0"), r.detail
+
+
+def test_the_slot_layout_lemma_can_fail(monkeypatch):
+    """Teeth of shapes_cover's renaming part: demanding that no two requests
+    ever share a block (false under prefix hits) fails it."""
+    def never_shared(st):
+        pad, cells = st.p.geo.pad_slot, [(r, c) for r in range(st.p.num_reqs) for c in range(st.p.num_cols)]
+        return sp.conj(*[sp.implies(sp.conj(a != pad, b != pad), a != b) for g in range(st.p.groups)
+                         for i, x in enumerate(cells) for y in cells[i + 1:]
+                         for a, b in [(st.get("table", g, *x), st.get("table", g, *y))]])
+
+    monkeypatch.setattr(sp, "pinned_layout_is_general", never_shared)
+    r = prove(REGISTRY["system.shapes_cover"])
+    assert r.status == "failed" and r.counterexample["violated"] == ["slot ids as pinned, up to renaming"]
