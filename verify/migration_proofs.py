@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import z3
 
@@ -11,7 +12,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from replayssm.spec.flashinfer import tracker_in_range
-from replayssm.spec.migration import migrate_program
+from replayssm.spec.migration import MigrationTrace, migrate_program
 
 from .memory import SymbolicMemory
 from .goals import TRACKERS, in_bounds, race_free, within_int32
@@ -31,6 +32,14 @@ def _claim(label: str, c: MigrationCase, goal, cover=True, extra=None) -> Claim:
     return Claim(goal, c.assumptions + (extra or []), cover, label, c.show(), [c.mem])
 
 
+def _moved(t: MigrationTrace) -> Any:
+    """The row's live column moves to a real destination: a valid destination
+    slot, and no valid source or a source slot other than it. Stated from the
+    slots the program resolved, not from its own ``changed`` decision (so a
+    program that writes when it should not does not define when it moves)."""
+    return conj(t.valid_dst, disj(negate(t.valid_src), t.src_slot != t.dst_slot))
+
+
 @obligation("migration.copy_or_reset", "migration",
             "a moved live column's destination slot takes the source slot's trackers, or (0, 0) without a "
             "valid source; with a null destination or the same slot nothing is written")
@@ -39,7 +48,7 @@ def copy_or_reset() -> Iterator[Claim]:
         t, g = c.trace, c.group
         src_before = [Sym(z3.Select(c.mem.array(b), lift(g), lift(t.src_slot))) for b in TRACKERS]
         after = [c.mem.final(b, (g, t.dst_slot)) for b in TRACKERS]
-        moved = conj(t.valid_dst, disj(negate(t.valid_src), t.src_slot != t.dst_slot))
+        moved = _moved(t)
         goal = [
             ("destination takes the source", implies(moved, conj(*[
                 a == ite(t.valid_src, s, 0) for a, s in zip(after, src_before)]))),
@@ -97,10 +106,10 @@ def determinism() -> Iterator[Claim]:
             for me, other in ((p, q), (q, p)):
                 for slot in (other.trace.src_slot, other.trace.dst_slot):
                     fresh.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
-                        conj(same_group, me.trace.changed),
+                        conj(same_group, _moved(me.trace)),
                         env.FRESH_DISTINCT_DESTINATIONS(me.trace.dst_slot, slot, pad))))
             goal = race_free(p.mem, q.mem)
             distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
             yield Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
-                        conj(same_group, p.trace.changed, q.trace.changed), f"{gname} {'map' if has_map else 'nomap'}",
+                        conj(same_group, _moved(p.trace), _moved(q.trace)), f"{gname} {'map' if has_map else 'nomap'}",
                         pair_show(p, q), [p.mem, q.mem])

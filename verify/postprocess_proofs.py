@@ -70,9 +70,13 @@ def _align(conv: Conventions) -> bool:
 
 def _before(c: PostprocessCase, buffer: str, slot: Any) -> Sym:
     """``buffer[group, slot]`` in the memory before the step: what FlashInfer's
-    decode kernel read, stated without the program's own loads (so a program
-    that reads the wrong entry, or reads one tracker into the other's place,
-    does not define its own expectation)."""
+    decode kernel read there. The value is not the program's own load, so a
+    program that loads a tracker from the wrong buffer or into the other
+    tracker's place does not define its own expectation. The index is the
+    program's own, though: its ``t.group`` and the ``slot`` passed in (the
+    goals pass ``t.live_slot``, which the program loaded from the block
+    table), so a program that loads the wrong slot from the block table moves
+    the expectation with it and is not caught here."""
     return Sym(z3.Select(c.mem.array(buffer), lift(c.trace.group), lift(slot)))
 
 
@@ -161,11 +165,6 @@ def _writes(c: PostprocessCase) -> list[tuple[str, Any]]:
 def _plan_final(c: PostprocessCase) -> tuple[Sym, Sym]:
     b = c.trace.batch
     return c.mem.final("plan_ring_start", (b,)), c.mem.final("plan_flush_count", (b,))
-
-
-def _substitute(term: Any, loop_vars: tuple, values: list) -> Any:
-    pairs = [(lift(v), lift(x)) for v, x in zip(loop_vars, values)]
-    return Sym(z3.substitute(lift(term), *pairs)) if pairs else term
 
 
 @obligation("postprocess.conventions_agree", "postprocess",
@@ -290,12 +289,16 @@ def replay_reaches_boundary() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t = c.trace
         after_step, refines = _refinement(c)
+        # On the plan group 0 leaves in memory (what compaction and
+        # replayssm_materialize read), not the value the program computed.
+        _, flush = _plan_final(c)
+        planner = t.group == 0
         goal = [("decode replay reaches aligned",
-                 implies(conj(t.decode, t.wants_materialize), t.plan_flush == t.boundary.aligned - after_step)),
+                 implies(conj(planner, t.decode, t.wants_materialize), flush == t.boundary.aligned - after_step)),
                 ("prefill copy at the chunk's end",
                  implies(conj(t.prefill, t.wants_materialize),
                          t.boundary.aligned == c.ghost.computed_before + c.ghost.query_len))]
-        yield _claim(label, c, goal, conj(t.decode, t.wants_materialize), refines)
+        yield _claim(label, c, goal, conj(planner, t.decode, t.wants_materialize), refines)
 
 
 @obligation("postprocess.publish_canonical", "postprocess",
@@ -363,8 +366,10 @@ def live_commit_refines() -> Iterator[Claim]:
 def plan_per_group() -> Iterator[Claim]:
     for label, c in _cases(_align):
         t, mem, geo = c.trace, c.mem, c.geo
+        # (Stated on the stores: a program that makes none meets it.)
         goal = [(f"{name} only in group 0", implies(w.guard, t.group == 0))
                 for name, w in _writes(c) if w.buffer in ("plan_ring_start", "plan_flush_count")]
+        # Stated on the memory after the program, so a missing store fails it.
         layer = named_int("any_layer")
         base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
         layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
@@ -372,12 +377,9 @@ def plan_per_group() -> Iterator[Claim]:
         expected = {"src_slots": ite(t.materialize, t.live_slot, geo.pad_slot),
                     "dst_slots": ite(t.materialize, t.dst_slot, geo.pad_slot)}
         real = negate(c.trace.row.is_padding)
-        for name, w in _writes(c):
-            if w.buffer in expected:
-                hit = _substitute(conj(w.guard, w.index[0] == entry), w.loop_vars, [layer])
-                value = _substitute(w.value, w.loop_vars, [layer])
-                goal.append((f"{name} at every layer's entry",
-                             implies(conj(real, layer >= 0, layer < layers), conj(hit, value == expected[w.buffer]))))
+        for buffer, value in expected.items():
+            goal.append((f"{buffer} after the step at every layer's entry",
+                         implies(conj(real, layer >= 0, layer < layers), mem.final(buffer, (entry,)) == value)))
         yield _claim(label, c, goal, conj(real, t.materialize, t.group != 0, layers > 1))
 
 
