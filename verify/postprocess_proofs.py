@@ -339,11 +339,14 @@ def prefill_resets() -> Iterator[Claim]:
 
 
 @obligation("postprocess.live_commit_refines", "postprocess",
-            "after a decode step the live slot refines the request (P' + committed = N'), or it was "
-            "published in place exactly at N' with trackers (0, 0)")
+            "the live slot a row commits is its block table's entry at the caller's live column; after a "
+            "decode step it refines the request (P' + committed = N'), or it was published in place exactly "
+            "at N' with trackers (0, 0)")
 def live_commit_refines() -> Iterator[Claim]:
     for label, c in _cases():
         t, g = c.trace, c.trace.group
+        column = 0 if c.conv.live_col_is_zero else c.ghost.live_col
+        caller_block = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, t.batch, column)]))
         after_step, refines = _refinement(c)
         start = c.mem.final("ring_start", (g, t.live_slot))
         committed = c.mem.final("num_committed", (g, t.live_slot))
@@ -351,6 +354,7 @@ def live_commit_refines() -> Iterator[Claim]:
         published, kept = conj(t.decode, in_place), conj(t.decode, negate(in_place))
         n_after = _decode_after(c)
         goal = [
+            ("the live slot is the block of the caller's live column", implies(t.valid_live, t.live_slot == caller_block)),
             ("in place: ring_start 0", implies(published, start == 0)),
             ("in place: num_committed 0", implies(published, committed == 0)),
             ("in place: published at N'", implies(published, t.boundary.aligned == n_after)),

@@ -323,6 +323,14 @@ POSTPROCESS_BUGS = [
     # the goal stated on the computed value (t.plan_flush) proved it; it is
     # stated on the plan left in memory now. plan_contract proves (a shorter
     # replay stays within the committed rows).
+    # The live slot is looked up one column early. Every goal about the commit
+    # reads memory at the program's own live slot, so only the part tying
+    # that slot to the caller's live column sees it.
+    Bug("live_slot_from_previous_column",
+        program('live_slot = mem.load("block_table", (group, batch, live_col), valid_live_col, other=pad)',
+                'live_slot = mem.load("block_table", (group, batch, live_col - 1), valid_live_col, other=pad)'),
+        ["postprocess.live_commit_refines"],
+        {"postprocess.live_commit_refines": "the live slot is the block of the caller's live column"}),
     Bug("plan_stores_replay_one_row_short",
         program('mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants, writes_plan))',
                 'mem.store("plan_flush_count", (batch,), plan_flush - 1, conj(decode, wants, writes_plan))'),
