@@ -122,6 +122,7 @@ def clear_caches() -> None:
     """Forget built transitions and invariants (after patching the spec)."""
     _CACHE.clear()
     _INVARIANTS.clear()
+    _GROUPED.clear()
 
 
 def inductive_invariant(st: State) -> list[tuple[str, Any]]:
@@ -132,16 +133,28 @@ def inductive_invariant(st: State) -> list[tuple[str, Any]]:
     return _INVARIANTS[id(st)][1]
 
 
+_GROUPED: dict[tuple[int, str], tuple[list, list[tuple[str, Any]]]] = {}
+
+
+def grouped(parts: list[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+    """:func:`group_parts` of a list, merged once per list (the step shapes
+    share the general step's invariants, assumptions and checks)."""
+    key = (id(parts), prefix)
+    if key not in _GROUPED:
+        _GROUPED[key] = (parts, group_parts(parts, prefix))
+    return _GROUPED[key][1]
+
+
 def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
                        dropped: tuple[str, ...] = (), cover: Any = True) -> Claim:
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
-    assumptions = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
+    assumptions = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
     assumptions.append(("guard", t.guard))
     if t.shape:
         assumptions.append(("shape", conj(*t.shape)))
-    assumptions += [(n, x) for n, x in group_parts(t.assumptions) if n not in dropped]
-    goal = [(n, x) for n, x in group_parts(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
-    goal += [(n, x) for n, x in group_parts(t.outcome.checks, "check: ") if goal_filter(n)]
+    assumptions += [(n, x) for n, x in grouped(t.assumptions) if n not in dropped]
+    goal = [(n, x) for n, x in grouped(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
+    goal += [(n, x) for n, x in grouped(t.outcome.checks, "check: ") if goal_filter(n)]
     return Claim(goal, assumptions, cover, label, t.show(), preprocess=True)
 
 
@@ -381,8 +394,8 @@ def shapes_cover() -> Iterator[Claim]:
                              f"requests schedules 1..{p.num_reqs}")
         t = general_step(p)
         shapes = [case_pins(t, case) for n in STEP_ROWS + BATCH_ROWS for case in step_cases(p, n)]
-        facts = [("inv(pre): " + n, x) for n, x in group_parts(inductive_invariant(t.pre))]
-        facts += [("guard", t.guard)] + group_parts(t.assumptions)
+        facts = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
+        facts += [("guard", t.guard)] + grouped(t.assumptions)
         goal = [("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
         yield Claim(goal, facts, True, label, t.show(), preprocess=True)
 
