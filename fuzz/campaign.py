@@ -89,15 +89,24 @@ def examples_per_combination(examples: int) -> int:
     return max(1, -(-examples // len(Conventions.all())))
 
 
+def check_device(device: str) -> None:
+    """A :class:`SetupError` unless ``device`` is ``cpu``, or ``cuda`` with a CUDA device present."""
+    import torch
+
+    if device not in ("cpu", "cuda"):
+        raise SetupError(f"--device must be cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SetupError("--device cuda: this torch sees no CUDA device")
+
+
 def check_setup(config: CampaignConfig) -> Any:
     """The campaign's target, or a :class:`SetupError` naming what is wrong
     with the device, the target or the level."""
-    import torch
-
-    if config.device not in ("cpu", "cuda"):
-        raise SetupError(f"--device must be cpu or cuda, got {config.device!r}")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise SetupError("--device cuda: this torch sees no CUDA device")
+    check_device(config.device)
+    for name in ("examples", "max_steps", "jobs"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SetupError(f"{name} must be an int >= 1, got {value!r}")
     try:
         return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
     except ValueError as e:
@@ -237,9 +246,11 @@ def load_trace(path: str) -> dict:
 def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> tuple[bool, str]:
     """Re-run a saved trace's launch actions on the spec and the
     implementation; ``(False, report)`` when the implementation differs from
-    the spec or raises. A malformed trace or target is a ``ValueError``."""
+    the spec or raises. A malformed trace, a bad target or a missing device
+    is a ``ValueError``."""
     import torch
 
+    check_device(device)
     trace = load_trace(path)
     try:
         setup = Setup.from_json(trace["params"])

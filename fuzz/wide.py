@@ -153,6 +153,10 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     R = 20, 8 columns, :data:`WIDE_CONVENTIONS`); returns the counts."""
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: this torch sees no CUDA device")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise ValueError(f"rows must be an int >= 1, got {rows!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:

@@ -86,11 +86,15 @@ def _discharge(names: list[str], jobs: int):
         return out
 
     started: set[str] = set()
+
+    def stuck() -> ValueError:
+        return ValueError(f"obligations waiting on each other's lemmas: {sorted(set(names) - set(status))}")
+
     if jobs <= 1:
         while len(status) < len(names):
             batch = ready()
             if not batch:
-                raise ValueError(f"obligations waiting on each other's lemmas: {sorted(set(names) - set(status))}")
+                raise stuck()
             for n, lemmas in batch:
                 r = _prove_named(n, (0, 1), lemmas)
                 status[n] = r.status
@@ -119,6 +123,8 @@ def _discharge(names: list[str], jobs: int):
                     status[n] = r.status
                     yield r
             submit()
+    if len(status) < len(names):
+        raise stuck()
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -126,7 +132,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     try:
         print(explain(args.file))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
         return 2
     return 0

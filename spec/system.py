@@ -592,13 +592,18 @@ class RowPlan:
     ghost: GhostRow
 
 
+def in_prefill(st: State, r: int) -> Any:
+    """Request ``r`` has not computed its whole prompt: its next row is a prefill chunk."""
+    return st.get("N", r) < st.get("prompt", r)
+
+
 def _rows(st: State, k: dict) -> list[RowPlan]:
     p = st.p
     rows = []
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
         sched = _b(k[f"sched_{r}"])
-        prefill = N < prompt
+        prefill = in_prefill(st, r)
         q, acc = k[f"q_{r}"], k[f"acc_{r}"]
         live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
         flag = _b(k[f"is_prefilling_{r}"])
@@ -1066,7 +1071,7 @@ def auxiliary_invariants(st: State) -> list[tuple[str, Any]]:
                 N <= (live + 1) * bs, live * bs <= N + T - 2))))
         else:
             out.append(("aux.live_column", implies(on, live <= 0)))
-        out.append(("aux.prefill_phase", implies(conj(on, N < prompt, live >= 0), conj(*[
+        out.append(("aux.prefill_phase", implies(conj(on, in_prefill(st, r), live >= 0), conj(*[
             st.get("nc", g, live_slot(st, g, r)) == 0 for g in range(G)]))))
         for c in range(C):
             slots = [st.get("table", g, r, c) for g in range(G)]
@@ -1217,7 +1222,7 @@ def row_options(st: State, r: int) -> list[RowOption]:
     p = st.p
     bs, W = int(p.geo.block_size), int(p.geo.window)
     N, prompt = st.get("N", r), st.get("prompt", r)
-    if N < prompt:
+    if in_prefill(st, r):
         rest = prompt - N
         if p.conv.materialize_prefixes:
             qs = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]

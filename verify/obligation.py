@@ -5,7 +5,8 @@ returns :class:`Claim` cases (one per convention combination, say); each case
 holds when its named assumptions imply its goal. Every obligation also carries
 a non-vacuity check: the assumptions together with the case's ``cover``
 (the situation the property is about, e.g. "a plan is active") are
-satisfiable for at least one case.
+satisfiable for at least one case, or for every case when the obligation
+says ``every_case``.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def _decode_after(c: PostprocessCase) -> Any:
     return c.ghost.computed_before + c.ghost.accepted
 
 
-def _is_const(value: Any) -> int | None:
+def _const_value(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -135,7 +135,7 @@ def _store_names(c: PostprocessCase) -> dict[int, str]:
     for i, w in enumerate(c.mem.accesses):
         if w.kind != "write":
             continue
-        const = _is_const(w.value)
+        const = _const_value(w.value)
         if w.buffer in TRACKERS:
             slot = lift(w.index[1])
             if w.loop_vars:
@@ -345,8 +345,7 @@ def prefill_resets() -> Iterator[Claim]:
 def live_commit_refines() -> Iterator[Claim]:
     for label, c in _cases():
         t, g = c.trace, c.trace.group
-        column = 0 if c.conv.live_col_is_zero else c.ghost.live_col
-        caller_block = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, t.batch, column)]))
+        caller_block = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, t.batch, c.ghost.live_col)]))
         after_step, refines = _refinement(c)
         start = c.mem.final("ring_start", (g, t.live_slot))
         committed = c.mem.final("num_committed", (g, t.live_slot))

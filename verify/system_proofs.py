@@ -25,6 +25,7 @@ from replayssm.spec.system import (
     State,
     SystemParams,
     auxiliary_invariants,
+    in_prefill,
     initial_state,
     invariants,
 )
@@ -213,7 +214,7 @@ def case_pins(t: Transition, case: StepCase) -> Any:
     for r in range(t.p.num_reqs):
         pins.append(t.picks[f"sched_{r}"] == 0)
     for r, mode, live, col in case.rows:
-        phase = pre.get("N", r) < pre.get("prompt", r)
+        phase = in_prefill(pre, r)
         pins[r] = t.picks[f"sched_{r}"] == 1
         pins += [phase if mode else negate(phase), pre.get("live", r) == live]
         if t.p.conv.materialize_prefixes:

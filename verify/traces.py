@@ -115,6 +115,21 @@ def _initial(trace: dict, p: SystemParams) -> State:
     return state_from_json(p, states[0])
 
 
+def _actions(trace: dict) -> list[dict]:
+    """The trace's actions, each ``{"name": str, "picks": {str: int}}``, or a
+    ``ValueError`` naming the malformed entry."""
+    actions = trace.get("actions")
+    if not isinstance(actions, list):
+        raise ValueError("trace.actions must be a list of actions")
+    for i, act in enumerate(actions):
+        if not isinstance(act, dict) or not isinstance(act.get("name"), str) or not isinstance(act.get("picks"), dict):
+            raise ValueError(f"trace.actions[{i}] must be an object with a name string and a picks object, got {act!r}")
+        for k, v in act["picks"].items():
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"trace.actions[{i}].picks.{k} must be an int, got {v!r}")
+    return actions
+
+
 def make_trace(p: SystemParams, states: list[dict], actions: list[dict], **meta: Any) -> dict:
     return {"#meta": {"format": FORMAT, **meta}, "params": params_json(p), "states": states, "actions": actions}
 
@@ -165,7 +180,7 @@ def replay_actions(trace: dict, *, check_assumptions: bool = False) -> Iterator[
     p = _trace_params(trace)
     st = _initial(trace, p)
     dropped = tuple(trace.get("#meta", {}).get("dropped", ()))
-    for i, act in enumerate(trace["actions"]):
+    for i, act in enumerate(_actions(trace)):
         out = run_action(st, act["name"], act["picks"], check_assumptions=check_assumptions, dropped=dropped)
         recorded = trace["states"][i + 1] if i + 1 < len(trace["states"]) else None
         diff = [] if recorded is None else [k for k, v in out.state.as_json().items() if recorded.get(k) != v]

@@ -97,6 +97,12 @@ def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> Non
     if not torch.cuda.is_available():
         with pytest.raises(SetupError, match="--device cuda"):
             run_campaign(CampaignConfig(None, "cuda", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
+        with pytest.raises(SetupError, match="--device cuda"):  # replay: a set-up error too, not a finding
+            replay(str(REPO / "docs" / "traces" / "row_nonempty.json"), None, "cuda")
+    with pytest.raises(SetupError, match="--device must be cpu or cuda, got 'gpu'"):
+        run_campaign(CampaignConfig(None, "gpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
+    with pytest.raises(SetupError, match="jobs must be an int >= 1, got 0"):
+        run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=0, jobs=0, failures_dir=str(failures)))
     assert not failures.exists()
 
 

@@ -29,6 +29,7 @@ def test_wide_runner_catches_a_wrong_view_of_flashinfer(monkeypatch: pytest.Monk
     (dict(rows=2.0), r"rows must be an int >= 1"),
     (dict(steps=-1), r"steps must be an int >= 0, got -1"),
     (dict(device="gpu"), r"device must be 'cpu' or 'cuda', got 'gpu'"),
+    (dict(seed=-1), r"seed must be an int >= 0, got -1"),
 ])
 def test_wide_runner_rejects_bad_sizes(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):

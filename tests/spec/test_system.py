@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from replayssm.spec.geometry import Conventions, Geometry
+from system_worlds import GEO, V1, V2
+
+from replayssm.spec.geometry import Geometry
 from replayssm.spec.system import (
     SystemParams,
     StepRefused,
@@ -18,10 +20,6 @@ from replayssm.spec.system import (
     sample_picks,
     system_conventions,
 )
-
-GEO = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
-V1 = Conventions(cumulative=False, post_step=False, has_idx_mapping=False, materialize_prefixes=True, live_col_is_zero=False)
-V2 = Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=True, live_col_is_zero=False)
 
 
 def _step(st, r, q, acc, slot):

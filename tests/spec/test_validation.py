@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replayssm.spec.geometry import Conventions, Geometry
+from system_worlds import GEO, V2
+
+from replayssm.spec.geometry import Geometry
 from replayssm.spec.launch import allocate, compact_launch, migrate_launch, next_power_of_2, postprocess_step
 from replayssm.spec.system import (
     StepRefused,
@@ -15,9 +17,6 @@ from replayssm.spec.system import (
     initial_state,
     run_action,
 )
-
-GEO = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
-V2 = Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=True, live_col_is_zero=False)
 
 
 # ---- SystemParams

@@ -99,6 +99,9 @@ def _set(d: dict, path: tuple, value) -> None:
     (("states",), [], r"states must be a non-empty list"),
     (("actions", 1, "picks", "q0"), 2, r"step: unknown pick 'q0'"),
     (("actions", 0, "name"), "arrive", r"action must be one of admit, step, free, got 'arrive'"),
+    (("actions", 1, "picks", "q_0"), "2", r"trace\.actions\[1\]\.picks\.q_0 must be an int, got '2'"),
+    (("actions", 0, "picks"), _DELETE, r"trace\.actions\[0\] must be an object with a name string and a picks"),
+    (("actions",), {}, r"trace\.actions must be a list"),
 ])
 def test_explain_reports_malformed_traces(tmp_path: Path, capsys: pytest.CaptureFixture, path, value,
                                           message) -> None:

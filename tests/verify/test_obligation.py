@@ -69,3 +69,13 @@ def test_discharge_waits_for_lemmas_and_shards(jobs: int, monkeypatch: pytest.Mo
     assert results["t.base"].status == "proved" and results["t.base"].cases == 2
     assert results["t.view"].status == "proved" and results["t.view"].reused == 1
     assert results["t.bad"].status == "failed"
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_discharge_names_obligations_waiting_on_each_other(jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    obs = [Obligation("t.a", "t", "", _claims(BASE), lemmas=("t.b",)),
+           Obligation("t.b", "t", "", _claims(BASE), lemmas=("t.a",))]
+    for ob in obs:
+        monkeypatch.setitem(REGISTRY, ob.name, ob)
+    with pytest.raises(ValueError, match=r"waiting on each other's lemmas: \['t.a', 't.b'\]"):
+        list(_discharge([ob.name for ob in obs], jobs))

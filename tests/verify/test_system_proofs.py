@@ -90,6 +90,8 @@ def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
     """The model of the decode kernel's rule differs from the host's mirror."""
     monkeypatch.setattr(system, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
     _expect_failure("v2-align", ((0, 0, 0, 0),), "no_token_dropped")
+    view = prove(REGISTRY["system.no_token_dropped"])  # the property view sees it too, alone, without lemmas
+    assert view.status == "failed" and "inv(post): no_token_dropped" in view.counterexample["violated"], view.detail
 
 
 def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
