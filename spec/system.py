@@ -253,8 +253,10 @@ def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, A
         yield idx, _and(*[eqs[d][v] for d, v in enumerate(idx) if eqs[d] is not None])
 
 
-def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, offset: int = 0, dim: int = 0) -> Any:
-    """``vals`` at ``index`` by one ``ite`` chain per symbolic dimension (no conjunctions)."""
+def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, offset: int = 0, dim: int = 0,
+                   other: Any = 0) -> Any:
+    """``vals`` at ``index`` by one ``ite`` chain per symbolic dimension (no
+    conjunctions); ``other`` where a component falls outside its dimension."""
     if dim == len(shape):
         return vals[offset]
     stride = 1
@@ -263,12 +265,38 @@ def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, 
     i = index[dim]
     if _is_concrete(i):
         if not 0 <= i < shape[dim]:
-            return 0
-        return _nested_select(vals, shape, index, eqs, offset + i * stride, dim + 1)
-    out: Any = 0
+            return other
+        return _nested_select(vals, shape, index, eqs, offset + i * stride, dim + 1, other)
+    out: Any = other
     for v in range(shape[dim] - 1, -1, -1):
-        out = _ite(eqs[dim][v], _nested_select(vals, shape, index, eqs, offset + v * stride, dim + 1), out)
+        out = _ite(eqs[dim][v], _nested_select(vals, shape, index, eqs, offset + v * stride, dim + 1, other), out)
     return out
+
+
+def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Any = 0) -> Any:
+    """The entry of a flat row-major array at ``index``, each symbolic
+    component selecting within its own dimension only (``other`` outside
+    the shape): a symbolic slot of a concrete group never reaches another
+    group's entries."""
+    if _is_concrete(*index):
+        if not all(0 <= i < n for i, n in zip(index, shape)):
+            return other
+        return vals[_flat(shape, index)]
+    eqs = [None if _is_concrete(i) else {v: i == v for v in range(n)} for i, n in zip(index, shape)]
+    return _nested_select(vals, shape, index, eqs, other=other)
+
+
+def update(vals: list, shape: tuple[int, ...], index: tuple, value: Any, guard: Any = True) -> None:
+    """Store ``value`` at ``index`` where ``guard`` holds (nothing outside
+    the shape), per dimension as :func:`lookup` reads."""
+    if _is_concrete(*index):
+        if all(0 <= i < n for i, n in zip(index, shape)):
+            f = _flat(shape, index)
+            vals[f] = value if guard is True else _ite(guard, value, vals[f])
+        return
+    for idx, cond in _candidates(shape, index):
+        f = _flat(shape, idx)
+        vals[f] = _ite(_and(guard, cond), value, vals[f])
 
 
 @dataclass
@@ -294,30 +322,11 @@ class State:
     def get(self, name: str, *index: Any) -> Any:
         """The entry at ``index``; a symbolic component selects among the
         entries of its dimension only (0 outside the shape)."""
-        shape = _shapes(self.p)[name]
-        if _is_concrete(*index):
-            flat = 0
-            for i, n in zip(index, shape):
-                if not 0 <= i < n:
-                    return 0
-                flat = flat * n + i
-            return self.v[name][flat]
-        eqs = [None if _is_concrete(i) else {v: i == v for v in range(n)} for i, n in zip(index, shape)]
-        return _nested_select(self.v[name], shape, index, eqs)
+        return lookup(self.v[name], _shapes(self.p)[name], index)
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
         """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""
-        shape = self.p.shapes()[name]
-        vals = self.v[name]
-        if _is_concrete(*index):
-            if not all(0 <= i < n for i, n in zip(index, shape)):
-                return
-            f = _flat(shape, index)
-            vals[f] = _ite(guard, value, vals[f])
-            return
-        for idx, cond in _candidates(shape, index):
-            f = _flat(shape, idx)
-            vals[f] = _ite(_and(guard, cond), value, vals[f])
+        update(self.v[name], self.p.shapes()[name], index, value, guard)
 
     def as_json(self) -> dict:
         return {k: [int(x) for x in vals] for k, vals in self.v.items()}
@@ -372,7 +381,7 @@ class TableMemory:
         finally:
             self._masks.pop()
 
-    def _resolve(self, buffer: str, index: tuple, guard: Any) -> Any:
+    def _check_bounds(self, buffer: str, index: tuple, guard: Any) -> tuple[int, ...]:
         shape, _ = self.buffers[buffer]
         if len(index) != len(shape):
             raise MemoryFault(buffer, index, shape)
@@ -382,32 +391,24 @@ class TableMemory:
                 raise MemoryFault(buffer, index, shape)
         else:
             self.faults.append((f"{buffer} index in bounds", conj(guard, negate(inside))))
-        return _flat(shape, index)
+        return shape
 
     def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+        """The entry at ``index`` (``other`` where ``guard`` is off). A
+        symbolic component selects within its own dimension: where the
+        bounds checks hold this is the flat address the kernel computes."""
         g = self._guard(guard)
         if g is False:
             return other
-        f = self._resolve(buffer, index, g)
-        vals = self.buffers[buffer][1]
-        value = select(vals, f, other)
-        return _ite(g, value, other)
+        shape = self._check_bounds(buffer, index, g)
+        return _ite(g, lookup(self.buffers[buffer][1], shape, index, other), other)
 
     def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
         g = self._guard(guard)
         if g is False:
             return
-        f = self._resolve(buffer, index, g)
-        vals = self.buffers[buffer][1]
-        if _is_concrete(f) and g is True:
-            vals[f] = value
-            return
-        if _is_concrete(f):
-            if 0 <= f < len(vals):
-                vals[f] = _ite(g, value, vals[f])
-            return
-        for i in range(len(vals)):
-            vals[i] = _ite(_and(g, f == i), value, vals[i])
+        shape = self._check_bounds(buffer, index, g)
+        update(self.buffers[buffer][1], shape, index, value, g)
 
     def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
         g = self._guard(guard)

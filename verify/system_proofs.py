@@ -112,16 +112,26 @@ def transition(p: SystemParams, action: str, **fixed: int) -> Transition:
     key = (p, action, tuple(sorted(fixed.items())))
     if key not in _CACHE:
         picks = {**symbolic_picks(p, action, "pick"), **fixed}
-        _CACHE[key] = transition_from(p, action, symbolic_state(p, "pre"), picks)
+        _CACHE[key] = transition_from(p, action, pre_state(p), picks)
     return _CACHE[key]
 
 
 _INVARIANTS: dict[int, tuple[State, list[tuple[str, Any]]]] = {}
+_PRE: dict[SystemParams, State] = {}
+
+
+def pre_state(p: SystemParams) -> State:
+    """The symbolic pre-state of every action under ``p``: one object, so its
+    inductive invariant is built once for admit, free and every step shape."""
+    if p not in _PRE:
+        _PRE[p] = symbolic_state(p, "pre")
+    return _PRE[p]
 
 
 def clear_caches() -> None:
     """Forget built transitions and invariants (after patching the spec)."""
     _CACHE.clear()
+    _PRE.clear()
     _INVARIANTS.clear()
     _GROUPED.clear()
 
@@ -228,7 +238,7 @@ def general_step(p: SystemParams) -> Transition:
     equalities (:func:`case_transition`)."""
     key = (p, "step", "general")
     if key not in _CACHE:
-        _CACHE[key] = transition_from(p, "step", symbolic_state(p, "pre"), symbolic_picks(p, "step", "pick"))
+        _CACHE[key] = transition_from(p, "step", pre_state(p), symbolic_picks(p, "step", "pick"))
     return _CACHE[key]
 
 
