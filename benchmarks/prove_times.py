@@ -54,9 +54,10 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    if args.repeat < 1 or args.jobs < 1:
-        print("error: --repeat and --jobs must be >= 1", file=sys.stderr)
-        return 2
+    for flag, value in (("--repeat", args.repeat), ("--jobs", args.jobs)):
+        if value < 1:
+            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     import z3
 
     report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),

@@ -53,8 +53,8 @@ def allocate(
     groups = len(layers_per_group)
     if groups < 1:
         raise ValueError("layers_per_group must name at least one cache group")
-    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in layers_per_group):
-        raise ValueError(f"layers_per_group entries must be ints >= 1, got {list(layers_per_group)}")
+    for g, n in enumerate(layers_per_group):
+        _size(f"layers_per_group[{g}]", n, 1)
     rows = geo.max_num_reqs
     i32 = np.int32
     return {

@@ -109,7 +109,8 @@ def test_launch_sizes_are_checked():
     ((0, 4, [1]), r"num_cols must be in \[1, inf\], got 0"),
     ((-2, 4, [1]), r"num_cols must be in \[1, inf\], got -2"),
     ((2, 0, [1]), r"num_slots must be in \[1, inf\], got 0"),
-    ((2, 4, [1.5]), r"layers_per_group entries must be ints >= 1"),
+    ((2, 4, [1.5]), r"layers_per_group\[0\] must be an int in \[1, inf\], got 1.5"),
+    ((2, 4, [2, 0]), r"layers_per_group\[1\] must be in \[1, inf\], got 0"),
 ])
 def test_allocate_names_the_bad_size(args, message):
     with pytest.raises(ValueError, match=message):
