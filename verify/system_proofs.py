@@ -32,7 +32,7 @@ from replayssm.spec.system import (
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from .obligation import Claim, obligation
-from .terms import Sym, named_int
+from .terms import Sym, lift, named_int, variables
 
 SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
 """Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""
@@ -87,6 +87,7 @@ class Transition:
     guard: Any
     assumptions: list[tuple[str, Any]]
     shape: list[Any] = field(default_factory=list)
+    case: "StepCase | None" = None
 
     @property
     def post(self) -> State:
@@ -132,6 +133,8 @@ def clear_caches() -> None:
     """Forget built transitions and invariants (after patching the spec)."""
     _CACHE.clear()
     _PRE.clear()
+    _READ.clear()
+    _SAME.clear()
     _INVARIANTS.clear()
     _GROUPED.clear()
 
@@ -167,6 +170,72 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
     goal = [(n, x) for n, x in grouped(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in grouped(t.outcome.checks, "check: ") if goal_filter(n)]
     return Claim(goal, assumptions, cover, label, t.show(), preprocess=True)
+
+
+REFERENCE_CALLER: dict[str, str] = {"v1-align": "v2-align", "v1-none": "v2-none"}
+"""A v1 step shape is proved through the v2 step of the same shape and mode
+(:func:`reference_claim`): v1 and v2 differ only in how the worker lays the
+rows out for the kernels (per-row or cumulative queries, counts before or
+after the step, rows in request order or swapped through ``idx_mapping``)."""
+
+_READ: dict[SystemParams, tuple[str, ...]] = {}
+
+
+def invariant_reads(p: SystemParams) -> tuple[str, ...]:
+    """The state variables the inductive invariant reads (found in its terms):
+    two post-states equal on these satisfy it together or not at all."""
+    if p not in _READ:
+        read = variables(conj(*[x for _, x in inductive_invariant(pre_state(p))]))
+        names = {v.split(".", 1)[1].split("[", 1)[0] for v in read if v.startswith("pre.")}
+        _READ[p] = tuple(k for k in pre_state(p).v if k in names)
+    return _READ[p]
+
+
+_SAME: dict[tuple[int, int], list[tuple[str, Any]]] = {}
+
+
+def same_state(t: Transition, ref: Transition, ref_label: str) -> list[tuple[str, Any]]:
+    """One goal part per variable the invariant reads: ``t`` leaves it as
+    ``ref`` does (built once per pair, so the views find it verbatim)."""
+    key = (id(t), id(ref))
+    if key not in _SAME:
+        _SAME[key] = [(f"same {name} as {ref_label}", conj(*[a == b for a, b in zip(t.post.v[name], ref.post.v[name])]))
+                      for name in invariant_reads(t.p)]
+    return _SAME[key]
+
+
+def convention_label(conv: Conventions) -> str:
+    return next(label for label, c in SYSTEM_CONVENTIONS.items() if c == conv)
+
+
+def step_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+               cover: Any = True) -> Claim:
+    """The claim of one step shape: :func:`preservation_claim`, or for a v1
+    caller :func:`reference_claim`."""
+    if t.case is not None and convention_label(t.p.conv) in REFERENCE_CALLER:
+        return reference_claim(t, label, goal_filter, cover)
+    return preservation_claim(t, label, goal_filter, cover=cover)
+
+
+def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+                    cover: Any = True) -> Claim:
+    """A v1 step shape proved through its reference caller's
+    (:data:`REFERENCE_CALLER`): under the same hypotheses (the invariant in
+    the pre-state, guard, caller assumptions, shape: the same terms, since
+    both steps read the same state and picks), the v1 step leaves every
+    variable the invariant reads as the v2 step of the same shape does, and
+    passes its own safety checks. With the v2 shape's claim (the invariant
+    after the v2 step) the invariant after the v1 step follows; a v1-only
+    bug shows as the first variable the two callers leave differently."""
+    ref_label = REFERENCE_CALLER[convention_label(t.p.conv)]
+    ref = case_transition(system_params(SYSTEM_CONVENTIONS[ref_label]), t.case)
+    claim = preservation_claim(t, label, lambda n: n.startswith("check: ") and goal_filter(n), cover=cover)
+    hypotheses = [x for _, x in preservation_claim(ref, label, lambda n: False).assumptions]
+    if [lift(x).get_id() for x in hypotheses] != [lift(x).get_id() for _, x in claim.assumptions]:
+        raise ValueError(f"{label}: the {ref_label} step of this shape rests on other hypotheses; "
+                         f"prove it directly (preservation_claim)")
+    claim.goal = same_state(t, ref, ref_label) + claim.goal
+    return claim
 
 
 @dataclass(frozen=True)
@@ -278,7 +347,7 @@ def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | No
     sched = {f"sched_{r}": 0 for r in range(p.num_reqs)} | {f"sched_{r}": 1 for r, *_ in case.rows}
     cols = {f"live_col_{r}": col for r, _, _, col in case.rows if p.conv.materialize_prefixes}
     t = Transition(p, "step", pre, {**general.picks, **sched, **cols, **fixed}, general.outcome, general.guard,
-                   general.assumptions, shape)
+                   general.assumptions, shape, case)
     _CACHE[key] = t
     return t
 
@@ -331,7 +400,7 @@ def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
                rows: tuple[int, ...] = (1,)) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
         for label, t in transitions(action, rows=rows):
-            yield preservation_claim(t, label, cover=cover(t))
+            yield step_claim(t, label, cover=cover(t))
     build.__name__ = f"preserves_{action}"
     return with_solver_params(build)
 
@@ -363,14 +432,16 @@ system_step = obligation(
     "one engine step with one scheduled row, every phase and live-column shape (the other "
     "request present, possibly sharing blocks, as a padding row or not launched): allocation and "
     "copy-on-write, live-column move (block copy + migration), forward pass, postprocess, compaction, "
-    "materialize preserve the inductive invariant and pass every safety check; every shape admits "
-    "some state", shardable=True, every_case=True)(_preserves("step", rows=STEP_ROWS))
+    "materialize preserve the inductive invariant and pass every safety check (a v1 shape: leaves what "
+    "the v2 shape leaves and passes its own checks); every shape admits some state", shardable=True,
+    every_case=True)(_preserves("step", rows=STEP_ROWS))
 system_step_batch = obligation(
     "system.step_batch", "step",
     "one engine step with both requests scheduled (v1: one program per row; v2: rows swapped by "
     "idx_mapping), every pair of row shapes (decode or prefill, every live-column move) preserves the "
-    "inductive invariant and passes every safety check (no materialize race); every pair admits some "
-    "state", shardable=True, every_case=True)(_preserves("step", rows=BATCH_ROWS))
+    "inductive invariant and passes every safety check (no materialize race; a v1 pair: leaves what the "
+    "v2 pair leaves and passes its own checks); every pair admits some state", shardable=True,
+    every_case=True)(_preserves("step", rows=BATCH_ROWS))
 
 
 def pinned_layout_is_general(st: State) -> Any:
@@ -424,7 +495,7 @@ ACTION_LEMMAS = ("system.admit", "system.free", *STEP_LEMMAS)
 @with_solver_params
 def groups_agree() -> Iterator[Claim]:
     for label, t in transitions("step", ALIGN, rows=STEP_ROWS + BATCH_ROWS):
-        claim = preservation_claim(t, label, lambda n: "groups_agree" in n or "publish" in n)
+        claim = step_claim(t, label, lambda n: "groups_agree" in n or "publish" in n)
         first_row = [tr.materialize for tr in t.outcome.info["traces"][:1]]
         claim.cover = conj(*first_row)
         yield claim
@@ -438,7 +509,7 @@ def groups_agree() -> Iterator[Claim]:
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action, rows=STEP_ROWS + BATCH_ROWS):
-            yield preservation_claim(t, label, lambda n: "no_token_dropped" in n or "refinement" in n)
+            yield step_claim(t, label, lambda n: "no_token_dropped" in n or "refinement" in n)
 
 
 @obligation("system.canonical", "all",
@@ -448,7 +519,7 @@ def no_token_dropped() -> Iterator[Claim]:
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action, ALIGN, rows=STEP_ROWS + BATCH_ROWS):
-            yield preservation_claim(t, label, lambda n: "canonical" in n)
+            yield step_claim(t, label, lambda n: "canonical" in n)
 
 
 # --------------------------------------------------------------------------

@@ -63,6 +63,24 @@ def lift(x: Any) -> z3.ExprRef:
     raise TypeError(f"cannot interpret {type(x).__name__} {x!r} symbolically")
 
 
+def variables(x: Any) -> set[str]:
+    """The names of the uninterpreted constants (inputs) a term reads, each
+    shared subterm visited once."""
+    seen: set[int] = set()
+    names: set[str] = set()
+    todo = [lift(x)]
+    while todo:
+        t = todo.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            names.add(t.decl().name())
+        else:
+            todo.extend(t.children())
+    return names
+
+
 def _z3_cdiv(a: z3.ArithRef, b: Any) -> z3.ArithRef:
     if isinstance(b, int) and b > 0:
         return z3.If(a >= 0, a / b, -((-a) / b))

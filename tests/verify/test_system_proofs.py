@@ -173,6 +173,51 @@ def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
     _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
+def _through_reference(conv: str, *rows) -> Obligation:
+    """One step shape as ``system.step`` states it (a v1 shape through v2's)."""
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
+    case = sp.StepCase(tuple(rows))
+
+    def build():
+        yield sp.step_claim(sp.case_transition(p, case), case.label)
+
+    return Obligation(f"reference {conv} {case.label}", "step", "", build)
+
+
+def test_a_v1_step_is_proved_through_the_v2_step_of_its_shape(fresh_cache):
+    """The v1 claim states that v1 leaves every variable the invariant reads
+    as v2 does (and its own checks); it states no invariant itself."""
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    case = sp.StepCase(((0, 0, 0, 1), (1, 1, -1, 0)))
+    claim = sp.step_claim(sp.case_transition(p, case), case.label)
+    names = [n for n, _ in claim.goal]
+    assert names[:len(sp.invariant_reads(p))] == [f"same {v} as v2-align" for v in sp.invariant_reads(p)]
+    assert {"ck", "ring", "nc", "rs", "table", "reg"} <= set(sp.invariant_reads(p))
+    assert not any(n.startswith("inv(post)") for n in names) and any(n.startswith("check: ") for n in names)
+    r = prove(_through_reference("v1-align", (0, 0, 0, 1), (1, 1, -1, 0)))
+    assert r.status == "proved", r.counterexample or r.detail
+
+
+def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch):
+    """A bug only the v1 layout triggers (its decode rows keep the committed
+    count the step started with): the v2 shape still proves, and the v1 shape
+    names the variable the two callers leave differently."""
+    original = system.postprocess_program
+
+    def buggy(mem, geo, conv, batch, group):
+        if conv.has_idx_mapping:
+            return original(mem, geo, conv, batch, group)
+        before = list(mem.buffers["num_committed"][1])
+        t = original(mem, geo, conv, batch, group)
+        mem.buffers["num_committed"][1][:] = before
+        return t
+
+    monkeypatch.setattr(system, "postprocess_program", buggy)
+    assert prove(_through_reference("v2-align", (0, 0, 0, 0))).status == "proved"
+    r = prove(_through_reference("v1-align", (0, 0, 0, 0)))
+    assert r.status == "failed" and r.counterexample["violated"][0] == "same nc as v2-align", r.counterexample
+
+
 # ---- planted bugs in the initial state, admit and free: each one breaks the
 # per-action proof (system.initial, system.admit, system.free)
 
