@@ -87,7 +87,8 @@ class Transition:
     guard: Any
     assumptions: list[tuple[str, Any]]
     shape: list[Any] = field(default_factory=list)
-    case: "StepCase | None" = None
+    case: StepCase | None = None
+    """The step shape a :func:`case_transition` narrows the general step to."""
 
     @property
     def post(self) -> State:
@@ -205,6 +206,7 @@ def same_state(t: Transition, ref: Transition, ref_label: str) -> list[tuple[str
 
 
 def convention_label(conv: Conventions) -> str:
+    """The name of a system convention in :data:`SYSTEM_CONVENTIONS`."""
     return next(label for label, c in SYSTEM_CONVENTIONS.items() if c == conv)
 
 
