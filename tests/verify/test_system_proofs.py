@@ -15,12 +15,14 @@ from replayssm.verify.obligation import REGISTRY, Obligation, prove
 from replayssm.verify.traces import explain, load, record_run, replay_actions, save
 
 
-def _case_obligation(conv: str, *rows) -> Obligation:
+def _case_obligation(conv: str, *rows, claim=sp.preservation_claim) -> Obligation:
+    """One step shape proved on its own (``claim=sp.step_claim``: as
+    ``system.step`` states it, a v1 shape through v2's)."""
     p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
     case = sp.StepCase(tuple(rows))
 
     def build():
-        yield sp.preservation_claim(sp.case_transition(p, case), case.label, cover=True)
+        yield claim(sp.case_transition(p, case), case.label, cover=True)
 
     return Obligation(f"case {conv} {case.label}", "step", "", build)
 
@@ -173,17 +175,6 @@ def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
     _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
-def _through_reference(conv: str, *rows) -> Obligation:
-    """One step shape as ``system.step`` states it (a v1 shape through v2's)."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
-    case = sp.StepCase(tuple(rows))
-
-    def build():
-        yield sp.step_claim(sp.case_transition(p, case), case.label)
-
-    return Obligation(f"reference {conv} {case.label}", "step", "", build)
-
-
 def test_a_v1_step_is_proved_through_the_v2_step_of_its_shape(fresh_cache):
     """The v1 claim states that v1 leaves every variable the invariant reads
     as v2 does (and its own checks); it states no invariant itself."""
@@ -194,7 +185,7 @@ def test_a_v1_step_is_proved_through_the_v2_step_of_its_shape(fresh_cache):
     assert names[:len(sp.invariant_reads(p))] == [f"same {v} as v2-align" for v in sp.invariant_reads(p)]
     assert {"ck", "ring", "nc", "rs", "table", "reg"} <= set(sp.invariant_reads(p))
     assert not any(n.startswith("inv(post)") for n in names) and any(n.startswith("check: ") for n in names)
-    r = prove(_through_reference("v1-align", (0, 0, 0, 1), (1, 1, -1, 0)))
+    r = prove(_case_obligation("v1-align", (0, 0, 0, 1), (1, 1, -1, 0), claim=sp.step_claim))
     assert r.status == "proved", r.counterexample or r.detail
 
 
@@ -213,8 +204,8 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
         return t
 
     monkeypatch.setattr(system, "postprocess_program", buggy)
-    assert prove(_through_reference("v2-align", (0, 0, 0, 0))).status == "proved"
-    r = prove(_through_reference("v1-align", (0, 0, 0, 0)))
+    assert prove(_case_obligation("v2-align", (0, 0, 0, 0), claim=sp.step_claim)).status == "proved"
+    r = prove(_case_obligation("v1-align", (0, 0, 0, 0), claim=sp.step_claim))
     assert r.status == "failed" and r.counterexample["violated"][0] == "same nc as v2-align", r.counterexample
 
 
