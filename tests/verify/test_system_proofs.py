@@ -189,6 +189,22 @@ def test_a_v1_step_is_proved_through_the_v2_step_of_its_shape(fresh_cache):
     assert r.status == "proved", r.counterexample or r.detail
 
 
+def test_a_v1_step_on_other_hypotheses_is_not_taken_through_v2(fresh_cache, monkeypatch):
+    """The reference claim rests on the v2 shape's claim: when a v1 step had
+    a caller assumption v2 does not make, that claim would not cover it."""
+    original = system.step_assumptions
+
+    def v1_only(st, k):
+        extra = [] if st.p.conv.has_idx_mapping else [("v1 only", st.get("N", 0) >= 0)]
+        return original(st, k) + extra
+
+    monkeypatch.setitem(system.ACTIONS, "step", replace(system.ACTIONS["step"], assumptions=v1_only))
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    case = sp.StepCase(((0, 0, 0, 0),))
+    with pytest.raises(ValueError, match="rests on other hypotheses"):
+        sp.step_claim(sp.case_transition(p, case), case.label)
+
+
 def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch):
     """A bug only the v1 layout triggers (its decode rows keep the committed
     count the step started with): the v2 shape still proves, and the v1 shape
