@@ -67,6 +67,13 @@ def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, 
     return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas])
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (all of them where the OS cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _discharge(names: list[str], jobs: int):
     """Prove each named obligation, ``jobs`` processes at a time, yielding
     results as they finish. A shardable obligation's cases are split over the
@@ -190,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true",
                    help="show each obligation's statement and the assumptions of its first case")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                   help="worker processes (default: up to 2)")
+    p.add_argument("--jobs", type=int, default=_usable_cpus(),
+                   help="worker processes (default: every CPU this process may run on)")
     p.add_argument("--counterexamples", metavar="DIR", default="out/counterexamples",
                    help="where failed obligations' scenarios are saved (default: out/counterexamples)")
     p.set_defaults(run=_prove)
