@@ -269,12 +269,16 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
                               detail=f"{claim.case}: {s.reason_unknown()}")
             s.pop()
         if ob.every_case or not covered:
-            verdict = _solver(facts + [claim.cover], claim.preprocess).check()
+            w = _solver(facts + [claim.cover], claim.preprocess)
+            verdict = w.check()
             if verdict == z3.sat:
                 covered = True
+            elif ob.every_case and verdict == z3.unsat:
+                return Result(ob.name, "failed", time.perf_counter() - start, names, cases,
+                              detail=f"vacuous case: {claim.case}: its assumptions admit no covered state")
             elif ob.every_case:
-                return Result(ob.name, "failed" if verdict == z3.unsat else "unknown", time.perf_counter() - start,
-                              names, cases, detail=f"vacuous case: {claim.case}: its assumptions admit no covered state")
+                return Result(ob.name, "unknown", time.perf_counter() - start, names, cases,
+                              detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
     result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused)
     return result if shards > 1 else merge_shards([result])
 

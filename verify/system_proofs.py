@@ -163,14 +163,20 @@ def grouped(parts: list[tuple[str, Any]], prefix: str = "") -> list[tuple[str, A
 def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
                        dropped: tuple[str, ...] = (), cover: Any = True) -> Claim:
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
-    assumptions = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
-    assumptions.append(("guard", t.guard))
-    if t.shape:
-        assumptions.append(("shape", conj(*t.shape)))
-    assumptions += [(n, x) for n, x in grouped(t.assumptions) if n not in dropped]
     goal = [(n, x) for n, x in grouped(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in grouped(t.outcome.checks, "check: ") if goal_filter(n)]
-    return Claim(goal, assumptions, cover, label, t.show(), preprocess=True)
+    return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), preprocess=True)
+
+
+def hypotheses(t: Transition, dropped: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+    """What a claim about ``t`` assumes, named: the inductive invariant in the
+    pre-state, the guard, the shape's pins and the caller assumptions (less
+    the ``dropped`` ones)."""
+    out = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
+    out.append(("guard", t.guard))
+    if t.shape:
+        out.append(("shape", conj(*t.shape)))
+    return out + [(n, x) for n, x in grouped(t.assumptions) if n not in dropped]
 
 
 REFERENCE_CALLER: dict[str, str] = {"v1-align": "v2-align", "v1-none": "v2-none"}
@@ -232,8 +238,7 @@ def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool
     ref_label = REFERENCE_CALLER[convention_label(t.p.conv)]
     ref = case_transition(system_params(SYSTEM_CONVENTIONS[ref_label]), t.case)
     claim = preservation_claim(t, label, lambda n: n.startswith("check: ") and goal_filter(n), cover=cover)
-    hypotheses = [x for _, x in preservation_claim(ref, label, lambda n: False).assumptions]
-    if [lift(x).get_id() for x in hypotheses] != [lift(x).get_id() for _, x in claim.assumptions]:
+    if [lift(x).get_id() for _, x in hypotheses(ref)] != [lift(x).get_id() for _, x in claim.assumptions]:
         raise ValueError(f"{label}: the {ref_label} step of this shape rests on other hypotheses; "
                          f"prove it directly (preservation_claim)")
     claim.goal = same_state(t, ref, ref_label) + claim.goal

@@ -74,21 +74,17 @@ def params_from_json(d: dict) -> SystemParams:
     for name in _CONVENTION_FIELDS:
         if not isinstance(conv[name], bool):
             raise ValueError(f"params.conventions.{name} must be true or false, got {conv[name]!r}")
-    try:
-        geometry = Geometry(**geo).validated()
-    except ValueError as e:
-        raise ValueError(f"params.geometry.{e}") from None
     if not isinstance(d["layers"], list):
         raise ValueError(f"params.layers must be a list of layer counts >= 1, got {d['layers']!r}")
     try:
-        return SystemParams(geometry, Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
+        return SystemParams(Geometry(**geo), Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
                             d["num_streams"], d["swap_rows"])
     except ValueError as e:
         msg = str(e)
         raise ValueError("params." + ("geometry." + msg[4:] if msg.startswith("geo.") else msg)) from None
 
 
-def state_from_json(p: SystemParams, d: Any, where: str = "states[0]") -> State:
+def state_from_json(p: SystemParams, d: Any, where: str) -> State:
     """A recorded state; one missing, unknown or misshapen variable is a ``ValueError`` naming it."""
     shapes = p.shapes()
     d = _fields(d, where, tuple(shapes))
@@ -108,11 +104,20 @@ def _trace_params(trace: Any) -> SystemParams:
     return params_from_json(trace["params"])
 
 
-def _initial(trace: dict, p: SystemParams) -> State:
+def _states(trace: dict, p: SystemParams) -> list[State]:
+    """The recorded states, each checked variable by variable (the first is
+    the initial state, the others are compared after each action)."""
     states = trace.get("states")
     if not isinstance(states, list) or not states:
         raise ValueError("trace.states must be a non-empty list of states")
-    return state_from_json(p, states[0])
+    return [state_from_json(p, s, f"trace.states[{i}]") for i, s in enumerate(states)]
+
+
+def _meta(trace: dict) -> dict:
+    meta = trace.get("#meta", {})
+    if not isinstance(meta, dict):
+        raise ValueError(f"trace.#meta must be an object, got {meta!r}")
+    return meta
 
 
 def _actions(trace: dict) -> list[dict]:
@@ -178,12 +183,13 @@ def replay_actions(trace: dict, *, check_assumptions: bool = False) -> Iterator[
     Assumptions are not re-checked by default: a counterexample found with an
     assumption dropped must replay."""
     p = _trace_params(trace)
-    st = _initial(trace, p)
-    dropped = tuple(trace.get("#meta", {}).get("dropped", ()))
+    states = _states(trace, p)
+    st = states[0]
+    dropped = tuple(_meta(trace).get("dropped", ()))
     for i, act in enumerate(_actions(trace)):
         out = run_action(st, act["name"], act["picks"], check_assumptions=check_assumptions, dropped=dropped)
-        recorded = trace["states"][i + 1] if i + 1 < len(trace["states"]) else None
-        diff = [] if recorded is None else [k for k, v in out.state.as_json().items() if recorded.get(k) != v]
+        recorded = states[i + 1].as_json() if i + 1 < len(states) else None
+        diff = [] if recorded is None else [k for k, v in out.state.as_json().items() if recorded[k] != v]
         yield act, out, diff
         st = out.state
 
@@ -238,7 +244,7 @@ def explain(path: str | Path | dict) -> str:
     invariants that broke."""
     trace = path if isinstance(path, dict) else load(path)
     p = _trace_params(trace)
-    meta = trace.get("#meta", {})
+    meta = _meta(trace)
     out = [f"trace {meta.get('source', '')}  {p.conv.label()}  bs={p.geo.block_size} W={p.geo.window} "
            f"R={p.geo.ring_len} layers={list(p.layers)}"]
     if meta.get("dropped"):
@@ -246,7 +252,7 @@ def explain(path: str | Path | dict) -> str:
     if meta.get("violated"):
         out.append(f"violated: {', '.join(meta['violated'])}")
     out.append("ring rows: '>' ring_start, '( )' committed, tokens as <stream><position>, '.' garbage")
-    st0 = _initial(trace, p)
+    st0 = _states(trace, p)[0]
     out.append("state 0:")
     out += describe_state(p, st0)
     prev = st0

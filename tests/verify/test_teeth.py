@@ -319,10 +319,6 @@ POSTPROCESS_BUGS = [
         ["postprocess.padding_rows", "postprocess.plan_iff_publish", "postprocess.plan_contract"],
         {"postprocess.padding_rows": "plan cleared", "postprocess.plan_iff_publish": "replay -1",
          "postprocess.plan_contract": "contract"}),
-    # The program computes the right replay length but stores one row less:
-    # the goal stated on the computed value (t.plan_flush) proved it; it is
-    # stated on the plan left in memory now. plan_contract proves (a shorter
-    # replay stays within the committed rows).
     # The live slot is looked up one column early. Every goal about the commit
     # reads memory at the program's own live slot, so only the part tying
     # that slot to the caller's live column sees it.
@@ -331,6 +327,10 @@ POSTPROCESS_BUGS = [
                 'live_slot = mem.load("block_table", (group, batch, live_col - 1), valid_live_col, other=pad)'),
         ["postprocess.live_commit_refines"],
         {"postprocess.live_commit_refines": "the live slot is the block of the caller's live column"}),
+    # The program computes the right replay length but stores one row less:
+    # the goal stated on the computed value (t.plan_flush) proved it; it is
+    # stated on the plan left in memory now. plan_contract proves (a shorter
+    # replay stays within the committed rows).
     Bug("plan_stores_replay_one_row_short",
         program('mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants, writes_plan))',
                 'mem.store("plan_flush_count", (batch,), plan_flush - 1, conj(decode, wants, writes_plan))'),
