@@ -273,11 +273,17 @@ def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, 
     return out
 
 
+def _check_rank(shape: tuple[int, ...], index: tuple) -> None:
+    if len(index) != len(shape):
+        raise ValueError(f"index {index!r} has {len(index)} components; the array has shape {shape}")
+
+
 def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Any = 0) -> Any:
     """The entry of a flat row-major array at ``index``, each symbolic
     component selecting within its own dimension only (``other`` outside
     the shape): a symbolic slot of a concrete group never reaches another
     group's entries."""
+    _check_rank(shape, index)
     if _is_concrete(*index):
         if not all(0 <= i < n for i, n in zip(index, shape)):
             return other
@@ -289,6 +295,7 @@ def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Any = 0) -> 
 def update(vals: list, shape: tuple[int, ...], index: tuple, value: Any, guard: Any = True) -> None:
     """Store ``value`` at ``index`` where ``guard`` holds (nothing outside
     the shape), per dimension as :func:`lookup` reads."""
+    _check_rank(shape, index)
     if _is_concrete(*index):
         if all(0 <= i < n for i, n in zip(index, shape)):
             f = _flat(shape, index)

@@ -114,3 +114,26 @@ def test_fresh_slot_condition_is_a_python_bool_on_ints():
     assert needs_fresh_slot(st, 0, 3, True, 1) is True      # shared: copy on write
     st.set("ref", (0, 3), 1)
     assert needs_fresh_slot(st, 0, 3, True, 0) is False     # private block
+
+
+def test_lookup_and_update_select_per_dimension():
+    """A symbolic component selects within its own dimension: a symbolic slot
+    of group 0 never reads or writes group 1's entries; concrete indices
+    outside the shape read ``other`` and write nothing."""
+    import z3
+
+    from replayssm.spec.system import lookup, update
+    from replayssm.verify.terms import named_int, variables
+
+    vals = [named_int(f"v[{i}]") for i in range(6)]
+    slot = named_int("slot")
+    assert variables(lookup(vals, (2, 3), (0, slot))) == {"slot", "v[0]", "v[1]", "v[2]"}
+    update(vals, (2, 3), (0, slot), 9)
+    assert [str(x.z) for x in vals[3:]] == ["v[3]", "v[4]", "v[5]"]
+    assert z3.simplify(z3.substitute(vals[1].z, (slot.z, z3.IntVal(1)))).as_long() == 9
+    ints = list(range(6))
+    assert lookup(ints, (2, 3), (1, 3), other=-2) == -2 and lookup(ints, (2, 3), (1, 2)) == 5
+    update(ints, (2, 3), (2, 0), 7)
+    assert ints == list(range(6))
+    with pytest.raises(ValueError, match=r"has 1 components; the array has shape \(2, 3\)"):
+        lookup(ints, (2, 3), (1,))
