@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 INDUCTIVE = ["system.initial", "system.admit", "system.free", "system.step", "system.step_batch",
              "system.shapes_cover"]
@@ -48,6 +50,13 @@ def timed(names: list[str] | None, jobs: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _commit() -> str:
+    """The checked-out commit, with ``+changes`` when the tree differs from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return (head or "unknown") + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeat", type=int, default=3)
@@ -58,10 +67,15 @@ def main() -> int:
         if value < 1:
             print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        print(f"error: --out's folder {Path(args.out).resolve().parent} does not exist", file=sys.stderr)
+        return 2
     import z3
 
     report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
-                    "python": platform.python_version(), "z3": z3.get_version_string(), "jobs": args.jobs,
+                    "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                    "commit": _commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
+                    "jobs": args.jobs,
                     "command": " ".join(sys.argv), "sets": {}}
     for label, names in sets().items():
         runs = []

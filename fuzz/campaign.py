@@ -236,6 +236,12 @@ def load_trace(path: str) -> dict:
     if not isinstance(trace, dict) or not isinstance(trace.get("params"), dict) \
             or not isinstance(trace.get("actions"), list):
         raise ValueError("not a replayable trace: it needs a params object and an actions list")
+    if not isinstance(trace.get("#meta", {}), dict):
+        raise ValueError(f"trace.#meta must be an object, got {trace['#meta']!r}")
+    for n, action in enumerate(trace["actions"]):
+        caller = action.get("caller", []) if isinstance(action, dict) else None
+        if not isinstance(caller, list) or not all(isinstance(c, str) for c in caller):
+            raise ValueError(f"trace.actions[{n}] must be an object whose caller is a list of strings, got {action!r}")
     if "layers_per_group" not in trace["params"]:
         from .system_traces import launch_trace
 

@@ -67,6 +67,12 @@ def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, 
     return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas])
 
 
+PROVE_JOBS_CAP = 16
+"""``prove``'s default worker count stops here: the scaling was measured up to
+16 processes (docs/system.md), and the affinity mask does not see a
+container's CPU quota."""
+
+
 def _usable_cpus() -> int:
     """The CPUs this process may run on (all of them where the OS cannot say)."""
     if hasattr(os, "sched_getaffinity"):
@@ -197,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true",
                    help="show each obligation's statement and the assumptions of its first case")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    p.add_argument("--jobs", type=int, default=_usable_cpus(),
-                   help="worker processes (default: every CPU this process may run on)")
+    p.add_argument("--jobs", type=int, default=min(_usable_cpus(), PROVE_JOBS_CAP),
+                   help=f"worker processes (default: every CPU this process may run on, at most {PROVE_JOBS_CAP})")
     p.add_argument("--counterexamples", metavar="DIR", default="out/counterexamples",
                    help="where failed obligations' scenarios are saved (default: out/counterexamples)")
     p.set_defaults(run=_prove)
@@ -215,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "combinations (default: the profile's)")
     f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
+    f.add_argument("--jobs", type=int, default=min(2, _usable_cpus()), help="worker processes")
     f.add_argument("--failures", metavar="DIR", default="out/failures", help="where shrunk failing traces are saved")
     f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON")
     f.set_defaults(run=_fuzz)

@@ -106,7 +106,9 @@ def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> Non
     assert not failures.exists()
 
 
-@pytest.mark.parametrize("content", ['{"params": null, "actions": []}', '[1, 2]', '{"params": {}', ])
+@pytest.mark.parametrize("content", ['{"params": null, "actions": []}', '[1, 2]', '{"params": {}',
+                                     '{"#meta": "x", "params": {}, "actions": []}',
+                                     '{"params": {}, "actions": [{"name": "step", "caller": 3}]}'])
 def test_replay_rejects_unreplayable_traces(tmp_path: Path, content: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
