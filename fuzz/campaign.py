@@ -107,6 +107,8 @@ def check_setup(config: CampaignConfig) -> Any:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SetupError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        raise SetupError(f"seed must be an int >= 0, got {config.seed!r}")
     try:
         return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
     except ValueError as e:

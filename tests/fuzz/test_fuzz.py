@@ -103,6 +103,8 @@ def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> Non
         run_campaign(CampaignConfig(None, "gpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
     with pytest.raises(SetupError, match="jobs must be an int >= 1, got 0"):
         run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=0, jobs=0, failures_dir=str(failures)))
+    with pytest.raises(SetupError, match="seed must be an int >= 0, got -1"):
+        run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=-1, jobs=1, failures_dir=str(failures)))
     assert not failures.exists()
 
 
