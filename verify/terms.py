@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import z3
+from z3 import z3core
 
 _recorders: list[list[tuple[z3.ArithRef, list]]] = []
 _context: list[Any] = []
@@ -50,17 +51,83 @@ def _note(term: z3.ExprRef) -> z3.ExprRef:
     return term
 
 
+_NUMERALS: dict[Any, z3.ExprRef] = {}
+
+
 def lift(x: Any) -> z3.ExprRef:
     """A Z3 term for a Sym, a Python bool or a Python int."""
     if isinstance(x, Sym):
         return x.z
-    if isinstance(x, (bool,)):
-        return z3.BoolVal(x)
-    if isinstance(x, int):
-        return z3.IntVal(x)
     if isinstance(x, z3.ExprRef):
         return x
+    if isinstance(x, int):  # bools included
+        key = (type(x) is bool, x)
+        if key not in _NUMERALS:
+            _NUMERALS[key] = z3.BoolVal(x) if type(x) is bool else z3.IntVal(x)
+        return _NUMERALS[key]
     raise TypeError(f"cannot interpret {type(x).__name__} {x!r} symbolically")
+
+
+# Term constructors straight on Z3's C API: the spec builds tens of thousands
+# of terms per step, and z3.py's If/And/== coerce and check each argument in
+# Python. Operands of one sort are all the spec makes; Z3 itself rejects a
+# sort mismatch (a Z3Exception naming it).
+
+def _wrap(ast: Any, like: z3.ExprRef) -> z3.ExprRef:
+    """``ast`` as a Python term of ``like``'s class (Bool or Int)."""
+    return z3.BoolRef(ast, like.ctx) if isinstance(like, z3.BoolRef) else z3.ArithRef(ast, like.ctx)
+
+
+def _boolean(ast: Any, ctx: z3.Context) -> z3.BoolRef:
+    return z3.BoolRef(ast, ctx)
+
+
+def _args(zs: list[z3.ExprRef]) -> Any:
+    arr = (z3.Ast * len(zs))()
+    for i, z in enumerate(zs):
+        arr[i] = z.as_ast()
+    return arr
+
+
+def mk_ite(c: z3.ExprRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+    """``If(c, a, b)``."""
+    return _wrap(z3core.Z3_mk_ite(c.ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), a)
+
+
+def mk_and(zs: list[z3.ExprRef]) -> z3.BoolRef:
+    """``And(*zs)`` (True when empty)."""
+    if not zs:
+        return lift(True)
+    return _boolean(z3core.Z3_mk_and(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
+
+
+def mk_or(zs: list[z3.ExprRef]) -> z3.BoolRef:
+    """``Or(*zs)`` (False when empty)."""
+    if not zs:
+        return lift(False)
+    return _boolean(z3core.Z3_mk_or(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
+
+
+def mk_not(z: z3.ExprRef) -> z3.BoolRef:
+    return _boolean(z3core.Z3_mk_not(z.ctx.ref(), z.as_ast()), z.ctx)
+
+
+def _relation(mk: Any) -> Any:
+    return lambda a, b: _boolean(mk(a.ctx.ref(), a.as_ast(), b.as_ast()), a.ctx)
+
+
+def _sum(mk: Any) -> Any:
+    return lambda a, b: z3.ArithRef(mk(a.ctx.ref(), 2, _args([a, b])), a.ctx)
+
+
+mk_eq = _relation(z3core.Z3_mk_eq)
+mk_lt, mk_le = _relation(z3core.Z3_mk_lt), _relation(z3core.Z3_mk_le)
+mk_gt, mk_ge = _relation(z3core.Z3_mk_gt), _relation(z3core.Z3_mk_ge)
+mk_add, mk_sub, mk_mul = _sum(z3core.Z3_mk_add), _sum(z3core.Z3_mk_sub), _sum(z3core.Z3_mk_mul)
+
+
+def mk_ne(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
+    return _boolean(z3core.Z3_mk_distinct(a.ctx.ref(), 2, _args([a, b])), a.ctx)
 
 
 def variables(x: Any) -> set[str]:
@@ -96,8 +163,7 @@ def _z3_cdiv(a: z3.ArithRef, b: Any) -> z3.ArithRef:
 class _Z3Vocab:
     @staticmethod
     def ite(c: Any, a: Any, b: Any) -> "Sym":
-        za, zb = lift(a), lift(b)
-        return Sym(z3.If(lift(c), za, zb))
+        return Sym(mk_ite(lift(c), lift(a), lift(b)))
 
     @staticmethod
     def cdiv(a: Any, b: Any) -> "Sym":
@@ -112,15 +178,15 @@ class _Z3Vocab:
 
     @staticmethod
     def conj(*xs: Any) -> "Sym":
-        return Sym(z3.And(*[lift(x) for x in xs]))
+        return Sym(mk_and([lift(x) for x in xs]))
 
     @staticmethod
     def disj(*xs: Any) -> "Sym":
-        return Sym(z3.Or(*[lift(x) for x in xs]))
+        return Sym(mk_or([lift(x) for x in xs]))
 
     @staticmethod
     def negate(x: Any) -> "Sym":
-        return Sym(z3.Not(lift(x)))
+        return Sym(mk_not(lift(x)))
 
 
 class Sym:
@@ -144,56 +210,56 @@ class Sym:
         return Sym(_note(op(self.z, lift(other))))
 
     def __add__(self, o: Any) -> "Sym":
-        return self._arith(o, lambda a, b: a + b)
+        return self._arith(o, mk_add)
 
     def __radd__(self, o: Any) -> "Sym":
-        return Sym(_note(lift(o) + self.z))
+        return Sym(_note(mk_add(lift(o), self.z)))
 
     def __sub__(self, o: Any) -> "Sym":
-        return self._arith(o, lambda a, b: a - b)
+        return self._arith(o, mk_sub)
 
     def __rsub__(self, o: Any) -> "Sym":
-        return Sym(_note(lift(o) - self.z))
+        return Sym(_note(mk_sub(lift(o), self.z)))
 
     def __mul__(self, o: Any) -> "Sym":
-        return self._arith(o, lambda a, b: a * b)
+        return self._arith(o, mk_mul)
 
     def __rmul__(self, o: Any) -> "Sym":
-        return Sym(_note(lift(o) * self.z))
+        return Sym(_note(mk_mul(lift(o), self.z)))
 
     def __neg__(self) -> "Sym":
         return Sym(_note(-self.z))
 
     def __lt__(self, o: Any) -> "Sym":
-        return Sym(self.z < lift(o))
+        return Sym(mk_lt(self.z, lift(o)))
 
     def __le__(self, o: Any) -> "Sym":
-        return Sym(self.z <= lift(o))
+        return Sym(mk_le(self.z, lift(o)))
 
     def __gt__(self, o: Any) -> "Sym":
-        return Sym(self.z > lift(o))
+        return Sym(mk_gt(self.z, lift(o)))
 
     def __ge__(self, o: Any) -> "Sym":
-        return Sym(self.z >= lift(o))
+        return Sym(mk_ge(self.z, lift(o)))
 
     def __eq__(self, o: Any) -> "Sym":  # type: ignore[override]
-        return Sym(self.z == lift(o))
+        return Sym(mk_eq(self.z, lift(o)))
 
     def __ne__(self, o: Any) -> "Sym":  # type: ignore[override]
-        return Sym(self.z != lift(o))
+        return Sym(mk_ne(self.z, lift(o)))
 
     def __and__(self, o: Any) -> "Sym":
-        return Sym(z3.And(self.z, lift(o)))
+        return Sym(mk_and([self.z, lift(o)]))
 
     __rand__ = __and__
 
     def __or__(self, o: Any) -> "Sym":
-        return Sym(z3.Or(self.z, lift(o)))
+        return Sym(mk_or([self.z, lift(o)]))
 
     __ror__ = __or__
 
     def __invert__(self) -> "Sym":
-        return Sym(z3.Not(self.z))
+        return Sym(mk_not(self.z))
 
 
 def fresh_int(name: str) -> Sym:
