@@ -426,6 +426,24 @@ def with_solver_params(build: Callable[[], Iterator[Claim]]) -> Callable[[], Ite
     return wrapped
 
 
+def distinct_claims(claims: Iterable[Claim]) -> list[Claim]:
+    """``claims`` with each query stated once: a claim whose hypotheses, goal
+    parts and cover are the same Z3 terms as an earlier one's is left out and
+    the earlier one's case names both (admit and free read nothing of the
+    caller's layout, so v1 and v2 state the same claims). All are built
+    before any is compared, so no term is freed and its id reused."""
+    built = list(claims)
+    kept: dict[tuple, Claim] = {}
+    for c in built:
+        key = (tuple(lift(x).get_id() for _, x in c.assumptions), tuple(lift(x).get_id() for _, x in c.goal),
+               lift(c.cover).get_id())
+        if key in kept:
+            kept[key].case += f" = {c.case}"
+        else:
+            kept[key] = c
+    return list(kept.values())
+
+
 def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
                rows: tuple[int, ...] = (1,)) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
@@ -433,19 +451,21 @@ def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
             for _, t in transitions(action, DIRECT, rows):
                 yield shape_claim(t, cover(t))
             return
-        for label, t in transitions(action, rows=rows):
-            yield preservation_claim(t, label, cover=cover(t))
+        yield from distinct_claims(preservation_claim(t, label, cover=cover(t))
+                                   for label, t in transitions(action, rows=rows))
     build.__name__ = f"preserves_{action}"
     return with_solver_params(build)
 
 
 @obligation("system.initial", "system",
             "the initial state (no request, every slot free) satisfies the inductive invariant")
-def initial() -> Iterator[Claim]:
+def initial() -> list[Claim]:
+    claims = []
     for label, conv in SYSTEM_CONVENTIONS.items():
         st = initial_state(system_params(conv))
         goal = [(n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(inductive_invariant(st))]
-        yield Claim(goal, [], True, label)
+        claims.append(Claim(goal, [], True, label))
+    return distinct_claims(claims)
 
 
 system_admit = obligation(
@@ -502,7 +522,11 @@ def pinned_layout_is_general(st: State) -> Any:
             "any state satisfying the inductive invariant, any step the guard and the caller assumptions "
             "admit schedules a set of requests with phases and live-column moves that one shape lists, "
             "and its slot ids are a renaming of the shapes' pinned ones")
-def shapes_cover() -> Iterator[Claim]:
+def shapes_cover() -> list[Claim]:
+    return distinct_claims(_shapes_cover_claims())
+
+
+def _shapes_cover_claims() -> Iterator[Claim]:
     for label, conv in SYSTEM_CONVENTIONS.items():
         p = system_params(conv)
         if set(STEP_ROWS + BATCH_ROWS) != set(range(1, p.num_reqs + 1)):

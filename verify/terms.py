@@ -70,8 +70,9 @@ def lift(x: Any) -> z3.ExprRef:
 
 # Term constructors straight on Z3's C API: the spec builds tens of thousands
 # of terms per step, and z3.py's If/And/== coerce and check each argument in
-# Python. Operands of one sort are all the spec makes; Z3 itself rejects a
-# sort mismatch (a Z3Exception naming it).
+# Python. Z3 treats mixed sorts as z3.py does: a boolean branch or operand of
+# an integer term becomes 0/1, an integer where a boolean must be raises a
+# Z3Exception ("Sort mismatch").
 
 def _wrap(ast: Any, like: z3.ExprRef) -> z3.ExprRef:
     """``ast`` as a Python term of ``like``'s class (Bool or Int)."""

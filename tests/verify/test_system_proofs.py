@@ -40,6 +40,18 @@ def test_small_actions_are_proved(name):
     assert r.status == "proved", r.counterexample or r.detail
 
 
+def test_a_claim_two_callers_state_alike_is_proved_once():
+    """admit and free read nothing of the caller's layout: the v1 and v2
+    claims are the same Z3 terms and are proved once, named after both;
+    claims that differ are all kept."""
+    assert [c.case for c in REGISTRY["system.admit"].build()] == [
+        f"admit req={r} v1-{m} = admit req={r} v2-{m}" for m in ("align", "none") for r in range(2)]
+    x = sp.named_int("test.x")
+    claims = [sp.Claim([("a", x > 0)], [("h", x > 1)], True, "one"), sp.Claim([("a", x > 0)], [("h", x > 1)], True, "two"),
+              sp.Claim([("a", x > 0)], [("h", x > 2)], True, "three")]
+    assert [c.case for c in sp.distinct_claims(claims)] == ["one = two", "three"]
+
+
 @pytest.mark.parametrize("conv,rows", [
     ("v2-align", ((0, 0, 0, 1),)),        # decode crossing into a new block: publish into the old one
     ("v1-align", ((1, 1, 0, 1),)),        # prefill chunk after a prefix hit
@@ -223,6 +235,30 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
     assert prove(_case_obligation("v2-align", (0, 0, 0, 0), claim=sp.step_claim)).status == "proved"
     r = prove(_case_obligation("v1-align", (0, 0, 0, 0), claim=sp.step_claim))
     assert r.status == "failed" and r.counterexample["violated"][0] == "same nc as v2-align", r.counterexample
+    # system.step states both callers of the shape in one claim: it fails on the v1 part
+    r = prove(_shape_obligation("v2-align", (0, 0, 0, 0)))
+    assert r.status == "failed" and r.counterexample["violated"][0] == "v1-align: same nc as v2-align", r.counterexample
+
+
+def _shape_obligation(conv: str, *rows) -> Obligation:
+    """One step shape as ``system.step`` states it (:func:`sp.shape_claim`)."""
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
+    case = sp.StepCase(tuple(rows))
+    return Obligation(f"shape {conv} {case.label}", "step", "", lambda: [sp.shape_claim(sp.case_transition(p, case))])
+
+
+def test_one_claim_states_a_shape_for_both_callers(fresh_cache):
+    """The v2 shape's invariant and checks, then the v1 shape's reference
+    parts under the same hypotheses; it proves."""
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
+    case = sp.StepCase(((0, 0, 0, 1),))
+    claim = sp.shape_claim(sp.case_transition(p, case))
+    names = [n for n, _ in claim.goal]
+    assert claim.case == f"step v2-align + v1-align: {case.label}"
+    assert names[0].startswith("inv(post): ") and "v1-align: same ck as v2-align" in names
+    assert any(n.startswith("v1-align: check: ") for n in names) and any(n.startswith("check: ") for n in names)
+    r = prove(_shape_obligation("v2-align", (0, 0, 0, 1)))
+    assert r.status == "proved", r.counterexample or r.detail
 
 
 # ---- planted bugs in the initial state, admit and free: each one breaks the

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import z3
 
-from replayssm.spec.vocab import conj, ite
-from replayssm.verify.terms import named_int, variables
+from replayssm.spec.vocab import cdiv, cmod, conj, disj, ite, negate
+from replayssm.verify.terms import lift, named_bool, named_int, variables
 
 
 def test_variables_names_the_inputs_a_term_reads():
@@ -15,3 +16,40 @@ def test_variables_names_the_inputs_a_term_reads():
     assert variables(term) == {"pre.x[0]", "pre.y[1]"}
     assert variables(z + 0) == {"pick.z"}
     assert variables(z3.IntVal(4) + 1) == set()
+
+
+def test_terms_built_through_the_c_api_mean_what_z3py_builds():
+    """The fast constructors make the same terms z3.py makes (same Z3 ids,
+    since Z3 shares equal terms), mixed sorts included."""
+    x, y, b = named_int("x"), named_int("y"), named_bool("b")
+    zx, zy, zb = lift(x), lift(y), lift(b)
+    pairs = [
+        (ite(b, x, y + 1), z3.If(zb, zx, zy + 1)),
+        (conj(x > 0, y <= 2, b), z3.And(zx > 0, zy <= 2, zb)),
+        (disj(x < 0, y >= 2), z3.Or(zx < 0, zy >= 2)),
+        (negate(x == y), z3.Not(zx == zy)),
+        (x != y, zx != zy),
+        (x * 3 - y, zx * 3 - zy),
+        (2 - x, 2 - zx),
+    ]
+    for ours, theirs in pairs:
+        assert lift(ours).get_id() == theirs.get_id(), (ours, theirs)
+    assert lift(conj()).eq(z3.BoolVal(True)) and lift(disj()).eq(z3.BoolVal(False))
+    assert lift(7).get_id() == lift(7).get_id() and lift(True).eq(z3.BoolVal(True)) and not lift(1).eq(lift(True))
+    # mixed sorts: Z3 coerces a boolean branch or operand to 0/1 as z3.py
+    # does, and rejects an integer where a boolean must be
+    assert lift(ite(b, x, b)).get_id() == z3.If(zb, zx, zb).get_id()
+    assert lift(x == b).get_id() == (zx == zb).get_id()
+    with pytest.raises(z3.Z3Exception, match="Sort mismatch"):
+        conj(x, b)
+
+
+@pytest.mark.parametrize("a", [-7, -6, -1, 0, 1, 6, 7])
+def test_c_division_and_remainder_on_terms_match_the_oracle(a):
+    x = named_int("a")
+    s = z3.Solver()
+    s.add(lift(x) == a)
+    assert s.check() == z3.sat
+    m = s.model()
+    assert m.eval(lift(cdiv(x, 2))).as_long() == cdiv(a, 2)
+    assert m.eval(lift(cmod(x, 4))).as_long() == cmod(a, 4)
