@@ -9,8 +9,10 @@ import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 
 def _prove(args: argparse.Namespace) -> int:
@@ -59,12 +61,30 @@ def _prove(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = ()):
+_NEXT_CASE: dict[str, Any] = {}
+"""Per shardable obligation of a ``_discharge`` run, the index of the next
+case a worker takes: shared memory the forked workers inherit."""
+
+
+def _take_next(name: str) -> Callable[[], int]:
+    counter = _NEXT_CASE[name]
+
+    def take() -> int:
+        with counter.get_lock():
+            counter.value += 1
+            return counter.value - 1
+
+    return take
+
+
+def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = (),
+                 shared_cases: bool = False):
     from replayssm.verify.catalog import obligations
     from replayssm.verify.obligation import REGISTRY, prove
 
     obligations()
-    return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas])
+    take = _take_next(name) if shared_cases else None
+    return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take)
 
 
 PROVE_JOBS_CAP = 16
@@ -82,9 +102,10 @@ def _usable_cpus() -> int:
 
 def _discharge(names: list[str], jobs: int):
     """Prove each named obligation, ``jobs`` processes at a time, yielding
-    results as they finish. A shardable obligation's cases are split over the
-    processes; an obligation with lemmas in the run waits for them and reuses
-    the parts they proved."""
+    results as they finish. A shardable obligation's cases are shared by
+    ``jobs`` shards, each taking the next case not yet taken (so the workers
+    finish within a case of each other); an obligation with lemmas in the run
+    waits for them and reuses the parts they proved."""
     from replayssm.verify.catalog import obligations
     from replayssm.verify.obligation import REGISTRY, merge_shards
 
@@ -114,16 +135,19 @@ def _discharge(names: list[str], jobs: int):
                 yield r
         return
     context = multiprocessing.get_context("fork")
+    _NEXT_CASE.clear()
+    _NEXT_CASE.update({n: context.Value("i", 0) for n in names if REGISTRY[n].shardable})
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         futures: dict = {}
         shards_of: dict[str, list] = {}
 
         def submit() -> None:
-            for n, lemmas in ready():
+            # whole obligations first: the shards after them share their cases
+            for n, lemmas in sorted(ready(), key=lambda item: REGISTRY[item[0]].shardable):
                 count = jobs if REGISTRY[n].shardable else 1
                 shards_of[n] = []
                 for i in range(count):
-                    futures[pool.submit(_prove_named, n, (i, count), lemmas)] = (n, count)
+                    futures[pool.submit(_prove_named, n, (i, count), lemmas, count > 1)] = (n, count)
 
         submit()
         while futures:

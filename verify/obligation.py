@@ -230,21 +230,24 @@ class ProvedParts:
         return [(n, t) for n, t in parts if lift(t).get_id() not in known]
 
 
-def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = ()) -> Result:
+def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = (),
+          take: Callable[[], int] | None = None) -> Result:
     """Discharge every case of ``ob``; stop at the first failing (or, with
     ``every_case``, vacuous) case. With
-    ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``; the
-    non-vacuity verdict is then left to :func:`merge_shards`. ``lemmas`` are
-    obligations already proved: parts they state verbatim are not re-solved
-    (the non-vacuity check still runs)."""
+    ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``, or with
+    ``take`` the indices it hands out (increasing, shared with the other
+    shards); the non-vacuity verdict is then left to :func:`merge_shards`.
+    ``lemmas`` are obligations already proved: parts they state verbatim are
+    not re-solved (the non-vacuity check still runs)."""
     part_of, shards = shard
     start = time.perf_counter()
     proved = ProvedParts(lemmas)
     names: list[str] = []
     covered = False
     cases = reused = 0
+    mine = take() if take is not None else None
     for index, claim in enumerate(ob.build()):
-        if index % shards != part_of:
+        if take is None and index % shards != part_of or take is not None and index != mine:
             continue
         cases += 1
         for n, _ in claim.assumptions:
@@ -279,6 +282,8 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
             elif ob.every_case:
                 return Result(ob.name, "unknown", time.perf_counter() - start, names, cases,
                               detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
+        if take is not None:
+            mine = take()
     result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused)
     return result if shards > 1 else merge_shards([result])
 

@@ -33,6 +33,19 @@ def test_shards_merge_to_the_whole_verdict(preprocess: bool) -> None:
     assert merged.status == "failed" and merged.counterexample["violated"] == ["too big"]
 
 
+def test_shards_taking_cases_from_one_counter_prove_each_case_once() -> None:
+    """Dynamic sharding: whichever shard asks next gets the next case index."""
+    counter = iter(range(100))
+    take = lambda: next(counter)  # noqa: E731 - one counter shared by both shards
+    bad = Obligation("t.bad", "t", "", _claims(BASE + [[("too big", X > 5)]] + BASE))
+    first, second = prove(bad, (0, 2), take=take), prove(bad, (1, 2), take=take)
+    # the first shard takes cases 0, 1, 2 and stops at the failing case 2; the
+    # second takes 3 and 4, never a case the first took
+    assert (first.status, first.cases) == ("failed", 3) and first.counterexample["case"] == "case 2"
+    assert (second.status, second.cases) == ("proved", 2)
+    assert merge_shards([first, second]).status == "failed"
+
+
 def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
     never = Obligation("t.never", "t", "", _claims(BASE, cover=X < 0))
     merged = merge_shards([prove(never, (i, 2)) for i in range(2)])
