@@ -1,6 +1,6 @@
 """Wall time of the proof sets, each run in a fresh process, repeated.
 
-    python3 benchmarks/prove_times.py [--repeat 3] [--jobs 2] [--out docs/results/prove_times.json]
+    python3 benchmarks/prove_times.py [--repeat 3] [--jobs 2] [--only inductive] [--out docs/results/prove_times.json]
 
 Sets: the system's inductive set (initial, admit, free, step, step_batch,
 shapes_cover),
@@ -62,6 +62,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=None)
+    p.add_argument("--only", default=None, metavar="TEXT",
+                   help="time only the sets whose label contains TEXT (e.g. 'inductive')")
     args = p.parse_args()
     for flag, value in (("--repeat", args.repeat), ("--jobs", args.jobs)):
         if value < 1:
@@ -75,9 +77,13 @@ def main() -> int:
     report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
                     "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                     "commit": _commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
-                    "jobs": args.jobs,
+                    "jobs": args.jobs, "only": args.only,
                     "command": " ".join(sys.argv), "sets": {}}
-    for label, names in sets().items():
+    chosen = {label: names for label, names in sets().items() if args.only is None or args.only in label}
+    if not chosen:
+        print(f"error: --only {args.only!r} matches no set; the sets are {list(sets())}", file=sys.stderr)
+        return 2
+    for label, names in chosen.items():
         runs = []
         for i in range(args.repeat):
             start = time.perf_counter()
