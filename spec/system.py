@@ -447,6 +447,16 @@ SYSTEM_ASSUMPTIONS = [
 """Every caller assumption the system actions name."""
 
 
+def check_dropped(dropped: tuple[str, ...]) -> None:
+    """A ``ValueError`` naming the entries of ``dropped`` that name no system
+    assumption (a misspelt name would otherwise drop nothing, silently)."""
+    known = {x.name for x in SYSTEM_ASSUMPTIONS}
+    unknown = sorted(set(dropped) - known)
+    if unknown:
+        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
+                         f"{', '.join(sorted(known))}")
+
+
 # --------------------------------------------------------------------------
 # Actions
 # --------------------------------------------------------------------------
@@ -1124,21 +1134,24 @@ def _action(name: str) -> Action:
 
 
 @lru_cache(maxsize=None)
-def _pick_defaults(p: SystemParams, action: str) -> dict[str, int]:
-    return {s.name: s.lo for s in _action(action).picks(p)}
+def _pick_specs(p: SystemParams, action: str) -> dict[str, PickSpec]:
+    return {s.name: s for s in _action(action).picks(p)}
 
 
 def checked_picks(p: SystemParams, action: str, picks: dict) -> dict:
     """``picks`` over every pick of ``action`` (defaults filled in). A name the
     action does not declare (a misspelt pick would otherwise be ignored
-    silently) is a ``ValueError`` naming it and the declared ones; so is an
-    unknown action."""
-    defaults = _pick_defaults(p, action)
-    unknown = [k for k in picks if k not in defaults]
+    silently), a value that is not an int or lies outside the pick's domain
+    ``[lo, hi]`` (the guard would refuse it without naming the pick) is a
+    ``ValueError`` naming it; so is an unknown action."""
+    specs = _pick_specs(p, action)
+    unknown = [k for k in picks if k not in specs]
     if unknown:
         raise ValueError(f"{action}: unknown pick{'s' if len(unknown) > 1 else ''} "
-                         f"{', '.join(map(repr, unknown))}; the picks of {action} are {', '.join(defaults)}")
-    return {**defaults, **picks}
+                         f"{', '.join(map(repr, unknown))}; the picks of {action} are {', '.join(specs)}")
+    for name, value in picks.items():
+        require_int(f"{action}: pick {name}", value, specs[name].lo, specs[name].hi)
+    return {**{name: s.lo for name, s in specs.items()}, **picks}
 
 
 def default_picks(p: SystemParams, action: str, **given: int) -> dict:
@@ -1155,10 +1168,7 @@ def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool =
     out-of-bounds access raises (``MemoryFault``)."""
     a = _action(action)
     picks = checked_picks(st.p, action, picks)
-    unknown = sorted(set(dropped) - {x.name for x in SYSTEM_ASSUMPTIONS})
-    if unknown:
-        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
-                         f"{', '.join(sorted(x.name for x in SYSTEM_ASSUMPTIONS))}")
+    check_dropped(dropped)
     if not a.guard(st, picks):
         raise StepRefused(f"{action}: guard does not hold for {picks}")
     if check_assumptions:

@@ -23,7 +23,7 @@ from typing import Any
 
 import z3
 
-from replayssm.spec.system import ACTIONS, State, SystemParams, initial_state, invariants
+from replayssm.spec.system import ACTIONS, State, SystemParams, check_dropped, initial_state, invariants
 from replayssm.spec.vocab import conj, ite
 
 from .obligation import Claim, obligation
@@ -82,6 +82,7 @@ class Unrolling:
     options: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        check_dropped(self.dropped)
         self.options = choices(self.p)
         self.states.append(initial_state(self.p))
 

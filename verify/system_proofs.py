@@ -25,6 +25,7 @@ from replayssm.spec.system import (
     State,
     SystemParams,
     auxiliary_invariants,
+    check_dropped,
     in_prefill,
     initial_state,
     invariants,
@@ -171,7 +172,8 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
 def hypotheses(t: Transition, dropped: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
     """What a claim about ``t`` assumes, named: the inductive invariant in the
     pre-state, the guard, the shape's pins and the caller assumptions (less
-    the ``dropped`` ones)."""
+    the ``dropped`` ones, each of which must name a system assumption)."""
+    check_dropped(dropped)
     out = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
     out.append(("guard", t.guard))
     if t.shape:

@@ -66,6 +66,19 @@ def test_run_action_rejects_a_misspelt_pick_naming_the_allowed_ones():
         default_picks(st.p, "free", rq=0)
 
 
+def test_run_action_rejects_a_pick_outside_its_domain_naming_it():
+    """The guard would refuse it too, but without naming the pick."""
+    st = initial_state(SystemParams(GEO, V2))
+    with pytest.raises(ValueError, match=r"admit: pick prompt must be in \[1, \d+\], got 0"):
+        run_action(st, "admit", dict(req=0, stream=0, prompt=0))
+    with pytest.raises(ValueError, match=r"admit: pick req must be in \[0, 1\], got 2"):
+        run_action(st, "admit", dict(req=2, stream=0, prompt=3))
+    with pytest.raises(ValueError, match=r"free: pick req must be an int in \[0, 1\], got '0'"):
+        default_picks(st.p, "free", req="0")
+    with pytest.raises(ValueError, match=r"pick req must be an int .*got True"):
+        default_picks(st.p, "free", req=True)
+
+
 def test_run_action_rejects_an_unknown_action_naming_the_known_ones():
     st = initial_state(SystemParams(GEO, V2))
     with pytest.raises(ValueError, match=r"action must be one of admit, step, free, got 'admitt'"):
@@ -79,6 +92,18 @@ def test_run_action_rejects_a_misspelt_dropped_assumption():
     with pytest.raises(ValueError, match=r"dropped names no system assumption: \['fresh_slot_isfree'\].*fresh_slot_is_free"):
         run_action(st, "admit", dict(req=0, stream=0, prompt=3), dropped=("fresh_slot_isfree",))
     run_action(st, "admit", dict(req=0, stream=0, prompt=3), dropped=("fresh_slot_is_free",))
+
+
+def test_proofs_reject_a_misspelt_dropped_assumption():
+    """The symbolic BMC and the inductive claims check the names as the
+    concrete runs do."""
+    from replayssm.verify import bmc, system_proofs
+
+    p = system_proofs.system_params(system_proofs.SYSTEM_CONVENTIONS["v2-align"])
+    with pytest.raises(ValueError, match=r"dropped names no system assumption: \['row_non_empty'\]"):
+        bmc.Unrolling(p, ("row_non_empty",))
+    with pytest.raises(ValueError, match=r"dropped names no system assumption: \['row_non_empty'\]"):
+        system_proofs.hypotheses(system_proofs.transition(p, "free", req=0), ("row_non_empty",))
 
 
 def test_a_refused_action_is_still_step_refused():
