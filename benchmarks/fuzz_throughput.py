@@ -18,6 +18,9 @@ import platform
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
+
+from provenance import commit
 
 
 def _wide(args: tuple) -> dict:
@@ -49,7 +52,8 @@ def main() -> int:
 
     from replayssm.fuzz.campaign import CampaignConfig, run_campaign
 
-    out: dict = {"date": time.strftime("%Y-%m-%d"), "machine": platform.node(), "cpus": os.cpu_count(),
+    out: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
+                 "machine": platform.node(), "cpus": os.cpu_count(),
                  "python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
                  "device": args.device, "command": " ".join(sys.argv)}
     if args.device == "cuda":

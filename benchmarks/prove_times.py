@@ -24,6 +24,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from provenance import commit
+
 INDUCTIVE = ["system.initial", "system.admit", "system.free", "system.step", "system.step_batch",
              "system.shapes_cover"]
 VIEWS = ["system.groups_agree", "system.no_token_dropped", "system.canonical"]
@@ -50,13 +52,6 @@ def timed(names: list[str] | None, jobs: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _commit() -> str:
-    """The checked-out commit, with ``+changes`` when the tree differs from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
-    return (head or "unknown") + ("+changes" if dirty.stdout.strip() else "")
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeat", type=int, default=3)
@@ -76,7 +71,7 @@ def main() -> int:
 
     report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
                     "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-                    "commit": _commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
+                    "commit": commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
                     "jobs": args.jobs, "only": args.only,
                     "command": " ".join(sys.argv), "sets": {}}
     chosen = {label: names for label, names in sets().items() if args.only is None or args.only in label}

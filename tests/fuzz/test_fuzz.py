@@ -82,6 +82,20 @@ def test_proof_counterexample_traces_replay_against_implementations(mutant) -> N
     assert not ok and "num_committed" in report
 
 
+def test_a_trace_saved_for_a_broken_invariant_replays_saying_so(tmp_path: Path) -> None:
+    """Replay compares launches only: a trace the fuzzer saved for a broken
+    invariant of the spec passes on a correct implementation, and the report
+    says what the trace was saved for."""
+    from replayssm.fuzz.system_traces import launch_trace
+
+    trace = launch_trace(json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text()))
+    trace["#meta"].update(source="fuzz", failure="invariant", error="planted: no_token_dropped")
+    path = tmp_path / "invariant.json"
+    path.write_text(json.dumps(trace))
+    ok, report = replay(str(path), None, "cpu")
+    assert ok and "saved for a broken invariant" in report and "planted: no_token_dropped" in report, report
+
+
 def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> None:
     """A target without the context level's entry point, or a CUDA campaign
     without CUDA, is a ``SetupError`` before any run; no trace is written."""
