@@ -195,6 +195,18 @@ def _slot_in_capacity(slot: Any, num_slots: Any, pad: Any) -> Any:
     return disj(slot == pad, conj(slot >= 0, slot < num_slots))
 
 
+def _pool_has_null_block(num_slots: Any, pad_slot: Any) -> Any:
+    return num_slots > pad_slot
+
+
+POOL_HAS_NULL_BLOCK = Assumption(
+    "pool_has_null_block",
+    "the tracker arrays hold the null block (num_slots > PAD_SLOT_ID), which vLLM's block pool always "
+    "allocates (slot_in_capacity admits the null id whatever num_slots is)",
+    _pool_has_null_block,
+)
+
+
 SLOT_IN_CAPACITY = Assumption(
     "slot_in_capacity",
     "every block-table entry is the null id or a slot below the tracker length",
@@ -350,6 +362,7 @@ ALL = [
     POSITIONS_IN_MODEL,
     LIVE_COL_IS_LAST_BLOCK,
     PREFILL_CHUNK_ON_BOUNDARY,
+    POOL_HAS_NULL_BLOCK,
     SLOT_IN_CAPACITY,
     IDX_MAPPING_IN_RANGE,
     COLUMNS_IN_TABLE,

@@ -28,12 +28,6 @@ from .terms import Sym, lift, named_bool, named_int, recording
 
 INVARIANT_TRACKER_RANGE = "inv.tracker_range"
 INVARIANT_LIVE_REFINES = "inv.live_slot_refines_request"
-POOL_HAS_NULL_BLOCK = "pool_has_null_block"
-"""``num_slots > pad_slot`` (``num_slots >= 1`` for the null id 0): the
-tracker arrays hold the null block, which vLLM's block pool always allocates.
-``SLOT_IN_CAPACITY`` admits the null id whatever ``num_slots`` is, so without
-this an empty pool would make a null-slot access a (spurious) out-of-bounds
-counterexample."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +93,8 @@ def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[tuple[st
     block) and on what the program read: slot ids in capacity, trackers in range."""
     facts: list[tuple[str, Any]] = [
         ("int32_sizes", conj(*[conj(n >= 0, n <= INT32_MAX) for n in (sz.num_reqs, sz.groups, sz.num_slots, sz.num_cols, sz.total_layers)])),
-        (POOL_HAS_NULL_BLOCK, sz.num_slots > geo.pad_slot),
+        # without it an empty pool makes a null-slot access a spurious out-of-bounds counterexample
+        (env.POOL_HAS_NULL_BLOCK.name, env.POOL_HAS_NULL_BLOCK(sz.num_slots, geo.pad_slot)),
     ]
     for r in mem.reads:
         facts.append(("int32_inputs", conj(r.value >= INT32_MIN, r.value <= INT32_MAX)))

@@ -12,9 +12,10 @@ import replayssm.verify.boundary_proofs  # noqa: F401  (registers the obligation
 import replayssm.verify.compaction_proofs  # noqa: F401
 import replayssm.verify.migration_proofs  # noqa: F401
 import replayssm.verify.postprocess_proofs  # noqa: F401
+from replayssm.spec.assumptions import POOL_HAS_NULL_BLOCK
 from replayssm.spec.geometry import Conventions
 from replayssm.verify.obligation import REGISTRY, prove
-from replayssm.verify.scenarios import GEOMETRIES, POOL_HAS_NULL_BLOCK, migration_case, postprocess_case
+from replayssm.verify.scenarios import GEOMETRIES, migration_case, postprocess_case
 from replayssm.verify.terms import lift
 
 NAMES = sorted(n for n in REGISTRY if n.startswith("postprocess."))
@@ -60,7 +61,7 @@ def test_sizes_assume_the_null_block_in_the_pool(build):
     rule out an empty pool, where every null-slot access would be out of
     bounds, and still admit a pool of the null block alone."""
     c = build(GEOMETRIES["odd"])
-    assert POOL_HAS_NULL_BLOCK in [n for n, _ in c.assumptions]
+    assert POOL_HAS_NULL_BLOCK.name in [n for n, _ in c.assumptions]
     for num_slots, verdict in ((0, z3.unsat), (1, z3.sat)):
         s = z3.Solver()
         s.add(*[lift(f) for _, f in c.assumptions], lift(c.sizes.num_slots == num_slots))
