@@ -104,6 +104,10 @@ class Unrolling:
             picks_here[ch.label] = picks
             out = a.apply(pre, picks)
             on = sel == i
+            # every pick within its domain, also where the guard leaves it free,
+            # so a model's trace replays through run_action
+            facts.append(("pick domain", conj(*[conj(picks[s.name] >= s.lo, picks[s.name] <= s.hi)
+                                                for s in a.picks(self.p)])))
             facts.append(("guard", ite(on, a.guard(pre, picks), True)))
             for n, x in group_parts(a.assumptions(pre, picks)):
                 if n not in self.dropped:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import z3
-
 from replayssm.spec.compaction import compact_program
 from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import conj, disj, implies, ite
@@ -17,7 +15,7 @@ from replayssm.spec.vocab import conj, disj, implies, ite
 from .memory import SymbolicMemory
 from .goals import in_bounds
 from .obligation import Claim, obligation
-from .terms import Sym, named_int
+from .terms import named_int
 
 CAPACITIES = range(1, 10)
 
@@ -26,7 +24,7 @@ def _case(cap: int) -> tuple:
     num_reqs = named_int("num_reqs")
     mem = SymbolicMemory({"plan_flush_count": (cap,), "active_request_indices": (cap,)}, {}, "compact")
     trace = compact_program(mem, cap, num_reqs, next_power_of_2(cap))
-    flush = [Sym(z3.Select(mem.array("plan_flush_count"), i)) for i in range(cap)]
+    flush = [mem.initial("plan_flush_count", (i,)) for i in range(cap)]
     assume = [("num_reqs_in_capacity", conj(num_reqs >= 0, num_reqs <= cap))]
     return num_reqs, mem, trace, flush, assume
 

@@ -59,6 +59,10 @@ class SymbolicMemory:
             self.arrays[buffer] = z3.Const(f"mem_{buffer}", sort)
         return self.arrays[buffer]
 
+    def initial(self, buffer: str, index: tuple) -> Sym:
+        """The buffer's entry at ``index`` before this program ran."""
+        return Sym(z3.Select(self.array(buffer), *[lift(i) for i in index]))
+
     def _now(self, buffer: str) -> z3.ArrayRef:
         if buffer not in self.current:
             self.current[buffer] = self.array(buffer)
@@ -112,7 +116,7 @@ class SymbolicMemory:
         that hits it, in program order. A loop store hits when some iteration
         does (its value must not depend on the loop variable)."""
         target = [lift(i) for i in index]
-        value = z3.Select(self.array(buffer), *target)
+        value = self.initial(buffer, index).z
         for w in self.writes:
             if w.buffer != buffer:
                 continue

@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-import z3
-
 from replayssm.spec import assumptions as env
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
@@ -18,7 +16,7 @@ from .memory import SymbolicMemory
 from .goals import TRACKERS, in_bounds, race_free, within_int32
 from .obligation import Claim, obligation
 from .scenarios import GEOMETRIES, MigrationCase, migration_case, pair_show, program_pair
-from .terms import Sym, lift, named_int
+from .terms import named_int
 
 
 
@@ -46,7 +44,7 @@ def _moved(t: MigrationTrace) -> Any:
 def copy_or_reset() -> Iterator[Claim]:
     for label, c in _cases():
         t, g = c.trace, c.group
-        src_before = [Sym(z3.Select(c.mem.array(b), lift(g), lift(t.src_slot))) for b in TRACKERS]
+        src_before = [c.mem.initial(b, (g, t.src_slot)) for b in TRACKERS]
         after = [c.mem.final(b, (g, t.dst_slot)) for b in TRACKERS]
         moved = _moved(t)
         goal = [

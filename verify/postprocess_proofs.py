@@ -77,7 +77,7 @@ def _before(c: PostprocessCase, buffer: str, slot: Any) -> Sym:
     goals pass ``t.live_slot``, which the program loaded from the block
     table), so a program that loads the wrong slot from the block table moves
     the expectation with it and is not caught here."""
-    return Sym(z3.Select(c.mem.array(buffer), lift(c.trace.group), lift(slot)))
+    return c.mem.initial(buffer, (c.trace.group, slot))
 
 
 def _live_before(c: PostprocessCase) -> tuple[Sym, Sym]:
@@ -323,7 +323,7 @@ def prefill_resets() -> Iterator[Claim]:
         t, g, b = c.trace, c.trace.group, c.trace.batch
         if c.conv.materialize_prefixes:
             col = named_int("touched_col")
-            slot = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, b, col)]))
+            slot = c.mem.initial("block_table", (g, b, col))
             touched = conj(t.prefill, col >= t.first_col, col <= t.last_col, slot != c.geo.pad_slot)
             goal = [(f"touched {buf} reset", implies(touched, c.mem.final(buf, (g, slot)) == 0)) for buf in TRACKERS]
             goal.append(("live column touched", implies(conj(t.prefill, t.valid_live),
@@ -345,7 +345,7 @@ def prefill_resets() -> Iterator[Claim]:
 def live_commit_refines() -> Iterator[Claim]:
     for label, c in _cases():
         t, g = c.trace, c.trace.group
-        caller_block = Sym(z3.Select(c.mem.array("block_table"), *[lift(x) for x in (g, t.batch, c.ghost.live_col)]))
+        caller_block = c.mem.initial("block_table", (g, t.batch, c.ghost.live_col))
         after_step, refines = _refinement(c)
         start = c.mem.final("ring_start", (g, t.live_slot))
         committed = c.mem.final("num_committed", (g, t.live_slot))
@@ -374,8 +374,8 @@ def plan_per_group() -> Iterator[Claim]:
                 for name, w in _writes(c) if w.buffer in ("plan_ring_start", "plan_flush_count")]
         # Stated on the memory after the program, so a missing store fails it.
         layer = named_int("any_layer")
-        base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
-        layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
+        base = mem.initial("packed_base", (t.group,))
+        layers = mem.initial("num_layers", (t.group,))
         entry = base + packed_offset(layer, t.batch, geo)
         expected = {"src_slots": ite(t.materialize, t.live_slot, geo.pad_slot),
                     "dst_slots": ite(t.materialize, t.dst_slot, geo.pad_slot)}
@@ -392,14 +392,14 @@ def plan_per_group() -> Iterator[Claim]:
 def frame() -> Iterator[Claim]:
     for label, c in _cases():
         t, mem, geo = c.trace, c.mem, c.geo
-        base = Sym(z3.Select(mem.array("packed_base"), lift(t.group)))
-        layers = Sym(z3.Select(mem.array("num_layers"), lift(t.group)))
+        base = mem.initial("packed_base", (t.group,))
+        layers = mem.initial("num_layers", (t.group,))
         real = negate(t.row.is_padding)
         parts = []
         for name, w in _writes(c):
             if w.buffer in TRACKERS:
                 touched = [conj(v >= t.first_col, v <= t.last_col,
-                                w.index[1] == Sym(z3.Select(mem.array("block_table"), *[lift(x) for x in (t.group, t.batch, v)])))
+                                w.index[1] == mem.initial("block_table", (t.group, t.batch, v)))
                            for v in w.loop_vars]
                 ok = conj(real, w.index[0] == t.group,
                           disj(w.index[1] == t.live_slot, w.index[1] == t.dst_slot, *touched))
@@ -463,7 +463,7 @@ def _race_claim(label: str, p: PostprocessCase, q: PostprocessCase) -> Claim:
                 same_group = conj(w.guard, w.index[0] == me.trace.group)
                 aliasing.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(
                     same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(me.trace.live_slot, me.trace.decode, w.index[1], pad))))
-    rows = [[Sym(z3.Select(p.mem.array(buf), lift(c.trace.group))) for buf in ("packed_base", "num_layers")] for c in (p, q)]
+    rows = [[c.mem.initial(buf, (c.trace.group,)) for buf in ("packed_base", "num_layers")] for c in (p, q)]
     (base_p, layers_p), (base_q, layers_q) = rows
     aliasing.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
         base_p, layers_p, base_q, layers_q, p.geo.max_num_reqs, p.trace.group == q.trace.group)))

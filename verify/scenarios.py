@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import z3
-
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.flashinfer import tracker_in_range
@@ -24,7 +22,7 @@ from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_pr
 from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies, negate
 
 from .memory import SymbolicMemory
-from .terms import Sym, lift, named_bool, named_int, recording
+from .terms import Sym, named_bool, named_int, recording
 
 INVARIANT_TRACKER_RANGE = "inv.tracker_range"
 INVARIANT_LIVE_REFINES = "inv.live_slot_refines_request"
@@ -107,9 +105,9 @@ def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[tuple[st
         elif r.buffer == "idx_mapping":
             facts.append((env.IDX_MAPPING_IN_RANGE.name, env.IDX_MAPPING_IN_RANGE(r.value, geo.max_num_reqs)))
         elif r.buffer == "packed_base":
-            layers = z3.Select(mem.array("num_layers"), *[lift(i) for i in r.index])
+            layers = mem.initial("num_layers", r.index)
             facts.append((env.PACKED_TABLES_MATCH_LAYERS.name,
-                          env.PACKED_TABLES_MATCH_LAYERS(r.value, Sym(layers), sz.total_layers, geo.max_num_reqs)))
+                          env.PACKED_TABLES_MATCH_LAYERS(r.value, layers, sz.total_layers, geo.max_num_reqs)))
     return facts
 
 
@@ -157,7 +155,7 @@ def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory,
     )
     final_chunk = named_bool(f"final_chunk_{program}")
     encoded = conj(*[
-        Sym(z3.Select(mem.array(buf), *[lift(i) for i in idx]) == lift(v)) for buf, idx, v in encode_row(conv, batch, ghost)
+        mem.initial(buf, idx) == v for buf, idx, v in encode_row(conv, batch, ghost)
     ])
     real = req >= 0
     a: list[tuple[str, Any]] = [

@@ -74,11 +74,6 @@ def lift(x: Any) -> z3.ExprRef:
 # an integer term becomes 0/1, an integer where a boolean must be raises a
 # Z3Exception ("Sort mismatch").
 
-def _wrap(ast: Any, like: z3.ExprRef) -> z3.ExprRef:
-    """``ast`` as a Python term of ``like``'s class (Bool or Int)."""
-    return z3.BoolRef(ast, like.ctx) if isinstance(like, z3.BoolRef) else z3.ArithRef(ast, like.ctx)
-
-
 def _boolean(ast: Any, ctx: z3.Context) -> z3.BoolRef:
     return z3.BoolRef(ast, ctx)
 
@@ -91,8 +86,11 @@ def _args(zs: list[z3.ExprRef]) -> Any:
 
 
 def mk_ite(c: z3.ExprRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
-    """``If(c, a, b)``."""
-    return _wrap(z3core.Z3_mk_ite(c.ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), a)
+    """``If(c, a, b)``: boolean when both branches are (Z3 makes a boolean
+    branch beside an integer one 0/1)."""
+    ast = z3core.Z3_mk_ite(c.ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast())
+    both_bool = isinstance(a, z3.BoolRef) and isinstance(b, z3.BoolRef)
+    return z3.BoolRef(ast, c.ctx) if both_bool else z3.ArithRef(ast, c.ctx)
 
 
 def mk_and(zs: list[z3.ExprRef]) -> z3.BoolRef:

@@ -47,9 +47,28 @@ def test_a_claim_two_callers_state_alike_is_proved_once():
     assert [c.case for c in REGISTRY["system.admit"].build()] == [
         f"admit req={r} v1-{m} = admit req={r} v2-{m}" for m in ("align", "none") for r in range(2)]
     x = sp.named_int("test.x")
-    claims = [sp.Claim([("a", x > 0)], [("h", x > 1)], True, "one"), sp.Claim([("a", x > 0)], [("h", x > 1)], True, "two"),
-              sp.Claim([("a", x > 0)], [("h", x > 2)], True, "three")]
-    assert [c.case for c in sp.distinct_claims(claims)] == ["one = two", "three"]
+    same = ([("a", x > 0)], [("h", x > 1)], x < 5)
+    claims = [sp.Claim(*same, "one"), sp.Claim(*same, "two"),
+              sp.Claim([("a", x > 0)], [("h", x > 2)], x < 5, "other hypothesis"),
+              sp.Claim([("a", x > 1)], [("h", x > 1)], x < 5, "other goal"),
+              sp.Claim([("a", x > 0)], [("h", x > 1)], x < 6, "other cover"),
+              sp.Claim([("b", x > 0)], [("h", x > 1)], x < 5, "other part name")]
+    assert [c.case for c in sp.distinct_claims(claims)] == [
+        "one = two", "other hypothesis", "other goal", "other cover", "other part name"]
+
+
+def test_a_caller_is_proved_through_another_only_on_the_same_shapes(monkeypatch):
+    """system.step states a v1 shape inside its v2 shape's claim: that needs
+    both callers to list the same shapes and cover the same situation."""
+    row_shapes = sp.row_shapes
+    monkeypatch.setattr(sp, "row_shapes", lambda p: row_shapes(p)[:-1] if not p.conv.has_idx_mapping else row_shapes(p))
+    with pytest.raises(ValueError, match="v1-align and v2-align list different 1-row step shapes"):
+        next(iter(REGISTRY["system.step"].build()))
+    monkeypatch.setattr(sp, "row_shapes", row_shapes)
+    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
+    t = sp.case_transition(p, sp.StepCase(((0, 0, 0, 0),)))
+    with pytest.raises(ValueError, match="v1-align covers another situation than v2-align"):
+        sp.shape_claim(t, lambda u: u.picks["acc_0"] == (1 if u.p.conv.has_idx_mapping else 2))
 
 
 @pytest.mark.parametrize("conv,rows", [

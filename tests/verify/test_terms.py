@@ -35,10 +35,12 @@ def test_terms_built_through_the_c_api_mean_what_z3py_builds():
     for ours, theirs in pairs:
         assert lift(ours).get_id() == theirs.get_id(), (ours, theirs)
     assert lift(conj()).eq(z3.BoolVal(True)) and lift(disj()).eq(z3.BoolVal(False))
-    assert lift(7).get_id() == lift(7).get_id() and lift(True).eq(z3.BoolVal(True)) and not lift(1).eq(lift(True))
+    assert lift(7) is lift(7) and lift(True).eq(z3.BoolVal(True)) and not lift(1).eq(lift(True))
     # mixed sorts: Z3 coerces a boolean branch or operand to 0/1 as z3.py
     # does, and rejects an integer where a boolean must be
     assert lift(ite(b, x, b)).get_id() == z3.If(zb, zx, zb).get_id()
+    assert lift(ite(b, True, x) + 1).get_id() == (z3.If(zb, z3.BoolVal(True), zx) + 1).get_id()
+    assert z3.is_int(lift(ite(b, True, x))) and z3.is_bool(lift(ite(b, True, False)))
     assert lift(x == b).get_id() == (zx == zb).get_id()
     with pytest.raises(z3.Z3Exception, match="Sort mismatch"):
         conj(x, b)
