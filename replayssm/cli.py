@@ -84,7 +84,16 @@ def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, 
 
     obligations()
     take = _take_next(name) if shared_cases else None
-    return prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take)
+    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take)
+    if shared_cases and result.status != "proved":
+        # the obligation has failed: the other shards take no further case
+        with _NEXT_CASE[name].get_lock():
+            _NEXT_CASE[name].value = NO_CASE_LEFT
+    return result
+
+
+NO_CASE_LEFT = 2**31 - 1
+"""The counter's value once a shard has failed: past every case index."""
 
 
 PROVE_JOBS_CAP = 16

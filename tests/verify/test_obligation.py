@@ -46,6 +46,20 @@ def test_shards_taking_cases_from_one_counter_prove_each_case_once() -> None:
     assert merge_shards([first, second]).status == "failed"
 
 
+def test_after_a_shard_fails_the_others_take_no_further_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    from replayssm import cli
+
+    bad = Obligation("t.bad_first", "t", "", _claims([[("too big", X > 5)]] + BASE), shardable=True)
+    monkeypatch.setitem(REGISTRY, bad.name, bad)
+    monkeypatch.setitem(cli._NEXT_CASE, bad.name, multiprocessing.get_context("fork").Value("i", 0))
+    first = cli._prove_named(bad.name, (0, 2), (), True)
+    second = cli._prove_named(bad.name, (1, 2), (), True)
+    assert (first.status, first.cases) == ("failed", 1)
+    assert (second.status, second.cases) == ("proved", 0)
+
+
 def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
     never = Obligation("t.never", "t", "", _claims(BASE, cover=X < 0))
     merged = merge_shards([prove(never, (i, 2)) for i in range(2)])
