@@ -65,6 +65,9 @@ _NEXT_CASE: dict[str, Any] = {}
 """Per shardable obligation of a ``_discharge`` run, the index of the next
 case a worker takes: shared memory the forked workers inherit."""
 
+NO_CASE_LEFT = 2**31 - 1
+"""The counter's value once a shard has failed: past every case index."""
+
 
 def _take_next(name: str) -> Callable[[], int]:
     counter = _NEXT_CASE[name]
@@ -90,10 +93,6 @@ def _prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, 
         with _NEXT_CASE[name].get_lock():
             _NEXT_CASE[name].value = NO_CASE_LEFT
     return result
-
-
-NO_CASE_LEFT = 2**31 - 1
-"""The counter's value once a shard has failed: past every case index."""
 
 
 PROVE_JOBS_CAP = 16

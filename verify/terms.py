@@ -74,10 +74,6 @@ def lift(x: Any) -> z3.ExprRef:
 # an integer term becomes 0/1, an integer where a boolean must be raises a
 # Z3Exception ("Sort mismatch").
 
-def _boolean(ast: Any, ctx: z3.Context) -> z3.BoolRef:
-    return z3.BoolRef(ast, ctx)
-
-
 def _args(zs: list[z3.ExprRef]) -> Any:
     arr = (z3.Ast * len(zs))()
     for i, z in enumerate(zs):
@@ -97,22 +93,22 @@ def mk_and(zs: list[z3.ExprRef]) -> z3.BoolRef:
     """``And(*zs)`` (True when empty)."""
     if not zs:
         return lift(True)
-    return _boolean(z3core.Z3_mk_and(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
+    return z3.BoolRef(z3core.Z3_mk_and(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
 
 
 def mk_or(zs: list[z3.ExprRef]) -> z3.BoolRef:
     """``Or(*zs)`` (False when empty)."""
     if not zs:
         return lift(False)
-    return _boolean(z3core.Z3_mk_or(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
+    return z3.BoolRef(z3core.Z3_mk_or(zs[0].ctx.ref(), len(zs), _args(zs)), zs[0].ctx)
 
 
 def mk_not(z: z3.ExprRef) -> z3.BoolRef:
-    return _boolean(z3core.Z3_mk_not(z.ctx.ref(), z.as_ast()), z.ctx)
+    return z3.BoolRef(z3core.Z3_mk_not(z.ctx.ref(), z.as_ast()), z.ctx)
 
 
 def _relation(mk: Any) -> Any:
-    return lambda a, b: _boolean(mk(a.ctx.ref(), a.as_ast(), b.as_ast()), a.ctx)
+    return lambda a, b: z3.BoolRef(mk(a.ctx.ref(), a.as_ast(), b.as_ast()), a.ctx)
 
 
 def _sum(mk: Any) -> Any:
@@ -126,7 +122,7 @@ mk_add, mk_sub, mk_mul = _sum(z3core.Z3_mk_add), _sum(z3core.Z3_mk_sub), _sum(z3
 
 
 def mk_ne(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
-    return _boolean(z3core.Z3_mk_distinct(a.ctx.ref(), 2, _args([a, b])), a.ctx)
+    return z3.BoolRef(z3core.Z3_mk_distinct(a.ctx.ref(), 2, _args([a, b])), a.ctx)
 
 
 def variables(x: Any) -> set[str]:
