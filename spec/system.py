@@ -80,7 +80,7 @@ from .launch import next_power_of_2
 from .memory import MemoryFault
 from .migration import migrate_program
 from .postprocess import postprocess_program
-from .vocab import conj, disj, implies, ite, negate
+from .vocab import conj, disj, implies, ite, negate, within
 
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
@@ -491,8 +491,8 @@ class Action:
     apply: Callable[[State, dict], Outcome]
 
 
-def _in(x: Any, lo: Any, hi: Any) -> Any:
-    return conj(x >= lo, x <= hi)
+def _in(x: Any, lo: int, hi: int) -> Any:
+    return within(x, lo, hi)
 
 
 def _b(x: Any) -> Any:

@@ -116,6 +116,12 @@ def imin(a: Any, b: Any) -> Any:
     return ite(a <= b, a, b)
 
 
+def within(x: Any, lo: int, hi: int) -> Any:
+    """``lo <= x <= hi`` for constant bounds."""
+    v = vocab_of(x)
+    return v.within(x, lo, hi) if hasattr(v, "within") else conj(x >= lo, x <= hi)
+
+
 def conj(*xs: Any) -> Any:
     """Logical and."""
     return vocab_of(*xs).conj(*xs)

@@ -127,19 +127,26 @@ def mk_ne(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
 
 def variables(x: Any) -> set[str]:
     """The names of the uninterpreted constants (inputs) a term reads, each
-    shared subterm visited once."""
+    shared subterm visited once (on raw C-API handles: no z3.py object per
+    node, about 5x faster on an invariant)."""
+    term = lift(x)
+    ctx = term.ctx.ref()
     seen: set[int] = set()
     names: set[str] = set()
-    todo = [lift(x)]
+    todo = [term.as_ast()]
     while todo:
-        t = todo.pop()
-        if t.get_id() in seen:
+        a = todo.pop()
+        i = z3core.Z3_get_ast_id(ctx, a)
+        if i in seen or z3core.Z3_get_ast_kind(ctx, a) != z3.Z3_APP_AST:
             continue
-        seen.add(t.get_id())
-        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            names.add(t.decl().name())
-        else:
-            todo.extend(t.children())
+        seen.add(i)
+        n = z3core.Z3_get_app_num_args(ctx, a)
+        if n:
+            todo.extend(z3core.Z3_get_app_arg(ctx, a, k) for k in range(n))
+            continue
+        decl = z3core.Z3_get_app_decl(ctx, a)
+        if z3core.Z3_get_decl_kind(ctx, decl) == z3.Z3_OP_UNINTERPRETED:
+            names.add(z3core.Z3_get_symbol_string(ctx, z3core.Z3_get_decl_name(ctx, decl)))
     return names
 
 
@@ -153,6 +160,13 @@ def _z3_cdiv(a: z3.ArithRef, b: Any) -> z3.ArithRef:
         z3.If(bz > 0, a / bz, -(a / -bz)),
         z3.If(bz > 0, -((-a) / bz), (-a) / (-bz)),
     )
+
+
+SMALL_RANGE = 8
+"""A range of at most this many values is stated as the disjunction of its
+values (``within``): Z3 then splits on the values instead of bounding and
+branching (about 5% less solving on the system step shapes, in
+interleaved runs; docs/system.md)."""
 
 
 class _Z3Vocab:
@@ -170,6 +184,12 @@ class _Z3Vocab:
     @staticmethod
     def pointer_add(base: Any, offset: Any) -> "Sym":
         return Sym(lift(base) + lift(offset))
+
+    @staticmethod
+    def within(x: Any, lo: int, hi: int) -> "Sym":
+        if 0 <= hi - lo < SMALL_RANGE:
+            return Sym(mk_or([mk_eq(lift(x), lift(v)) for v in range(lo, hi + 1)]))
+        return Sym(mk_and([mk_ge(lift(x), lift(lo)), mk_le(lift(x), lift(hi))]))
 
     @staticmethod
     def conj(*xs: Any) -> "Sym":

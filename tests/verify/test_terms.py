@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import z3
 
-from replayssm.spec.vocab import cdiv, cmod, conj, disj, ite, negate
-from replayssm.verify.terms import lift, named_bool, named_int, variables
+import numpy as np
+
+from replayssm.spec.vocab import cdiv, cmod, conj, disj, ite, negate, within
+from replayssm.verify.terms import SMALL_RANGE, lift, named_bool, named_int, variables
 
 
 def test_variables_names_the_inputs_a_term_reads():
@@ -55,3 +57,23 @@ def test_c_division_and_remainder_on_terms_match_the_oracle(a):
     m = s.model()
     assert m.eval(lift(cdiv(x, 2))).as_long() == cdiv(a, 2)
     assert m.eval(lift(cmod(x, 4))).as_long() == cmod(a, 4)
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 0), (-1, 1), (1, 4), (0, SMALL_RANGE - 1), (0, SMALL_RANGE), (-3, 40)])
+def test_within_is_the_closed_range_on_every_interpreter(lo, hi):
+    """The disjunction Z3 gets for a small range is the range itself (Z3 finds
+    no integer where it and the bounds disagree), as are the oracle's and the
+    vectorized oracle's answers."""
+    x = named_int("x")
+    s = z3.Solver()
+    s.add(lift(within(x, lo, hi)) != z3.And(lift(x) >= lo, lift(x) <= hi))
+    assert s.check() == z3.unsat
+    values = list(range(lo - 2, hi + 3))
+    assert [within(v, lo, hi) for v in values] == [lo <= v <= hi for v in values]
+    assert within(np.array(values), lo, hi).tolist() == [lo <= v <= hi for v in values]
+
+
+def test_within_states_a_small_range_by_its_values():
+    x = named_int("x")
+    assert lift(within(x, -1, 1)).get_id() == z3.Or(lift(x) == -1, lift(x) == 0, lift(x) == 1).get_id()
+    assert lift(within(x, 0, SMALL_RANGE)).get_id() == z3.And(lift(x) >= 0, lift(x) <= SMALL_RANGE).get_id()
