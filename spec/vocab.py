@@ -46,6 +46,10 @@ class _PythonVocab:
     def negate(x: Any) -> bool:
         return not x
 
+    @staticmethod
+    def within(x: Any, lo: int, hi: int) -> bool:
+        return lo <= x <= hi
+
 
 class _NumpyVocab:
     """numpy arrays: element-wise, one element per program."""
@@ -78,6 +82,11 @@ class _NumpyVocab:
     @staticmethod
     def negate(x: Any) -> Any:
         return ~np.asarray(x, dtype=bool)
+
+    @staticmethod
+    def within(x: Any, lo: int, hi: int) -> Any:
+        x = np.asarray(x)
+        return (x >= lo) & (x <= hi)
 
 
 def vocab_of(*xs: Any) -> Any:
@@ -117,9 +126,8 @@ def imin(a: Any, b: Any) -> Any:
 
 
 def within(x: Any, lo: int, hi: int) -> Any:
-    """``lo <= x <= hi`` for constant bounds."""
-    v = vocab_of(x)
-    return v.within(x, lo, hi) if hasattr(v, "within") else conj(x >= lo, x <= hi)
+    """``lo <= x <= hi``, for constant bounds."""
+    return vocab_of(x).within(x, lo, hi)
 
 
 def conj(*xs: Any) -> Any:

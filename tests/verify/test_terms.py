@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import z3
-
-import numpy as np
 
 from replayssm.spec.vocab import cdiv, cmod, conj, disj, ite, negate, within
 from replayssm.verify.terms import SMALL_RANGE, lift, named_bool, named_int, variables
