@@ -491,10 +491,6 @@ class Action:
     apply: Callable[[State, dict], Outcome]
 
 
-def _in(x: Any, lo: int, hi: int) -> Any:
-    return within(x, lo, hi)
-
-
 def _b(x: Any) -> Any:
     """An int flag as a vocabulary boolean."""
     return x != 0
@@ -519,16 +515,16 @@ def admit_guard(st: State, k: dict) -> Any:
     p = st.p
     bs = p.geo.block_size
     r = k["req"]
-    parts = [_in(r, 0, p.num_reqs - 1), st.get("active", r) == 0,
-             _in(k["stream"], 0, p.num_streams - 1), _in(k["prompt"], 1, p.max_len),
-             _in(k["hit"], 0, p.num_cols - 1), k["hit"] * bs < k["prompt"]]
+    parts = [within(r, 0, p.num_reqs - 1), st.get("active", r) == 0,
+             within(k["stream"], 0, p.num_streams - 1), within(k["prompt"], 1, p.max_len),
+             within(k["hit"], 0, p.num_cols - 1), k["hit"] * bs < k["prompt"]]
     if not p.conv.materialize_prefixes:
         parts.append(k["hit"] == 0)
     for g in range(p.groups):
         for c in range(p.num_cols - 1):
             s = k[f"hit_slot_{g}_{c}"]
             parts.append(implies(c < k["hit"], conj(
-                _in(s, 1, p.num_slots - 1), st.get("reg", g, s) == code(p, k["stream"], (c + 1) * bs))))
+                within(s, 1, p.num_slots - 1), st.get("reg", g, s) == code(p, k["stream"], (c + 1) * bs))))
     return conj(*parts)
 
 
@@ -563,7 +559,7 @@ def free_picks(p: SystemParams) -> list[PickSpec]:
 def free_guard(st: State, k: dict) -> Any:
     """A running request finishes or is preempted (a preempted request comes
     back later through ``admit``, recomputing or hitting its published prefix)."""
-    return conj(_in(k["req"], 0, st.p.num_reqs - 1), st.get("active", k["req"]) == 1)
+    return conj(within(k["req"], 0, st.p.num_reqs - 1), st.get("active", k["req"]) == 1)
 
 
 def free_apply(st: State, k: dict) -> Outcome:
@@ -645,14 +641,14 @@ def step_guard(st: State, k: dict) -> Any:
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
         parts += [
-            _in(k[f"sched_{r}"], 0, 1), implies(row.sched, st.get("active", r) == 1),
-            _in(k[f"is_prefilling_{r}"], 0, 1),
-            _in(row.live_col, 0, p.num_cols - 1), _in(row.q, 0, p.max_len), _in(row.acc, 0, p.geo.window),
+            within(k[f"sched_{r}"], 0, 1), implies(row.sched, st.get("active", r) == 1),
+            within(k[f"is_prefilling_{r}"], 0, 1),
+            within(row.live_col, 0, p.num_cols - 1), within(row.q, 0, p.max_len), within(row.acc, 0, p.geo.window),
             implies(row.sched, ite(row.prefill, N + row.q <= prompt,
                                    conj(N + row.q <= p.max_len, row.acc <= row.q))),
         ]
         for g in range(p.groups):
-            parts += [_in(k[f"slot_{g}_{r}"], 1, p.num_slots - 1), _in(k[f"null_{g}_{r}"], 0, 1)]
+            parts += [within(k[f"slot_{g}_{r}"], 1, p.num_slots - 1), within(k[f"null_{g}_{r}"], 0, 1)]
     return conj(*parts)
 
 
@@ -1073,7 +1069,7 @@ def auxiliary_invariants(st: State) -> list[tuple[str, Any]]:
                 out.append(("aux.registry", reg == -1))
         for r in range(NR):
             for c in range(C):
-                out.append(("aux.table_range", _in(st.get("table", g, r, c), 0, S - 1)))
+                out.append(("aux.table_range", within(st.get("table", g, r, c), 0, S - 1)))
     for r in range(NR):
         act, N, live = st.get("active", r), st.get("N", r), st.get("live", r)
         stream, prompt = st.get("stream", r), st.get("prompt", r)
@@ -1082,8 +1078,8 @@ def auxiliary_invariants(st: State) -> list[tuple[str, Any]]:
         out.append(("aux.request", implies(negate(on), conj(live == -1, *[
             st.get("table", g, r, c) == pad for g in range(G) for c in range(C)]))))
         out.append(("aux.request", implies(on, conj(
-            _in(N, 0, p.max_len), _in(prompt, 1, p.max_len), _in(stream, 0, p.num_streams - 1),
-            _in(live, -1, C - 1), (live == -1) == (N == 0)))))
+            within(N, 0, p.max_len), within(prompt, 1, p.max_len), within(stream, 0, p.num_streams - 1),
+            within(live, -1, C - 1), (live == -1) == (N == 0)))))
         if conv.materialize_prefixes:
             out.append(("aux.live_column", implies(conj(on, live >= 0), conj(
                 N <= (live + 1) * bs, live * bs <= N + T - 2))))

@@ -24,7 +24,7 @@ from typing import Any
 import z3
 
 from replayssm.spec.system import ACTIONS, State, SystemParams, check_dropped, initial_state, invariants
-from replayssm.spec.vocab import conj, ite
+from replayssm.spec.vocab import conj, ite, within
 
 from .obligation import Claim, obligation
 from .system_proofs import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
@@ -106,7 +106,7 @@ class Unrolling:
             on = sel == i
             # every pick within its domain, also where the guard leaves it free,
             # so a model's trace replays through run_action
-            facts.append(("pick domain", conj(*[conj(picks[s.name] >= s.lo, picks[s.name] <= s.hi)
+            facts.append(("pick domain", conj(*[within(picks[s.name], s.lo, s.hi)
                                                 for s in a.picks(self.p)])))
             facts.append(("guard", ite(on, a.guard(pre, picks), True)))
             for n, x in group_parts(a.assumptions(pre, picks)):
