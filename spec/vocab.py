@@ -127,6 +127,9 @@ def imin(a: Any, b: Any) -> Any:
 
 def within(x: Any, lo: int, hi: int) -> Any:
     """``lo <= x <= hi``, for constant bounds."""
+    for name, bound in (("lo", lo), ("hi", hi)):
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise ValueError(f"within: {name} must be an int constant, got {bound!r}")
     return vocab_of(x).within(x, lo, hi)
 
 

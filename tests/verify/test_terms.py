@@ -76,3 +76,9 @@ def test_within_states_a_small_range_by_its_values():
     x = named_int("x")
     assert lift(within(x, -1, 1)).get_id() == z3.Or(lift(x) == -1, lift(x) == 0, lift(x) == 1).get_id()
     assert lift(within(x, 0, SMALL_RANGE)).get_id() == z3.And(lift(x) >= 0, lift(x) <= SMALL_RANGE).get_id()
+
+
+@pytest.mark.parametrize("lo, hi, bad", [(named_int("n"), 3, "lo"), (0, 2.5, "hi"), (True, 3, "lo")])
+def test_within_rejects_bounds_that_are_not_int_constants(lo, hi, bad):
+    with pytest.raises(ValueError, match=f"within: {bad} must be an int constant"):
+        within(named_int("x"), lo, hi)
