@@ -41,10 +41,11 @@ def sets() -> dict[str, list[str] | None]:
 
 
 def timed(names: list[str] | None, jobs: int) -> float:
-    """Seconds of one fresh ``_discharge`` run over ``names`` (None: all)."""
-    code = ("import sys, time; from replayssm.cli import _discharge; from replayssm.verify.catalog import obligations;"
+    """Seconds of one fresh :func:`~replayssm.verify.runner.discharge` run over ``names`` (None: all)."""
+    code = ("import sys, time; from replayssm.verify.runner import discharge;"
+            "from replayssm.verify.catalog import obligations;"
             f"names = {names!r} or [o.name for o in obligations()]; t = time.perf_counter();"
-            f"bad = [r.name for r in _discharge(names, {jobs}) if r.status != 'proved'];"
+            f"bad = [r.name for r in discharge(names, {jobs}) if r.status != 'proved'];"
             "print(time.perf_counter() - t); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if out.returncode != 0:

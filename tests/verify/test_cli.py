@@ -46,7 +46,7 @@ def test_list_and_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert main(["prove", "--only", "no.such.obligation"]) == 2
     assert "matches no obligation" in capsys.readouterr().err
     assert main(["prove", "--jobs", "0"]) == 2
-    assert "--jobs must be >= 1" in capsys.readouterr().err
+    assert "--jobs must be in [1, 256], got 0" in capsys.readouterr().err
     assert main(["fuzz", "--jobs", "0"]) == 2
     assert "--jobs must be >= 1" in capsys.readouterr().err
     assert main(["fuzz", "--examples", "0"]) == 2

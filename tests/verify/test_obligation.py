@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replayssm.cli import _discharge
 from replayssm.verify.obligation import REGISTRY, Claim, Obligation, merge_shards, prove
+from replayssm.verify.runner import LemmaCycle, discharge, prove_named, share_cases
 from replayssm.verify.terms import named_int
 
 X = named_int("test.x")
@@ -47,15 +47,11 @@ def test_shards_taking_cases_from_one_counter_prove_each_case_once() -> None:
 
 
 def test_after_a_shard_fails_the_others_take_no_further_case(monkeypatch: pytest.MonkeyPatch) -> None:
-    import multiprocessing
-
-    from replayssm import cli
-
     bad = Obligation("t.bad_first", "t", "", _claims([[("too big", X > 5)]] + BASE), shardable=True)
     monkeypatch.setitem(REGISTRY, bad.name, bad)
-    monkeypatch.setitem(cli._NEXT_CASE, bad.name, multiprocessing.get_context("fork").Value("i", 0))
-    first = cli._prove_named(bad.name, (0, 2), (), True)
-    second = cli._prove_named(bad.name, (1, 2), (), True)
+    share_cases([bad.name])
+    first = prove_named(bad.name, (0, 2), (), True)
+    second = prove_named(bad.name, (1, 2), (), True)
     assert (first.status, first.cases) == ("failed", 1)
     assert (second.status, second.cases) == ("proved", 0)
 
@@ -92,7 +88,7 @@ def test_discharge_waits_for_lemmas_and_shards(jobs: int, monkeypatch: pytest.Mo
            Obligation("t.bad", "t", "", _claims([[("too big", X > 5)]]), True, ("t.base",))]
     for ob in obs:
         monkeypatch.setitem(REGISTRY, ob.name, ob)
-    results = {r.name: r for r in _discharge([ob.name for ob in obs], jobs)}
+    results = {r.name: r for r in discharge([ob.name for ob in obs], jobs)}
     assert results["t.base"].status == "proved" and results["t.base"].cases == 2
     assert results["t.view"].status == "proved" and results["t.view"].reused == 1
     assert results["t.bad"].status == "failed"
@@ -104,5 +100,5 @@ def test_discharge_names_obligations_waiting_on_each_other(jobs: int, monkeypatc
            Obligation("t.b", "t", "", _claims(BASE), lemmas=("t.a",))]
     for ob in obs:
         monkeypatch.setitem(REGISTRY, ob.name, ob)
-    with pytest.raises(ValueError, match=r"waiting on each other's lemmas: \['t.a', 't.b'\]"):
-        list(_discharge([ob.name for ob in obs], jobs))
+    with pytest.raises(LemmaCycle, match=r"waiting on each other's lemmas: \['t.a', 't.b'\]"):
+        list(discharge([ob.name for ob in obs], jobs))

@@ -1,0 +1,195 @@
+"""The proof scheduler: which obligations run where, in what order, and what
+the run reports.
+
+:func:`discharge` proves a list of obligations with ``jobs`` worker
+processes and yields each :class:`~replayssm.verify.obligation.Result` as it
+finishes. Two things shape the schedule:
+
+- *sharding*: a ``shardable`` obligation's cases are shared by ``jobs``
+  shards; each shard takes the next case index not yet taken from one
+  counter in shared memory (so the shards finish within a case of each
+  other), and a failing shard stops the others taking more;
+- *lemmas*: an obligation whose ``lemmas`` are in the run waits for them and
+  does not re-solve the goal parts they proved verbatim.
+
+:class:`Report` gathers a run's results in catalog order for the summary
+line and the JSON file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from .obligation import REGISTRY, Result, merge_shards, prove
+
+DEFAULT_JOBS_CAP = 16
+"""The default worker count stops here: the scaling was measured up to 16
+processes (docs/system.md), and the affinity mask does not see a
+container's CPU quota."""
+
+MAX_JOBS = 256
+"""The most workers ``--jobs`` accepts: one worker holds about 80 MB and the
+largest obligation has 78 cases, so more only costs memory and start-up."""
+
+REPORT_SCHEMA = "replayssm-prove/1"
+"""The ``schema`` of :meth:`Report.as_json`: bumped when a field changes meaning."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (all of them where the OS cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def default_jobs() -> int:
+    """One worker per usable CPU, at most :data:`DEFAULT_JOBS_CAP`."""
+    return min(usable_cpus(), DEFAULT_JOBS_CAP)
+
+
+_NEXT_CASE: dict[str, Any] = {}
+"""Per shardable obligation of a :func:`discharge` run, the index of the next
+case a shard takes: shared memory the forked workers inherit."""
+
+NO_CASE_LEFT = 2**31 - 1
+"""The counter's value once a shard has failed: past every case index."""
+
+
+def next_case_counter(name: str) -> Callable[[], int]:
+    """The ``take`` of obligation ``name``'s shards in this run: each call
+    hands out the next case index, once."""
+    counter = _NEXT_CASE[name]
+
+    def take() -> int:
+        with counter.get_lock():
+            counter.value += 1
+            return counter.value - 1
+
+    return take
+
+
+def share_cases(names: list[str]) -> None:
+    """Give each shardable obligation of ``names`` a fresh case counter in
+    shared memory, for the workers forked after this call."""
+    context = multiprocessing.get_context("fork")
+    _NEXT_CASE.clear()
+    _NEXT_CASE.update({n: context.Value("i", 0) for n in names if REGISTRY[n].shardable})
+
+
+def prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = (),
+                shared_cases: bool = False) -> Result:
+    """Prove shard ``shard = (i, n)`` of the registered obligation ``name``
+    (with ``shared_cases``, the cases its counter hands out: see
+    :func:`share_cases`), reusing the parts the proved obligations ``lemmas``
+    state. A failure stops the obligation's other shards taking cases."""
+    from .catalog import obligations
+
+    obligations()
+    take = next_case_counter(name) if shared_cases else None
+    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take)
+    if shared_cases and result.status != "proved":
+        with _NEXT_CASE[name].get_lock():
+            _NEXT_CASE[name].value = NO_CASE_LEFT
+    return result
+
+
+class LemmaCycle(ValueError):
+    """Obligations that wait on each other's lemmas, so none can start."""
+
+
+def discharge(names: list[str], jobs: int) -> Iterator[Result]:
+    """Prove each named obligation, ``jobs`` processes at a time (``jobs <= 1``:
+    in this process), yielding results as they finish. A shardable
+    obligation runs as ``jobs`` shards sharing its cases; an obligation with
+    lemmas in the run starts once they are done and reuses the parts they
+    proved. Raises :class:`LemmaCycle` when some obligations can never start."""
+    from .catalog import obligations
+
+    obligations()
+    waits = {n: [m for m in REGISTRY[n].lemmas if m in names] for n in names}
+    status: dict[str, str] = {}
+    started: set[str] = set()
+
+    def ready() -> list[tuple[str, tuple[str, ...]]]:
+        out = [(n, tuple(m for m in waits[n] if status[m] == "proved")) for n in names
+               if n not in status and n not in started and all(m in status for m in waits[n])]
+        started.update(n for n, _ in out)
+        return out
+
+    def stuck() -> LemmaCycle:
+        return LemmaCycle(f"obligations waiting on each other's lemmas: {sorted(set(names) - set(status))}")
+
+    if jobs <= 1:
+        while len(status) < len(names):
+            batch = ready()
+            if not batch:
+                raise stuck()
+            for n, lemmas in batch:
+                r = prove_named(n, (0, 1), lemmas)
+                status[n] = r.status
+                yield r
+        return
+    share_cases(names)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures: dict = {}
+        shards_of: dict[str, list[Result]] = {}
+
+        def submit() -> None:
+            # whole obligations first: the shards after them share their cases
+            for n, lemmas in sorted(ready(), key=lambda item: REGISTRY[item[0]].shardable):
+                count = jobs if REGISTRY[n].shardable else 1
+                shards_of[n] = []
+                for i in range(count):
+                    futures[pool.submit(prove_named, n, (i, count), lemmas, count > 1)] = (n, count)
+
+        submit()
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for f in done:
+                n, count = futures.pop(f)
+                shards_of[n].append(f.result())
+                if len(shards_of[n]) == count:
+                    r = merge_shards(shards_of[n])
+                    status[n] = r.status
+                    yield r
+            submit()
+    if len(status) < len(names):
+        raise stuck()
+
+
+@dataclass
+class Report:
+    """A ``prove`` run: its results in the order the obligations were asked
+    for, its wall time, and whether it was cut short."""
+
+    order: list[str]
+    results: list[Result] = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def add(self, result: Result) -> None:
+        self.results.append(result)
+        rank = {n: i for i, n in enumerate(self.order)}
+        self.results.sort(key=lambda r: rank[r.name])
+
+    @property
+    def failed(self) -> list[Result]:
+        """The results that are not proofs (failed, unknown, or an error)."""
+        return [r for r in self.results if r.status != "proved"]
+
+    def summary(self) -> str:
+        """The closing line: how many of the obligations asked for were proved."""
+        line = f"{len(self.results) - len(self.failed)}/{len(self.results)} obligations proved in {self.seconds:.2f} s"
+        if self.interrupted:
+            line += f" (interrupted: {len(self.order) - len(self.results)} of {len(self.order)} not finished)"
+        return line
+
+    def as_json(self) -> dict:
+        return {"schema": REPORT_SCHEMA, "obligations": [r.as_json() for r in self.results],
+                "seconds": round(self.seconds, 3), "interrupted": self.interrupted,
+                "not_finished": [n for n in self.order if n not in {r.name for r in self.results}]}
