@@ -19,8 +19,12 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
+from pathlib import Path
 
-from provenance import commit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import commit  # noqa: E402
 
 
 def _wide(args: tuple) -> dict:
@@ -66,7 +70,8 @@ def main() -> int:
                        "request_steps_per_s": round(s["request_steps"] / wall, 1),
                        "kernel_seconds": s["kernel_seconds"], "spec_seconds": s["spec_seconds"],
                        "worker_seconds": s["worker_seconds"],
-                       "harness_over_kernels": round((s["worker_seconds"] - s["kernel_seconds"]) / s["kernel_seconds"], 4),
+                       "harness_over_kernels": (round((s["worker_seconds"] - s["kernel_seconds"]) / s["kernel_seconds"], 4)
+                                                if s["kernel_seconds"] else None),
                        "passed": s["passed"]}
     ctx = multiprocessing.get_context("spawn" if args.device == "cuda" else "fork")
     start = time.perf_counter()

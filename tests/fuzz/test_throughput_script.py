@@ -1,0 +1,27 @@
+"""The throughput benchmark runs as the GPU script runs it: ``python3 -P``
+from another directory (its sibling ``provenance`` module must still import)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_throughput.py"
+
+
+def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-P", str(SCRIPT), "--device", "cpu", "--rows", "2", "--steps", "1",
+         "--jobs", "1", "--stateful-examples", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["commit"] != ""
+    assert out["wide"]["request_steps"] == 2 and out["wide"]["discrepancies"] == 0
+
+
+def test_benchmark_rejects_bad_option_with_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--rows", "0"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--rows must be >= 1" in done.stderr
