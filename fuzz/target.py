@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from replayssm.review import vllm_stub
+
 DEFAULT_TARGET = "replayssm.impl.replayssm_utils"
 KERNELS = (
     "_postprocess_replayssm_kernel",
@@ -42,7 +44,8 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         try:
-            spec.loader.exec_module(module)
+            with vllm_stub.injected():  # a file from a vLLM checkout imports vllm.* names
+                spec.loader.exec_module(module)
         except Exception as e:  # the target's own error, reported as a bad --impl
             del sys.modules[mod_name]
             raise ValueError(f"--impl file {name!r} cannot be imported: {type(e).__name__}: {e}") from e

@@ -1,0 +1,81 @@
+"""Loading a version under review: a ``.py`` file as it is, or a module name.
+
+A file from a vLLM checkout imports ``vllm.*`` names; they come from the stub
+package (:mod:`replayssm.review.vllm_stub`), injected only while the file
+executes. Every problem with the input is a :class:`ReviewInputError` whose
+message names the file and what is wrong (syntax error with its line, a vLLM
+name the stub lacks, an import that fails), so the CLI can exit 2 before any
+work.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import itertools
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from . import vllm_stub
+
+_COUNTER = itertools.count()
+
+
+class ReviewInputError(ValueError):
+    """The version, its options or its launch API cannot be reviewed (exit 2)."""
+
+
+def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
+    """Execute the ``.py`` file at ``path`` with the vLLM stub injected."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReviewInputError(f"{label} file {str(path)!r} does not exist")
+    text = path.read_text()
+    try:
+        ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise ReviewInputError(f"{label} file {str(path)!r} does not parse: line {e.lineno}: {e.msg}") from e
+    name = f"replayssm_review_target_{next(_COUNTER)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        with vllm_stub.injected():
+            spec.loader.exec_module(module)
+    except ImportError as e:
+        del sys.modules[name]
+        if (e.name or "").startswith("vllm") or "vllm" in str(e):
+            raise ReviewInputError(
+                f"{label} file {str(path)!r} imports a vLLM name the stub lacks ({e}); "
+                f"the stub provides: {', '.join(sorted(vllm_stub.PROVIDED))}") from e
+        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
+    except Exception as e:  # the file's own top-level error
+        del sys.modules[name]
+        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
+    return module
+
+
+def load_version(name: str, label: str = "--impl") -> ModuleType:
+    """A ``.py`` path (loaded with the stub) or an importable module name."""
+    if name.endswith(".py"):
+        return load_source(name, label)
+    try:
+        return importlib.import_module(name)
+    except Exception as e:
+        raise ReviewInputError(f"{label} module {name!r} cannot be imported: {type(e).__name__}: {e}") from e
+
+
+def file_at_ref(repo: str | Path, ref: str, path: str, label: str) -> Path:
+    """``path`` as it is at git ``ref`` of the checkout ``repo``, written to a temporary file."""
+    proc = subprocess.run(["git", "-C", str(repo), "show", f"{ref}:{path}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ReviewInputError(f"{label} {ref!r}: cannot read {path!r} from {str(repo)!r}: {proc.stderr.strip()}")
+    out = Path(tempfile.mkdtemp(prefix="replayssm-review-")) / Path(path).name
+    out.write_text(proc.stdout)
+    return out
