@@ -117,18 +117,18 @@ def running_position(prefilling: Any, computed_after: Any, accepted: Any) -> Any
     return ite(prefilling, computed_after, computed_after - accepted + 1)
 
 
-def checkpoint_decision(committed: Any, row_len: Any, window: Any) -> Any:
+def checkpoint_decision(committed: Any, query_len: Any, window: Any) -> Any:
     """The host's mirror of FlashInfer's rule: checkpoint when the window would overflow."""
-    return committed + row_len > window
+    return committed + query_len > window
 
 
 def commit_trackers(
-    old_start: Any, old_committed: Any, row_len: Any, accepted: Any, geo: Geometry
+    old_start: Any, old_committed: Any, query_len: Any, accepted: Any, geo: Geometry
 ) -> Commit:
     """A checkpoint folds the committed rows into the state, so the live ring
     restarts just past them and holds only this step's accepted tokens;
     otherwise the accepted tokens extend the committed rows."""
-    checkpointed = checkpoint_decision(old_committed, row_len, geo.window)
+    checkpointed = checkpoint_decision(old_committed, query_len, geo.window)
     next_start = ite(checkpointed, cmod(old_start + old_committed, geo.ring_len), old_start)
     next_committed = ite(checkpointed, accepted, old_committed + accepted)
     return Commit(old_start, old_committed, checkpointed, next_start, next_committed)
@@ -136,9 +136,9 @@ def commit_trackers(
 
 def prefill_columns(row: RowStep, block_size: Any) -> tuple[Any, Any]:
     """First and last block column a prefill chunk touched (inclusive)."""
-    first = cdiv(row.computed_before, block_size)
-    last = imax(cdiv(row.computed_after + block_size - 1, block_size) - 1, 0)
-    return first, last
+    first_col = cdiv(row.computed_before, block_size)
+    last_col = imax(cdiv(row.computed_after + block_size - 1, block_size) - 1, 0)
+    return first_col, last_col
 
 
 def packed_offset(layer: Any, batch: Any, geo: Geometry) -> Any:
@@ -165,9 +165,9 @@ def postprocess_program(
     valid_live_col = conj(real, live_col >= 0)
     live_slot = mem.load("block_table", (group, batch, live_col), valid_live_col, other=pad)
     valid_live = conj(valid_live_col, live_slot != pad)
-    wants = conj(conv.materialize_prefixes, valid_live, boundary.needs_copy, boundary.dst_col >= 0)
-    dst_slot = mem.load("block_table", (group, batch, boundary.dst_col), wants, other=pad)
-    materialize = conj(wants, dst_slot != pad)
+    wants_materialize = conj(conv.materialize_prefixes, valid_live, boundary.needs_copy, boundary.dst_col >= 0)
+    dst_slot = mem.load("block_table", (group, batch, boundary.dst_col), wants_materialize, other=pad)
+    materialize = conj(wants_materialize, dst_slot != pad)
 
     if conv.materialize_prefixes:
         base = mem.load("packed_base", (group,), real)
@@ -201,13 +201,13 @@ def postprocess_program(
         mem.store("num_committed", (group, live_slot), 0, conj(prefill, valid_live))
     # A prefill chunk ending on the boundary leaves the live slot canonical:
     # only a different destination needs a copy, with nothing to replay.
-    mem.store("plan_flush_count", (batch,), 0, conj(prefill, wants, live_col != boundary.dst_col, writes_plan))
+    mem.store("plan_flush_count", (batch,), 0, conj(prefill, wants_materialize, live_col != boundary.dst_col, writes_plan))
 
     mem.store("ring_start", (group, live_slot), commit.next_start, decode)
     mem.store("num_committed", (group, live_slot), commit.next_committed, decode)
     plan_flush = boundary.bias + 1 + ite(commit.checkpointed, 0, commit.old_committed)
-    mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants, writes_plan))
-    mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants, writes_plan))
+    mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants_materialize, writes_plan))
+    mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants_materialize, writes_plan))
 
     # Publishing makes the destination canonical; when it is the live slot this
     # supersedes the commit above.
@@ -215,6 +215,6 @@ def postprocess_program(
     mem.store("num_committed", (group, dst_slot), 0, materialize)
 
     return PostprocessTrace(
-        batch, group, row, boundary, live_col, live_slot, valid_live, wants, dst_slot,
+        batch, group, row, boundary, live_col, live_slot, valid_live, wants_materialize, dst_slot,
         materialize, commit, decode, prefill, first_col, last_col, plan_flush,
     )

@@ -76,8 +76,8 @@ def test_proof_counterexample_traces_replay_against_implementations(mutant) -> N
     trace = str(REPO / "docs" / "traces" / "live_col_is_last_block.json")
     ok, report = replay(trace, None, "cpu")
     assert ok, report
-    target = mutant("tl.store(committed_of + target_slot, 0, mask=publish)",
-                    "tl.store(committed_of + target_slot, 1, mask=publish)")
+    target = mutant("tl.store(num_committed + dst_slot, 0, mask=materialize)",
+                    "tl.store(num_committed + dst_slot, 1, mask=materialize)")
     ok, report = replay(trace, target, "cpu")
     assert not ok and "num_committed" in report
 

@@ -332,8 +332,8 @@ POSTPROCESS_BUGS = [
     # stated on the plan left in memory now. plan_contract proves (a shorter
     # replay stays within the committed rows).
     Bug("plan_stores_replay_one_row_short",
-        program('mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants, writes_plan))',
-                'mem.store("plan_flush_count", (batch,), plan_flush - 1, conj(decode, wants, writes_plan))'),
+        program('mem.store("plan_flush_count", (batch,), plan_flush, conj(decode, wants_materialize, writes_plan))',
+                'mem.store("plan_flush_count", (batch,), plan_flush - 1, conj(decode, wants_materialize, writes_plan))'),
         ["postprocess.replay_reaches_boundary"],
         {"postprocess.replay_reaches_boundary": "decode replay reaches aligned"}),
     # No source slot is written to the packed table: FlashInfer copies from
@@ -607,12 +607,12 @@ GAPS = [
     # publishes (the packed pairs are pad, so FlashInfer would skip them, but
     # the work list and plan differ from the reference).
     Gap("prefill_plan_without_boundary",
-        program("conj(prefill, wants, live_col != boundary.dst_col, writes_plan)",
+        program("conj(prefill, wants_materialize, live_col != boundary.dst_col, writes_plan)",
                 "conj(prefill, live_col != boundary.dst_col, writes_plan)"),
         _oracle_no_plan_after_final_prefill,
         ("postprocess.plan_iff_publish",)),
     Gap("decode_plan_without_boundary",
-        program('mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants, writes_plan))',
+        program('mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, wants_materialize, writes_plan))',
                 'mem.store("plan_ring_start", (batch,), commit.next_start, conj(decode, writes_plan))'),
         _oracle_no_plan_without_boundary,
         ("postprocess.plan_iff_publish",)),
