@@ -7,7 +7,12 @@ A transition never indexes an array directly. It calls ``mem.load`` and
 * :class:`ConcreteMemory` runs one program on Python ints (the oracle) and
   faults on any out-of-bounds access or any value its buffer cannot hold;
 * :class:`VectorMemory` runs all programs of a launch at once on numpy arrays;
-* ``replayssm.verify.memory.SymbolicMemory`` records every access as Z3 terms.
+* ``replayssm.verify.memory.SymbolicMemory`` records every access as Z3 terms;
+* :class:`~replayssm.spec.table_memory.TableMemory` runs the kernels inside the
+  system model's engine step (``spec.system``) on small lists of vocabulary
+  values, ints or Z3 terms alike: a concrete out-of-bounds access raises
+  :class:`MemoryFault`, a symbolic one is kept as a fault condition the
+  system proofs require false.
 
 An index is a tuple with one component per buffer dimension, so a column past
 the end of a block-table row is out of bounds even where the flat address

@@ -9,19 +9,19 @@ from __future__ import annotations
 import inspect
 import json
 
-import replayssm.spec.system as system
+from replayssm.spec.system import phases
 from replayssm.cli import main
 from replayssm.verify.traces import explain, load, replay_actions
 
 
 def test_bmc_finds_a_planted_bug_and_saves_its_run(tmp_path, monkeypatch, capsys):
-    source = inspect.getsource(system.register_filled_blocks)
+    source = inspect.getsource(phases.register_filled_blocks)
     assert source.count("code(p, stream, end)") == 1
-    namespace = dict(vars(system))
+    namespace = dict(vars(phases))
     exec(source.replace("code(p, stream, end)", "code(p, stream, end - 1)"), namespace)
     registers_one_token_short = namespace["register_filled_blocks"]
 
-    monkeypatch.setattr(system, "register_filled_blocks", registers_one_token_short)
+    monkeypatch.setattr(phases, "register_filled_blocks", registers_one_token_short)
     monkeypatch.chdir(tmp_path)  # the old default folder, out/counterexamples, would appear here
     folder = tmp_path / "cex"
     rc = main(["prove", "--only", "system.bmc", "--jobs", "1", "--counterexamples", str(folder)])

@@ -1,0 +1,86 @@
+"""The whole-system model: scheduler, forward pass and worker kernels together.
+
+One :class:`SystemParams` fixes a bounded world (requests, cache groups with
+their layer counts, block-table columns, physical slots per group, token
+streams, the kernel geometry and the caller's conventions). A state is a flat
+record of integer variables (:class:`State`); every value is a vocabulary
+value, so the same actions run on Python ints (the concrete simulation the
+fuzzer drives) and on Z3 ``Sym`` terms (the proofs and the bounded model check).
+
+Concrete state (what vLLM holds):
+
+* per request ``r``: ``active``, ``stream`` (token-stream identity), ``prompt``
+  (prompt length), ``N`` (computed position), ``live`` (the live column of its
+  last step, -1 when none: the next migration's source column);
+* ``table[g, r, c]``: physical slot of column ``c`` in cache group ``g``
+  (0 = the null block);
+* ``rs[g, s]``, ``nc[g, s]``: the trackers (``ring_start``, ``num_committed``);
+* ``ref[g, s]`` (how many table entries name the slot) and ``reg[g, s]`` (the
+  prefix the scheduler's prefix cache believes the slot holds, -1 none): the
+  scheduler's block pool;
+* the worker's persistent plan buffers (``plan_ring_start``,
+  ``plan_flush_count``, ``active_request_indices``, ``src_slots``, ``dst_slots``).
+
+Ghost state (what the slots *mean*), for every slot of every group:
+
+* ``ck[g, s]``: the prefix its checkpoint state represents, as ``code(stream,
+  P) = stream * K + P`` (the state after tokens ``0..P-1`` of that stream), or
+  -1 for garbage;
+* ``ring[g, s, i]``: which token ring row ``i`` holds, ``code(stream, t)``, or
+  -1 (a rejected draft, never written, or garbage).
+
+A slot *represents* ``(stream, N)`` when its checkpoint is ``code(stream, N -
+nc)`` and its ``nc`` committed rows from ``rs`` hold tokens ``N - nc .. N - 1``:
+replaying them gives exactly the request's state. A registered (published)
+slot is *canonical*: trackers (0, 0) and checkpoint exactly at its boundary.
+
+Actions (:data:`ACTIONS`) are the caller's: ``admit`` (with a prefix-cache hit
+on published blocks), ``step`` (one engine step for every running request,
+phase by phase in :mod:`.phases`) and ``free`` (finish or preempt). Each
+action declares its nondeterministic *picks*, a *guard* (what the model
+itself guarantees), the named caller *assumptions* it relies on (droppable one
+by one in proofs), and returns the next state plus *checks*: safety conditions
+of that step (no memory fault, the forward pass reads the right prefix, the
+materialize contract, ...). The kernels are never re-implemented: the worker
+side (:mod:`.worker`) runs the spec's kernel programs on inputs laid out by
+``spec.assumptions.encode_row``, in a ``spec.table_memory.TableMemory``.
+
+Modules: :mod:`.state` (world and state), :mod:`.action` (what an action is,
+the assumptions), :mod:`.admission` (admit, free), :mod:`.step` (the step's
+picks, guard, assumptions), :mod:`.phases` (its effect), :mod:`.worker`,
+:mod:`.ghost` (what a slot represents), :mod:`.invariants`, :mod:`.actions`
+(the registry), :mod:`.run` (one concrete action), :mod:`.explore` (the pick
+generators and the explicit-state explorer). The symbolic-array helpers are
+``spec.arrays``.
+"""
+
+from ..arrays import lookup, select, update
+from ..table_memory import TableMemory
+from .action import SYSTEM_ASSUMPTIONS, Action, Outcome, PickSpec, check_dropped
+from .actions import ACTIONS, STEP
+from .admission import ADMIT, FREE
+from .explore import (
+    RowOption,
+    enumerate_picks,
+    explore,
+    prefix_hit_levels,
+    row_options,
+    sample_picks,
+    shares_a_block,
+)
+from .ghost import replay, represents
+from .invariants import auxiliary_invariants, check_invariants, invariants, live_slot
+from .phases import register_filled_blocks, step_apply
+from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
+from .state import GARBAGE, State, SystemParams, code, initial_state
+from .step import RowPlan, in_prefill, needs_fresh_slot, shared_block, step_assumptions, step_guard, step_picks
+
+__all__ = [
+    "ACTIONS", "ADMIT", "FREE", "GARBAGE", "STEP", "SYSTEM_ASSUMPTIONS", "Action", "Outcome", "PickSpec",
+    "RowOption", "RowPlan", "State", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
+    "check_dropped", "check_invariants", "checked_picks", "code", "default_picks", "enumerate_picks", "explore",
+    "failed_checks", "in_prefill", "initial_state", "invariants", "live_slot", "lookup", "needs_fresh_slot",
+    "prefix_hit_levels", "register_filled_blocks", "replay", "represents", "row_options", "run_action",
+    "sample_picks", "select", "shared_block", "shares_a_block", "step_apply", "step_assumptions", "step_guard",
+    "step_picks", "system_conventions", "update",
+]

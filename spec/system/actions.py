@@ -1,0 +1,11 @@
+"""The caller's actions of the system model, by name."""
+
+from __future__ import annotations
+
+from .action import Action
+from .admission import ADMIT, FREE
+from .phases import step_apply
+from .step import step_assumptions, step_guard, step_picks
+
+STEP = Action("step", step_picks, step_guard, step_assumptions, step_apply)
+ACTIONS: dict[str, Action] = {a.name: a for a in (ADMIT, STEP, FREE)}

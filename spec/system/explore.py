@@ -1,0 +1,249 @@
+"""The pick generators (random and exhaustive) and the explicit-state explorer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+from .invariants import invariants
+from .run import StepRefused, default_picks, failed_checks, run_action
+from .state import State, SystemParams, code, initial_state
+from .step import in_prefill, needs_fresh_slot
+
+def _free_slots(st: State, g: int) -> list[int]:
+    return [s for s in range(1, st.p.num_slots) if st.get("ref", g, s) == 0]
+
+
+def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[dict[str, int]]:
+    """The prefix hits the prefix cache can serve a new request of ``stream``
+    with ``prompt`` tokens: entry ``h - 1`` holds the ``hit_slot`` picks of a
+    hit on blocks ``0 .. h - 1`` (each registered in every group)."""
+    p, bs = st.p, st.p.geo.block_size
+    levels: list[dict[str, int]] = []
+    picks: dict[str, int] = {}
+    hit = 0
+    while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
+        found = []
+        for g in range(p.groups):
+            slots = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
+            found.append(slots[0] if slots else None)
+        if None in found:
+            break
+        for g, slot in enumerate(found):
+            picks[f"hit_slot_{g}_{hit}"] = slot
+        hit += 1
+        levels.append(dict(picks))
+    return levels
+
+
+@dataclass(frozen=True)
+class RowOption:
+    """One row a running request may schedule in a step under every caller
+    assumption: query length ``q``, the accepted counts it allows (``1 .. q``
+    for a decode row; ``0 .. W`` for a prefill row, which the step ignores),
+    the ``is_prefilling`` flag and the live column the row ends in."""
+
+    q: int
+    accepted: range
+    prefilling: int
+    live_col: int
+
+    def picks(self, r: int, acc: int) -> dict[str, int]:
+        """The step picks of request ``r`` taking this row with ``acc`` accepted."""
+        return {f"sched_{r}": 1, f"q_{r}": self.q, f"acc_{r}": acc, f"live_col_{r}": self.live_col,
+                f"is_prefilling_{r}": self.prefilling}
+
+
+def row_options(st: State, r: int) -> list[RowOption]:
+    """Every row running request ``r`` may take in the next step: a prefill
+    chunk ending on a block boundary or at the prompt's end (any length up
+    to the rest of the prompt in mode none), or a decode row of 1 .. T
+    tokens within the window, the ring's step room, the block and the model
+    length (none left: no option)."""
+    p = st.p
+    bs, W = int(p.geo.block_size), int(p.geo.window)
+    N, prompt = st.get("N", r), st.get("prompt", r)
+    if in_prefill(st, r):
+        rest = prompt - N
+        if p.conv.materialize_prefixes:
+            qs = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
+        else:
+            qs = list(range(1, rest + 1))
+        rows = [(q, range(0, W + 1), 1) for q in qs]
+    else:
+        top = min(p.max_step, W, bs, p.max_len - N)
+        rows = [(q, range(1, q + 1), 0) for q in range(1, top + 1)]
+    return [RowOption(q, acc, flag, (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0)
+            for q, acc, flag in rows]
+
+
+def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
+                 choose: Callable[[list[int]], int]) -> dict[int, int] | None:
+    """A fresh slot for each group where request ``r``'s row ending in
+    ``live_col`` needs one (:func:`needs_fresh_slot`; these generators never
+    keep a column null), chosen by ``choose`` among the free slots not
+    ``taken`` by an earlier row; None when some group has none left."""
+    slots = {}
+    for g in range(st.p.groups):
+        if needs_fresh_slot(st, g, st.get("table", g, r, live_col), True, 0):
+            free = [s for s in _free_slots(st, g) if s not in taken[g]]
+            if not free:
+                return None
+            slots[g] = choose(free)
+    return slots
+
+
+def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, dict]:
+    """A random action with picks that satisfy its guard and every caller
+    assumption: the generator the concrete walks (and later the fuzzer) use."""
+    p = st.p
+    active = [r for r in range(p.num_reqs) if st.get("active", r) == 1]
+    waiting = [r for r in range(p.num_reqs) if st.get("active", r) == 0]
+    choices = [a for a, ok in zip(("admit", "step", "free"), (waiting, active, active)) if ok]
+    while True:
+        action = rng.choices(choices, [dict(zip(("admit", "step", "free"), weights))[a] for a in choices])[0]
+        if action == "admit":
+            r = rng.choice(waiting)
+            stream = rng.randrange(p.num_streams)
+            prompt = rng.randint(1, p.max_len)
+            picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
+            levels = prefix_hit_levels(st, stream, prompt)
+            picks.update(levels[-1] if levels else {})
+            picks["hit"] = rng.randint(0, len(levels))
+            return action, picks
+        if action == "free":
+            return action, default_picks(p, "free", req=rng.choice(active))
+        picks = default_picks(p, "step")
+        taken: dict[int, set] = {g: set() for g in range(p.groups)}
+        any_sched = False
+        for r in active:
+            if rng.random() < 0.2:
+                continue
+            options = row_options(st, r)
+            if not options:
+                continue
+            row = rng.choice(options)
+            acc = rng.choice(row.accepted)
+            slots = _fresh_slots(st, r, row.live_col, taken, rng.choice)
+            if slots is None:
+                continue
+            for g, s in slots.items():
+                taken[g].add(s)
+                picks[f"slot_{g}_{r}"] = s
+            picks.update(row.picks(r, acc))
+            any_sched = True
+        if any_sched:
+            return action, picks
+        choices = [a for a in choices if a != "step"] or ["free"]
+
+
+def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, dict]]:
+    """Every action a caller may take in ``st`` under every caller assumption,
+    for exhaustive bounded exploration. Two reductions keep it finite and
+    small, both sound by symmetry of slot ids (they are only compared for
+    equality): a fresh block is the lowest free slot of each group, and a
+    prefix hit takes the lowest matching registered slot. A prefill row's
+    accepted count is 0 (the step ignores it). ``prompts`` limits the prompt
+    lengths admitted (default: all)."""
+    p = st.p
+    for r in range(p.num_reqs):
+        if st.get("active", r) == 1:
+            yield "free", default_picks(p, "free", req=r)
+            continue
+        for stream in range(p.num_streams):
+            for prompt in prompts or range(1, p.max_len + 1):
+                picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
+                yield "admit", dict(picks)
+                for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
+                    yield "admit", {**picks, **level, "hit": hit}
+    options: list[list[tuple[RowOption, int] | None]] = []
+    for r in range(p.num_reqs):
+        mine: list[tuple[RowOption, int] | None] = [None]
+        if st.get("active", r) == 1:
+            mine += [(row, acc) for row in row_options(st, r)
+                     for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
+        options.append(mine)
+    for combo in product(*options):
+        if not any(combo):
+            continue
+        picks = default_picks(p, "step")
+        taken: dict[int, set] = {g: set() for g in range(p.groups)}
+        for r, choice in enumerate(combo):
+            if choice is None:
+                continue
+            row, acc = choice
+            picks.update(row.picks(r, acc))
+            slots = _fresh_slots(st, r, row.live_col, taken, lambda free: free[0])
+            if slots is None:
+                break
+            for g, s in slots.items():
+                taken[g].add(s)
+                picks[f"slot_{g}_{r}"] = s
+        else:
+            yield "step", picks
+
+
+def shares_a_block(st: State) -> bool:
+    """Two running requests name one physical slot (a prefix-cache hit)."""
+    p = st.p
+    rows = [{st.get("table", 0, r, c) for c in range(p.num_cols)} - {p.geo.pad_slot}
+            for r in range(p.num_reqs) if st.get("active", r) == 1]
+    return any(a & b for i, a in enumerate(rows) for b in rows[i + 1:])
+
+
+def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
+            dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, dict]]] | None = None,
+            budget: int | None = None) -> dict:
+    """Exhaustive breadth-first exploration of every run of at most ``depth``
+    actions from the initial state (states deduplicated). Returns statistics
+    and, on the first violated check or invariant, the run that reaches it as
+    a list of (action, picks) together with what broke."""
+
+    start = initial_state(p)
+    key = lambda s: tuple(tuple(v) for v in s.v.values())
+    seen = {key(start): None}
+    parent: dict[tuple, tuple] = {}
+    frontier = [start]
+    stats = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
+    for d in range(depth):
+        nxt = []
+        for st in frontier:
+            moves = list(enumerate_picks(st, prompts=prompts))
+            if extra is not None:
+                moves += list(extra(st))
+            for action, picks in moves:
+                try:
+                    out = run_action(st, action, picks, dropped=dropped)
+                except StepRefused:
+                    continue
+                stats["transitions"] += 1
+                stats["actions"][action] = stats["actions"].get(action, 0) + 1
+                k = key(out.state)
+                bad = failed_checks(out)
+                if k not in seen:  # a state's invariants are checked when it is first reached
+                    bad += [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
+                if bad:
+                    run = [(action, picks)]
+                    cur = key(st)
+                    while cur in parent:
+                        prev, a, pk = parent[cur]
+                        run.append((a, pk))
+                        cur = prev
+                    stats["depth"] = d + 1
+                    return {**stats, "status": "failed", "violated": bad, "run": run[::-1]}
+                if k not in seen:
+                    seen[k] = None
+                    parent[k] = (key(st), action, picks)
+                    nxt.append(out.state)
+                    stats["states"] += 1
+                    if shares_a_block(out.state):
+                        stats["shared_states"] = stats.get("shared_states", 0) + 1
+                    if budget is not None and stats["states"] > budget:
+                        return {**stats, "status": "budget", "depth": d}
+        frontier = nxt
+        stats["depth"] = d + 1
+        if not frontier:
+            break
+    return {**stats, "status": "proved"}

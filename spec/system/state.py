@@ -1,0 +1,168 @@
+"""The system model's world and state.
+
+:class:`SystemParams` fixes a bounded world; :class:`State` holds every
+variable of the model as a flat list of vocabulary values (Python ints in the
+concrete simulation, Z3 terms in the proofs). The variables, concrete and
+ghost, are listed in the package docstring (``spec.system``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ..arrays import is_concrete, lookup, size, update
+from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
+
+GARBAGE = -1
+"""The ghost value of a state or ring row that represents no prefix."""
+
+
+
+@dataclass(frozen=True)
+class SystemParams:
+    """A bounded world. Constexprs (geometry) are concrete so the Z3 problems
+    stay linear; ``swap_rows`` packs the scheduled requests into batch rows in
+    reverse request order (with every request scheduled, request ``r`` sits in
+    row ``NR - 1 - r``; v2 passes the permutation as ``idx_mapping``, v1 reads
+    per-request inputs by batch row)."""
+
+    geo: Geometry
+    conv: Conventions
+    layers: tuple[int, ...] = (1, 2)
+    num_cols: int = 4
+    num_slots: int = 7
+    num_streams: int = 2
+    swap_rows: bool = False
+
+    def __post_init__(self) -> None:
+        """Reject a world the model cannot describe, naming the field and its
+        range: slot 0 of every group is the null block (``geo.pad_slot``) and
+        slots ``1 .. num_slots - 1`` are the real ones, so a world needs at
+        least one real slot; every group has at least one layer."""
+        if not isinstance(self.geo, Geometry):
+            raise ValueError(f"geo must be a Geometry, got {self.geo!r}")
+        if not isinstance(self.conv, Conventions):
+            raise ValueError(f"conv must be a Conventions, got {self.conv!r}")
+        try:
+            self.geo.validated()
+        except ValueError as e:
+            raise ValueError(f"geo.{e}") from None
+        if self.geo.pad_slot != NULL_BLOCK_ID:
+            raise ValueError(f"geo.pad_slot must be {NULL_BLOCK_ID} (slot 0 is the null block of every group), "
+                             f"got {self.geo.pad_slot}")
+        layers = self.layers
+        if not isinstance(layers, (tuple, list)) or not layers:
+            raise ValueError(f"layers must be a non-empty tuple of layer counts >= 1 (one per cache group), "
+                             f"got {layers!r}")
+        for g, n in enumerate(layers):
+            require_int(f"layers[{g}]", n, 1)
+        object.__setattr__(self, "layers", tuple(layers))  # hashable: params key caches
+        require_int("num_cols", self.num_cols, 1)
+        require_int("num_slots", self.num_slots, 2)
+        require_int("num_streams", self.num_streams, 1)
+        if not isinstance(self.swap_rows, bool):
+            raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
+
+    @property
+    def num_reqs(self) -> int:
+        return int(self.geo.max_num_reqs)
+
+    @property
+    def groups(self) -> int:
+        return len(self.layers)
+
+    @property
+    def max_len(self) -> int:
+        """``max_model_len``: one column per block."""
+        return self.num_cols * int(self.geo.block_size)
+
+    @property
+    def K(self) -> int:
+        """Stride of the ghost code ``stream * K + position``."""
+        return self.max_len + 1
+
+    @property
+    def total_layers(self) -> int:
+        return sum(self.layers)
+
+    @property
+    def max_step(self) -> int:
+        return int(self.geo.max_step)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return _shapes(self)
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
+        NR, G, C, S, R = self.num_reqs, self.groups, self.num_cols, self.num_slots, int(self.geo.ring_len)
+        return {
+            "active": (NR,), "stream": (NR,), "prompt": (NR,), "N": (NR,), "live": (NR,),
+            "table": (G, NR, C),
+            "rs": (G, S), "nc": (G, S), "ref": (G, S), "reg": (G, S), "ck": (G, S),
+            "ring": (G, S, R),
+            "plan_ring_start": (NR,), "plan_flush_count": (NR,), "active_request_indices": (NR,),
+            "src_slots": (self.total_layers * NR,), "dst_slots": (self.total_layers * NR,),
+        }
+
+    def batch_of(self, r: int) -> int:
+        return self.num_reqs - 1 - r if self.swap_rows else r
+
+    def describe(self) -> dict:
+        g = self.geo
+        return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
+                "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
+                "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
+                "swap_rows": self.swap_rows}
+
+
+@lru_cache(maxsize=None)
+def _shapes(p: SystemParams) -> dict[str, tuple[int, ...]]:
+    return p._shapes()
+
+
+
+@dataclass
+class State:
+    """Flat integer variables by name; ``p`` gives their shapes."""
+
+    p: SystemParams
+    v: dict[str, list]
+    cut: Any = None
+    """Set by proofs: ``cut(name, value)`` names an intermediate value with a
+    fresh variable (keeping Z3 terms small); concrete runs leave it unset."""
+
+    def copy(self) -> "State":
+        return State(self.p, {k: list(x) for k, x in self.v.items()}, self.cut)
+
+    def checkpoint(self, phase: str) -> "State":
+        """The same state with every symbolic entry renamed at ``phase``."""
+        if self.cut is None:
+            return self
+        return State(self.p, {k: [x if is_concrete(x) else self.cut(f"{phase}.{k}[{i}]", x)
+                                  for i, x in enumerate(vals)] for k, vals in self.v.items()}, self.cut)
+
+    def get(self, name: str, *index: Any) -> Any:
+        """The entry at ``index``; a symbolic component selects among the
+        entries of its dimension only (0 outside the shape)."""
+        return lookup(self.v[name], _shapes(self.p)[name], index)
+
+    def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
+        """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""
+        update(self.v[name], self.p.shapes()[name], index, value, guard)
+
+    def as_json(self) -> dict:
+        return {k: [int(x) for x in vals] for k, vals in self.v.items()}
+
+
+def initial_state(p: SystemParams) -> State:
+    """No request, every slot free and garbage, the buffers as ``allocate`` leaves them."""
+    pad = int(p.geo.pad_slot)
+    init = {"live": -1, "table": pad, "reg": -1, "ck": GARBAGE, "ring": GARBAGE,
+            "plan_flush_count": -1, "active_request_indices": -1, "src_slots": pad, "dst_slots": pad}
+    return State(p, {k: [init.get(k, 0)] * size(s) for k, s in p.shapes().items()})
+
+
+def code(p: SystemParams, stream: Any, pos: Any) -> Any:
+    """The ghost name of ``stream``'s prefix (or token) at ``pos``."""
+    return stream * p.K + pos
