@@ -1,4 +1,10 @@
-"""Fuzz campaigns: profiles, seeds, processes, statistics, saved failures, replay."""
+"""Fuzz campaigns: profiles, seeds, supervised worker processes, findings, replay.
+
+A campaign splits the 32 convention combinations over ``jobs`` worker
+processes (:mod:`.workers`): a kernel that hangs or kills its process is a
+finding like a discrepancy, and the first finding stops the other workers.
+Exit statuses, the console report and the JSON summary: :mod:`.report`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,10 @@ import json
 import multiprocessing
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
+from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -18,14 +24,34 @@ from hypothesis.stateful import run_state_machine_as_test
 from replayssm.spec.geometry import Conventions
 
 from .launcher import LEVELS, Setup, SpecSide, compare
-from .machine import Failure, ReplaySSMMachine, Statistics
-from .target import load_target
+from .machine import ReplaySSMMachine, Statistics
+from .report import (Cell, Finding, Progress, campaign_id, check_output_paths, kernel_of, save_trace, summarize,
+                     unique_name)
+from .target import DEFAULT_TARGET, load_target
+from .trace_checks import check_format, check_sizes
+from .workers import Child, Interrupted, Reporter, Supervisor
 
 PROFILES = {
     "ci": {"examples": 128, "max_steps": 12},
     "dev": {"examples": 150, "max_steps": 20},
     "nightly": {"examples": 2000, "max_steps": 40},
 }
+
+WATCHDOG_SECONDS = {
+    "cpu": {"ci": 20.0, "dev": 30.0, "nightly": 60.0},
+    "cuda": {"ci": 300.0, "dev": 300.0, "nightly": 300.0},
+}
+"""Default per-launch watchdog by device and profile (``--watchdog`` overrides).
+CPU: the slowest launch of a ci campaign under the Triton interpreter takes
+well under a second on an idle machine (docs/fuzz.md); the margin covers a
+loaded one, more for the longer profiles. CUDA: the first launch of each of
+the 32 constexpr combinations compiles its kernels."""
+
+SHRINK_SECONDS = {"ci": 20.0, "dev": 60.0, "nightly": 300.0}
+"""How long Hypothesis may shrink a finding, per profile (``--shrink-seconds``)."""
+
+MAX_JOBS = len(Conventions.all())
+"""A worker takes whole convention combinations: more workers than the 32 would idle."""
 
 SCENARIOS = (
     "checkpoint",
@@ -46,7 +72,8 @@ SCENARIOS = (
 
 @dataclass(frozen=True)
 class CampaignConfig:
-    """One campaign's parameters."""
+    """One campaign's parameters. ``watchdog`` and ``shrink_seconds`` default
+    to the ``profile``'s (:data:`WATCHDOG_SECONDS`, :data:`SHRINK_SECONDS`)."""
 
     impl: str | None
     device: str
@@ -56,6 +83,22 @@ class CampaignConfig:
     jobs: int
     failures_dir: str
     level: str = "kernel"
+    profile: str = "ci"
+    watchdog: float | None = None
+    shrink_seconds: float | None = None
+
+    @property
+    def watchdog_seconds(self) -> float:
+        return self.watchdog if self.watchdog is not None else WATCHDOG_SECONDS[self.device][self.profile]
+
+    @property
+    def shrink_limit(self) -> float:
+        return self.shrink_seconds if self.shrink_seconds is not None else SHRINK_SECONDS[self.profile]
+
+    def as_json(self) -> dict:
+        return {"impl": self.impl or DEFAULT_TARGET, "level": self.level, "device": self.device, "seed": self.seed,
+                "profile": self.profile, "budget": {"examples": self.examples, "max_steps": self.max_steps},
+                "jobs": self.jobs, "watchdog_seconds": self.watchdog_seconds, "shrink_seconds": self.shrink_limit}
 
 
 def _settings(examples: int, max_steps: int) -> settings:
@@ -70,23 +113,93 @@ def _settings(examples: int, max_steps: int) -> settings:
     )
 
 
+class SupervisedMachine(ReplaySSMMachine):
+    """The state machine as a campaign worker runs it: each launch is
+    announced to the parent (:class:`Reporter`) before it runs, and the
+    latest failure is described as a :class:`Finding` (Hypothesis runs the
+    shrunk example last, so after a failed run it is the shrunk one's)."""
+
+    reporter: Reporter | None = None
+    last_failure: dict | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).last_failure = None
+
+    def execute(self, action: dict) -> None:
+        if self.reporter is not None:
+            self.reporter.launching(self.trace, action)
+        try:
+            super().execute(action)
+        except Exception as e:
+            type(self).last_failure = describe_failure(e, action, self)
+            if self.reporter is not None:
+                self.reporter.failing(type(self).last_failure)
+            raise
+        if self.reporter is not None:
+            self.reporter.landed()
+            self.reporter.stats(asdict(self.stats))
+
+
+def describe_failure(error: BaseException, action: dict | None, machine: Any = None) -> dict:
+    """Kind, reason, kernel and first differing cells of a failure raised
+    while running ``action`` (None: outside a launch, e.g. an invariant)."""
+    kind = getattr(error, "kind", "exception")
+    lines = str(error).splitlines() or [""]
+    reason = lines[0] if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
+    name = action["name"] if action else None
+    cells: list[Cell] = []
+    if kind == "discrepancy" and machine is not None:
+        cells = [Cell(d.buffer, list(d.index), d.spec, d.impl)
+                 for d in compare(machine.spec.state(), machine.impl.state())[:4]]
+    level = machine.level if machine is not None else "kernel"
+    kernel = kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants"
+    return {"kind": kind, "reason": reason[:500], "kernel": kernel, "cells": [asdict(c) for c in cells]}
+
+
 def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
-             stats: Statistics) -> type[ReplaySSMMachine]:
+             stats: Statistics, reporter: Reporter | None) -> type[SupervisedMachine]:
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
-             "last_trace": None, "conventions": (conv,)}
-    return hypothesis_seed(seed)(type("Campaign", (ReplaySSMMachine,), attrs))
+             "last_trace": None, "conventions": (conv,), "reporter": reporter}
+    return hypothesis_seed(seed)(type("Campaign", (SupervisedMachine,), attrs))
 
 
 class SetupError(ValueError):
-    """The campaign cannot start (device, target, level): not a finding."""
+    """The campaign cannot start (device, target, level, output paths): not a finding."""
 
 
 def examples_per_combination(examples: int) -> int:
     """Each convention combination runs the same number of examples, at least
     one: ``examples`` rounded up to a multiple of the combination count."""
     return max(1, -(-examples // len(Conventions.all())))
+
+
+def _spread_order(combos: list[Conventions]) -> list[int]:
+    """The combinations' indices ordered so that every prefix covers as many
+    value pairs of two flags as a prefix of that length can (greedy): a bug
+    that needs two flags set some way is met within the first few, whichever
+    worker takes them."""
+    def pairs(n: int) -> set:
+        flags = astuple(combos[n])
+        return {(i, j, flags[i], flags[j]) for i, j in combinations(range(len(flags)), 2)}
+
+    order: list[int] = []
+    covered: set = set()
+    remaining = list(range(len(combos)))
+    while remaining:
+        best = max(remaining, key=lambda n: (len(pairs(n) - covered), -n))
+        covered |= pairs(best)
+        if len(covered) == len(set().union(*(pairs(n) for n in range(len(combos))))):
+            covered = set()
+        order.append(best)
+        remaining.remove(best)
+    return order
+
+
+COMBINATION_ORDER = _spread_order(Conventions.all())
+"""The order workers take the convention combinations in (:func:`_spread_order`)."""
 
 
 def check_device(device: str) -> None:
@@ -99,68 +212,81 @@ def check_device(device: str) -> None:
         raise SetupError("--device cuda: this torch sees no CUDA device")
 
 
-def check_setup(config: CampaignConfig) -> Any:
+def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
     """The campaign's target, or a :class:`SetupError` naming what is wrong
-    with the device, the target or the level."""
+    with the device, the budget, the output paths, the target or the level."""
     check_device(config.device)
-    for name in ("examples", "max_steps", "jobs"):
+    for name in ("examples", "max_steps"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SetupError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or not 1 <= config.jobs <= MAX_JOBS:
+        raise SetupError(f"--jobs must be an int between 1 and {MAX_JOBS} (one worker per convention combination "
+                         f"at most), got {config.jobs!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise SetupError(f"seed must be an int >= 0, got {config.seed!r}")
+    if config.profile not in PROFILES:
+        raise SetupError(f"--profile must be one of {sorted(PROFILES)}, got {config.profile!r}")
+    for name in ("watchdog", "shrink_seconds"):
+        value = getattr(config, name)
+        if value is not None and not value > 0:
+            raise SetupError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value!r}")
     try:
+        check_output_paths(json_path, config.failures_dir)
         return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
     except ValueError as e:
         raise SetupError(str(e)) from e
 
 
-def run_worker(config: CampaignConfig, worker: int, target: Any = None) -> dict:
+def _limit_shrinking(seconds: float) -> None:
+    """Hypothesis shrinks for at most ``MAX_SHRINKING_SECONDS`` (a module
+    constant of its engine, 300 s); a campaign's profile sets its own."""
+    from hypothesis.internal.conjecture import engine
+
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = seconds
+
+
+def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None) -> dict:
     """One process's share of a campaign: every ``jobs``-th convention
-    combination, each with its share of the examples (so every combination is
-    reached whatever the example count). Returns statistics and failures.
-    ``target``: the loaded implementation (loaded here when None)."""
+    combination of :data:`COMBINATION_ORDER`, each with its share of the
+    examples (so every combination is reached whatever the example count),
+    until the first finding. Returns statistics and findings (each with its
+    shrunk trace). ``target``: the loaded implementation (loaded here when None)."""
     target = target if target is not None else check_setup(config)
+    _limit_shrinking(config.shrink_limit)
     combos = Conventions.all()
     per_combo = examples_per_combination(config.examples)
-    stats, failures = Statistics(), []
+    stats, findings = Statistics(), []
     start = time.perf_counter()
-    for n in range(worker, len(combos), config.jobs):
+    for n in COMBINATION_ORDER[worker::config.jobs]:
         seed = config.seed * 1000 + n
-        machine = _machine(config, target, seed, combos[n], stats)
+        machine = _machine(config, target, seed, combos[n], stats, reporter)
         try:
             run_state_machine_as_test(machine, settings=_settings(per_combo, config.max_steps))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
-            failures.append(_save_failure(config, machine, seed, e))
+            findings.append(_shrunk_finding(machine, seed, n, e))
             break
-    return {"stats": asdict(stats), "failures": failures, "seconds": time.perf_counter() - start}
+    return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start}
 
 
-def _save_failure(config: CampaignConfig, machine: type[ReplaySSMMachine], seed: int, error: Exception) -> str:
-    """Write the shrunk failing run as a trace (Hypothesis runs the shrunk
-    example last, so the last run's trace is it); returns its path. A failure
-    before that run recorded its parameters is the harness's, raised.
-    ``#meta.failure`` says what failed: ``discrepancy``, ``invariant`` (see
-    :class:`Failure`) or ``exception`` (raised while running an action)."""
+def _shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: int, error: Exception) -> dict:
+    """The finding of a failed Hypothesis run, with the shrunk run's trace
+    (Hypothesis runs the shrunk example last). A failure before that run
+    recorded its parameters is the harness's, raised."""
     trace = machine.last_trace
     if trace is None:
         raise RuntimeError(f"the fuzz harness failed before its run recorded a trace (seed {seed}): "
                            f"{type(error).__name__}: {error}") from error
-    trace["states"] = spec_states(trace)
-    trace["#meta"].update({"seed": seed, "impl": config.impl or "replayssm.impl", "level": config.level,
-                           "device": config.device, "error": f"{type(error).__name__}: {error}"[:4000],
-                           "failure": error.kind if isinstance(error, Failure) else "exception"})
-    folder = Path(config.failures_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"fuzz-failure-seed{seed}.json"
-    path.write_text(json.dumps(trace))
-    return str(path)
+    described = machine.last_failure or describe_failure(error, None)
+    return {**described, "combination": combination, "seed": seed, "shrunk": True,
+            "error": f"{type(error).__name__}: {error}"[:4000], "log": {"params": trace["params"],
+                                                                          "actions": trace["actions"]}}
 
 
 def _merge(parts: list[dict]) -> Statistics:
     total = Statistics()
-    for p in parts:
-        s = p["stats"]
+    for s in parts:
         total.examples += s["examples"]
         total.request_steps += s["request_steps"]
         total.kernel_seconds += s["kernel_seconds"]
@@ -172,51 +298,119 @@ def _merge(parts: list[dict]) -> Statistics:
     return total
 
 
-def run_campaign(config: CampaignConfig, *, out=sys.stdout) -> dict:
-    """Run a campaign on ``jobs`` processes; report and return its summary."""
+@dataclass
+class _Campaign:
+    """The parent's view of a running campaign."""
+
+    config: CampaignConfig
+    out: TextIO
+    name: str
+    findings: list[Finding]
+    supervisor: Supervisor | None = None
+
+    def stop_others(self, child: Child) -> None:
+        """The first finding stops the other workers (the finder goes on to shrink)."""
+        assert self.supervisor is not None
+        for other in self.supervisor.children:
+            if other is not child:
+                self.supervisor.stop(other)
+
+    def failing(self, child: Child) -> None:
+        """A worker's first failure: say so and stop the others while it shrinks."""
+        assert child.failing is not None
+        print(f"  worker {child.name} hit a failure ({child.failing['kind']}): {child.failing['reason']}; "
+              "shrinking it, the other workers stop", file=self.out, flush=True)
+        self.stop_others(child)
+
+    def combination_of(self, child: Child) -> int:
+        """The combination a worker was running (from its current example's conventions)."""
+        if child.params is None:
+            return COMBINATION_ORDER[child.name]
+        conv = Conventions(**child.params["conventions"])
+        return Conventions.all().index(conv)
+
+    def record(self, found: dict) -> None:
+        """Save a finding's trace, print the finding, keep it."""
+        log = found["log"]
+        trace = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"}, "params": log["params"],
+                 "actions": log["actions"]}
+        try:
+            trace["states"] = spec_states(trace)
+        except Exception as e:  # noqa: BLE001 - the trace is saved anyway; the states are a convenience
+            print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
+                  file=self.out)
+        c = self.config
+        impl = c.impl or DEFAULT_TARGET
+        if impl.endswith(".py"):
+            impl = str(Path(impl).resolve())
+        trace["#meta"].update({"seed": found["seed"], "combination": found["combination"], "impl": impl,
+                               "level": c.level, "device": c.device, "failure": found["kind"],
+                               "error": found.get("error", found["reason"]), "shrunk": found["shrunk"]})
+        name = unique_name(self.name, found["kind"], found["seed"], found["combination"])
+        finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
+                          len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])
+        finding.trace = save_trace(trace, c.failures_dir, name, self.out)
+        self.findings.append(finding)
+        print("\n".join(finding.lines()), file=self.out, flush=True)
+
+    def fault(self, child: Child) -> None:
+        """A worker hung or died: the finding is its log up to that launch."""
+        self.stop_others(child)
+        fault, n = child.fault, self.combination_of(child)
+        if fault["log"] is None:
+            fault["log"] = {"params": None, "actions": []}
+        action = fault["log"]["actions"][-1]["name"] if fault["log"]["actions"] else None
+        self.record({**fault, "kernel": kernel_of(action, self.config.level) if action else "the worker",
+                     "combination": n, "seed": self.config.seed * 1000 + n, "shrunk": False})
+
+
+def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path: str | None = None) -> dict:
+    """Run a campaign on ``jobs`` supervised processes; report and return its
+    summary (see :mod:`.report`; ``exit_code`` is the CLI's status). Set-up
+    problems (including unwritable ``json_path`` or failures folder) raise
+    :class:`SetupError` before any work."""
     start = time.perf_counter()
-    target = check_setup(config)
+    target = check_setup(config, json_path)
     examples = examples_per_combination(config.examples) * len(Conventions.all())
-    print(f"fuzzing {config.impl or 'replayssm.impl'} ({config.level} level) on {config.device}: {examples} examples "
-          f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es)", file=out, flush=True)
-    if config.jobs <= 1:
-        parts = [run_worker(config, 0, target)]
-    else:
-        ctx = multiprocessing.get_context("spawn" if config.device == "cuda" else "fork")
-        with ProcessPoolExecutor(config.jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(run_worker, config, w) for w in range(config.jobs)]
-            parts = []
-            for f in futures:
-                parts.append(f.result())
-                print(f"  worker done: {parts[-1]['stats']['examples']} examples, "
-                      f"{parts[-1]['stats']['request_steps']} request-steps, {parts[-1]['seconds']:.1f} s",
-                      file=out, flush=True)
+    print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
+          f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
+          f"{config.watchdog_seconds:g} s watchdog per launch", file=out, flush=True)
+    campaign = _Campaign(config, out, campaign_id(), [])
+    progress = Progress(out, examples)
+
+    def tick() -> None:
+        s = _merge([c.stats for c in supervisor.children if c.stats])
+        progress.update(s.examples, s.request_steps, len(campaign.findings))
+
+    fork = config.device != "cuda"
+    supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), config.watchdog_seconds,
+                            on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
+    campaign.supervisor = supervisor
+    for w in range(config.jobs):
+        supervisor.start(w, run_worker, (config, w, target if fork else None))
+    supervisor.run()
+    progress.close()
+    parts, errors = [], []
+    for child in supervisor.children:
+        if child.error is not None:
+            errors.append(child.error)
+        if isinstance(child.result, dict):
+            parts.append(child.result["stats"])
+            for found in child.result["findings"]:
+                campaign.record(found)
+        elif child.stats:
+            parts.append(child.stats)  # stopped early: what it had done by its last report
+        if child.result is None and child.fault is None and child.failing_log is not None:
+            # stopped (an interrupt) while shrinking: the failing run as it was first seen
+            n = campaign.combination_of(child)
+            campaign.record({**child.failing, "combination": n, "seed": config.seed * 1000 + n,
+                             "shrunk": False, "log": child.failing_log})
+    if errors and not campaign.findings and supervisor.signal is None:
+        raise SetupError("a fuzz worker failed outside the implementation:\n" + errors[0])
     stats = _merge(parts)
-    failures = [f for p in parts for f in p["failures"]]
-    seconds = time.perf_counter() - start
     missing = [s for s in SCENARIOS if not stats.scenarios.get(s)]
-    print("rules:", ", ".join(f"{k} {v}" for k, v in sorted(stats.rules.items())), file=out)
-    print("scenarios:", file=out)
-    for name in sorted(stats.scenarios):
-        if not name.startswith("conventions "):
-            print(f"  {name:<40} {stats.scenarios[name]}", file=out)
-    conv = [n for n in stats.scenarios if n.startswith("conventions ")]
-    print(f"  convention combinations reached          {len(conv)}/32", file=out)
-    print(f"{stats.examples} state-machine runs (Hypothesis's examples, with those it discards and its shrink "
-          f"runs), {stats.request_steps} request-steps in {seconds:.1f} s "
-          f"({stats.request_steps / max(seconds, 1e-9):.1f} verified request-steps/s; kernels "
-          f"{stats.kernel_seconds:.1f} s, spec {stats.spec_seconds:.1f} s)", file=out)
-    for path in failures:
-        print(f"FAILURE saved to {path}", file=out)
-    if missing:
-        print(f"scenario classes never reached: {', '.join(missing)}", file=out)
-    passed = not failures and not missing
-    print("PASSED" if passed else "FAILED", file=out, flush=True)
-    return {"passed": passed, "examples": stats.examples, "request_steps": stats.request_steps,
-            "seconds": round(seconds, 3), "scenarios": stats.scenarios, "rules": stats.rules,
-            "kernel_seconds": round(stats.kernel_seconds, 3), "spec_seconds": round(stats.spec_seconds, 3),
-            "worker_seconds": round(sum(p["seconds"] for p in parts), 3),
-            "failures": failures, "missing_scenarios": missing}
+    return summarize(config.as_json(), stats, missing, campaign.findings, supervisor.signal,
+                     time.perf_counter() - start, out)
 
 
 def spec_states(trace: dict) -> list[dict]:
@@ -240,6 +434,8 @@ def load_trace(path: str) -> dict:
         raise ValueError("not a replayable trace: it needs a params object and an actions list")
     if not isinstance(trace.get("#meta", {}), dict):
         raise ValueError(f"trace.#meta must be an object, got {trace['#meta']!r}")
+    check_format(trace.get("#meta", {}))
+    check_sizes(trace["params"])
     for n, action in enumerate(trace["actions"]):
         caller = action.get("caller", []) if isinstance(action, dict) else None
         if not isinstance(caller, list) or not all(isinstance(c, str) for c in caller):
@@ -251,27 +447,98 @@ def load_trace(path: str) -> dict:
     return trace
 
 
-def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> tuple[bool, str]:
-    """Re-run a saved trace's launch actions on the spec and the
-    implementation; ``(False, report)`` when the implementation differs from
-    the spec or raises. A malformed trace, a bad target or a missing device
-    is a ``ValueError``."""
+def _recorded(meta: dict, key: str, default: str) -> str:
+    value = meta.get(key)
+    if key == "impl" and value == "replayssm.impl":  # traces saved before the module was named in full
+        value = DEFAULT_TARGET
+    return value if isinstance(value, str) and value else default
+
+
+def _check_recorded_states(trace: dict) -> str:
+    """A fuzz trace's recorded ``states`` must be what the spec computes for
+    its actions (replay judges the implementation by the spec, so an edited
+    state would otherwise pass unnoticed). Returns what was checked."""
+    recorded = trace.get("states")
+    if recorded is None:
+        return "the trace records no spec states"
+    if not isinstance(recorded, list) or len(recorded) != len(trace["actions"]):
+        raise ValueError(f"trace.states must list one state per action ({len(trace['actions'])}), "
+                         f"got {type(recorded).__name__} of {len(recorded) if isinstance(recorded, list) else '?'}")
+    for n, (mine, theirs) in enumerate(zip(spec_states(trace), recorded)):
+        for buffer, values in mine.items():
+            if not isinstance(theirs, dict) or theirs.get(buffer) != values:
+                raise ValueError(f"trace.states[{n}].{buffer} differs from what the spec computes for the trace's "
+                                 "actions: the trace was edited, or the spec changed since it was saved (replay "
+                                 "judges the implementation by the spec, not by recorded states)")
+    return f"its {len(recorded)} recorded spec states match the spec"
+
+
+def replay(path: str, impl: str | None = None, device: str | None = None, level: str | None = None,
+           watchdog: float | None = None) -> tuple[bool, str]:
+    """Re-run a saved trace's launch actions on the spec and on the
+    implementation, the latter in a child process under a per-launch
+    ``watchdog`` (default: the ci profile's for the device); ``(False,
+    report)`` when the implementation differs from the spec, raises, hangs or
+    kills its process. ``impl``, ``device`` and ``level`` default to the
+    trace's ``#meta`` (then to the default target, cpu, kernel). A malformed
+    trace, a bad target or a missing device is a ``ValueError``; a signal
+    stopping the replay is :class:`Interrupted`."""
+    trace = load_trace(path)
+    meta = trace.get("#meta", {})
+    given = {"impl": impl, "device": device, "level": level}
+    impl = impl if impl is not None else _recorded(meta, "impl", DEFAULT_TARGET)
+    device = device or _recorded(meta, "device", "cpu")
+    level = level or _recorded(meta, "level", "kernel")
+    check_device(device)
+    launches = [a for a in trace["actions"] if a.get("name") != "set_state"]
+    if not launches:
+        raise ValueError("the trace has no launch actions (only state overwrites, or actions: []): "
+                         "there is nothing to replay")
+    try:
+        Setup.from_json(trace["params"])
+        checked_states = _check_recorded_states(trace)
+    except (KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"the trace's params or actions are malformed: {type(e).__name__}: {e}") from e
+    target = load_target(impl, cuda=device == "cuda", level=level)
+    origin = ", ".join(f"{k} {v}" if given[k] else f"{k} {v} (from #meta)" if meta.get(k) else f"{k} {v} (default)"
+                       for k, v in (("impl", impl), ("level", level), ("device", device)))
+    lines = [f"replaying {len(trace['actions'])} actions ({len(launches)} launches) of {path}: {origin}"]
+    fork = device != "cuda"
+    limit = watchdog if watchdog is not None else WATCHDOG_SECONDS[device]["ci"]
+    supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), limit,
+                            on_message=lambda child, message: lines.append(message[1]))
+    child = supervisor.start(0, _replay_here, (trace, impl, target if fork else None, device, level))
+    supervisor.run()
+    if supervisor.signal is not None:
+        raise Interrupted(supervisor.signal)
+    if child.fault is not None:
+        step = len(child.actions) - 1
+        lines.append(f"  {child.fault['reason']}")
+        lines.append(f"{child.fault['kind']} reproduced at step {step}")
+        return False, "\n".join(lines)
+    if child.error is not None:
+        raise ValueError(child.error.splitlines()[0])
+    ok, summary = child.result
+    lines.append(summary if not ok else f"{summary}; {checked_states}")
+    return ok, "\n".join(lines)
+
+
+def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
+                 reporter: Reporter) -> tuple[bool, str]:
+    """The child's side of :func:`replay`: each report line is sent as it is
+    made, each launch announced; returns ``(ok, closing line)``."""
     import torch
 
-    check_device(device)
-    trace = load_trace(path)
-    try:
-        setup = Setup.from_json(trace["params"])
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"the trace's params are malformed: {type(e).__name__}: {e}") from e
+    setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
-    target = load_target(impl, cuda=device == "cuda", level=level)
-    lines: list[str] = []
+    target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
+
+    def say(line: str) -> None:
+        reporter.send("line", line)
 
     def raised(where: str, e: Exception) -> tuple[bool, str]:
-        lines.append(f"  the implementation raised {type(e).__name__}: {e}")
-        lines.append(f"failure reproduced {where}")
-        return False, "\n".join(lines)
+        say(f"  the implementation raised {type(e).__name__}: {e}")
+        return False, f"failure reproduced {where}"
 
     try:
         side = LEVELS[level](setup, target, torch.device(device))
@@ -284,29 +551,28 @@ def replay(path: str, impl: str | None, device: str, level: str = "kernel") -> t
             raise ValueError(f"action {n} of the trace is malformed: {type(e).__name__}: {e}") from e
         caller = "; ".join(action.get("caller", []))
         if action["name"] != "set_state":
-            lines.append(f"step {n}: {action['name']} {caller}".rstrip())
+            say(f"step {n}: {action['name']} {caller}".rstrip())
+        reporter.launching(trace, action)
         try:
             side.run(action)
         except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
             return raised(f"at step {n}", e)
+        reporter.landed()
         wrong = compare(spec.state(), side.state())
         if wrong:
-            lines += [f"  {d}" for d in wrong[:12]]
-            lines.append(f"discrepancy reproduced at step {n}")
-            return False, "\n".join(lines)
-    lines.append("no discrepancy: the implementation agrees with the spec on every step")
+            for d in wrong[:12]:
+                say(f"  {d}")
+            return False, f"discrepancy reproduced at step {n}"
+    launches = sum(a["name"] != "set_state" for a in trace["actions"])
+    summary = (f"no discrepancy: the implementation agrees with the spec on every state buffer after each of the "
+               f"{len(trace['actions'])} actions ({launches} launches)")
     meta = trace.get("#meta", {})
     if meta.get("failure") == "invariant":
-        lines.append("(this trace was saved for a broken invariant of the spec against the callers' view of "
-                     f"FlashInfer, which replay does not check: {meta.get('error', '')})")
-    elif meta.get("failure") == "exception":
-        lines.append(f"(this trace was saved for an exception, {meta.get('error', '')}; the implementation "
-                     "did not raise here, so it came from the harness or the spec side)")
-    return True, "\n".join(lines)
-
-
-def summary_json(result: dict, path: str) -> None:
-    Path(path).write_text(json.dumps({k: result[k] for k in (
-        "passed", "examples", "request_steps", "seconds", "kernel_seconds", "spec_seconds", "scenarios",
-        "failures")}, indent=2))
-
+        summary += ("\n(this trace was saved for a broken invariant of the spec against the callers' view of "
+                    f"FlashInfer, which replay does not check: {meta.get('error', '')})")
+    elif meta.get("failure") in ("exception", "hang", "crash"):
+        verb = {"exception": "raise", "hang": "hang", "crash": "crash"}[meta["failure"]]
+        summary += (f"\n(this trace was saved for {'an' if verb == 'raise' else 'a'} {meta['failure']}, "
+                    f"{meta.get('error', '')}; the implementation did not {verb} here, so it came from the "
+                    "harness, the spec side, or a fault that does not recur)")
+    return True, summary

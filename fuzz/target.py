@@ -27,12 +27,21 @@ ENTRY_POINTS = {"kernel": KERNELS, "context": ("ReplaySSMModelContext",)}
 """What each harness level calls on the target."""
 
 
+def _why(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) while being imported"
+    return f"{type(error).__name__}: {error}"
+
+
 def load_target(name: str | None = None, *, cuda: bool = False, level: str = "kernel") -> ModuleType:
     """Import ``name`` (a module name or a ``.py`` path) and check the entry
     points the harness ``level`` calls."""
     if level not in ENTRY_POINTS:
         raise ValueError(f"--level must be one of {sorted(ENTRY_POINTS)}, got {level!r}")
-    name = name or DEFAULT_TARGET
+    if name is None:
+        name = DEFAULT_TARGET
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"--impl must name a module or a .py file, got {name!r}")
     path = Path(name)
     if path.suffix == ".py":
         if not path.is_file():
@@ -46,14 +55,14 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         try:
             with vllm_stub.injected():  # a file from a vLLM checkout imports vllm.* names
                 spec.loader.exec_module(module)
-        except Exception as e:  # the target's own error, reported as a bad --impl
+        except (Exception, SystemExit) as e:  # the target's own error, reported as a bad --impl
             del sys.modules[mod_name]
-            raise ValueError(f"--impl file {name!r} cannot be imported: {type(e).__name__}: {e}") from e
+            raise ValueError(f"--impl file {name!r} cannot be imported: {_why(e)}") from e
     else:
         try:
             module = importlib.import_module(name)
-        except Exception as e:  # ImportError, or the module's own SyntaxError and the like
-            raise ValueError(f"--impl module {name!r} cannot be imported: {type(e).__name__}: {e}") from e
+        except (Exception, SystemExit) as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
+            raise ValueError(f"--impl module {name!r} cannot be imported: {_why(e)}") from e
     missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     if missing:
         raise ValueError(f"--impl {name!r} lacks the reference entry points {missing} ({level} level)")

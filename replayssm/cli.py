@@ -74,11 +74,14 @@ def _interpreter_for(device: str) -> None:
 
 
 def _fuzz(args: argparse.Namespace) -> int:
+    """Exit 0 passed, 1 a finding, 2 a set-up or usage error, 3 a coverage
+    shortfall without a finding, 130/143 interrupted by SIGINT/SIGTERM."""
     _interpreter_for(args.device)
-    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign, summary_json
+    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign
+    from replayssm.fuzz.report import EXIT_CODES, write_summary
 
     profile = PROFILES[args.profile]
-    for name in ("examples", "max_steps", "jobs"):
+    for name in ("examples", "max_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
             print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
@@ -86,29 +89,65 @@ def _fuzz(args: argparse.Namespace) -> int:
     config = CampaignConfig(
         impl=args.impl, device=args.device,
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
-        seed=args.seed, jobs=args.jobs, failures_dir=args.failures, level=args.level,
+        seed=args.seed, jobs=args.jobs, failures_dir=args.failures, level=args.level, profile=args.profile,
+        watchdog=args.watchdog, shrink_seconds=args.shrink_seconds,
     )
+    out = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON then
     try:
-        result = run_campaign(config)
+        result = run_campaign(config, out=out, json_path=args.json)
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CODES["usage"]
+    except KeyboardInterrupt:  # before the workers started (e.g. while importing the target)
+        print("interrupted before the campaign started", file=sys.stderr)
+        return EXIT_CODES["SIGINT"]
     if args.json:
-        summary_json(result, args.json)
-    return 0 if result["passed"] else 1
+        try:
+            write_summary(result, args.json)
+        except OSError as e:
+            print(f"error: --json {args.json}: cannot write the summary: {e}", file=sys.stderr)
+            if result["exit_code"] != EXIT_CODES["finding"]:
+                return EXIT_CODES["usage"]
+    return result["exit_code"]
 
 
 def _replay(args: argparse.Namespace) -> int:
-    _interpreter_for(args.device)
+    from replayssm.fuzz.workers import Interrupted
+
+    _interpreter_for(args.device or _recorded_device(args.file))
     from replayssm.fuzz.campaign import replay
 
     try:
-        ok, report = replay(args.file, args.impl, args.device, args.level)
+        ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog)
     except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"replay {e}", file=sys.stderr)
+        return 128 + e.signum
     print(report)
     return 0 if ok else 1
+
+
+def _recorded_device(path: str) -> str:
+    """The device a trace's ``#meta`` names (cpu when it names none or cannot be read):
+    Triton picks interpreter or compiler at import, before the trace is loaded."""
+    try:
+        device = json.loads(Path(path).read_text()).get("#meta", {}).get("device")
+    except (OSError, ValueError, AttributeError):
+        return "cpu"
+    return device if device in ("cpu", "cuda") else "cpu"
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,16 +177,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "combinations (default: the profile's)")
     f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--jobs", type=int, default=min(2, usable_cpus()), help="worker processes")
-    f.add_argument("--failures", metavar="DIR", default="out/failures", help="where shrunk failing traces are saved")
-    f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON")
+    f.add_argument("--jobs", type=int, default=min(2, usable_cpus()),
+                   help="worker processes, 1 to 32 (one per convention combination at most)")
+    f.add_argument("--watchdog", type=_seconds, metavar="SECONDS",
+                   help="a launch running longer is a hang finding (default: per device and profile, docs/fuzz.md)")
+    f.add_argument("--shrink-seconds", type=_seconds, metavar="SECONDS",
+                   help="how long a finding may be shrunk (default: per profile, docs/fuzz.md)")
+    f.add_argument("--failures", metavar="DIR", default="out/failures", help="where failing traces are saved")
+    f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON (- for stdout; the report "
+                   "then goes to stderr)")
     f.set_defaults(run=_fuzz)
 
     r = sub.add_parser("replay", help="re-run a saved trace against an implementation")
     r.add_argument("file")
-    r.add_argument("--impl", metavar="MODULE_OR_FILE")
-    r.add_argument("--device", choices=devices, default="cpu")
-    r.add_argument("--level", choices=["kernel", "context"], default="kernel")
+    r.add_argument("--impl", metavar="MODULE_OR_FILE", help="default: the trace's #meta.impl, else "
+                   "replayssm.impl.replayssm_utils")
+    r.add_argument("--device", choices=devices, help="default: the trace's #meta.device, else cpu")
+    r.add_argument("--level", choices=["kernel", "context"], help="default: the trace's #meta.level, else kernel")
+    r.add_argument("--watchdog", type=_seconds, metavar="SECONDS",
+                   help="a launch running longer is a reproduced hang (default: the ci profile's for the device)")
     r.set_defaults(run=_replay)
 
     e = sub.add_parser("explain", help="print a system trace (proof counterexample) step by step with ring diagrams")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, replay, run_campaign
+from replayssm.fuzz.target import DEFAULT_TARGET
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +65,7 @@ def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) 
     assert len(trace["actions"]) <= 12, "the failure was not shrunk to a short trace"
     ok, report = replay(result["failures"][0], target, "cpu")
     assert not ok and "discrepancy reproduced" in report
-    ok, report = replay(result["failures"][0], None, "cpu")
+    ok, report = replay(result["failures"][0], DEFAULT_TARGET, "cpu")
     assert ok, "the trace must pass on the correct implementation"
     ok, report = replay(result["failures"][0], target, "cpu", level="context")
     assert not ok, "the context level must reproduce the kernel-level failure too"
@@ -115,7 +116,7 @@ def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> Non
             replay(str(REPO / "docs" / "traces" / "row_nonempty.json"), None, "cuda")
     with pytest.raises(SetupError, match="--device must be cpu or cuda, got 'gpu'"):
         run_campaign(CampaignConfig(None, "gpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
-    with pytest.raises(SetupError, match="jobs must be an int >= 1, got 0"):
+    with pytest.raises(SetupError, match="--jobs must be an int between 1 and 32"):
         run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=0, jobs=0, failures_dir=str(failures)))
     with pytest.raises(SetupError, match="seed must be an int >= 0, got -1"):
         run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=-1, jobs=1, failures_dir=str(failures)))
@@ -159,5 +160,5 @@ def test_an_implementation_crash_is_saved_and_replayed_as_a_failure(tmp_path: Pa
     assert meta["failure"] == "exception" and "planted crash" in meta["error"]
     ok, report = replay(result["failures"][0], str(target), "cpu")
     assert not ok and "the implementation raised RuntimeError: planted crash" in report, report
-    ok, report = replay(result["failures"][0], None, "cpu")  # the real implementation does not crash
+    ok, report = replay(result["failures"][0], DEFAULT_TARGET, "cpu")  # the real implementation does not crash
     assert ok and "the implementation did not raise here" in report, report

@@ -1,0 +1,274 @@
+"""Faults are findings, and ``fuzz``/``replay`` fail cleanly on misuse.
+
+Teeth: planted kernels (a copy of ``impl/kernels.py`` with a one-line change,
+loaded as an ``--impl`` file from a temporary folder) that loop forever, call
+``os._exit(1)`` or segfault are findings of kind ``hang`` or ``crash`` with a
+saved trace that ``replay`` reproduces in a child process. Each misuse of
+issue 17 that concerns ``fuzz`` and ``replay`` has its test here (the table is
+in docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from replayssm.cli import main
+from replayssm.fuzz import campaign as campaign_module
+from replayssm.fuzz import report
+from replayssm.fuzz.campaign import CampaignConfig, replay, run_campaign
+from replayssm.fuzz.target import DEFAULT_TARGET
+
+REPO = Path(__file__).resolve().parents[2]
+MIGRATION_LINE = "    real_row = request >= 0\n"
+"""A line of the migration kernel, the first kernel every fuzzed example launches."""
+
+FAULTS = {
+    "hang": MIGRATION_LINE + "    while True: pass\n",
+    "exit": MIGRATION_LINE.rstrip() + '; __import__("os")._exit(1)\n',
+    "segfault": MIGRATION_LINE.rstrip() + '; __import__("ctypes").string_at(0)\n',
+}
+"""Planted faults in the migration kernel (the Triton interpreter runs its Python)."""
+
+WATCHDOG = 2.0
+MARGIN = 45.0
+"""Start-up, the first launch and a loaded 2-core machine, beyond the watchdog."""
+
+
+def plant(folder: Path, old: str, new: str) -> str:
+    """A copy of the kernel module with ``old`` replaced by ``new`` (once), as an --impl file."""
+    source = (REPO / "impl" / "kernels.py").read_text()
+    assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
+    path = folder / "planted_kernels.py"
+    path.write_text(source.replace(old, new))
+    return str(path)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_hang_or_a_dead_worker_is_a_finding_that_replay_reproduces(tmp_path: Path, fault: str) -> None:
+    target = plant(tmp_path, MIGRATION_LINE, FAULTS[fault])
+    failures = tmp_path / "failures"
+    start = time.monotonic()
+    result = run_campaign(CampaignConfig(target, "cpu", 128, 6, seed=0, jobs=2, failures_dir=str(failures),
+                                         watchdog=WATCHDOG))
+    elapsed = time.monotonic() - start
+    assert result["exit_code"] == 1 and len(result["findings"]) == 1, result["findings"]
+    finding = result["findings"][0]
+    kind = "hang" if fault == "hang" else "crash"
+    assert finding["kind"] == kind and finding["kernel"] == "_reset_new_replayssm_slots_kernel", finding
+    assert {"hang": "watchdog", "exit": "exit status 1", "segfault": "SIGSEGV"}[fault] in finding["reason"]
+    if fault == "hang":
+        assert WATCHDOG <= elapsed < WATCHDOG + MARGIN, elapsed
+    trace = json.loads(Path(finding["trace"]).read_text())
+    assert trace["#meta"]["failure"] == kind and trace["actions"][-1]["name"] == "migrate"
+    assert trace["#meta"]["impl"] == target and len(trace["states"]) == len(trace["actions"])
+    ok, text = replay(finding["trace"], watchdog=WATCHDOG)  # impl, level and device from #meta
+    assert not ok and f"{kind} reproduced at step {len(trace['actions']) - 1}" in text, text
+    ok, text = replay(finding["trace"], DEFAULT_TARGET)
+    assert ok and f"did not {kind} here" in text, text
+
+
+def test_two_campaigns_with_one_seed_keep_both_traces(tmp_path: Path) -> None:
+    target = plant(tmp_path, MIGRATION_LINE, FAULTS["exit"])
+    config = CampaignConfig(target, "cpu", 128, 6, seed=0, jobs=1, failures_dir=str(tmp_path / "f"))
+    first = run_campaign(config)["failures"]
+    second = run_campaign(config)["failures"]
+    assert len(first) == len(second) == 1 and first != second
+    assert len(list((tmp_path / "f").iterdir())) == 2
+
+
+def test_the_finding_is_kept_when_its_folder_cannot_take_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``--failures`` that fails after the start-up check: the trace goes to
+    the temporary folder; when that fails too, it is printed."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    out = sys.stdout
+    path = report.save_trace({"actions": [1]}, str(blocker), "t.json", out)
+    assert path is not None and Path(path).parent != blocker and json.loads(Path(path).read_text())
+    monkeypatch.setattr(report.tempfile, "gettempdir", lambda: str(blocker))
+    assert report.save_trace({"actions": [2]}, str(blocker), "t.json", out) is None
+    assert '{"actions": [2]}' in capsys.readouterr().out
+
+
+# ---- exit codes, the JSON summary and misuse of the fuzz command ------------------------------
+
+def cli(*argv: str) -> int:
+    return main(["fuzz", *argv])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "100000"], "--jobs must be an int between 1 and 32"),
+    (["--jobs", "0"], "--jobs must be an int between 1 and 32"),
+    (["--impl", ""], "--impl must name a module or a .py file, got ''"),
+    (["--json", "{tmp}/missing/summary.json"], "does not exist"),
+    (["--json", "{tmp}"], "is a folder"),
+    (["--failures", "{tmp}/file"], "--failures {tmp}/file: is a file"),
+    (["--failures", "{tmp}/file/below"], "is not a folder"),
+    (["--impl", "{tmp}/exits.py"], "it called sys.exit(3) while being imported"),
+])
+def test_fuzz_misuse_is_exit_2_before_any_work(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
+    (tmp_path / "file").write_text("")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert cli(*argv, *([] if "--failures" in argv else ["--failures", str(tmp_path / "f")])) == 2
+    captured = capsys.readouterr()
+    assert message.format(tmp=tmp_path) in captured.err and "fuzzing" not in captured.out, captured
+
+
+def test_a_read_only_json_folder_is_exit_2_before_any_work(tmp_path: Path, monkeypatch, capsys) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: the permission bits are read through os.access
+        real = os.access
+        monkeypatch.setattr(report.os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+    assert cli("--json", str(folder / "s.json"), "--failures", str(tmp_path / "f")) == 2
+    assert "not writable" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def quick(monkeypatch):
+    """A campaign of one short example per combination whose scenario list is empty (so it passes)."""
+    monkeypatch.setattr(campaign_module, "SCENARIOS", ())
+    return ["--examples", "32", "--max-steps", "2"]
+
+
+def test_json_dash_writes_the_summary_to_stdout(tmp_path: Path, capsys, quick) -> None:
+    assert cli(*quick, "--json", "-", "--failures", str(tmp_path)) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["schema"] == report.SUMMARY_SCHEMA and summary["status"] == "passed"
+    assert summary["config"] == {**summary["config"], "impl": DEFAULT_TARGET, "level": "kernel", "device": "cpu",
+                                 "seed": 0, "profile": "ci", "budget": {"examples": 32, "max_steps": 2}}
+    assert "PASSED" in captured.err and not (tmp_path / "-").exists()
+
+
+def test_a_coverage_shortfall_is_exit_3(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "s.json"
+    assert cli("--examples", "32", "--max-steps", "1", "--json", str(path), "--failures", str(tmp_path)) == 3
+    summary = json.loads(path.read_text())
+    assert summary["status"] == "coverage" and summary["missing_scenarios"] and not summary["findings"]
+
+
+def test_a_passing_campaign_never_exits_1_on_a_write_error(tmp_path: Path, monkeypatch, capsys, quick) -> None:
+    def fail(summary: dict, path: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write_summary", fail)
+    assert cli(*quick, "--json", str(tmp_path / "s.json"), "--failures", str(tmp_path)) == 2
+    assert "cannot write the summary" in capsys.readouterr().err
+
+
+def test_a_finding_is_exit_1_with_kind_and_reason_in_the_json(tmp_path: Path) -> None:
+    target = plant(tmp_path, MIGRATION_LINE, FAULTS["exit"])
+    path = tmp_path / "s.json"
+    assert cli("--impl", target, "--json", str(path), "--failures", str(tmp_path / "f"), "--jobs", "1") == 1
+    summary = json.loads(path.read_text())
+    assert summary["status"] == "finding" and summary["findings"][0]["kind"] == "crash"
+    assert "exit status 1" in summary["findings"][0]["reason"] and summary["config"]["impl"] == target
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, signum: int, code: int) -> None:
+    """A signal while a worker shrinks its finding: every worker stops, the
+    partial summary is printed, the JSON says interrupted, the (unshrunk)
+    finding is saved."""
+    target = plant(tmp_path, "% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
+    path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", target, "--json", str(path), "--failures",
+         str(tmp_path / "f"), "--jobs", "2", "--shrink-seconds", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if "hit a failure" in line:
+            break
+    workers = _children(proc.pid)
+    proc.send_signal(signum)
+    rest, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + rest
+    assert proc.returncode == code, text
+    assert f"INTERRUPTED by {signal.Signals(signum).name}" in text and "rules:" in text, text
+    summary = json.loads(path.read_text())
+    assert summary["interrupted"] and summary["status"] == "interrupted" and summary["exit_code"] == code
+    assert len(summary["findings"]) == 1 and not summary["findings"][0]["shrunk"], summary["findings"]
+    assert Path(summary["findings"][0]["trace"]).exists()
+    assert workers and not [p for p in workers if _alive(p)], "a worker survived the interrupt"
+
+
+# ---- traces -------------------------------------------------------------------------------------
+
+def saved_trace(tmp_path: Path) -> dict:
+    """A fuzz trace (a system trace's launches, as the fuzzer saves them) with its spec states."""
+    from replayssm.fuzz.campaign import spec_states
+    from replayssm.fuzz.system_traces import launch_trace
+
+    trace = launch_trace(json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text()))
+    trace["#meta"]["source"] = "fuzz"
+    trace["states"] = spec_states(trace)
+    return trace
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t["#meta"].update(format="replayssm-trace/2"), "replayssm-trace/2 is not supported"),
+    (lambda t: t["#meta"].update(format="replayssm-trace/9.1"), "replayssm-trace/9.1 is not supported"),
+    (lambda t: t["#meta"].pop("format"), "#meta.format must be replayssm-trace/1"),
+    (lambda t: t.update(actions=[], states=[]), "no launch actions"),
+    (lambda t: t["params"].update(num_slots=3e9), "params.num_slots must be an int in [1, 1048576], got 3000000000.0"),
+    (lambda t: t["params"].update(num_slots=3_000_000_000), "params.num_slots must be an int in [1, 1048576]"),
+    (lambda t: t["params"].update(num_cols=100_000_000), "params.num_cols must be an int in [1, 65536]"),
+    (lambda t: t["params"]["geometry"].update(max_num_reqs=60000) or t["params"].update(num_cols=60000),
+     "block-table entries"),
+    (lambda t: t["states"][0]["ring_start"][0].__setitem__(1, 99), "trace.states[0].ring_start differs"),
+])
+def test_replay_rejects_traces_it_cannot_judge(tmp_path: Path, edit, message: str) -> None:
+    trace = saved_trace(tmp_path)
+    edit(trace)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    with pytest.raises(ValueError) as e:
+        replay(str(path))
+    assert message in str(e.value), e.value
+    assert main(["replay", str(path)]) == 2
+
+
+def test_replay_says_what_it_checked(tmp_path: Path, capsys) -> None:
+    trace = saved_trace(tmp_path)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    launches = sum(a["name"] != "set_state" for a in trace["actions"])
+    assert f"after each of the {len(trace['actions'])} actions ({launches} launches)" in out, out
+    assert f"its {len(trace['states'])} recorded spec states match the spec" in out
+    assert f"impl {DEFAULT_TARGET} (default), level kernel (default), device cpu (default)" in out
