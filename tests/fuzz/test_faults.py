@@ -27,7 +27,7 @@ from replayssm.fuzz.campaign import CampaignConfig, replay, run_campaign
 from replayssm.fuzz.target import DEFAULT_TARGET
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATION_LINE = "    real_row = request >= 0\n"
+MIGRATION_LINE = "    valid_req = req >= 0\n"
 """A line of the migration kernel, the first kernel every fuzzed example launches."""
 
 FAULTS = {
