@@ -20,6 +20,7 @@ from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
 from replayssm.spec.postprocess import running_position
+from replayssm.spec.system.rows import RowRule
 
 from .launcher import Setup
 
@@ -91,8 +92,13 @@ class Callers:
         return self.setup.num_cols * self.geo.block_size
 
     @property
+    def rows(self) -> RowRule:
+        """Which rows a request may take (the spec's one definition)."""
+        return RowRule(self.geo, self.setup.conventions, self.max_model_len)
+
+    @property
     def max_step(self) -> int:
-        return min(self.geo.window, self.geo.max_step, self.geo.block_size)
+        return self.rows.longest_decode
 
     def _alloc(self, group: int) -> int | None:
         return self.free[group].pop() if self.free[group] else None
@@ -141,25 +147,18 @@ class Callers:
         self.saw("preempt" if preempt else "finish")
 
     def _plan_row(self, draw: Draw, st: Any, r: Request) -> dict | None:
-        """What one scheduled request does this step, with its new live column."""
-        bs = self.geo.block_size
+        """What one scheduled request does this step: one of the rows
+        ``RowRule`` allows (a decode row only where a full-length one fits)."""
+        rule = self.rows
         if r.prefilling:
-            remaining = r.prompt_len - r.computed
-            if self.align:
-                boundaries = [b for b in range(r.computed + bs, r.prompt_len, bs)]
-                q = draw(st.sampled_from([*[b - r.computed for b in boundaries], remaining]))
-            else:
-                q = draw(st.integers(1, remaining))
-            accepted = draw(st.integers(0, self.geo.window))
-            prefilling = True
+            lens = rule.chunk_lens(r.computed, r.prompt_len)
         else:
             if r.computed + self.max_step > self.max_model_len:
                 return None
-            q = draw(st.sampled_from([self.max_step, *range(1, self.max_step)]))
-            accepted = draw(st.integers(1, q))
-            prefilling = False
-        live = env.last_scheduled_block(GhostRow(r.computed, q, accepted, prefilling, 0, r.rid), bs) if self.align else 0
-        return {"q": q, "accepted": accepted, "prefilling": prefilling, "live_col": live}
+            lens = rule.decode_lens(r.computed)
+        q = draw(st.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else st.sampled_from(lens))
+        accepted = draw(st.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
+        return {"q": q, "accepted": accepted, "prefilling": r.prefilling, "live_col": rule.live_col(r.computed, q)}
 
     def _ensure_blocks(self, draw: Draw, st: Any, r: Request, live_col: int) -> bool:
         """Allocate the columns up to the live one (some earlier ones null)."""

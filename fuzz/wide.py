@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from replayssm.spec.assumptions import GhostRow, encode_row, last_scheduled_block
+from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_window_after
 from replayssm.spec.postprocess import running_position
 from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.system.rows import RowRule
 
 from .launcher import KernelSide, Setup, SpecSide, compare
 from .target import load_target
@@ -57,32 +58,32 @@ class WideSystem:
         self.live = np.full(self.rows, -1, dtype=np.int64)
         self.start = np.zeros(self.rows, dtype=np.int64)
         self.position = np.zeros(self.rows, dtype=np.int64)
-        self.max_step = min(self.geo.window, self.geo.max_step, self.geo.block_size)
+        self.rule = RowRule(self.geo, self.conv, cols * self.geo.block_size)
+        self.max_step = self.rule.longest_decode
         self.kernel_seconds = 0.0
 
     def _new_prompts(self, n: int) -> np.ndarray:
         return self.rng.integers(1, 3 * self.geo.block_size + 2, size=n)
 
     def _decisions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        bs = self.geo.block_size
+        rule = self.rule
         prefilling = self.computed < self.prompt
-        next_boundary = (self.computed // bs + 1) * bs
-        chunk = np.where(self.rng.random(self.rows) < 0.5, np.minimum(next_boundary, self.prompt), self.prompt)
+        chunk = np.where(self.rng.random(self.rows) < 0.5, rule.next_chunk_end(self.computed, self.prompt), self.prompt)
         q_decode = self.rng.integers(1, self.max_step + 1, size=self.rows)
         q = np.where(prefilling, chunk - self.computed, q_decode)
-        accepted = np.where(prefilling, self.rng.integers(0, self.geo.window + 1, size=self.rows),
-                            self.rng.integers(1, q_decode + 1))
+        accepted = np.where(prefilling,
+                            self.rng.integers(rule.accepted_lo(True), rule.accepted_hi(True, 0) + 1, size=self.rows),
+                            self.rng.integers(rule.accepted_lo(False), rule.accepted_hi(False, q_decode) + 1))
         return prefilling, q, accepted
 
     def step(self) -> list:
         """One step of every row; returns the discrepancies found."""
         bs = self.geo.block_size
-        full = self.computed + self.max_step > self.setup.num_cols * bs
+        full = self.computed + self.max_step > self.rule.max_len
         self.computed[full], self.prompt[full], self.live[full] = 0, self._new_prompts(int(full.sum())), -1
         prefilling, q, accepted = self._decisions()
         batch = np.arange(self.rows)
-        ghost = GhostRow(self.computed, q, accepted, prefilling, 0, batch, np.cumsum(q) - q)
-        live = last_scheduled_block(ghost, bs)
+        live = self.rule.live_col(self.computed, q)
         ghost = GhostRow(self.computed, q, accepted, prefilling, live, batch, np.cumsum(q) - q)
         src = np.where(self.live >= 0, self.live, np.where(self.computed > 0, (self.computed - 1) // bs, -1))
         maxr = self.rows

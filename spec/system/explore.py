@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
 from .invariants import invariants
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .state import State, SystemParams, code, initial_state
-from .step import in_prefill, needs_fresh_slot
+from .rows import RowOption, RowRule
+from .step import needs_fresh_slot
 
 def _free_slots(st: State, g: int) -> list[int]:
     return [s for s in range(1, st.p.num_slots) if st.get("ref", g, s) == 0]
@@ -38,45 +38,20 @@ def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[dict[str, int
     return levels
 
 
-@dataclass(frozen=True)
-class RowOption:
-    """One row a running request may schedule in a step under every caller
-    assumption: query length ``q``, the accepted counts it allows (``1 .. q``
-    for a decode row; ``0 .. W`` for a prefill row, which the step ignores),
-    the ``is_prefilling`` flag and the live column the row ends in."""
-
-    q: int
-    accepted: range
-    prefilling: int
-    live_col: int
-
-    def picks(self, r: int, acc: int) -> dict[str, int]:
-        """The step picks of request ``r`` taking this row with ``acc`` accepted."""
-        return {f"sched_{r}": 1, f"q_{r}": self.q, f"acc_{r}": acc, f"live_col_{r}": self.live_col,
-                f"is_prefilling_{r}": self.prefilling}
+def row_rule(p: SystemParams) -> RowRule:
+    """The caller's row rule in world ``p`` (``spec.system.rows``)."""
+    return RowRule(p.geo, p.conv, p.max_len)
 
 
 def row_options(st: State, r: int) -> list[RowOption]:
-    """Every row running request ``r`` may take in the next step: a prefill
-    chunk ending on a block boundary or at the prompt's end (any length up
-    to the rest of the prompt in mode none), or a decode row of 1 .. T
-    tokens within the window, the ring's step room, the block and the model
-    length (none left: no option)."""
-    p = st.p
-    bs, W = int(p.geo.block_size), int(p.geo.window)
-    N, prompt = st.get("N", r), st.get("prompt", r)
-    if in_prefill(st, r):
-        rest = prompt - N
-        if p.conv.materialize_prefixes:
-            qs = [rest] + [m * bs - N for m in range(N // bs + 1, p.num_cols + 1) if N < m * bs < prompt]
-        else:
-            qs = list(range(1, rest + 1))
-        rows = [(q, range(0, W + 1), 1) for q in qs]
-    else:
-        top = min(p.max_step, W, bs, p.max_len - N)
-        rows = [(q, range(1, q + 1), 0) for q in range(1, top + 1)]
-    return [RowOption(q, acc, flag, (N + q + bs - 1) // bs - 1 if p.conv.materialize_prefixes else 0)
-            for q, acc, flag in rows]
+    """Every row running request ``r`` may take in the next step (:class:`RowRule`)."""
+    return row_rule(st.p).options(st.get("N", r), st.get("prompt", r))
+
+
+def row_picks(r: int, row: RowOption, acc: int) -> dict[str, int]:
+    """The step picks of request ``r`` taking ``row`` with ``acc`` accepted."""
+    return {f"sched_{r}": 1, f"q_{r}": row.q, f"acc_{r}": acc, f"live_col_{r}": row.live_col,
+            f"is_prefilling_{r}": row.prefilling}
 
 
 def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
@@ -132,7 +107,7 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
             for g, s in slots.items():
                 taken[g].add(s)
                 picks[f"slot_{g}_{r}"] = s
-            picks.update(row.picks(r, acc))
+            picks.update(row_picks(r, row, acc))
             any_sched = True
         if any_sched:
             return action, picks
@@ -174,7 +149,7 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             if choice is None:
                 continue
             row, acc = choice
-            picks.update(row.picks(r, acc))
+            picks.update(row_picks(r, row, acc))
             slots = _fresh_slots(st, r, row.live_col, taken, lambda free: free[0])
             if slots is None:
                 break

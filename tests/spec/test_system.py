@@ -137,3 +137,38 @@ def test_lookup_and_update_select_per_dimension():
     assert ints == list(range(6))
     with pytest.raises(ValueError, match=r"has 1 components; the array has shape \(2, 3\)"):
         lookup(ints, (2, 3), (1,))
+
+
+@pytest.mark.parametrize("geo", [GEO, Geometry(max_num_reqs=2, block_size=4, window=2, ring_len=4),
+                                 Geometry(max_num_reqs=2, block_size=1, window=2, ring_len=4),
+                                 Geometry(max_num_reqs=2, block_size=2, window=3, ring_len=5)],
+                         ids=lambda g: f"bs{g.block_size}W{g.window}R{g.ring_len}")
+@pytest.mark.parametrize("conv", system_conventions(), ids=lambda c: c.label())
+def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
+    """``RowRule.options`` (which the fuzzer's callers and the wide runner
+    draw from too) lists exactly the rows every caller assumption of a row
+    admits, within the prompt (prefill) or the model length (decode)."""
+    from replayssm.spec import assumptions as env
+    from replayssm.spec.assumptions import GhostRow
+    from replayssm.spec.system import RowRule
+
+    num_cols = 3
+    rule = RowRule(geo, conv, num_cols * geo.block_size)
+    for prompt in range(1, rule.max_len + 1):
+        for computed in range(0, rule.max_len + 1):
+            prefilling = computed < prompt
+            if prefilling and conv.materialize_prefixes and computed % geo.block_size:
+                continue  # a prefill position is on a boundary in align mode (chunks end there)
+            listed = {(o.q, acc, o.live_col) for o in rule.options(computed, prompt) for acc in o.accepted}
+            admitted = set()
+            for q in range(0, rule.max_len + 1):
+                for acc in range(0, geo.window + 1):
+                    for live in range(num_cols):
+                        row = GhostRow(computed, q, acc, prefilling, live, 0)
+                        fits = computed + q <= (prompt if prefilling else rule.max_len)
+                        if fits and all((env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row), env.DECODE_ROW_FITS(geo, row),
+                                         env.ACCEPTED_WITHIN_ROW(geo, row), env.ROW_NONEMPTY(geo, row),
+                                         env.DECODE_WITHIN_BLOCK(geo, row),
+                                         env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, computed + q == prompt))):
+                            admitted.add((q, acc, live))
+            assert listed == admitted, (prompt, computed, sorted(listed ^ admitted))

@@ -1,0 +1,105 @@
+"""Which rows a running request may schedule in one step: the one definition.
+
+The system model's generators (``spec.system.explore``), the stateful
+fuzzer's callers (``fuzz.callers``) and the wide runner (``fuzz.wide``) all
+draw a request's next row from :class:`RowRule`, so the three agree on what
+a caller may do under every caller assumption (``spec.assumptions``):
+
+* a prefill chunk ends on a block boundary or at the prompt's end
+  (``prefill_chunk_on_boundary``; in mode none any length up to the rest of
+  the prompt), and its accepted count is any of ``0 .. W`` (ignored);
+* a decode row has ``1 .. T`` tokens, ``T`` the longest row the window, the
+  ring's step room and one block allow (``decode_row_fits``,
+  ``decode_within_block``), within the model length, and accepts ``1 .. q``
+  of them (``accepted_within_row``);
+* its live column is the block of its last scheduled token in align mode, 0
+  in mode none (``live_col_is_last_block``).
+
+The elementwise methods take ints or numpy arrays alike (the wide runner
+draws all rows at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..assumptions import GhostRow, last_scheduled_block
+from ..geometry import Conventions, Geometry
+from ..vocab import imin, ite
+
+
+@dataclass(frozen=True)
+class RowOption:
+    """One row a running request may schedule: query length ``q``, the
+    accepted counts it allows, the ``is_prefilling`` flag (0 or 1) and the
+    live column the row ends in."""
+
+    q: int
+    accepted: range
+    prefilling: int
+    live_col: int
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """The rows a request may take in a world of geometry ``geo``, caller
+    conventions ``conv`` and model length ``max_len``."""
+
+    geo: Geometry
+    conv: Conventions
+    max_len: int
+
+    @property
+    def longest_decode(self) -> int:
+        """``T``: the most tokens one decode row may schedule."""
+        return min(int(self.geo.max_step), int(self.geo.window), int(self.geo.block_size))
+
+    def decode_lens(self, computed: int) -> list[int]:
+        """The query lengths of a decode row after ``computed`` tokens, the
+        longest first (a fuzzer shrinks toward it): ``1 .. T`` within the
+        model length; none when the model length is reached."""
+        top = min(self.longest_decode, self.max_len - computed)
+        return [top, *range(1, top)] if top >= 1 else []
+
+    def next_chunk_end(self, computed: Any, prompt: Any) -> Any:
+        """Where the shortest prefill chunk from ``computed`` ends in align
+        mode: the next block boundary, or the prompt's end before it."""
+        bs = int(self.geo.block_size)
+        return imin((computed // bs + 1) * bs, prompt)
+
+    def chunk_lens(self, computed: int, prompt: int) -> list[int] | range:
+        """The query lengths of a prefill chunk from ``computed`` of a
+        ``prompt``-token prompt: in align mode each chunk ending on a block
+        boundary before the prompt's end (shortest first), then the rest of
+        the prompt; in mode none any length up to the rest (a range)."""
+        rest = prompt - computed
+        if not self.conv.materialize_prefixes:
+            return range(1, rest + 1)
+        bs = int(self.geo.block_size)
+        return [end - computed for end in range((computed // bs + 1) * bs, prompt, bs)] + [rest]
+
+    def accepted_lo(self, prefilling: Any) -> Any:
+        """The fewest tokens a row may accept (a prefill row's count is ignored)."""
+        return ite(prefilling, 0, 1)
+
+    def accepted_hi(self, prefilling: Any, q: Any) -> Any:
+        """The most tokens a row of ``q`` tokens may accept."""
+        return ite(prefilling, int(self.geo.window), q)
+
+    def accepted(self, prefilling: bool, q: int) -> range:
+        """The accepted counts a row of ``q`` tokens allows."""
+        return range(self.accepted_lo(prefilling), self.accepted_hi(prefilling, q) + 1)
+
+    def live_col(self, computed: Any, q: Any) -> Any:
+        """The live column a row of ``q`` tokens after ``computed`` ends in."""
+        if not self.conv.materialize_prefixes:
+            return 0 * computed
+        return last_scheduled_block(GhostRow(computed, q, 0, False, 0, 0), int(self.geo.block_size))
+
+    def options(self, computed: int, prompt: int) -> list[RowOption]:
+        """Every row a running request after ``computed`` tokens of a
+        ``prompt``-token prompt may take (none left: an empty list)."""
+        prefilling = computed < prompt
+        lens = self.chunk_lens(computed, prompt) if prefilling else self.decode_lens(computed)
+        return [RowOption(q, self.accepted(prefilling, q), int(prefilling), self.live_col(computed, q)) for q in lens]
