@@ -120,3 +120,17 @@ def test_blocked_module_passes_a_fuzz_campaign(tmp_path: Path, level: str) -> No
     result = run_campaign(config, out=open(tmp_path / "log", "w"))
     assert not result["failures"], (tmp_path / "log").read_text()
     assert result["request_steps"] > 0
+
+
+def test_latency_benchmark_variants_agree_with_the_reference(tmp_path: Path) -> None:
+    """The latency benchmark's own check (every timed variant leaves the
+    reference's buffers), interpreted on CPU: fused, and 128-row blocks with
+    the compaction launch."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "latency.py"
+    done = subprocess.run([sys.executable, "-P", str(script), "--check-only", "--device", "cpu",
+                           "--rows", "3", "130", "--groups", "2", "--layers", "2", "--repeat", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("every variant equals the reference") == 4, done.stdout
