@@ -1,0 +1,282 @@
+"""``triton.language`` builtins, pointer arithmetic, loads and stores.
+
+Loads and stores go through the spec's ``SymbolicMemory`` (one memory model
+for spec and kernels), each lane with the program's guard and its mask. A
+masked-off lane of a load yields ``other``, or an unconstrained value when the
+load gives none (Triton leaves it undefined). A store converts its value to
+the buffer's element type; a narrowing conversion is noted for the overflow
+obligation.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import triton
+import triton.language as tl
+import z3
+
+from ..terms import Sym, fresh_int, lift, mk_add, mk_and, mk_ite
+from .arith import cast, extremum, lanewise, where
+from .contracts import ABSENT, BufferArg, PointerTable, ScalarArg, StrideTable
+from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete, offset_parts
+
+DTYPES = {tl.int1: "i1", tl.int32: "i32", tl.int64: "i64"}
+
+
+class PointerType:
+    """``tl.pointer_type(elem)`` as a cast target."""
+
+    def __init__(self, elem: str) -> None:
+        self.elem = elem
+
+
+def argument_value(run: Any, role: Any) -> Any:
+    """The value a kernel parameter holds in this launch."""
+    if role is ABSENT:
+        return None
+    if isinstance(role, (bool, int)):
+        return role
+    if isinstance(role, BufferArg):
+        shape = run.mem.shapes[role.buffer]
+        return Pointer(role.buffer, tuple(lift(0) for _ in shape), 0, role.dtype)
+    if isinstance(role, (PointerTable, StrideTable)):
+        return Pointer(role.name, (lift(0),), 0, "i64")
+    if isinstance(role, ScalarArg):
+        return Scalar(lift(role.value), role.dtype)
+    raise TypeError(f"unknown argument role {role!r}")
+
+
+def _roles(run: Any) -> dict[str, Any]:
+    return {r.name: r for r in run.launch.args if isinstance(r, (PointerTable, StrideTable))}
+
+
+def pointer_add(run: Any, ptr: Any, offset: Any) -> Any:
+    """``ptr + offset``: the offset's stride parts move their dimensions, the rest the innermost."""
+    def one(p: Any, o: Any) -> Pointer:
+        if not isinstance(p, Pointer) or isinstance(o, Pointer):
+            raise TypeError("pointer + pointer, or an offset added to a non-pointer block lane")
+        o = as_scalar(o)
+        scaled, unit = offset_parts(o)
+        index = list(p.index)
+        for (buffer, dim), count in scaled.items():
+            if buffer != p.buffer or dim < p.fixed or dim >= len(index):
+                raise TypeError(f"an offset scaled by {buffer}'s stride along dimension {dim} added to a pointer "
+                                f"into {p.buffer}")
+            index[dim] = plus(index[dim], count)
+        index[-1] = plus(index[-1], unit)
+        if len(index) - 1 < p.fixed:
+            raise TypeError(f"an offset added to {p.buffer} past its fixed dimensions")
+        return Pointer(p.buffer, tuple(index), p.fixed, p.elem)
+
+    return lanewise(one, ptr, offset)
+
+
+def plus(a: Any, b: Any) -> Any:
+    """``a + b`` without a ``0 +`` (pointer bases start at entry 0)."""
+    a, b = lift(a), lift(b)
+    if z3.is_int_value(a) and a.as_long() == 0:
+        return b
+    if z3.is_int_value(b) and b.as_long() == 0:
+        return a
+    return mk_add(a, b)
+
+
+def both(*terms: Any) -> Any:
+    """The conjunction of the terms that are not literally true."""
+    rest = [lift(t) for t in terms if not z3.is_true(lift(t))]
+    return rest[0] if len(rest) == 1 else mk_and(rest)
+
+
+def _syms(index: tuple) -> tuple:
+    return tuple(Sym(lift(i)) for i in index)
+
+
+def _mask_term(mask: Any) -> Any:
+    if mask is None:
+        return lift(True)
+    if isinstance(mask, (bool, int)):
+        return lift(bool(mask))
+    return as_bool_term(as_scalar(mask))
+
+
+def _log(run: Any, count_before: int) -> None:
+    for i in range(count_before, len(run.mem.accesses)):
+        run.where[i] = (run.file, run.line)
+
+
+def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) -> Any:
+    """``tl.load``: one guarded read per lane."""
+    if ptr is None:
+        raise TypeError("tl.load through a None argument")
+
+    def one(p: Any, m: Any, o: Any) -> Scalar:
+        if not isinstance(p, Pointer):
+            raise TypeError(f"tl.load of a {type(p).__name__}, not a pointer")
+        g = both(run.guard(frame), _mask_term(m))
+        before = len(run.mem.accesses)
+        raw = run.mem.load(p.buffer, _syms(p.index), Sym(g), 0)
+        _log(run, before)
+        role = _roles(run).get(p.buffer)
+        if isinstance(role, PointerTable):
+            entry = p.index[0]
+            return Scalar(lift(raw), "i64", address=Address(role.buffer, role.start(Sym(lift(entry))), role.fixed))
+        if isinstance(role, StrideTable):
+            value = lift(role.value(Sym(lift(p.index[0]))))
+            return Scalar(value, "i64", lin=(((role.buffer, role.dim), lift(1)),), unit=lift(0))
+        value = run.mem.accesses[before].value.z
+        fallback = as_scalar(o) if o is not None else undefined(p.elem)
+        if p.elem == "i1":
+            value = z3.Not(value == 0)
+            return Scalar(value if z3.is_true(g) else mk_ite(g, value, as_bool_term(fallback)), "i1")
+        return Scalar(value if z3.is_true(g) else mk_ite(g, value, as_int_term(fallback)), p.elem)
+
+    return lanewise(one, ptr, mask, other)
+
+
+def undefined(dtype: str) -> Scalar:
+    """What a masked-off lane of a load without ``other`` holds: anything."""
+    z = fresh_int("undefined").z
+    return Scalar(z != 0 if dtype == "i1" else z, dtype)
+
+
+def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
+    """``tl.store``: one guarded write per lane, in lane order."""
+    if ptr is None:
+        raise TypeError("tl.store through a None argument")
+    lanes: list[int] = []
+
+    def one(p: Any, v: Any, m: Any) -> None:
+        if not isinstance(p, Pointer):
+            raise TypeError(f"tl.store to a {type(p).__name__}, not a pointer")
+        v = as_scalar(v)
+        if p.elem == "i1":
+            z = mk_ite(as_bool_term(v), lift(1), lift(0))
+        else:
+            z = as_int_term(v)
+            if v.dtype == "i64" and p.elem == "i32":
+                run.note(z, "i32")
+        g = both(run.guard(frame), _mask_term(m))
+        before = len(run.mem.accesses)
+        run.mem.store(p.buffer, _syms(p.index), Sym(z), Sym(g))
+        _log(run, before)
+        lanes.append(before)
+
+    lanewise(one, ptr, value, mask)
+    if isinstance(ptr, Block):
+        run.block_stores.append(lanes)
+
+
+def arange(start: Any, end: Any) -> Block:
+    lo, hi = concrete(start), concrete(end)
+    if lo is None or hi is None:
+        raise TypeError("tl.arange with non-constexpr bounds")
+    return Block(tuple(Scalar(lift(i), "i32") for i in range(lo, hi)))
+
+
+def _scan(run: Any, x: Any, axis: Any, total: bool) -> Any:
+    if not isinstance(x, Block) or axis not in (0, None):
+        raise TypeError("tl.cumsum/tl.sum over something other than axis 0 of a 1-D block")
+    acc, out, dtype = lift(0), [], "i32"
+    for lane in x.lanes:
+        s = as_scalar(lane)
+        dtype = "i64" if s.dtype == "i64" else "i32"
+        acc = mk_add(acc, as_int_term(s))
+        run.note(acc, dtype)
+        out.append(Scalar(acc, dtype))
+    return out[-1] if total else Block(tuple(out))
+
+
+def loop_bounds(run: Any, it: ast.expr, frame: Any) -> tuple[Any, Any, int]:
+    """``(lo, hi, step)`` of ``range``, ``tl.range`` or ``tl.static_range``."""
+    if not isinstance(it, ast.Call):
+        raise run.unsupported(f"for over {ast.unparse(it)}", it)
+    fn = run._expr(it.func, frame)
+    if fn not in (range, tl.range, tl.static_range):
+        raise run.unsupported(f"for over {ast.unparse(it.func)}", it)
+    args = [run._expr(a, frame) for a in it.args]
+    step = 1
+    if len(args) == 1:
+        lo, hi = 0, args[0]
+    elif len(args) in (2, 3):
+        lo, hi = args[0], args[1]
+        if len(args) == 3:
+            step = concrete(args[2])
+            if step is None or step < 1:
+                raise run.unsupported("a loop step that is not a positive constexpr", it)
+    else:
+        raise run.unsupported(f"{ast.unparse(it.func)} with {len(args)} arguments", it)
+    return lo, hi, step
+
+
+def _dtype(x: Any) -> Any:
+    if isinstance(x, PointerType):
+        return x
+    if x in DTYPES:
+        return DTYPES[x]
+    raise TypeError(f"cast to {x!r} (supported: int1, int32, int64, pointer_type(int32/int64))")
+
+
+def to(run: Any, value: Any, dtype: Any) -> Any:
+    """``value.to(dtype)`` / ``tl.cast(value, dtype)``."""
+    target = _dtype(dtype)
+    if isinstance(target, PointerType):
+        def one(v: Any) -> Pointer:
+            if not isinstance(v, Scalar) or v.address is None:
+                raise TypeError("an integer cast to a pointer that is not an entry of a pointer table")
+            a = v.address
+            return Pointer(a.buffer, tuple(lift(i) for i in a.index), a.fixed, target.elem)
+
+        return lanewise(one, value)
+    return cast(value, target, run.note)
+
+
+def call(run: Any, e: ast.Call, frame: Any) -> Any:
+    """Evaluate a call: a builtin, a method of a value, or an inlined jit function."""
+    fn = run._expr(e.func, frame)
+    args = [run._expr(a, frame) for a in e.args]
+    if any(isinstance(a, ast.Starred) for a in e.args):
+        raise run.unsupported("starred arguments", e)
+    kwargs = {k.arg: run._expr(k.value, frame) for k in e.keywords}
+    try:
+        return _dispatch(run, frame, e, fn, args, kwargs)
+    except TypeError as err:
+        raise run.unsupported(str(err), e) from err
+
+
+def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+    if isinstance(fn, tuple) and len(fn) == 3 and fn[0] == "method":
+        _, value, name = fn
+        if name == "to":
+            return to(run, value, args[0] if args else kwargs["dtype"])
+        raise TypeError(f"method .{name}() of a tensor")
+    if isinstance(fn, triton.runtime.jit.JITFunction) and fn not in (tl.cumsum, tl.sum):
+        return run.inline(fn, args, kwargs, e)
+    if fn is tl.program_id:
+        axis = concrete(args[0] if args else kwargs["axis"])
+        return Scalar(lift(run.launch.program_ids[axis]), "i32")
+    if fn is tl.load:
+        return load(run, frame, *args, **kwargs)
+    if fn is tl.store:
+        return store(run, frame, *args, **kwargs)
+    if fn is tl.where:
+        return where(*args)
+    if fn is tl.maximum:
+        return extremum("max", *args)
+    if fn is tl.minimum:
+        return extremum("min", *args)
+    if fn is tl.arange:
+        return arange(*args, **kwargs)
+    if fn is tl.cumsum:
+        return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=False)
+    if fn is tl.sum:
+        return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=True)
+    if fn is tl.cast:
+        return to(run, args[0], args[1] if len(args) > 1 else kwargs["dtype"])
+    if fn is tl.pointer_type:
+        return PointerType(_dtype(args[0]))
+    if fn is tl.static_assert:
+        return None
+    name = getattr(fn, "__name__", repr(fn))
+    raise TypeError(f"call of {name}")

@@ -1,0 +1,163 @@
+"""A kernel program beside its spec program, on one symbolic memory.
+
+For each worker kernel the spec's own scenario (``verify.scenarios``) builds
+the spec program over symbolic buffers with every caller assumption; the
+kernel then runs on a second ``SymbolicMemory`` over the *same* initial
+arrays and program ids, through a contract (:mod:`.contracts`) that maps each
+parameter to the spec buffer it points at. Everything the spec proofs assume
+about memory therefore constrains the kernel's inputs, and the two final
+memories are comparable cell by cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.launch import next_power_of_2
+
+from ..memory import SymbolicMemory
+from ..scenarios import memory_facts, migration_case, postprocess_case, symbolic_sizes
+from ..terms import named_int
+from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideTable
+from .evaluator import KernelRun, run_program
+from .kmemory import KernelMemory
+
+KERNELS = {
+    "postprocess": "_postprocess_replayssm_kernel",
+    "compaction": "_compact_replayssm_requests_kernel",
+    "migration": "_reset_new_replayssm_slots_kernel",
+}
+"""Each kernel's role and its name in a target module."""
+
+
+@dataclass
+class KernelCase:
+    """One program of one kernel variant, with the spec program it must equal."""
+
+    kernel: str
+    label: str
+    spec_mem: SymbolicMemory
+    run: KernelRun
+    assumptions: list
+    cover: Any
+    show: dict
+    spec: Any = None
+    constexprs: dict = field(default_factory=dict)
+
+    @property
+    def mem(self) -> SymbolicMemory:
+        return self.run.mem
+
+
+def table_shapes(shapes: dict) -> dict[str, tuple]:
+    """The per-group address and stride tables beside the spec's buffers."""
+    groups = shapes["block_table"][0]
+    names = ("block_table_ptrs", "tracker_start_ptrs", "tracker_committed_ptrs", "src_slots_ptrs",
+             "dst_slots_ptrs", "block_table_strides")
+    return {n: (groups,) for n in names}
+
+
+def per_group_tables(spec_mem: SymbolicMemory) -> dict[str, Any]:
+    """The roles of the per-group tables: addresses of each group's block
+    table and tracker rows, of its first packed entry, and the block table's row stride."""
+    num_cols = spec_mem.shapes["block_table"][2]
+
+    def packed(buffer: str) -> PointerTable:
+        return PointerTable(f"{buffer}_ptrs", buffer, lambda g: (spec_mem.initial("packed_base", (g,)),), 0)
+
+    return {
+        "block_table_ptrs": PointerTable("block_table_ptrs", "block_table", lambda g: (g, 0, 0), 1),
+        "tracker_start_ptrs": PointerTable("tracker_start_ptrs", "ring_start", lambda g: (g, 0), 1),
+        "tracker_committed_ptrs": PointerTable("tracker_committed_ptrs", "num_committed", lambda g: (g, 0), 1),
+        "src_slots_ptrs": packed("src_slots"),
+        "dst_slots_ptrs": packed("dst_slots"),
+        "block_table_strides": StrideTable("block_table_strides", "block_table", 1, lambda g: num_cols),
+    }
+
+
+def kernel_memory(spec_mem: SymbolicMemory, program: str) -> SymbolicMemory:
+    """A memory over the spec's initial arrays, with the tables added."""
+    shapes = dict(spec_mem.shapes)
+    if "block_table" in shapes:
+        shapes.update(table_shapes(shapes))
+    return KernelMemory(shapes, spec_mem.arrays, program)
+
+
+def postprocess_launch(spec_mem: SymbolicMemory, conv: Conventions, geo: Geometry, program: str) -> Launch:
+    t = per_group_tables(spec_mem)
+    args = [
+        BufferArg("idx_mapping") if conv.has_idx_mapping else ABSENT,
+        BufferArg("query_metadata"), BufferArg("num_computed_tokens"), BufferArg("num_accepted_tokens"),
+        BufferArg("is_prefilling", "i1"), BufferArg("live_cols"),
+        t["block_table_ptrs"], t["tracker_start_ptrs"], t["tracker_committed_ptrs"],
+        t["src_slots_ptrs"], t["dst_slots_ptrs"],
+        BufferArg("plan_ring_start"), BufferArg("plan_flush_count"), t["block_table_strides"], BufferArg("num_layers"),
+    ]
+    constexprs = {"MAX_NUM_REQS": geo.max_num_reqs, "MAMBA_BLOCK_SIZE": geo.block_size,
+                  "LOGICAL_WINDOW": geo.window, "RING_BUFFER_LEN": geo.ring_len, "PAD_SLOT_ID": geo.pad_slot,
+                  **conv.as_constexprs()}
+    return Launch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
+
+
+def migration_launch(spec_mem: SymbolicMemory, has_idx_mapping: bool, geo: Geometry, program: str) -> Launch:
+    t = per_group_tables(spec_mem)
+    args = [BufferArg("idx_mapping") if has_idx_mapping else ABSENT, BufferArg("src_cols"), BufferArg("dst_cols"),
+            t["block_table_ptrs"], t["tracker_start_ptrs"], t["tracker_committed_ptrs"], t["block_table_strides"]]
+    constexprs = {"PAD_SLOT_ID": geo.pad_slot, "HAS_IDX_MAPPING": has_idx_mapping}
+    return Launch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
+
+
+def compaction_launch(cap: int, num_reqs: Any) -> Launch:
+    args = [BufferArg("plan_flush_count"), BufferArg("active_request_indices"), ScalarArg(num_reqs)]
+    return Launch(args, {"MAX_NUM_REQS": cap, "BLOCK_SIZE": next_power_of_2(cap)}, (0,))
+
+
+def run_kernel(jit: Any, launch: Launch, spec_mem: SymbolicMemory, program: str) -> KernelRun:
+    """Run ``jit`` for ``launch`` on a memory sharing ``spec_mem``'s initial arrays."""
+    return run_program(jit, launch, kernel_memory(spec_mem, program))
+
+
+def postprocess_kernel_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
+                            spec: Any = None) -> KernelCase:
+    """The postprocess kernel's program ``(batch_<program>, group_<program>)``."""
+    c = spec if spec is not None else postprocess_case(conv, geo, program=program)
+    run = run_kernel(jit, postprocess_launch(c.mem, conv, geo, program), c.mem, program)
+    facts = memory_facts(run.mem, geo, c.sizes)
+    cover = c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode
+    return KernelCase("postprocess", label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
+                      {**conv.as_constexprs(), "geometry": geo})
+
+
+def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label: str, *, program: str = "p",
+                          spec: Any = None) -> KernelCase:
+    """The migration kernel's program ``(batch_<program>, group_<program>)``."""
+    c = spec if spec is not None else migration_case(has_idx_mapping, geo, program=program)
+    run = run_kernel(jit, migration_launch(c.mem, has_idx_mapping, geo, program), c.mem, program)
+    facts = memory_facts(run.mem, geo, c.sizes)
+    cover = c.trace.changed if c.trace is not None else True
+    return KernelCase("migration", label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
+                      {"HAS_IDX_MAPPING": has_idx_mapping, "geometry": geo})
+
+
+def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:
+    """The compaction kernel's single program for capacity ``cap``."""
+    from replayssm.spec.compaction import compact_program
+
+    num_reqs = named_int("num_reqs")
+    spec_mem = SymbolicMemory({"plan_flush_count": (cap,), "active_request_indices": (cap,)}, {}, "spec")
+    trace = compact_program(spec_mem, cap, num_reqs, next_power_of_2(cap))
+    run = run_kernel(jit, compaction_launch(cap, num_reqs), spec_mem, "p")
+    from ..terms import lift
+
+    flush = {f"plan_flush_count[{i}]": spec_mem.initial("plan_flush_count", (i,)) for i in range(cap)}
+    assume = [("num_reqs_in_capacity", (num_reqs >= 0) & (num_reqs <= cap))]
+    assume += [("int32_inputs", (v >= -(2**31)) & (v <= 2**31 - 1)) for v in flush.values()]
+    del lift
+    return KernelCase("compaction", label, spec_mem, run, assume, trace.num_active >= 1,
+                      {"num_reqs": num_reqs, **flush}, trace, {"MAX_NUM_REQS": cap})
+
+
+__all__ = ["KERNELS", "KernelCase", "compaction_kernel_case", "migration_kernel_case", "postprocess_kernel_case",
+           "symbolic_sizes"]

@@ -1,0 +1,69 @@
+"""What each kernel parameter points at: the launch as the proofs see it.
+
+A kernel receives raw pointers and int64 address tables; the spec names
+buffers and index tuples. A contract maps each positional (non-constexpr)
+parameter to one of the roles below, so a kernel access lands on the spec
+buffer and index it designates, per dimension: a block-table column past the
+row is a column out of bounds, not the next row's first entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A pointer to entry 0 of the one-dimensional buffer ``buffer``."""
+
+    buffer: str
+    dtype: str = "i32"
+
+
+@dataclass(frozen=True)
+class PointerTable:
+    """An int64 table (its own buffer ``name``) whose entry ``e`` holds the
+    address of ``buffer`` at ``start(e)``; the first ``fixed`` index components
+    are the entry's own, offsets move the others."""
+
+    name: str
+    buffer: str
+    start: Callable[[Any], tuple]
+    fixed: int
+    elem: str = "i32"
+
+
+@dataclass(frozen=True)
+class StrideTable:
+    """An int64 table (buffer ``name``) whose entry ``e`` is ``value(e)``, the
+    stride of ``buffer`` along dimension ``dim``."""
+
+    name: str
+    buffer: str
+    dim: int
+    value: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A plain integer argument."""
+
+    value: Any
+    dtype: str = "i32"
+
+
+ABSENT = None
+"""A parameter the launch passes as ``None`` (an optional table left out)."""
+
+
+@dataclass
+class Launch:
+    """One program of a launch: arguments by position, constexprs by name,
+    program ids, and the extents of the table buffers."""
+
+    args: list
+    constexprs: dict[str, Any]
+    program_ids: tuple
+    table_shapes: dict[str, tuple] = field(default_factory=dict)

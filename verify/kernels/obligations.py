@@ -1,0 +1,327 @@
+"""The kernel obligations: per kernel and constexpr variant, (a) memory safety,
+(b) equivalence with the spec program, (c) no integer overflow, (d) no
+conflict between programs of one launch, each with (e) a non-vacuity witness.
+
+Each obligation's cases are :class:`KernelClaim` objects: a ``Claim`` for
+``verify.obligation.prove`` plus what a counterexample report needs (the
+programs, and per goal part the access or value it is about). Ours
+(``replayssm.impl.kernels``) are registered on import; :func:`register`
+adds the same obligations for any module with the reference's kernel names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.geometry import Conventions
+from replayssm.spec.vocab import conj, disj, implies, negate
+
+from .. import migration_proofs  # noqa: F401 - registers migration.determinism, whose pairs conflicts reuses
+from ..goals import TRACKERS
+from ..obligation import REGISTRY, Claim, obligation
+from ..scenarios import GEOMETRIES, INVARIANT_TRACKER_RANGE, memory_facts, postprocess_case, program_pair
+from ..terms import Sym, lift, named_int
+from .cases import KERNELS, KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
+from .source import Unsupported
+from .values import RANGES
+
+PROPERTIES = {
+    "memory_safety": "every load and store whose mask is on lies inside its buffer as the launch gives it, "
+                     "per dimension (a block-table column past its row is out of bounds)",
+    "equivalence": "the program leaves the same memory as the spec program, every cell of every buffer either "
+                   "writes (untouched cells included), under the caller contract without the behavioural "
+                   "assumptions (which a failure names: those it would hold under)",
+    "int32": "no integer intermediate leaves its type (int32, or int64 for address arithmetic), and no store "
+             "narrows a value that does not fit",
+    "conflicts": "no cell is written by two programs of one launch with different values or read by one and "
+                 "written by another, and no two lanes of one block store write one cell",
+}
+
+OPTIONAL = (
+    env.PREFILL_CHUNK_ON_BOUNDARY.name, env.LIVE_COL_IS_LAST_BLOCK.name, env.DECODE_WITHIN_BLOCK.name,
+    env.DECODE_ROW_FITS.name, env.ACCEPTED_WITHIN_ROW.name, env.ROW_NONEMPTY.name,
+    env.DISTINCT_SLOTS_IN_ROW.name, INVARIANT_TRACKER_RANGE,
+)
+"""The behavioural caller assumptions the equivalence obligation does not
+assume: a kernel equal to the spec only under some of them is reported with
+exactly those."""
+
+OURS = "replayssm.impl.kernels"
+
+
+@dataclass
+class Part:
+    """One goal part and what a report shows about it (terms evaluated in the model)."""
+
+    name: str
+    term: Any
+    where: tuple = ("", 0)
+    program: str = ""
+    terms: dict = field(default_factory=dict)
+
+
+@dataclass
+class KernelClaim:
+    """A claim with the kernel programs and the parts it is made of."""
+
+    role: str
+    prop: str
+    claim: Claim
+    parts: list[Part]
+    cases: list[KernelCase]
+    optional: list = field(default_factory=list)
+    unsupported: Unsupported | None = None
+
+
+def variants(role: str) -> list[tuple[str, tuple]]:
+    """Every constexpr variant a kernel is proved for: all boolean constexpr
+    combinations under vLLM's geometry, plus, for the geometry constexprs,
+    the spec's representative flags under every other geometry."""
+    if role == "compaction":
+        return [(f"MAX_NUM_REQS={cap}", (cap,)) for cap in range(1, 10)]
+    if role == "migration":
+        return [(f"{g} {'map' if m else 'nomap'}", (m, geo)) for g, geo in GEOMETRIES.items() for m in (False, True)]
+    from ..postprocess_proofs import REPRESENTATIVE
+
+    out = [(f"vllm {c.label()}", (c, GEOMETRIES["vllm"])) for c in Conventions.all()]
+    out += [(f"{g} {c.label()}", (c, geo)) for g, geo in GEOMETRIES.items() if g != "vllm" for c in REPRESENTATIVE]
+    return out
+
+
+_CASES: dict[tuple, KernelCase] = {}
+
+
+def kernel_case(module: ModuleType, role: str, label: str, params: tuple) -> KernelCase:
+    """The (cached) single-program case of ``role`` for one variant."""
+    key = (module.__name__, role, label)
+    if key not in _CASES:
+        jit = getattr(module, KERNELS[role])
+        build = {"postprocess": postprocess_kernel_case, "migration": migration_kernel_case,
+                 "compaction": compaction_kernel_case}[role]
+        _CASES[key] = build(jit, *params, label)
+    return _CASES[key]
+
+
+def _at(case: KernelCase, i: int) -> tuple:
+    file, line = case.run.where.get(i, ("", 0))
+    return Path(file).name, line
+
+
+def memory_safety_parts(case: KernelCase) -> list[Part]:
+    parts = []
+    for i, a in enumerate(case.mem.accesses):
+        where = _at(case, i)
+        shape = case.mem.shapes[a.buffer]
+        parts.append(Part(f"{a.kind} of {a.buffer} at {where[0]}:{where[1]} in bounds", case.mem.in_bounds(a),
+                          where, case.mem.program,
+                          {"index": tuple(a.index), "extent": tuple(shape), "guard": a.guard}))
+    return parts
+
+
+def int32_parts(case: KernelCase) -> list[Part]:
+    parts = []
+    for x in case.run.intermediates:
+        lo, hi = RANGES[x.dtype]
+        fits = implies(Sym(lift(x.guard)), conj(Sym(x.term) >= lo, Sym(x.term) <= hi))
+        where = (Path(x.file).name, x.line)
+        parts.append(Part(f"{x.dtype} result at {where[0]}:{where[1]} fits", fits, where, case.mem.program,
+                          {"value": x.term}))
+    return parts
+
+
+def equivalence_parts(case: KernelCase) -> list[Part]:
+    written = dict.fromkeys([w.buffer for w in case.spec_mem.writes] + [w.buffer for w in case.mem.writes])
+    parts = []
+    for b in written:
+        shape = case.spec_mem.shapes.get(b) or case.mem.shapes[b]
+        cell = tuple(named_int(f"cell_{b}_{d}") for d in range(len(shape)))
+        inside = conj(*[conj(i >= 0, i < n) for i, n in zip(cell, shape)])
+        kernel, spec = case.mem.final(b, cell), case.spec_mem.final(b, cell)
+        parts.append(Part(f"{b} after the program equals the spec's", implies(inside, kernel == spec), ("", 0),
+                          case.mem.program, {"cell": cell, "kernel": kernel, "spec": spec}))
+    return parts
+
+
+def _same_cell(a: Any, b: Any) -> Any:
+    return conj(a.guard, b.guard, *[x == y for x, y in zip(a.index, b.index)])
+
+
+def lane_parts(case: KernelCase) -> list[Part]:
+    parts = []
+    for lanes in case.run.block_stores:
+        accesses = [case.mem.accesses[i] for i in lanes]
+        where = _at(case, lanes[0])
+        for j, a in enumerate(accesses):
+            for k in range(j + 1, len(accesses)):
+                parts.append(Part(f"lanes {j} and {k} of the store at {where[0]}:{where[1]} write distinct cells",
+                                  negate(_same_cell(a, accesses[k])), where, case.mem.program,
+                                  {"index": tuple(a.index)}))
+    return parts
+
+
+def conflict_parts(p: KernelCase, q: KernelCase) -> list[Part]:
+    written = {w.buffer for c in (p, q) for w in c.mem.writes}
+    parts = []
+    pw = [(i, a) for i, a in enumerate(p.mem.accesses) if a.kind == "write"]
+    qw = [(i, a) for i, a in enumerate(q.mem.accesses) if a.kind == "write"]
+    for i, wp in pw:
+        for j, wq in qw:
+            if wp.buffer == wq.buffer:
+                a, b = _at(p, i), _at(q, j)
+                parts.append(Part(f"{wp.buffer} written by both programs (p at {a[0]}:{a[1]}, q at {b[1]}) "
+                                  "with one value", implies(_same_cell(wp, wq), wp.value == wq.value), a, "p,q",
+                                  {"index": tuple(wp.index), "p value": wp.value, "q value": wq.value}))
+    for me, other, mine in ((p, q, "p"), (q, p, "q")):
+        for i, r in enumerate(me.mem.accesses):
+            if r.kind != "read" or r.buffer not in written:
+                continue
+            for j, w in enumerate(other.mem.accesses):
+                if w.kind == "write" and w.buffer == r.buffer:
+                    a, b = _at(me, i), _at(other, j)
+                    parts.append(Part(f"{r.buffer} read by {mine} at {a[0]}:{a[1]} is not written by the other "
+                                      f"program (at {b[1]})", negate(_same_cell(r, w)), a, mine,
+                                      {"index": tuple(r.index)}))
+    return parts + lane_parts(p) + lane_parts(q)
+
+
+def _pair(module: ModuleType, role: str, label: str, params: tuple) -> tuple[KernelCase, KernelCase, Claim]:
+    """Two programs of one launch over one memory, with the spec's race assumptions."""
+    jit = getattr(module, KERNELS[role])
+    if role == "postprocess":
+        from ..postprocess_proofs import _race_claim
+
+        conv, geo = params
+        sp, sq = program_pair(partial(postprocess_case, conv, geo))
+        spec_claim = _race_claim(label, sp, sq)
+        kp = postprocess_kernel_case(jit, conv, geo, label, program="p", spec=sp)
+        kq = postprocess_kernel_case(jit, conv, geo, label, program="q", spec=sq)
+        return kp, kq, spec_claim
+    has_map, geo = params
+    index = [lbl for lbl, _ in variants("migration")].index(label)
+    spec_claim = list(REGISTRY["migration.determinism"].build())[index]
+    specs = [_Spec(m) for m in spec_claim.memories]
+    kp, kq = (migration_kernel_case(jit, has_map, geo, label, program=n, spec=s) for n, s in zip("pq", specs))
+    return kp, kq, spec_claim
+
+
+@dataclass
+class _Spec:
+    """A spec memory of a pair claim, dressed as the case the builders take."""
+
+    mem: Any
+
+    def __post_init__(self) -> None:
+        from ..scenarios import Sizes
+
+        shapes = self.mem.shapes
+        self.sizes = Sizes(shapes["idx_mapping"][0], shapes["block_table"][0], shapes["ring_start"][1],
+                           shapes["block_table"][2], named_int("total_layers"), named_int("max_model_len"))
+        self.assumptions: list = []
+        self.trace = None
+
+    def show(self) -> dict:
+        return {}
+
+
+def _aliasing(role: str, p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
+    """The spec's launch assumptions instantiated at the kernel's own stores:
+    what the spec allows two programs to share, stated on the cells the
+    kernel writes (the spec states it on the cells the spec writes)."""
+    out = []
+    for me, other in ((p, q), (q, p)):
+        for w in other.mem.writes:
+            if w.buffer not in TRACKERS:
+                continue
+            same_group = conj(w.guard, w.index[0] == me.run.launch.program_ids[1])
+            if role == "postprocess":
+                t = me.spec.trace
+                out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
+                    t.live_slot, t.decode, w.index[1], me.constexprs["geometry"].pad_slot))))
+    return out
+
+
+def kernel_claims(module: ModuleType, role: str, prop: str) -> Iterator[KernelClaim]:
+    """The cases of obligation ``prop`` of kernel ``role`` in ``module``."""
+    for label, params in variants(role):
+        try:
+            yield _claim(module, role, prop, label, params)
+        except Unsupported as e:
+            bad = Claim([(f"supported construct: {e}", lift(False))], [], True, label)
+            yield KernelClaim(role, prop, bad, [Part(str(e), lift(False), (Path(e.file).name, e.line))], [], [], e)
+
+
+def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) -> KernelClaim:
+    if prop == "conflicts" and role != "compaction":
+        p, q, spec_claim = _pair(module, role, label, params)
+        facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
+        facts += _aliasing(role, p, q)
+        parts = conflict_parts(p, q)
+        show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
+        claim = Claim([(x.name, x.term) for x in parts], spec_claim.assumptions + facts, spec_claim.cover, label,
+                      show, [p.mem, q.mem])
+        return KernelClaim(role, prop, claim, parts, [p, q])
+    case = kernel_case(module, role, label, params)
+    parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
+             "conflicts": lane_parts}[prop](case)
+    assumptions, optional = case.assumptions, []
+    if prop == "equivalence":
+        assumptions = [a for a in case.assumptions if a[0] not in OPTIONAL]
+        optional = [a for a in case.assumptions if a[0] in OPTIONAL]
+    claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label, case.show, [case.mem])
+    return KernelClaim(role, prop, claim, parts, [case], optional)
+
+
+def obligation_name(role: str, prop: str, target: str = "") -> str:
+    return f"kernel.{role}.{prop}" + (f"@{target}" if target else "")
+
+
+_TARGETS: dict[str, ModuleType] = {}
+"""Module of each registered target label ("" for ours)."""
+
+
+def register(module: ModuleType, target: str = "") -> list[str]:
+    """Register every kernel obligation for ``module`` (label ``target``); returns their names."""
+    _TARGETS[target] = module
+    names = []
+    for role, kernel in KERNELS.items():
+        if not hasattr(module, kernel):
+            continue
+        for prop, statement in PROPERTIES.items():
+            name = obligation_name(role, prop, target)
+            if name not in REGISTRY:
+                build = _builder(module, role, prop)
+                obligation(name, f"kernel {kernel}", statement, every_case=True)(build)
+            names.append(name)
+    return names
+
+
+def _builder(module: ModuleType, role: str, prop: str) -> Callable[[], Iterator[Claim]]:
+    def build() -> Iterator[Claim]:
+        return (kc.claim for kc in kernel_claims(module, role, prop))
+
+    return build
+
+
+def parse_name(name: str) -> tuple[ModuleType, str, str]:
+    """``(module, role, prop)`` of a kernel obligation's name."""
+    base, _, target = name.partition("@")
+    _, role, prop = base.split(".")
+    return _TARGETS[target], role, prop
+
+
+def _ours() -> ModuleType:
+    from replayssm.impl import kernels
+
+    return kernels
+
+
+register(_ours())
+
+__all__ = ["OPTIONAL", "OURS", "PROPERTIES", "KernelClaim", "Part", "disj", "kernel_claims", "memory_facts",
+           "parse_name", "register", "variants"]
