@@ -302,8 +302,11 @@ class KernelRun:
     def _binop(self, op: str, a: Any, b: Any, node: ast.AST) -> Any:
         from .builtins import pointer_add
 
-        if op == "+" and (isinstance(a, Pointer) or isinstance(b, Pointer) or _has_pointer(a) or _has_pointer(b)):
-            return self._wrap(lambda: pointer_add(self, a, b) if _pointery(a) else pointer_add(self, b, a), node)
+        if op in "+-" and _pointery(a) and not _pointery(b):
+            offset = b if op == "+" else self._wrap(lambda: unary("-", b, self.note), node)
+            return self._wrap(lambda: pointer_add(self, a, offset), node)
+        if op == "+" and _pointery(b) and not _pointery(a):
+            return self._wrap(lambda: pointer_add(self, b, a), node)
         return self._wrap(lambda: binary(op, a, b, self.note), node)
 
     def _wrap(self, thunk: Any, node: ast.AST) -> Any:

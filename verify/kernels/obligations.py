@@ -296,7 +296,7 @@ def register(module: ModuleType, target: str = "") -> list[str]:
             name = obligation_name(role, prop, target)
             if name not in REGISTRY:
                 build = _builder(module, role, prop)
-                obligation(name, f"kernel {kernel}", statement, every_case=True)(build)
+                obligation(name, f"kernel {kernel}", statement, shardable=True, every_case=True)(build)
             names.append(name)
     return names
 

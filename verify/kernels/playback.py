@@ -1,0 +1,302 @@
+"""Concrete playback of a kernel-proof counterexample on the real kernel.
+
+The trace's launch runs under Triton's interpreter (``TRITON_INTERPRET=1``)
+on CPU tensors laid out so that every violation the proofs speak of is
+observable:
+
+* every buffer sits between guard zones, and each block-table row is
+  followed by guard columns (the row stride is wider than the row), so a
+  column past the row lands in a guard, not in the next row;
+* the interpreter's masked load and store are wrapped: each lane whose mask
+  is on must address an element of a buffer (of a row, for the block
+  table), otherwise it is recorded as out of bounds and masked off (so
+  playback never touches memory it does not own); every access is logged
+  with its program id, for the conflict check;
+* the spec's program runs on the same inputs, and every state buffer is
+  compared after the launch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.launch import allocate, compact_launch, migrate_launch, next_power_of_2, postprocess_launch
+from replayssm.spec.memory import MemoryFault, ValueOverflow
+
+GUARD = 8
+"""Guard elements around each buffer and after each block-table row."""
+
+POISON = -1_000_003
+"""What the guards hold: no valid slot, column or count."""
+
+STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
+         "active_request_indices")
+EXPECTED = {"memory_safety": "out_of_bounds", "equivalence": "discrepancies", "conflicts": "conflicts",
+            "int32": "discrepancies"}
+"""Which playback finding reproduces a failure of each obligation."""
+
+
+@dataclass
+class Playback:
+    """What the real kernel did on the trace's launch."""
+
+    out_of_bounds: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    discrepancies: list[str] = field(default_factory=list)
+    spec_fault: str = ""
+
+    def reproduces(self, prop: str) -> bool:
+        """The finding a failure of obligation ``prop`` predicts was observed."""
+        return bool(getattr(self, EXPECTED[prop]))
+
+    def report(self) -> str:
+        lines = [f"  out of bounds: {x}" for x in self.out_of_bounds[:12]]
+        lines += [f"  conflict: {x}" for x in self.conflicts[:12]]
+        lines += [f"  differs from the spec: {x}" for x in self.discrepancies[:12]]
+        if self.spec_fault:
+            lines.append(f"  the spec program itself faults on these inputs: {self.spec_fault}")
+        return "\n".join(lines) or "  the kernel stays in bounds, conflict-free and equal to the spec"
+
+
+class Arena:
+    """Guarded CPU tensors and the element ranges a launch may touch."""
+
+    def __init__(self) -> None:
+        self.regions: list[tuple[int, int, int, str]] = []
+
+    def _region(self, tensor: Any, name: str) -> None:
+        start = tensor.data_ptr()
+        self.regions.append((start, start + tensor.numel() * tensor.element_size(), tensor.element_size(), name))
+
+    def flat(self, name: str, values: Any, dtype: Any) -> Any:
+        import torch
+
+        values = np.asarray(values).reshape(-1)
+        fill = False if dtype == torch.bool else POISON
+        big = torch.full((values.size + 2 * GUARD,), fill, dtype=dtype)
+        view = big[GUARD:GUARD + values.size]
+        view.copy_(torch.from_numpy(values.astype(np.bool_ if dtype == torch.bool else np.int64)).to(dtype))
+        self._region(view, name)
+        return view
+
+    def rows(self, name: str, values: Any) -> Any:
+        """A 2-D int32 table whose rows are each followed by guard columns."""
+        import torch
+
+        values = np.asarray(values, dtype=np.int64)
+        rows, cols = values.shape
+        big = torch.full((rows + 1, cols + GUARD), POISON, dtype=torch.int32)
+        view = big[1:, :cols]
+        view.copy_(torch.from_numpy(values).to(torch.int32))
+        for r in range(rows):
+            self._region(view[r], f"{name}[{r}]")
+        return view
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        for start, end, size, name in self.regions:
+            if start <= address < end:
+                return name, (address - start) // size
+        return None
+
+    def nearest(self, address: int) -> str:
+        start, end, size, name = min(self.regions, key=lambda r: min(abs(address - r[0]), abs(address - r[1])))
+        return f"{name} element {(address - start) // size} (extent {(end - start) // size})"
+
+
+@contextmanager
+def watched(arena: Arena, log: list, out_of_bounds: list) -> Iterator[None]:
+    """Check and log every masked-on lane of the interpreter's loads and stores."""
+    from triton.runtime import interpreter as interp
+
+    builder = interp.interpreter_builder
+
+    def check(kind: str, ptrs: Any, mask: Any, value: Any = None) -> Any:
+        addresses = np.asarray(ptrs.data).reshape(-1)
+        on = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptrs.data).shape).reshape(-1).copy()
+        values = None if value is None else np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).reshape(-1)
+        program = tuple(int(i) for i in builder.grid_idx[:2])
+        for lane in np.nonzero(on)[0]:
+            a = int(addresses[lane])
+            hit = arena.find(a)
+            if hit is None:
+                out_of_bounds.append(f"{kind} by program {program} at {arena.nearest(a)}")
+                on[lane] = False
+                continue
+            log.append((program, kind, hit, None if values is None else int(values[lane])))
+        return interp.TensorHandle(on.reshape(np.asarray(ptrs.data).shape), mask.dtype)
+
+    def load(ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+        return original_load(ptrs, check("read", ptrs, mask), other, *rest)
+
+    def store(ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        return original_store(ptrs, value, check("write", ptrs, mask, value), *rest)
+
+    original_load, original_store = builder.create_masked_load, builder.create_masked_store
+    builder.create_masked_load, builder.create_masked_store = load, store
+    try:
+        yield
+    finally:
+        del builder.create_masked_load, builder.create_masked_store
+
+
+def conflicts(log: list) -> list[str]:
+    """Cells two programs write with different values, or one reads and another writes."""
+    writers: dict = defaultdict(dict)
+    readers: dict = defaultdict(set)
+    for program, kind, cell, value in log:
+        if kind == "write":
+            writers[cell].setdefault(program, set()).add(value)
+        else:
+            readers[cell].add(program)
+    out = []
+    for cell, by in writers.items():
+        values = {v for vs in by.values() for v in vs}
+        if len(by) > 1 and len(values) > 1:
+            out.append(f"{cell[0]} element {cell[1]} written by programs {sorted(by)} with values {sorted(values)}")
+        for r in readers.get(cell, ()):
+            others = [p for p in by if p != r]
+            if others:
+                out.append(f"{cell[0]} element {cell[1]} read by program {r} and written by {others}")
+    return out
+
+
+def _setup(trace: dict) -> tuple[Geometry, Conventions, list[int], int, int]:
+    p = trace["params"]
+    return (Geometry(**p["geometry"]).validated(), Conventions(**p["conventions"]), list(p["layers_per_group"]),
+            int(p["num_cols"]), int(p["num_slots"]))
+
+
+def spec_buffers(trace: dict) -> dict[str, np.ndarray]:
+    """The buffers before the launch: the allocation, the trace's state, the launch's inputs."""
+    geo, _, layers, num_cols, num_slots = _setup(trace)
+    buffers = allocate(geo, num_cols, num_slots, layers)
+    state, launch = trace["actions"][0]["picks"], trace["actions"][1]["picks"]
+    for b, values in state.items():
+        buffers[b][...] = np.asarray(values, dtype=buffers[b].dtype).reshape(buffers[b].shape)
+    for b, values in launch.items():
+        if b == "num_reqs":
+            continue
+        if b == "block_table":
+            buffers[b][...] = np.asarray(values, dtype=np.int32)
+        else:
+            buffers[b] = np.asarray(values, dtype=np.bool_ if b == "is_prefilling" else np.int32)
+    return buffers
+
+
+def _spec_run(trace: dict, buffers: dict) -> str:
+    geo, conv, *_ = _setup(trace)
+    action = trace["actions"][1]
+    n = action["picks"]["num_reqs"]
+    try:
+        if action["name"] == "postprocess":
+            postprocess_launch(buffers, geo, conv, n)
+        elif action["name"] == "migrate":
+            migrate_launch(buffers, geo, conv.has_idx_mapping, n)
+        else:
+            compact_launch(buffers, geo, n)
+    except (MemoryFault, ValueOverflow) as e:
+        return str(e)
+    return ""
+
+
+def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.ndarray], Playback, list]:
+    import torch
+
+    geo, conv, layers, num_cols, num_slots = _setup(trace)
+    action = trace["actions"][1]
+    picks, n = action["picks"], action["picks"]["num_reqs"]
+    arena, log, result = Arena(), [], Playback()
+    i32 = torch.int32
+    groups = len(layers)
+
+    def per_request(name: str, dtype: Any = i32) -> Any:
+        return arena.flat(name, buffers[name], dtype) if name in picks else None
+
+    def table(name: str, addresses: list[int]) -> Any:
+        return arena.flat(name, np.asarray(addresses, dtype=np.int64), torch.int64)
+
+    if action["name"] == "compact":
+        t = {b: arena.flat(b, buffers[b], i32) for b in ("plan_flush_count", "active_request_indices")}
+        with watched(arena, log, result.out_of_bounds):
+            module._compact_replayssm_requests_kernel[(1,)](
+                t["plan_flush_count"], t["active_request_indices"], n,
+                MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs))
+        return {b: v.numpy().copy() for b, v in t.items()}, result, log
+    tables = [arena.rows(f"block_table[{g}]", buffers["block_table"][g]) for g in range(groups)]
+    trackers = {b: [arena.flat(f"{b}[{g}]", buffers[b][g], i32) for g in range(groups)]
+                for b in ("ring_start", "num_committed")}
+    ptrs = {"block_table": table("block_table_ptrs", [t.data_ptr() for t in tables]),
+            "ring_start": table("tracker_start_ptrs", [t.data_ptr() for t in trackers["ring_start"]]),
+            "num_committed": table("tracker_committed_ptrs", [t.data_ptr() for t in trackers["num_committed"]])}
+    strides = table("block_table_strides", [t.stride(0) for t in tables])
+    idx = per_request("idx_mapping") if conv.has_idx_mapping else None
+    out: dict[str, Any] = {}
+    if action["name"] == "migrate":
+        with watched(arena, log, result.out_of_bounds):
+            module._reset_new_replayssm_slots_kernel[(n, groups)](
+                idx, per_request("src_cols"), per_request("dst_cols"), ptrs["block_table"], ptrs["ring_start"],
+                ptrs["num_committed"], strides, PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None)
+    else:
+        flat = {b: arena.flat(b, buffers[b], i32) for b in ("src_slots", "dst_slots", "plan_ring_start",
+                                                            "plan_flush_count", "num_layers")}
+        packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
+                  for b in ("src_slots", "dst_slots")}
+        with watched(arena, log, result.out_of_bounds):
+            module._postprocess_replayssm_kernel[(n, groups)](
+                idx, per_request("query_metadata"), per_request("num_computed_tokens"),
+                per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),
+                per_request("live_cols"), ptrs["block_table"], ptrs["ring_start"], ptrs["num_committed"],
+                packed["src_slots"], packed["dst_slots"], flat["plan_ring_start"], flat["plan_flush_count"],
+                strides, flat["num_layers"], MAX_NUM_REQS=geo.max_num_reqs, MAMBA_BLOCK_SIZE=geo.block_size,
+                LOGICAL_WINDOW=geo.window, RING_BUFFER_LEN=geo.ring_len, PAD_SLOT_ID=geo.pad_slot,
+                **conv.as_constexprs())
+        out.update({b: flat[b].numpy().copy() for b in ("src_slots", "dst_slots", "plan_ring_start",
+                                                       "plan_flush_count")})
+    for b, rows in trackers.items():
+        out[b] = np.stack([r.numpy() for r in rows])
+    return out, result, log
+
+
+def playback(trace: dict, module: Any) -> Playback:
+    """Run the trace's launch on ``module``'s kernel and on the spec; compare."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("kernel playback needs Triton's interpreter: set TRITON_INTERPRET=1 before triton loads")
+    before = spec_buffers(trace)
+    spec = {b: v.copy() for b, v in before.items()}
+    fault = _spec_run(trace, spec)
+    final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()})
+    result.spec_fault = fault
+    result.conflicts = conflicts(log)
+    if not fault:
+        for b, impl in final.items():
+            s = spec[b]
+            impl = impl.reshape(s.shape)
+            for cell in zip(*np.nonzero(s != impl)):
+                result.discrepancies.append(f"{b}{list(int(i) for i in cell)}: spec {int(s[cell])}, "
+                                            f"kernel {int(impl[cell])}")
+    return result
+
+
+def replay_kernel_trace(trace: dict, impl: str | None) -> tuple[bool, str]:
+    """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
+    shows none of the failure the proof found."""
+    from replayssm.fuzz.target import load_target
+
+    meta = trace.get("#meta", {})
+    module = load_target(impl or meta.get("impl"))
+    result = playback(trace, module)
+    prop = meta.get("property", "equivalence")
+    lines = [f"kernel {meta.get('kernel')} ({meta.get('case')}), obligation {meta.get('obligation')}:",
+             result.report()]
+    ok = not result.reproduces(prop)
+    lines.append("no failure: the kernel does not show it" if ok else
+                 f"failure reproduced: {EXPECTED[prop].replace('_', ' ')} on the real kernel")
+    return ok, "\n".join(lines)

@@ -1,0 +1,230 @@
+"""A failed kernel obligation, explained and made replayable.
+
+:func:`explain` re-solves the failing case for a small launch (few groups,
+columns, slots, rows; the failing program at row 0 where it can be), names
+the kernel, source line, program ids, buffer, index and extent of the first
+violated part, lists the inputs, says for an equivalence failure under which
+of the behavioural assumptions it would hold, and turns the model into a
+trace in the fuzz format (``params``, a ``set_state`` action, the launch
+action) that ``replayssm-verify replay`` runs on the real kernel under
+Triton's interpreter (:mod:`.playback`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import z3
+
+from replayssm.spec.launch import allocate
+
+from ..obligation import TIMEOUT_MS, _value
+from ..terms import lift
+from .cases import KERNELS
+from .obligations import OPTIONAL, KernelClaim, kernel_claims, parse_name
+
+ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact"}
+INPUTS = {
+    "postprocess": ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
+                    "live_cols"),
+    "migration": ("idx_mapping", "src_cols", "dst_cols"),
+    "compaction": (),
+}
+STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
+         "active_request_indices")
+
+
+@dataclass
+class Finding:
+    """What a report says about one failed case."""
+
+    text: str
+    trace: dict | None = None
+    verdict: str = ""
+    details: dict = field(default_factory=dict)
+
+
+def _solve(facts: list, goal: Any) -> z3.ModelRef | None:
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    for f in facts:
+        s.add(lift(f))
+    s.add(z3.Not(lift(goal)))
+    return s.model() if s.check() == z3.sat else None
+
+
+def _small(kc: KernelClaim, groups: int, first_row: bool) -> list:
+    """Constraints that make a counterexample launch small enough to replay."""
+    case = kc.cases[0]
+    if kc.role == "compaction":
+        return []
+    sz = case.spec.sizes
+    mem = case.spec_mem
+    rows = case.constexprs["geometry"].max_num_reqs
+    layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
+    out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= 6, sz.num_slots >= 1, sz.num_slots <= 12,
+           sz.num_reqs >= 1, sz.num_reqs <= min(rows, 3)]
+    if kc.role == "postprocess":
+        base = 0
+        for g, n in enumerate(layers):
+            out += [n >= 1, n <= 2, mem.initial("packed_base", (g,)) == base]
+            base = base + n * rows
+        out.append(sz.total_layers * rows == base)
+    if first_row and len(kc.cases) == 1:
+        out += [case.run.launch.program_ids[0] == 0, sz.num_reqs == 1]
+    return out
+
+
+def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | None:
+    """A model of the first violated part, as small as possible; with the part's index
+    and whether the model is small (replayable)."""
+    facts = [f for _, f in kc.claim.assumptions]
+    for i, part in enumerate(kc.parts):
+        for groups, first in ((1, True), (2, True), (1, False), (2, False)):
+            m = _solve(facts + _small(kc, groups, first), part.term)
+            if m is not None:
+                return m, i, True
+        m = _solve(facts, part.term)
+        if m is not None:
+            return m, i, False
+    return None
+
+
+def verdict(kc: KernelClaim) -> str:
+    """For an equivalence failure: the smallest set of the behavioural
+    assumptions under which the program equals the spec, tried one at a
+    time, then all of them."""
+    facts = [f for _, f in kc.claim.assumptions]
+    goal = z3.And(*[lift(p.term) for p in kc.parts])
+    names = list(dict.fromkeys(n for n, _ in kc.optional))
+    for name in names:
+        extra = [f for n, f in kc.optional if n == name]
+        if _solve(facts + extra, goal) is None:
+            return f"equals the spec under {{{name}}}; differs without it"
+    if _solve(facts + [f for _, f in kc.optional], goal) is None:
+        return f"equals the spec under {{{', '.join(names)}}} together; differs without them"
+    return "differs from the spec even under every caller assumption"
+
+
+def _eval(m: z3.ModelRef, t: Any) -> Any:
+    """``t``'s value in ``m``; a term the model leaves quantified (a loop
+    store's "some iteration hits") is decided by a one-variable solve."""
+    v = m.eval(lift(t), model_completion=True)
+    if z3.is_int_value(v) or z3.is_true(v) or z3.is_false(v):
+        return _value(m, v)
+    y = z3.Int("value") if z3.is_int(v) else z3.Bool("value")
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    s.add(y == v)
+    return _value(s.model(), y) if s.check() == z3.sat else str(v)
+
+
+def _cells(m: z3.ModelRef, mem: Any, buffer: str, shape: tuple, default: np.ndarray | None) -> list:
+    arr = mem.arrays.get(buffer)
+    if arr is None:
+        return default.tolist() if default is not None else np.zeros(shape, dtype=np.int64).tolist()
+    out = np.zeros(shape, dtype=np.int64)
+    for idx in np.ndindex(*shape):
+        v = m.eval(z3.Select(arr, *[z3.IntVal(i) for i in idx]), model_completion=True)
+        value = v.as_long() if z3.is_int_value(v) else 0
+        out[idx] = value if -(2**31) <= value < 2**31 else 0
+    return out.tolist()
+
+
+def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> dict:
+    """The model as a fuzz trace: ``set_state`` of the state buffers, then the launch."""
+    case = kc.cases[0]
+    mem = case.spec_mem
+    if kc.role == "compaction":
+        cap = case.constexprs["MAX_NUM_REQS"]
+        params = {"geometry": {"max_num_reqs": cap, "block_size": 1, "window": 1, "ring_len": 2, "pad_slot": 0},
+                  "conventions": {"cumulative": False, "post_step": False, "has_idx_mapping": False,
+                                  "materialize_prefixes": True, "live_col_is_zero": False},
+                  "layers_per_group": [1], "num_cols": 1, "num_slots": 1}
+        num_reqs = _eval(m, case.show["num_reqs"])
+        shapes = {b: (cap,) for b in ("plan_flush_count", "active_request_indices")}
+        init = allocate(_geometry(params), 1, 1, [1])
+        state = {b: _cells(m, mem, b, shapes.get(b, init[b].shape), init[b]) for b in STATE}
+        picks: dict = {"num_reqs": num_reqs}
+    else:
+        sz = case.spec.sizes
+        geo = case.constexprs["geometry"]
+        groups, num_cols, num_slots = (_eval(m, x) for x in (sz.groups, sz.num_cols, sz.num_slots))
+        layers = [max(1, _eval(m, mem.initial("num_layers", (g,)))) for g in range(groups)] \
+            if kc.role == "postprocess" else [1] * groups
+        conv = {k: bool(case.constexprs.get(c, False)) for k, c in (
+            ("cumulative", "QUERY_METADATA_IS_CUMULATIVE"), ("post_step", "NUM_COMPUTED_IS_POST_STEP"),
+            ("has_idx_mapping", "HAS_IDX_MAPPING"), ("materialize_prefixes", "MATERIALIZE_PREFIXES"),
+            ("live_col_is_zero", "LIVE_COL_IS_ZERO"))}
+        params = {"geometry": {"max_num_reqs": geo.max_num_reqs, "block_size": geo.block_size,
+                               "window": geo.window, "ring_len": geo.ring_len, "pad_slot": geo.pad_slot},
+                  "conventions": conv, "layers_per_group": layers, "num_cols": num_cols, "num_slots": num_slots}
+        init = allocate(geo, num_cols, num_slots, layers)
+        state = {b: _cells(m, mem, b, init[b].shape, init[b]) for b in STATE}
+        num_reqs = _eval(m, sz.num_reqs)
+        picks = {"num_reqs": num_reqs, "block_table": _cells(m, mem, "block_table", init["block_table"].shape, None)}
+        for b in INPUTS[kc.role]:
+            if b == "idx_mapping" and not conv["has_idx_mapping"]:
+                continue
+            shape = tuple(_eval(m, n) if not isinstance(n, int) else n for n in mem.shapes[b])
+            values = _cells(m, mem, b, shape, None)
+            picks[b] = [bool(v) for v in values] if b == "is_prefilling" else values
+    action = {"name": ACTION[kc.role], "caller": ["kernel proof counterexample"], "picks": picks}
+    set_state = {"name": "set_state", "caller": ["the memory before the launch"], "picks": state}
+    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": KERNELS[kc.role],
+            "property": kc.prop, "impl": impl}
+    return {"params": params, "actions": [set_state, action], "#meta": meta}
+
+
+def _geometry(params: dict) -> Any:
+    from replayssm.spec.geometry import Geometry
+
+    return Geometry(**params["geometry"])
+
+
+def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
+    """Rebuild obligation ``name``'s case ``case_label`` and explain its failure."""
+    module, role, prop = parse_name(name)
+    kc = next(k for k in kernel_claims(module, role, prop) if k.claim.case == case_label)
+    if kc.unsupported is not None:
+        return Finding(f"  {kc.unsupported}")
+    found = counterexample_model(kc)
+    if found is None:
+        return Finding("  (the failure did not reappear when re-solved: no counterexample)")
+    m, i, small = found
+    part = kc.parts[i]
+    lines = [f"  kernel {KERNELS[role]} ({case_label}), {part.name}"]
+    progs = []
+    for c in kc.cases:
+        ids = [_eval(m, x) if not isinstance(x, int) else x for x in c.run.launch.program_ids]
+        progs.append(f"{c.mem.program}: program_id {tuple(ids)}")
+    lines.append("  programs: " + "; ".join(progs))
+    details: dict = {"part": part.name, "line": list(part.where), "programs": progs}
+    for k, t in part.terms.items():
+        v = [_eval(m, x) for x in t] if isinstance(t, tuple) else _eval(m, t)
+        details[k] = v
+        if k != "guard":
+            lines.append(f"  {k}: {v}")
+    inputs = {k: _eval(m, t) for k, t in kc.claim.show.items()}
+    lines.append("  inputs: " + ", ".join(f"{k}={v}" for k, v in inputs.items()))
+    text_verdict = verdict(kc) if prop == "equivalence" else ""
+    if text_verdict:
+        lines.append(f"  verdict: {text_verdict}, e.g. the inputs above")
+    trace = make_trace(kc, m, name, impl) if small else None
+    if not small:
+        lines.append("  (no small launch shows it: the trace is not written)")
+    return Finding("\n".join(lines), trace, text_verdict, {**details, "inputs": inputs})
+
+
+def save_trace(finding: Finding, folder: Path, name: str) -> Path | None:
+    """Write the finding's trace beside the counterexample; returns its path."""
+    if finding.trace is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.kernel-trace.json"
+    path.write_text(json.dumps(finding.trace))
+    return path
