@@ -15,14 +15,22 @@ from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, default_jobs, us
 
 def _prove(args: argparse.Namespace) -> int:
     from replayssm.verify.catalog import obligations
-    from replayssm.verify.obligation import render_scenario, save_counterexample
+    from replayssm.verify.obligation import REGISTRY, render_scenario, save_counterexample
     from replayssm.verify.runner import Report, discharge
 
     if not 1 <= args.jobs <= MAX_JOBS:
         print(f"error: --jobs must be in [1, {MAX_JOBS}], got {args.jobs}", file=sys.stderr)
         return 2
+    if args.impl is not None and not args.kernels:
+        print("error: --impl names the kernels to prove: it needs --kernels", file=sys.stderr)
+        return 2
     try:
-        chosen = obligations(args.only)
+        if args.kernels:
+            from replayssm.verify.kernels.selection import kernel_obligations
+
+            chosen = [REGISTRY[n] for n in kernel_obligations(args.impl, args.only)]
+        else:
+            chosen = obligations(args.only)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -47,6 +55,10 @@ def _prove(args: argparse.Namespace) -> int:
                 print(render_scenario(r.counterexample))
                 scenario, *trace = save_counterexample(r, Path(args.counterexamples))
                 print(f"    counterexample saved to {scenario}")
+                if r.name.startswith("kernel."):
+                    from replayssm.verify.kernels.selection import describe_failure
+
+                    print("\n".join(describe_failure(r, Path(args.counterexamples), args.impl)))
                 for path in trace:
                     print(f"    its run saved to {path} (replayssm-verify explain FILE prints it step by step)")
     report.seconds = time.perf_counter() - start
@@ -116,9 +128,14 @@ def _replay(args: argparse.Namespace) -> int:
 
     _interpreter_for(args.device or _recorded_device(args.file))
     from replayssm.fuzz.campaign import replay
+    from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
 
     try:
-        ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog)
+        trace = kernel_trace(args.file)
+        if trace is not None:
+            ok, report = replay_kernel_trace(trace, args.impl, args.device or "cpu")
+        else:
+            ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog)
     except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return 2
@@ -163,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
                    f"at most {DEFAULT_JOBS_CAP})")
     p.add_argument("--counterexamples", metavar="DIR", default="out/counterexamples",
                    help="where failed obligations' scenarios are saved (default: out/counterexamples)")
+    p.add_argument("--kernels", action="store_true",
+                   help="prove the Triton kernels' source (memory safety, equivalence with the spec, int32, "
+                        "conflicts): ours, or --impl's")
+    p.add_argument("--impl", metavar="MODULE_OR_FILE",
+                   help="with --kernels: the module or .py file whose kernels to prove (default: ours)")
     p.set_defaults(run=_prove)
 
     devices = ["cpu", "cuda"]

@@ -13,13 +13,13 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-import triton
 import triton.language as tl
 import z3
 
 from ..terms import Sym, fresh_int, lift, mk_add, mk_and, mk_ite
 from .arith import cast, extremum, lanewise, where
 from .contracts import ABSENT, BufferArg, PointerTable, ScalarArg, StrideTable
+from .source import is_jit
 from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete, offset_parts
 
 DTYPES = {tl.int1: "i1", tl.int32: "i32", tl.int64: "i64"}
@@ -251,7 +251,7 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
         if name == "to":
             return to(run, value, args[0] if args else kwargs["dtype"])
         raise TypeError(f"method .{name}() of a tensor")
-    if isinstance(fn, triton.runtime.jit.JITFunction) and fn not in (tl.cumsum, tl.sum):
+    if is_jit(fn) and fn not in (tl.cumsum, tl.sum):
         return run.inline(fn, args, kwargs, e)
     if fn is tl.program_id:
         axis = concrete(args[0] if args else kwargs["axis"])

@@ -18,11 +18,13 @@ observable:
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -285,12 +287,28 @@ def playback(trace: dict, module: Any) -> Playback:
     return result
 
 
-def replay_kernel_trace(trace: dict, impl: str | None) -> tuple[bool, str]:
+def kernel_trace(path: str) -> dict | None:
+    """The trace in ``path`` when a kernel proof wrote it, else None (a
+    malformed file is left to the fuzz replay, which says why)."""
+    try:
+        trace = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    meta = trace.get("#meta") if isinstance(trace, dict) else None
+    return trace if isinstance(meta, dict) and meta.get("source") == "kernel-proof" else None
+
+
+def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu") -> tuple[bool, str]:
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
-    shows none of the failure the proof found."""
+    shows none of the failure the proof found. A bad device, target or
+    trace is a ``ValueError``."""
     from replayssm.fuzz.target import load_target
 
+    if device != "cpu":
+        raise ValueError(f"a kernel-proof trace replays under Triton's interpreter: --device must be cpu, got {device!r}")
     meta = trace.get("#meta", {})
+    if meta.get("property") not in EXPECTED or len(trace.get("actions", [])) != 2:
+        raise ValueError("not a kernel-proof trace: it needs #meta.property and a set_state and a launch action")
     module = load_target(impl or meta.get("impl"))
     result = playback(trace, module)
     prop = meta.get("property", "equivalence")

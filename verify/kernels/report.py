@@ -117,7 +117,7 @@ def _eval(m: z3.ModelRef, t: Any) -> Any:
     if z3.is_int_value(v) or z3.is_true(v) or z3.is_false(v):
         return _value(m, v)
     y = z3.Int("value") if z3.is_int(v) else z3.Bool("value")
-    s = z3.Solver()
+    s = z3.Then("qe", "smt").solver()
     s.set("timeout", TIMEOUT_MS)
     s.add(y == v)
     return _value(s.model(), y) if s.check() == z3.sat else str(v)

@@ -28,6 +28,15 @@ class Source:
     globals: dict
 
 
+def is_jit(obj: Any) -> bool:
+    """A ``@triton.jit`` function: a ``JITFunction``, or under
+    ``TRITON_INTERPRET=1`` an ``InterpretedFunction``."""
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(obj, (triton.runtime.jit.JITFunction, InterpretedFunction))
+
+
 def python_function(jit: Any) -> Any:
     """The plain Python function behind a JIT object."""
     fn = getattr(jit, "fn", jit)
