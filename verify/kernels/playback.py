@@ -42,7 +42,7 @@ POISON = -1_000_003
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
 EXPECTED = {"memory_safety": "out_of_bounds", "equivalence": "discrepancies", "conflicts": "conflicts",
-            "int32": "discrepancies"}
+            "int32": "overflows"}
 """Which playback finding reproduces a failure of each obligation."""
 
 
@@ -53,6 +53,7 @@ class Playback:
     out_of_bounds: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     discrepancies: list[str] = field(default_factory=list)
+    overflows: list[str] = field(default_factory=list)
     spec_fault: str = ""
 
     def reproduces(self, prop: str) -> bool:
@@ -63,6 +64,7 @@ class Playback:
         lines = [f"  out of bounds: {x}" for x in self.out_of_bounds[:12]]
         lines += [f"  conflict: {x}" for x in self.conflicts[:12]]
         lines += [f"  differs from the spec: {x}" for x in self.discrepancies[:12]]
+        lines += [f"  overflow: {x}" for x in self.overflows[:12]]
         if self.spec_fault:
             lines.append(f"  the spec program itself faults on these inputs: {self.spec_fault}")
         return "\n".join(lines) or "  the kernel stays in bounds, conflict-free and equal to the spec"
@@ -113,12 +115,42 @@ class Arena:
         return f"{name} element {(address - start) // size} (extent {(end - start) // size})"
 
 
+ARITHMETIC = {"create_add": lambda a, b: a + b, "create_sub": lambda a, b: a - b, "create_mul": lambda a, b: a * b}
+"""The interpreter's integer operations whose wrap-around playback detects."""
+
+
 @contextmanager
-def watched(arena: Arena, log: list, out_of_bounds: list) -> Iterator[None]:
-    """Check and log every masked-on lane of the interpreter's loads and stores."""
+def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list) -> Iterator[None]:
+    """Check and log every masked-on lane of the interpreter's loads and
+    stores, and every integer add, subtract, multiply and narrowing cast whose
+    exact result its type cannot hold (the interpreter wraps it silently)."""
     from triton.runtime import interpreter as interp
 
     builder = interp.interpreter_builder
+
+    def exact(name: str, op: Any) -> Any:
+        original = getattr(builder, name)
+
+        def run(lhs: Any, rhs: Any) -> Any:
+            out = original(lhs, rhs)
+            result = np.asarray(out.data)
+            if result.dtype.kind == "i":
+                want = op(np.asarray(lhs.data).astype(object), np.asarray(rhs.data).astype(object))
+                if np.any(want != result.astype(object)):
+                    program = tuple(int(i) for i in builder.grid_idx[:2])
+                    overflows.append(f"{name[7:]} in program {program}: exact {want.reshape(-1)[0]}, "
+                                     f"{result.dtype} gives {result.reshape(-1)[0]}")
+            return out
+
+        return run
+
+    def narrowing(src: Any, dst_type: Any, is_signed: Any) -> Any:
+        out = original_cast(src, dst_type, is_signed)
+        before, after = np.asarray(src.data), np.asarray(out.data)
+        if before.dtype.kind == after.dtype.kind == "i" and np.any(before.astype(object) != after.astype(object)):
+            program = tuple(int(i) for i in builder.grid_idx[:2])
+            overflows.append(f"cast in program {program}: {before.reshape(-1)[0]} becomes {after.reshape(-1)[0]}")
+        return out
 
     def check(kind: str, ptrs: Any, mask: Any, value: Any = None) -> Any:
         addresses = np.asarray(ptrs.data).reshape(-1)
@@ -142,11 +174,16 @@ def watched(arena: Arena, log: list, out_of_bounds: list) -> Iterator[None]:
         return original_store(ptrs, value, check("write", ptrs, mask, value), *rest)
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
-    builder.create_masked_load, builder.create_masked_store = load, store
+    original_cast = builder.create_int_cast
+    patched = {"create_masked_load": load, "create_masked_store": store, "create_int_cast": narrowing,
+               **{name: exact(name, op) for name, op in ARITHMETIC.items()}}
+    for name, fn in patched.items():
+        setattr(builder, name, fn)
     try:
         yield
     finally:
-        del builder.create_masked_load, builder.create_masked_store
+        for name in patched:
+            delattr(builder, name)
 
 
 def conflicts(log: list) -> list[str]:
@@ -227,7 +264,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
 
     if action["name"] == "compact":
         t = {b: arena.flat(b, buffers[b], i32) for b in ("plan_flush_count", "active_request_indices")}
-        with watched(arena, log, result.out_of_bounds):
+        with watched(arena, log, result.out_of_bounds, result.overflows):
             module._compact_replayssm_requests_kernel[(1,)](
                 t["plan_flush_count"], t["active_request_indices"], n,
                 MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs))
@@ -242,7 +279,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
     idx = per_request("idx_mapping") if conv.has_idx_mapping else None
     out: dict[str, Any] = {}
     if action["name"] == "migrate":
-        with watched(arena, log, result.out_of_bounds):
+        with watched(arena, log, result.out_of_bounds, result.overflows):
             module._reset_new_replayssm_slots_kernel[(n, groups)](
                 idx, per_request("src_cols"), per_request("dst_cols"), ptrs["block_table"], ptrs["ring_start"],
                 ptrs["num_committed"], strides, PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None)
@@ -251,7 +288,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
                                                             "plan_flush_count", "num_layers")}
         packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
                   for b in ("src_slots", "dst_slots")}
-        with watched(arena, log, result.out_of_bounds):
+        with watched(arena, log, result.out_of_bounds, result.overflows):
             module._postprocess_replayssm_kernel[(n, groups)](
                 idx, per_request("query_metadata"), per_request("num_computed_tokens"),
                 per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),

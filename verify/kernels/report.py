@@ -57,7 +57,7 @@ def _solve(facts: list, goal: Any) -> z3.ModelRef | None:
     return s.model() if s.check() == z3.sat else None
 
 
-def _small(kc: KernelClaim, groups: int, first_row: bool) -> list:
+def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int) -> list:
     """Constraints that make a counterexample launch small enough to replay."""
     case = kc.cases[0]
     if kc.role == "compaction":
@@ -66,17 +66,24 @@ def _small(kc: KernelClaim, groups: int, first_row: bool) -> list:
     mem = case.spec_mem
     rows = case.constexprs["geometry"].max_num_reqs
     layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
-    out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= 6, sz.num_slots >= 1, sz.num_slots <= 12,
-           sz.num_reqs >= 1, sz.num_reqs <= min(rows, 3)]
+    out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= 12,
+           sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows)]
     if kc.role == "postprocess":
         base = 0
         for g, n in enumerate(layers):
             out += [n >= 1, n <= 2, mem.initial("packed_base", (g,)) == base]
             base = base + n * rows
         out.append(sz.total_layers * rows == base)
-    if first_row and len(kc.cases) == 1:
-        out += [case.run.launch.program_ids[0] == 0, sz.num_reqs == 1]
+    if rows_limit == 1 and len(kc.cases) == 1:
+        out.append(case.run.launch.program_ids[0] == 0)
     return out
+
+
+SMALL_LAUNCHES = ((1, 1, 6), (2, 1, 6), (1, 3, 6), (2, 3, 6), (1, None, 6), (2, None, 6), (1, 1, 1024))
+"""``(groups, most rows, most block-table columns)`` of the launches tried
+for a counterexample, in order (one row: the failing program is row 0; None:
+as many rows as the geometry's MAX_NUM_REQS allows; 1024 columns: positions
+large enough for an overflow)."""
 
 
 def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | None:
@@ -84,8 +91,8 @@ def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | Non
     and whether the model is small (replayable)."""
     facts = [f for _, f in kc.claim.assumptions]
     for i, part in enumerate(kc.parts):
-        for groups, first in ((1, True), (2, True), (1, False), (2, False)):
-            m = _solve(facts + _small(kc, groups, first), part.term)
+        for groups, rows, cols in SMALL_LAUNCHES:
+            m = _solve(facts + _small(kc, groups, rows, cols), part.term)
             if m is not None:
                 return m, i, True
         m = _solve(facts, part.term)
@@ -123,15 +130,47 @@ def _eval(m: z3.ModelRef, t: Any) -> Any:
     return _value(s.model(), y) if s.check() == z3.sat else str(v)
 
 
+def _array_table(m: z3.ModelRef, arr: Any) -> tuple[dict, Any] | None:
+    """The model's value of an array as ``({index: value}, else value)``, or
+    None when it is not a table of constants."""
+    v = m.eval(arr, model_completion=True)
+    if z3.is_as_array(v):
+        entries = m[z3.get_as_array_func(v)].as_list()
+        return {tuple(e.as_long() for e in row[:-1]): row[-1] for row in entries[:-1]}, entries[-1]
+    table: dict = {}
+    while z3.is_store(v):
+        *index, value = v.children()[1:]
+        if all(z3.is_int_value(i) for i in index):
+            table.setdefault(tuple(i.as_long() for i in index), value)
+        else:
+            return None
+        v = v.children()[0]
+    if z3.is_const_array(v):
+        return table, v.children()[0]
+    return None
+
+
 def _cells(m: z3.ModelRef, mem: Any, buffer: str, shape: tuple, default: np.ndarray | None) -> list:
+    """Every entry of ``buffer`` in the model (int32 values; anything else 0)."""
     arr = mem.arrays.get(buffer)
     if arr is None:
         return default.tolist() if default is not None else np.zeros(shape, dtype=np.int64).tolist()
-    out = np.zeros(shape, dtype=np.int64)
-    for idx in np.ndindex(*shape):
-        v = m.eval(z3.Select(arr, *[z3.IntVal(i) for i in idx]), model_completion=True)
+
+    def number(v: Any) -> int:
         value = v.as_long() if z3.is_int_value(v) else 0
-        out[idx] = value if -(2**31) <= value < 2**31 else 0
+        return value if -(2**31) <= value < 2**31 else 0
+
+    table = _array_table(m, arr)
+    if table is None:
+        out = np.zeros(shape, dtype=np.int64)
+        for idx in np.ndindex(*shape):
+            out[idx] = number(m.eval(z3.Select(arr, *[z3.IntVal(i) for i in idx]), model_completion=True))
+        return out.tolist()
+    entries, otherwise = table
+    out = np.full(shape, number(otherwise), dtype=np.int64)
+    for idx, v in entries.items():
+        if len(idx) == len(shape) and all(0 <= i < n for i, n in zip(idx, shape)):
+            out[idx] = number(v)
     return out.tolist()
 
 
