@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     postprocess_proofs,
     system_proofs,
 )
+from .kernels import obligations as kernel_obligations  # noqa: F401  (ours: kernel.*, proofs of the Triton source)
 from .obligation import REGISTRY, Obligation
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from replayssm.verify.kernels.obligations import register
+from replayssm.verify.kernels.obligations import PROPERTIES, register, variants
 from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
 from replayssm.verify.obligation import REGISTRY, prove
@@ -30,3 +30,16 @@ def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
         assert f"equals the spec under {{{mutant.verdict}}}" in finding.verdict, finding.verdict
     seen = playback(finding.trace, module)
     assert seen.reproduces(mutant.caught_by.split(".")[1]), f"{mutant.name}: not reproduced\n{finding.text}\n{seen.report()}"
+
+
+def test_every_kernel_obligation_of_ours_has_a_planted_bug():
+    caught = {m.caught_by for m in MUTANTS}
+    ours = {f"{role}.{prop}" for role in ("postprocess", "compaction", "migration") for prop in PROPERTIES}
+    assert sorted(ours - caught) == []
+    assert len(MUTANTS) >= 12 and len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+def test_every_variant_is_a_case():
+    """Each obligation has one case per constexpr variant: all 32 flag
+    combinations of the postprocess kernel, both of migration, nine capacities."""
+    assert len(variants("postprocess")) >= 32 and len(variants("migration")) == 8 and len(variants("compaction")) == 9

@@ -145,6 +145,8 @@ def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
     """``tl.store``: one guarded write per lane, in lane order."""
     if ptr is None:
         raise TypeError("tl.store through a None argument")
+    if not isinstance(ptr, Block) and any(isinstance(x, Block) for x in (value, mask)):
+        raise TypeError("tl.store of a block value or mask through a scalar pointer (Triton rejects it)")
     lanes: list[int] = []
 
     def one(p: Any, v: Any, m: Any) -> None:

@@ -120,7 +120,8 @@ ARITHMETIC = {"create_add": lambda a, b: a + b, "create_sub": lambda a, b: a - b
 
 
 @contextmanager
-def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list) -> Iterator[None]:
+def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list,
+            lane_conflicts: list) -> Iterator[None]:
     """Check and log every masked-on lane of the interpreter's loads and
     stores, and every integer add, subtract, multiply and narrowing cast whose
     exact result its type cannot hold (the interpreter wraps it silently)."""
@@ -157,6 +158,7 @@ def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list) -> It
         on = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptrs.data).shape).reshape(-1).copy()
         values = None if value is None else np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).reshape(-1)
         program = tuple(int(i) for i in builder.grid_idx[:2])
+        written: dict = {}
         for lane in np.nonzero(on)[0]:
             a = int(addresses[lane])
             hit = arena.find(a)
@@ -165,6 +167,10 @@ def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list) -> It
                 on[lane] = False
                 continue
             log.append((program, kind, hit, None if values is None else int(values[lane])))
+            if values is not None:
+                written.setdefault(hit, set()).add(int(values[lane]))
+        lane_conflicts.extend(f"{cell[0]} element {cell[1]} written by several lanes of one store in program "
+                              f"{program} with values {sorted(vs)}" for cell, vs in written.items() if len(vs) > 1)
         return interp.TensorHandle(on.reshape(np.asarray(ptrs.data).shape), mask.dtype)
 
     def load(ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
@@ -264,7 +270,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
 
     if action["name"] == "compact":
         t = {b: arena.flat(b, buffers[b], i32) for b in ("plan_flush_count", "active_request_indices")}
-        with watched(arena, log, result.out_of_bounds, result.overflows):
+        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
             module._compact_replayssm_requests_kernel[(1,)](
                 t["plan_flush_count"], t["active_request_indices"], n,
                 MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs))
@@ -279,7 +285,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
     idx = per_request("idx_mapping") if conv.has_idx_mapping else None
     out: dict[str, Any] = {}
     if action["name"] == "migrate":
-        with watched(arena, log, result.out_of_bounds, result.overflows):
+        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
             module._reset_new_replayssm_slots_kernel[(n, groups)](
                 idx, per_request("src_cols"), per_request("dst_cols"), ptrs["block_table"], ptrs["ring_start"],
                 ptrs["num_committed"], strides, PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None)
@@ -288,7 +294,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
                                                             "plan_flush_count", "num_layers")}
         packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
                   for b in ("src_slots", "dst_slots")}
-        with watched(arena, log, result.out_of_bounds, result.overflows):
+        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
             module._postprocess_replayssm_kernel[(n, groups)](
                 idx, per_request("query_metadata"), per_request("num_computed_tokens"),
                 per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),
@@ -313,7 +319,7 @@ def playback(trace: dict, module: Any) -> Playback:
     fault = _spec_run(trace, spec)
     final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()})
     result.spec_fault = fault
-    result.conflicts = conflicts(log)
+    result.conflicts += conflicts(log)
     if not fault:
         for b, impl in final.items():
             s = spec[b]
