@@ -21,6 +21,12 @@ import z3
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system import (
     ACTIONS,
+    CANONICAL,
+    GROUPS_AGREE,
+    NO_TOKEN_DROPPED,
+    PUBLISH_IN_EVERY_GROUP,
+    REFINEMENT,
+    Invariant,
     Outcome,
     State,
     SystemParams,
@@ -567,37 +573,40 @@ STEP_LEMMAS = ("system.step", "system.step_batch")
 ACTION_LEMMAS = ("system.admit", "system.free", *STEP_LEMMAS)
 
 
+def selecting(*invariants: Invariant, checks: tuple[str, ...] = ()) -> Callable[[str], bool]:
+    """A goal filter keeping exactly the parts of these invariants (after
+    the action) and of these step checks."""
+    names = {f"inv(post): {inv.name}" for inv in invariants} | {f"check: {c}" for c in checks}
+    return names.__contains__
+
+
 @obligation("system.groups_agree", "step",
-            "after a step a request's live trackers are equal across groups, and a publish (postprocess "
-            "materialize) happens in every group or in none", shardable=True, lemmas=STEP_LEMMAS)
+            f"after a step {GROUPS_AGREE.statement}, and a publish (postprocess materialize) happens in every "
+            "group or in none", shardable=True, lemmas=STEP_LEMMAS)
 @with_solver_params
 def groups_agree() -> Iterator[Claim]:
     for label, t in transitions("step", ALIGN, rows=STEP_ROWS + BATCH_ROWS):
-        claim = step_claim(t, label, lambda n: "groups_agree" in n or "publish" in n)
+        claim = step_claim(t, label, selecting(GROUPS_AGREE, checks=(PUBLISH_IN_EVERY_GROUP,)))
         first_row = [tr.materialize for tr in t.outcome.info["traces"][:1]]
         claim.cover = conj(*first_row)
         yield claim
 
 
 @obligation("system.no_token_dropped", "all",
-            "after every action each running request's live slot represents exactly its computed "
-            "tokens: checkpoint at N - committed and the committed ring rows hold the tokens after it", shardable=True,
-            lemmas=ACTION_LEMMAS)
+            f"after every action {NO_TOKEN_DROPPED.statement}", shardable=True, lemmas=ACTION_LEMMAS)
 @with_solver_params
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action, rows=STEP_ROWS + BATCH_ROWS):
-            yield step_claim(t, label, lambda n: "no_token_dropped" in n or "refinement" in n)
+            yield step_claim(t, label, selecting(NO_TOKEN_DROPPED, REFINEMENT))
 
 
-@obligation("system.canonical", "all",
-            "every registered (published) slot stays canonical, trackers (0, 0) and its state exactly at "
-            "its boundary, until the pool hands it out again", shardable=True, lemmas=ACTION_LEMMAS)
+@obligation("system.canonical", "all", CANONICAL.statement, shardable=True, lemmas=ACTION_LEMMAS)
 @with_solver_params
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
         for label, t in transitions(action, ALIGN, rows=STEP_ROWS + BATCH_ROWS):
-            yield step_claim(t, label, lambda n: "canonical" in n)
+            yield step_claim(t, label, selecting(CANONICAL))
 
 
 # --------------------------------------------------------------------------

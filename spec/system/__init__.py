@@ -48,10 +48,10 @@ side (:mod:`.worker`) runs the spec's kernel programs on inputs laid out by
 Modules: :mod:`.state` (world and state), :mod:`.action` (what an action is,
 the assumptions), :mod:`.admission` (admit, free), :mod:`.step` (the step's
 picks, guard, assumptions), :mod:`.phases` (its effect), :mod:`.worker`,
-:mod:`.ghost` (what a slot represents), :mod:`.invariants`, :mod:`.actions`
+:mod:`.ghost` (what a slot represents), :mod:`.invariant`, :mod:`.actions`
 (the registry), :mod:`.run` (one concrete action), :mod:`.rows` (the one
 definition of the rows a request may take, which the fuzzer uses too),
-:mod:`.explore` (the pick generators and the explicit-state explorer). The symbolic-array helpers are
+:mod:`.exploration` (the pick generators and the explicit-state explorer). The symbolic-array helpers are
 ``spec.arrays``.
 """
 
@@ -60,7 +60,7 @@ from ..table_memory import TableMemory
 from .action import SYSTEM_ASSUMPTIONS, Action, Outcome, PickSpec, check_dropped
 from .actions import ACTIONS, STEP
 from .admission import ADMIT, FREE
-from .explore import (
+from .exploration import (
     enumerate_picks,
     explore,
     prefix_hit_levels,
@@ -70,15 +70,29 @@ from .explore import (
     shares_a_block,
 )
 from .ghost import replay, represents
-from .invariants import auxiliary_invariants, check_invariants, invariants, live_slot
-from .phases import register_filled_blocks, step_apply
+from .invariant import (
+    AUXILIARY,
+    CANONICAL,
+    GROUPS_AGREE,
+    INVARIANTS,
+    NO_TOKEN_DROPPED,
+    RANGE,
+    REFINEMENT,
+    Invariant,
+    auxiliary_invariants,
+    check_invariants,
+    invariants,
+    live_slot,
+)
+from .phases import PUBLISH_IN_EVERY_GROUP, register_filled_blocks, step_apply
 from .rows import RowOption, RowRule
 from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
 from .state import GARBAGE, State, SystemParams, code, initial_state
 from .step import RowPlan, in_prefill, needs_fresh_slot, shared_block, step_assumptions, step_guard, step_picks
 
 __all__ = [
-    "ACTIONS", "ADMIT", "FREE", "GARBAGE", "STEP", "SYSTEM_ASSUMPTIONS", "Action", "Outcome", "PickSpec",
+    "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS", "Invariant",
+    "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action", "Outcome", "PickSpec",
     "RowOption", "RowPlan", "RowRule", "State", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
     "check_dropped", "check_invariants", "checked_picks", "code", "default_picks", "enumerate_picks", "explore",
     "failed_checks", "in_prefill", "initial_state", "invariants", "live_slot", "lookup", "needs_fresh_slot",

@@ -35,6 +35,9 @@ from .worker import batch_layout, kernel_buffers, launch_grid, materialize, snap
 
 Checks = list[tuple[str, Any]]
 
+PUBLISH_IN_EVERY_GROUP = "a publish happens in every group or in none"
+"""The check that a row's postprocess publishes (materializes) in every cache group or in none."""
+
 
 def step_apply(st: State, k: dict) -> Outcome:
     """One engine step: the phases above, in order, each on the state the
@@ -174,7 +177,7 @@ def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list, liv
     checks: Checks = []
     for b in range(p.num_reqs):
         first = traces[b * G].materialize
-        checks += [("a publish happens in every group or in none", implies(b < launch, tr.materialize == first))
+        checks += [(PUBLISH_IN_EVERY_GROUP, implies(b < launch, tr.materialize == first))
                    for tr in traces[b * G + 1:(b + 1) * G]]
     if p.conv.materialize_prefixes:
         lanes = next_power_of_2(p.num_reqs)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any
 
-from .invariants import invariants
+from .invariant import invariants
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .state import State, SystemParams, code, initial_state
 from .rows import RowOption, RowRule
