@@ -353,6 +353,38 @@ FRESH_SLOT_IS_FREE = Assumption(
 )
 
 
+def _moved_block_carries(moved: Any, carried: Any) -> Any:
+    return implies(moved, carried)
+
+
+LIVE_MOVE_COPIES_STATE = Assumption(
+    "live_move_copies_state",
+    "when a request's live column moves to another real block, the scheduler's block copy puts the old block's "
+    "state and replay ring into the new one (copy-on-write)",
+    _moved_block_carries,
+)
+
+
+BLOCK_COPY_MOVES_TRACKERS = Assumption(
+    "block_copy_moves_trackers",
+    "the scheduler's block copy of a moved live block carries its trackers (ring_start, num_committed) with its "
+    "state and ring",
+    _moved_block_carries,
+)
+
+
+def _prefill_continuation_longer_than_one(geo: Geometry, row: GhostRow) -> Any:
+    return implies(conj(row.prefilling, row.computed_before > 0), row.query_len >= 2)
+
+
+PREFILL_CONTINUATION_LONGER_THAN_ONE = Assumption(
+    "prefill_continuation_longer_than_one",
+    "a prefill chunk that continues a request (N > 0) schedules at least 2 tokens: vLLM's Mamba forward runs a "
+    "one-token row with prior state as a decode, which is_prefilling would not say",
+    _prefill_continuation_longer_than_one,
+)
+
+
 ALL = [
     GEOMETRY_SUPPORTED,
     DECODE_ROW_FITS,
@@ -376,5 +408,8 @@ ALL = [
     GROUPS_AGREE_ON_NULL,
     IS_PREFILLING_AGREES,
     FRESH_SLOT_IS_FREE,
+    LIVE_MOVE_COPIES_STATE,
+    BLOCK_COPY_MOVES_TRACKERS,
+    PREFILL_CONTINUATION_LONGER_THAN_ONE,
 ]
 """Every caller assumption, by name."""

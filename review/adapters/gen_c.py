@@ -1,0 +1,32 @@
+"""Generation C (C1-C2): per cache group, a preprocess and a postprocess kernel.
+
+From the versions' ``_ReplaySSMGroupContext``: before the forward pass,
+``preprocess`` (grid ``(max_num_reqs,)``) takes the caller's old and new live
+column per request and the step metadata with the *pre-step* computed count
+(the kernel has no post-step flag), plans an exact copy of a moved live slot
+and resets prefill-touched slots; ``group.materialize()`` then executes that
+plan. After it, ``postprocess`` (grid ``(max_num_reqs,)``, no computed count)
+commits the live slot and plans the prefix snapshot from the caller's
+``materialize_dst_cols`` and ``materialize_token_counts`` (C2 also
+``materialize_src_cols``: the live column of a row with work, else -1), then
+``group.materialize()`` again.
+"""
+
+from . import Api, Launch, Phase
+
+LIVE = {"live_cols": "live_cols_required"}
+
+API = Api(
+    name="C",
+    summary="per cache group; separate preprocess and postprocess kernels",
+    scope="group",
+    signature={"_preprocess_replayssm_kernel": ("src_cols", "dst_cols", "block_table"),
+               "_postprocess_replayssm_kernel": ("materialize_dst_cols",)},
+    phases={
+        "migrate": Phase((Launch("_preprocess_replayssm_kernel", ("max_num_reqs",),
+                                 inputs={"num_computed_tokens": "num_computed_before"}),), materialize="plan"),
+        "postprocess": Phase((Launch("_postprocess_replayssm_kernel", ("max_num_reqs",), inputs=LIVE),),
+                             materialize="plan"),
+    },
+    work_list=True,
+)

@@ -1,0 +1,246 @@
+"""Lifecycle campaigns: the fuzz callers against one version (or two, differentially).
+
+:class:`LifecycleMachine` is a Hypothesis state machine whose rules are the
+fuzz callers' actions (admit, model-runner steps, finish, preempt); each step
+runs on every version under test through its adapter (:func:`run_step`). With
+one version a broken lifecycle property is the failure; with two (``base``
+and ``head``) a step where exactly one of them breaks one is, classified as a
+``fix`` (base breaks, head does not) or a ``regression`` (the reverse); steps
+where both break are counted, and that pair stops being compared. A failure
+is shrunk by Hypothesis and saved as a review trace, which :func:`replay` runs
+again without the callers.
+
+Campaigns are time-boxed: the convention combinations take turns, a few
+examples each, until the budget is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+from replayssm.fuzz.callers import Features
+from replayssm.fuzz.launcher import Setup
+from replayssm.fuzz.machine import GEOMETRIES
+from replayssm.spec.geometry import Conventions
+
+from .adapters import Api
+from .arguments import Step
+from .ghost import Ghost
+from .harness import Harness
+from .lifecycle import Finding, ReviewCallers, run_step
+
+TRACE_FORMAT = "replayssm-review-trace/1"
+
+
+@dataclass
+class Version:
+    """A version under test: its label, loaded module and launch API."""
+
+    label: str
+    source: str
+    module: ModuleType
+    api: Api
+
+
+@dataclass
+class Tally:
+    """What a campaign exercised."""
+
+    examples: int = 0
+    steps: int = 0
+    request_steps: int = 0
+    both_broke: int = 0
+    scenarios: dict[str, int] = field(default_factory=dict)
+
+
+class Difference(AssertionError):
+    """Exactly one of base and head broke a lifecycle property at a step."""
+
+    def __init__(self, kind: str, finding: Finding, who: str) -> None:
+        super().__init__(f"{kind}: {who} breaks {finding}")
+        self.kind, self.finding, self.who = kind, finding, who
+
+
+def _state_copies(dropped: frozenset[str]) -> bool:
+    return "live_move_copies_state" not in dropped
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    """Set ``versions`` (one, or base and head), ``device``, ``conventions``,
+    ``dropped`` and ``tally`` on a subclass."""
+
+    versions: tuple[Version, ...]
+    device: torch.device = torch.device("cpu")
+    conventions: tuple[Conventions, ...] = tuple(Conventions.all())
+    dropped: frozenset[str] = frozenset()
+    tally: Tally = Tally()
+    last_trace: dict | None = None
+
+    @initialize(data=st.data())
+    def build_system(self, data: Any) -> None:
+        geo = data.draw(st.sampled_from(GEOMETRIES), label="geometry")
+        conv = data.draw(st.sampled_from(self.conventions), label="conventions")
+        layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
+        features = Features(*(data.draw(st.booleans(), label=f) for f in
+                              ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
+        self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
+        self.callers = ReviewCallers(self.setup, features, dropped=self.dropped)
+        self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
+                       Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
+        self.broken: list[Finding | None] = [None] * len(self.versions)
+        self.trace = {"#meta": {"format": TRACE_FORMAT, "versions": [[v.label, v.source, v.api.name]
+                                                                    for v in self.versions],
+                                "dropped": sorted(self.dropped)},
+                      "params": self.setup.as_json(), "steps": []}
+        type(self).last_trace = self.trace
+        self.tally.examples += 1
+
+    @precondition(lambda self: len(self.callers.requests) < self.setup.geometry.max_num_reqs)
+    @rule(data=st.data())
+    def admit(self, data: Any) -> None:
+        self.callers.admit(data.draw, st)
+
+    @precondition(lambda self: bool(self.callers.requests))
+    @rule(data=st.data())
+    def model_steps(self, data: Any) -> None:
+        for _ in range(data.draw(st.integers(1, 4), label="steps")):
+            if not self.callers.requests:
+                return
+            actions = self.callers.step(data.draw, st)
+            if not actions:
+                continue
+            by_name = {a["name"]: a["picks"] for a in actions}
+            step = Step(self.callers.last_rows, by_name["postprocess"]["block_table"],
+                        by_name.get("block_copy", {}).get("copies", []), by_name["migrate"], by_name["postprocess"])
+            expect = self.callers.expectation()
+            self.trace["steps"].append({**step.as_json(), "expect": expect})
+            self.tally.steps += 1
+            self.tally.request_steps += sum(r is not None for r in step.rows)
+            self._run(step, expect)
+
+    def _run(self, step: Step, expect: dict) -> None:
+        newly: list[Finding | None] = [None] * len(self.sides)
+        for i, (version, harness, ghost) in enumerate(self.sides):
+            if self.broken[i] is None:
+                try:
+                    run_step(harness, ghost, step, expect, state_copies=_state_copies(self.dropped))
+                except Finding as f:
+                    newly[i] = self.broken[i] = f
+        if len(self.sides) == 1:
+            if newly[0] is not None:
+                raise newly[0]
+            return
+        (base, head) = newly
+        if base is not None and head is not None:
+            self.tally.both_broke += 1
+        elif base is not None and self.broken[1] is None:
+            raise Difference("fix", base, "base")
+        elif head is not None and self.broken[0] is None:
+            raise Difference("regression", head, "head")
+
+    @precondition(lambda self: len(self.callers.requests) >= 2)
+    @rule(data=st.data())
+    def finish(self, data: Any) -> None:
+        self.callers.finish(data.draw, st, preempt=data.draw(st.booleans(), label="preempt"))
+
+    def teardown(self) -> None:
+        if hasattr(self, "callers"):
+            for k, v in self.callers.scenarios.items():
+                self.tally.scenarios[k] = self.tally.scenarios.get(k, 0) + v
+
+
+def _settings(examples: int, max_steps: int) -> settings:
+    return settings(max_examples=examples, stateful_step_count=max_steps, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
+                    report_multiple_bugs=False, verbosity=Verbosity.quiet)
+
+
+@dataclass
+class Outcome:
+    """A campaign's result: its tally, and its failure (the shrunk trace's path) if any."""
+
+    tally: Tally
+    seconds: float
+    failure: str | None = None
+    kind: str | None = None
+    prop: str | None = None
+    trace: str | None = None
+
+
+def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
+             device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
+             examples_per_turn: int = 2) -> Outcome:
+    """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found."""
+    start, tally = time.perf_counter(), Tally()
+    combos = Conventions.all()
+    turn = 0
+    while time.perf_counter() - start < budget:
+        conv = combos[(seed + turn) % len(combos)]
+        attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
+                 "dropped": dropped, "tally": tally, "last_trace": None}
+        machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))
+        turn += 1
+        try:
+            run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps))
+        except (Finding, Difference) as e:
+            path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{seed * 1000 + turn - 1}")
+            kind = e.kind if isinstance(e, Difference) else "finding"
+            prop = (e.finding if isinstance(e, Difference) else e).prop
+            return Outcome(tally, time.perf_counter() - start, str(e), kind, prop, path)
+    return Outcome(tally, time.perf_counter() - start)
+
+
+def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str:
+    if trace is None:
+        raise RuntimeError(f"the review harness failed before recording a trace: {error}") from error
+    trace["#meta"]["failure"] = str(error)[:4000]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"review-{name.replace('/', '_')}.json"
+    path.write_text(json.dumps(trace))
+    return str(path)
+
+
+def is_review_trace(path: str) -> bool:
+    try:
+        meta = json.loads(Path(path).read_text()).get("#meta", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == TRACE_FORMAT
+
+
+def replay(path: str, versions: list[Version], device: str = "cpu") -> tuple[bool, str]:
+    """Run a review trace's steps on each version; ``(False, report)`` when a version breaks a property."""
+    trace = json.loads(Path(path).read_text())
+    setup = Setup.from_json(trace["params"])
+    dropped = frozenset(trace["#meta"].get("dropped", []))
+    lines, ok = [], True
+    for v in versions:
+        harness = Harness(setup, v.module, v.api, torch.device(device))
+        ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
+        for n, s in enumerate(trace["steps"]):
+            step = Step.from_json(s)
+            rows = [f"req {r.rid} {'prefill' if r.prefilling else 'decode'} N={r.computed_before} q={r.query_len} "
+                    f"accepted={r.accepted} live_col={r.live_col}" for r in step.rows if r is not None]
+            lines.append(f"{v.label} step {n}: {'; '.join(rows)}")
+            try:
+                run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
+            except Finding as f:
+                lines.append(f"  {f}")
+                lines.append(f"{v.label}: finding reproduced at step {n}")
+                ok = False
+                break
+        else:
+            lines.append(f"{v.label}: every lifecycle property holds on every step")
+    return ok, "\n".join(lines)
+

@@ -1,0 +1,206 @@
+"""Lifecycle-level conformance: any generation judged by what FlashInfer would see.
+
+One step (:func:`run_step`): the scheduler's block copies, the generation's
+``migrate`` phase and its materialize, the forward pass on the ghost
+(FlashInfer decode with the trackers the version left, or the chunked scan),
+the ``postprocess`` phase and its materialize. Then the lifecycle properties
+(:data:`PROPERTIES`), each a named check over the version's trackers and the
+ghost slot contents:
+
+- ``refinement``: each running request's live slot, in every cache group, has
+  trackers in range whose replay gives the request's position (``P + c = N``);
+- ``canonical``: each published block, in every group, has trackers (0, 0)
+  and holds exactly its boundary state (so groups agree);
+- ``forward``: the forward pass read exact state (decode and prefill);
+- ``materialize``: the plans and work lists keep FlashInfer's contract and work
+  only on rows with a request;
+- ``frame``: slots that no scheduled request's block-table row names keep their
+  trackers and contents;
+- ``memory``: no launch wrote outside its buffers (guard zones).
+
+:class:`ReviewCallers` is the fuzz callers' model recording each step's rows,
+with the caller assumptions of :mod:`replayssm.spec.assumptions` the review
+can drop (:data:`DROPPABLE`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replayssm.fuzz.callers import Callers
+from replayssm.spec import assumptions as env
+
+from .arguments import Row, Step
+from .ghost import Ghost
+from .harness import Harness
+
+PROPERTIES = ("refinement", "canonical", "forward", "materialize", "frame", "memory")
+
+DROPPABLE = (env.BLOCK_COPY_MOVES_TRACKERS, env.LIVE_MOVE_COPIES_STATE, env.PREFILL_CONTINUATION_LONGER_THAN_ONE)
+"""Caller assumptions a review probe drops (the callers then violate them at will)."""
+
+
+class Finding(AssertionError):
+    """A lifecycle property broken at some step: ``prop`` names it."""
+
+    def __init__(self, prop: str, message: str) -> None:
+        super().__init__(f"{prop}: {message}")
+        self.prop = prop
+
+
+@dataclass
+class ReviewCallers(Callers):
+    """The fuzz callers, recording each step's rows for the adapters; ``dropped``
+    names the caller assumptions this run does not keep."""
+
+    dropped: frozenset[str] = frozenset()
+    last_rows: list = field(default_factory=list)
+
+    def holds(self, assumption: env.Assumption) -> bool:
+        return assumption.name not in self.dropped
+
+    def _block_copies(self, draw: Any, st: Any, batch_rows: list) -> list:
+        if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
+            return super()._block_copies(draw, st, batch_rows) if draw(st.booleans()) else []
+        copies = []
+        for row in batch_rows:
+            if row is None:
+                continue
+            r, plan = row
+            src = self._source_col(r)
+            if src >= 0 and src != plan["live_col"]:
+                for g in range(len(self.free)):
+                    s, d = r.cols[g][src], r.cols[g][plan["live_col"]]
+                    if s != self.geo.pad_slot and d != self.geo.pad_slot:
+                        copies.append([g, s, d])
+                plan["copied"] = True
+        return copies
+
+    def _plan_row(self, draw: Any, st: Any, r: Any) -> dict | None:
+        plan = super()._plan_row(draw, st, r)
+        if plan is not None and self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE):
+            row = env.GhostRow(r.computed, plan["q"], plan["accepted"], plan["prefilling"], plan["live_col"], r.rid)
+            if not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(self.geo, row):
+                return None  # not scheduled this step
+        return plan
+
+    def _postprocess_action(self, batch_rows: list, table: list) -> dict:
+        self.last_rows = [None if row is None else
+                          Row(row[0].rid, row[0].stream, self._req_index(b, row[0]), row[0].computed,
+                              row[1]["q"], row[1]["accepted"], row[1]["prefilling"], row[1]["live_col"],
+                              self._source_col(row[0]))
+                          for b, row in enumerate(batch_rows)]
+        return super()._postprocess_action(batch_rows, table)
+
+    def expectation(self) -> dict:
+        """What the checks need after a step: running requests and the prefix cache."""
+        return {"running": [[r.rid, r.stream, r.computed, r.live_col, r.cols] for r in self.requests.values()],
+                "published": [[s, c, slots] for (s, c), slots in self.published.items()]}
+
+
+def runs_as_prefill(row: Row) -> bool:
+    """How vLLM's Mamba forward runs a row: a one-token row with prior state runs as a decode."""
+    return row.prefilling and not (row.query_len == 1 and row.computed_before > 0)
+
+
+def _referenced(step: Step, groups: int) -> list[set[int]]:
+    out = [set() for _ in range(groups)]
+    for b, row in enumerate(step.rows):
+        if row is not None:
+            for g in range(groups):
+                out[g].update(step.table[g][b])
+    return out
+
+
+def run_step(h: Harness, ghost: Ghost, step: Step, expect: dict, *, state_copies: bool = True) -> None:
+    """Execute ``step`` on the version and the ghost, then check every lifecycle property."""
+    setup, conv = h.setup, h.setup.conventions
+    geo, groups = setup.geometry, len(setup.layers_per_group)
+    before_trackers = h.tracker_arrays()
+    before_ghost = ghost.snapshot()
+    h.set_tables(step.table)
+    h.copy_trackers(step.copies)
+    for b, row in enumerate(step.rows):
+        if row is not None and state_copies and row.source_col >= 0 and row.source_col != row.live_col:
+            for g in range(groups):
+                s, d = step.table[g][b][row.source_col], step.table[g][b][row.live_col]
+                if geo.pad_slot not in (s, d) and s != d:
+                    ghost.copy_block(g, s, d)
+    real = {b for b, row in enumerate(step.rows) if row is not None}
+    problems: list[tuple[str, str]] = []
+    _materialize(h, ghost, "migrate", step, real, problems)
+    for b, row in enumerate(step.rows):
+        if row is None:
+            continue
+        for g in range(groups):
+            live = step.table[g][b][row.live_col]
+            if live == geo.pad_slot:
+                continue
+            if runs_as_prefill(row):
+                src = step.table[g][b][row.source_col] if row.source_col >= 0 else None
+                p = ghost.prefill(g, src, live, row.stream, row.computed_before, row.query_len)
+            else:
+                p = ghost.decode(g, live, h.trackers(g, live), row.stream, row.computed_before,
+                                 row.query_len, row.accepted if not row.prefilling else row.query_len)
+            if p:
+                problems.append(("forward", f"request {row.rid} (batch row {b}) group {g}: {p}"))
+    _materialize(h, ghost, "postprocess", step, real, problems)
+    problems += _check(h, ghost, step, expect, before_trackers, before_ghost)
+    if problems:
+        prop, message = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Finding(prop, message + more)
+
+
+def _materialize(h: Harness, ghost: Ghost, phase: str, step: Step, real: set[int], problems: list) -> None:
+    plans, broken = h.run_phase(phase, step, h.setup.conventions)
+    for name in broken:
+        problems.append(("memory", f"{phase}: a launch wrote outside buffer {name}"))
+    for plan in plans:
+        for p in ghost.materialize(plan.numpy(), plan.layers, h.api.work_list, real):
+            problems.append(("materialize", f"{phase}: {p}"))
+
+
+def _check(h: Harness, ghost: Ghost, step: Step, expect: dict, before_trackers: Any, before_ghost: dict) -> list:
+    geo, groups = h.setup.geometry, len(h.setup.layers_per_group)
+    problems = []
+    for rid, stream, computed, live_col, cols in expect["running"]:
+        if live_col < 0:
+            continue
+        for g in range(groups):
+            slot = cols[g][live_col]
+            s, c = h.trackers(g, slot)
+            for layer in ghost.group_layers[g]:
+                ok = 0 <= s < geo.ring_len and 0 <= c <= geo.window
+                if not ok or ghost.replayed(layer, slot, s, c) != (stream, computed):
+                    problems.append(("refinement", f"request {rid} group {g} live slot {slot}: trackers "
+                                     f"(ring_start {s}, committed {c}) with {ghost.describe(layer, slot, s, c)} "
+                                     f"do not stand for N = {computed} (layer {layer})"))
+                    break
+    for stream, col, slots in expect["published"]:
+        aligned = (col + 1) * geo.block_size
+        for g, slot in enumerate(slots):
+            t = h.trackers(g, slot)
+            states = {ghost.state.get((layer, slot)) for layer in ghost.group_layers[g]}
+            if t != (0, 0) or states != {(stream, aligned)}:
+                problems.append(("canonical", f"published block (stream {stream}, column {col}) slot {slot} of "
+                                 f"group {g}: trackers {t}, contents {sorted(states, key=str)}, want (0, 0) and "
+                                 f"the state at {aligned}"))
+    start, committed = h.tracker_arrays()
+    referenced = _referenced(step, groups)
+    for g in range(groups):
+        for slot in range(h.setup.num_slots):
+            if slot in referenced[g] or slot == geo.pad_slot:
+                continue
+            was = (int(before_trackers[0][g, slot]), int(before_trackers[1][g, slot]))
+            now = (int(start[g, slot]), int(committed[g, slot]))
+            if was != now:
+                problems.append(("frame", f"group {g} slot {slot}, named by no scheduled request: trackers "
+                                 f"{was} -> {now}"))
+            for layer in ghost.group_layers[g]:
+                if ghost.state.get((layer, slot)) != before_ghost.get((layer, slot)):
+                    problems.append(("frame", f"group {g} slot {slot} (layer {layer}), named by no scheduled "
+                                     f"request: contents changed"))
+                    break
+    return problems
