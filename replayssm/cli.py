@@ -129,6 +129,12 @@ def _replay(args: argparse.Namespace) -> int:
     _interpreter_for(args.device or _recorded_device(args.file))
     from replayssm.fuzz.campaign import replay
     from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
+    from replayssm.review.campaign import is_review_trace
+
+    if is_review_trace(args.file):
+        from replayssm.review.command import replay_trace
+
+        return replay_trace(args)
 
     try:
         trace = kernel_trace(args.file)
@@ -219,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--watchdog", type=_seconds, metavar="SECONDS",
                    help="a launch running longer is a reproduced hang (default: the ci profile's for the device)")
     r.set_defaults(run=_replay)
+
+    from replayssm.review.command import add_arguments, run as review
+
+    v = sub.add_parser("review", help="review versions of vLLM's ReplaySSM kernels (any launch API) against the "
+                                      "lifecycle; with --base, differentially")
+    add_arguments(v)
+    v.set_defaults(run=review)
 
     e = sub.add_parser("explain", help="print a system trace (proof counterexample) step by step with ring diagrams")
     e.add_argument("file")

@@ -73,6 +73,12 @@ class Step:
                    d["migrate"], d["postprocess"])
 
 
+CALLER_VECTORS = ("num_reqs", "idx_mapping", "query_metadata", "num_computed_tokens", "num_computed_before",
+                  "num_accepted_tokens", "is_prefilling", "live_cols", "live_cols_required", "src_cols", "dst_cols",
+                  "materialize_src_cols", "materialize_dst_cols", "materialize_token_counts")
+"""The names :func:`caller_vectors` provides."""
+
+
 def boundary_work(row: Row, block_size: int, align: bool) -> tuple[int, int, int]:
     """``(src_col, dst_col, token_count)`` of the prefix snapshot ``row`` asks for, or ``(-1, -1, 0)``."""
     after = row.computed_after

@@ -27,6 +27,7 @@ import torch
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
 from replayssm.fuzz.callers import Features
@@ -41,6 +42,8 @@ from .harness import Harness
 from .lifecycle import Finding, ReviewCallers, run_step
 
 TRACE_FORMAT = "replayssm-review-trace/1"
+SHRINK_SECONDS_MIN = 5.0
+"""A failure is shrunk for at most half the campaign's budget, and at least this long."""
 
 
 @dataclass
@@ -160,9 +163,10 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.tally.scenarios[k] = self.tally.scenarios.get(k, 0) + v
 
 
-def _settings(examples: int, max_steps: int) -> settings:
+def _settings(examples: int, max_steps: int, shrink: bool) -> settings:
     return settings(max_examples=examples, stateful_step_count=max_steps, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
+                    suppress_health_check=list(HealthCheck),
+                    phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
                     report_multiple_bugs=False, verbosity=Verbosity.quiet)
 
 
@@ -180,10 +184,12 @@ class Outcome:
 
 def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
              device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
-             examples_per_turn: int = 2) -> Outcome:
-    """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found."""
+             examples_per_turn: int = 2, align_only: bool = False, shrink: bool = True) -> Outcome:
+    """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found
+    (``align_only``: only the conventions that publish prefixes, where live columns move;
+    ``shrink``: let Hypothesis shrink a failure before it is saved)."""
     start, tally = time.perf_counter(), Tally()
-    combos = Conventions.all()
+    combos = [c for c in Conventions.all() if c.materialize_prefixes or not align_only]
     turn = 0
     while time.perf_counter() - start < budget:
         conv = combos[(seed + turn) % len(combos)]
@@ -191,13 +197,17 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
                  "dropped": dropped, "tally": tally, "last_trace": None}
         machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))
         turn += 1
+        saved = hypothesis_engine.MAX_SHRINKING_SECONDS  # Hypothesis's only bound on shrinking time
+        hypothesis_engine.MAX_SHRINKING_SECONDS = max(SHRINK_SECONDS_MIN, budget / 2)
         try:
-            run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps))
+            run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
         except (Finding, Difference) as e:
             path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{seed * 1000 + turn - 1}")
             kind = e.kind if isinstance(e, Difference) else "finding"
             prop = (e.finding if isinstance(e, Difference) else e).prop
             return Outcome(tally, time.perf_counter() - start, str(e), kind, prop, path)
+        finally:
+            hypothesis_engine.MAX_SHRINKING_SECONDS = saved
     return Outcome(tally, time.perf_counter() - start)
 
 

@@ -24,7 +24,7 @@ from replayssm.fuzz.launcher import Setup
 from replayssm.spec.launch import next_power_of_2
 
 from .adapters import Api, Launch, kernel_params
-from .arguments import caller_vectors
+from .arguments import CALLER_VECTORS, caller_vectors
 from .target import ReviewInputError
 
 GUARD = 64
@@ -180,6 +180,24 @@ class Harness:
                   tracker_committed=self.num_committed[group], tracker_capacity=setup.num_slots,
                   NUM_LAYERS=setup.layers_per_group[group])
         return ns
+
+    def check_bindings(self) -> None:
+        """Every parameter of every kernel the API launches has a provider (else a
+        :class:`ReviewInputError` naming the kernel and the parameter), before any launch."""
+        conv = self.setup.conventions
+        for phase in self.api.phases.values():
+            for launch in phase.launches:
+                if launch.if_defined is not None and kernel_params(self.module, launch.if_defined) is None:
+                    continue
+                params = kernel_params(self.module, launch.kernel)
+                if params is None:
+                    raise ReviewInputError(f"missing kernel: the {self.api.name} API launches {launch.kernel}, "
+                                           f"which the target does not define")
+                ns = self.namespace(dict.fromkeys(CALLER_VECTORS), conv, launch, 0)
+                for p in params:
+                    if launch.inputs.get(p, p) not in ns:
+                        raise ReviewInputError(f"unknown signature: {launch.kernel} takes {p!r}, which no caller "
+                                               f"of the {self.api.name} API provides")
 
     def launch(self, launch: Launch, inputs: dict[str, Any], conv: Any) -> None:
         """Launch ``launch`` (once per group for group scope) with every parameter bound by name."""

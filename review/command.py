@@ -1,0 +1,295 @@
+"""``replayssm-verify review``: a verdict for each version of the worker kernels.
+
+For each version (a ``.py`` file as it is in a vLLM checkout, a module name, or
+a directory of such files): load it with the vLLM stub, detect its launch API
+(or take ``--api``), run the kernel-source proofs where the project has them,
+a lifecycle campaign, and one probe per droppable caller assumption (a
+campaign with the assumption dropped: a finding there means the version
+relies on it). With ``--base``, a differential campaign of base and head on
+the same caller schedules classifies each behavioural difference as a fix
+(base breaks a lifecycle property, head does not), a regression (the reverse)
+or neutral (both conform). ``--base-ref``/``--head-ref`` read the file at two
+git refs of the checkout that holds it.
+
+Exit codes (the fuzzer's): 0 every verdict passes, 1 a finding (or a
+regression), 2 bad input or set-up, 3 a coverage shortfall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIN_REQUEST_STEPS = 40
+"""A campaign that judged fewer request-steps than this is a coverage shortfall."""
+
+REQUIRED_SCENARIOS = ("checkpoint",)
+"""Scenario classes a version's campaign must reach to count as covered."""
+
+CAMPAIGN_SHARE = 0.5
+"""The share of ``--budget`` the lifecycle campaign gets; the probes share the rest."""
+
+
+@dataclass
+class Verdict:
+    """One version's review."""
+
+    label: str
+    source: str
+    api: str
+    summary: str
+    properties: dict[str, str] = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)
+    relies_on: dict[str, Any] = field(default_factory=dict)
+    kernel_proofs: Any = None
+    campaign: dict = field(default_factory=dict)
+    differences: list[dict] = field(default_factory=list)
+    coverage_shortfall: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.findings or any(d["kind"] == "regression" for d in self.differences):
+            return "finding"
+        return "coverage shortfall" if self.coverage_shortfall else "pass"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``review`` subcommand's options."""
+    p.add_argument("head", nargs="+", metavar="HEAD",
+                   help="version(s) to review: ssu_dispatch.py files as they are, module names, or directories "
+                        "of such files (*_test.py skipped)")
+    p.add_argument("--base", metavar="BASE", help="a version to compare HEAD with (one HEAD only)")
+    p.add_argument("--base-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout, as the base")
+    p.add_argument("--head-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout")
+    p.add_argument("--api", metavar="NAME", help="the launch API of HEAD (default: detected from its kernels)")
+    p.add_argument("--base-api", metavar="NAME", help="the launch API of BASE (default: detected)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--budget", type=float, default=30.0, help="seconds of campaigns per version (default: 30)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--traces", metavar="DIR", default="out/review", help="where finding traces are saved")
+    p.add_argument("--json", metavar="FILE", help="write the verdicts as JSON")
+
+
+def _expand(heads: list[str]) -> list[str]:
+    out = []
+    for h in heads:
+        p = Path(h)
+        if p.is_dir():
+            out += [str(f) for f in sorted(p.glob("*.py")) if not f.name.endswith("_test.py")]
+        else:
+            out.append(h)
+    return out
+
+
+def _label(source: str) -> str:
+    return Path(source).stem if source.endswith(".py") else source
+
+
+def run(args: argparse.Namespace, out: Any = None) -> int:
+    """The subcommand; returns the exit code."""
+    out = out or sys.stdout
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from .target import ReviewInputError
+
+    try:
+        versions, base = _load(args)
+    except ReviewInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    verdicts = []
+    for v in versions:
+        print(f"reviewing {v.label} ({v.source}): API {v.api.name}, budget {args.budget:.0f} s", file=out, flush=True)
+        try:
+            verdicts.append(review_version(v, args, base, out))
+        except ReviewInputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    print_table(verdicts, out)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"verdicts": [verdict_json(v) for v in verdicts]}, indent=2))
+    statuses = {v.status for v in verdicts}
+    return 1 if "finding" in statuses else 3 if "coverage shortfall" in statuses else 0
+
+
+def _load(args: argparse.Namespace) -> tuple[list, Any]:
+    import torch
+
+    from .adapters import detect
+    from .campaign import Version
+    from .target import ReviewInputError, file_at_ref, load_version
+
+    if args.budget <= 0:
+        raise ReviewInputError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.seed < 0:
+        raise ReviewInputError(f"--seed must be >= 0, got {args.seed}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ReviewInputError("--device cuda: this torch sees no CUDA device")
+    heads = _expand(args.head)
+    if not heads:
+        raise ReviewInputError(f"HEAD {args.head}: no .py files to review")
+    if (args.base or args.base_ref) and len(heads) != 1:
+        raise ReviewInputError(f"--base/--base-ref compare one HEAD, got {len(heads)}")
+    base_source = args.base
+    if args.base_ref or args.head_ref:
+        repo, rel = _in_checkout(heads[0])
+        if args.base_ref:
+            base_source = str(file_at_ref(repo, args.base_ref, rel, "--base-ref"))
+        if args.head_ref:
+            heads = [str(file_at_ref(repo, args.head_ref, rel, "--head-ref"))]
+
+    def version(source: str, api: str | None, label: str) -> Version:
+        module = load_version(source, label)
+        v = Version(_label(source), source, module, detect(module, api))
+        check_bindings(v)
+        return v
+
+    versions = [version(h, args.api, "HEAD") for h in heads]
+    base = version(base_source, args.base_api, "--base") if base_source else None
+    return versions, base
+
+
+def check_bindings(v: Any) -> None:
+    """The version's kernels bind to its API's caller on a small system (errors name the parameter)."""
+    import torch
+
+    from replayssm.fuzz.launcher import Setup
+    from replayssm.spec.geometry import Conventions, Geometry
+
+    from .harness import Harness
+
+    setup = Setup(Geometry(2, 4, 4, 8), Conventions.all()[-1], (1,), num_cols=2, num_slots=4)
+    Harness(setup, v.module, v.api, torch.device("cpu")).check_bindings()
+
+
+def _in_checkout(path: str) -> tuple[Path, str]:
+    import subprocess
+
+    from .target import ReviewInputError
+
+    p = Path(path).resolve()
+    proc = subprocess.run(["git", "-C", str(p.parent), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ReviewInputError(f"--base-ref/--head-ref: HEAD {path!r} is not inside a git checkout")
+    top = Path(proc.stdout.strip())
+    return top, str(p.relative_to(top))
+
+
+def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Verdict:
+    """Proofs, the lifecycle campaign, the probes and (with ``base``) the differential campaign of ``v``."""
+    from .campaign import campaign
+    from .kernel_proofs import kernel_proofs
+    from .lifecycle import DROPPABLE, PROPERTIES
+
+    verdict = Verdict(v.label, v.source, v.api.name, v.api.summary)
+    traces = Path(args.traces)
+    verdict.kernel_proofs = kernel_proofs(v.module, v.api)
+    start = time.perf_counter()
+    main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
+                    device=args.device)
+    verdict.campaign = {"examples": main.tally.examples, "steps": main.tally.steps,
+                        "request_steps": main.tally.request_steps, "seconds": round(main.seconds, 2),
+                        "scenarios": main.tally.scenarios}
+    verdict.properties = {p: "held" for p in PROPERTIES}
+    if main.failure:
+        verdict.properties[main.prop] = "broken"
+        verdict.findings.append({"property": main.prop, "message": main.failure, "trace": main.trace,
+                                 "replay": f"replayssm-verify replay {main.trace} --impl {v.source}"})
+    else:
+        if main.tally.request_steps < MIN_REQUEST_STEPS:
+            verdict.coverage_shortfall.append(f"{main.tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
+        verdict.coverage_shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not main.tally.scenarios.get(s)]
+    print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
+          f"{main.failure or 'every property held'}", file=out, flush=True)
+    share = args.budget * (1 - CAMPAIGN_SHARE) / len(DROPPABLE)
+    for name, align_only in DROPPABLE.items():
+        if main.failure:
+            verdict.relies_on[name] = {"relied_on": None, "why": "not probed: the version breaks a property "
+                                       "with every assumption kept"}
+            continue
+        probe = campaign((v,), budget=share, seed=args.seed, out_dir=traces, tag=f"{v.label}-without-{name}",
+                         device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False)
+        verdict.relies_on[name] = {"relied_on": probe.failure is not None, "property": probe.prop,
+                                     "trace": probe.trace, "seconds": round(probe.seconds, 2)}
+        print(f"  probe without {name}: "
+              f"{'relied on (' + str(probe.prop) + ', ' + str(probe.trace) + ')' if probe.failure else 'no counterexample'}",
+              file=out, flush=True)
+    if base is not None:
+        verdict.differences = differential(base, v, args, traces, out)
+    verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
+    return verdict
+
+
+def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any) -> list[dict]:
+    """Differences between ``base`` and ``head`` on shared caller schedules, until the budget is spent."""
+    from .campaign import campaign
+
+    found, seen, spent, turn = [], set(), 0.0, 0
+    neutral_steps = 0
+    while spent < args.budget:
+        o = campaign((base, head), budget=args.budget - spent, seed=args.seed + 7919 * (turn + 1), out_dir=traces,
+                     tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device)
+        spent += o.seconds
+        turn += 1
+        neutral_steps += o.tally.request_steps
+        if o.failure is None:
+            break
+        if (o.kind, o.prop) not in seen:
+            seen.add((o.kind, o.prop))
+            found.append({"kind": o.kind, "property": o.prop, "message": o.failure, "trace": o.trace,
+                          "replay": f"replayssm-verify replay {o.trace}"})
+            print(f"  {o.kind}: {o.failure} ({o.trace})", file=out, flush=True)
+    found.append({"kind": "neutral", "request_steps": neutral_steps,
+                  "message": "steps on which base and head both conform"})
+    return found
+
+
+def verdict_json(v: Verdict) -> dict:
+    return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
+            "properties": v.properties, "findings": v.findings, "assumptions": v.relies_on,
+            "kernel_proofs": v.kernel_proofs, "campaign": v.campaign, "differences": v.differences,
+            "coverage_shortfall": v.coverage_shortfall}
+
+
+def print_table(verdicts: list[Verdict], out: Any) -> None:
+    """The verdict table: version, API, properties, assumptions relied on, findings."""
+    rows = [("version", "API", "properties", "relies on", "verdict", "findings / traces")]
+    for v in verdicts:
+        held = [p for p, s in v.properties.items() if s == "held"]
+        broken = [p for p, s in v.properties.items() if s != "held"]
+        props = f"{len(held)}/{len(v.properties)} held" + (f"; broken: {', '.join(broken)}" if broken else "")
+        relied = ", ".join(a for a, r in v.relies_on.items() if r["relied_on"]) or (
+            "not probed" if v.findings else "-")
+        notes = [f["trace"] for f in v.findings] + [f"{d['kind']}: {d['trace']}" for d in v.differences
+                                                   if d["kind"] != "neutral"] + v.coverage_shortfall
+        rows.append((v.label, v.api, props, relied, v.status, "; ".join(notes) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+
+
+def replay_trace(args: argparse.Namespace) -> int:
+    """``replay`` of a review trace: its versions (or ``--impl`` for the only/first one) on its steps."""
+    from .adapters import detect
+    from .campaign import Version, replay
+    from .target import ReviewInputError, load_version
+
+    try:
+        meta = json.loads(Path(args.file).read_text())["#meta"]
+        versions = []
+        for n, (label, source, api) in enumerate(meta["versions"]):
+            source = args.impl if (args.impl and n == len(meta["versions"]) - 1) else source
+            module = load_version(source, "--impl")
+            versions.append(Version(label, source, module, detect(module, api)))
+        ok, report = replay(args.file, versions, args.device or "cpu")
+    except (ReviewInputError, KeyError, ValueError, OSError) as e:
+        print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if ok else 1
