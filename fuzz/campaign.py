@@ -38,17 +38,20 @@ PROFILES = {
 }
 
 WATCHDOG_SECONDS = {
-    "cpu": {"ci": 20.0, "dev": 30.0, "nightly": 60.0},
+    "cpu": {"ci": 10.0, "dev": 20.0, "nightly": 60.0},
     "cuda": {"ci": 300.0, "dev": 300.0, "nightly": 300.0},
 }
 """Default per-launch watchdog by device and profile (``--watchdog`` overrides).
 CPU: the slowest launch of a ci campaign under the Triton interpreter takes
-well under a second on an idle machine (docs/fuzz.md); the margin covers a
-loaded one, more for the longer profiles. CUDA: the first launch of each of
-the 32 constexpr combinations compiles its kernels."""
+well under a second (``slowest_launch_seconds`` in the summary, docs/fuzz.md);
+ci keeps a hang's time to kill short, the longer unattended profiles trade
+that for a wider margin against a loaded machine. CUDA: the first launch of
+each of the 32 constexpr combinations compiles its kernels."""
 
-SHRINK_SECONDS = {"ci": 20.0, "dev": 60.0, "nightly": 300.0}
-"""How long Hypothesis may shrink a finding, per profile (``--shrink-seconds``)."""
+SHRINK_SECONDS = {"ci": 5.0, "dev": 30.0, "nightly": 300.0}
+"""How long Hypothesis may shrink a finding, per profile (``--shrink-seconds``):
+ci reports fast (a partly shrunk trace still replays), nightly shrinks as far
+as Hypothesis's own limit."""
 
 MAX_JOBS = len(Conventions.all())
 """A worker takes whole convention combinations: more workers than the 32 would idle."""
@@ -146,7 +149,7 @@ def describe_failure(error: BaseException, action: dict | None, machine: Any = N
     while running ``action`` (None: outside a launch, e.g. an invariant)."""
     kind = getattr(error, "kind", "exception")
     lines = str(error).splitlines() or [""]
-    reason = lines[0] if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
+    reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
     name = action["name"] if action else None
     cells: list[Cell] = []
     if kind == "discrepancy" and machine is not None:
@@ -176,30 +179,34 @@ def examples_per_combination(examples: int) -> int:
     return max(1, -(-examples // len(Conventions.all())))
 
 
-def _spread_order(combos: list[Conventions]) -> list[int]:
-    """The combinations' indices ordered so that every prefix covers as many
-    value pairs of two flags as a prefix of that length can (greedy): a bug
-    that needs two flags set some way is met within the first few, whichever
-    worker takes them."""
+def combinations_of(worker: int, jobs: int) -> list[int]:
+    """The convention combinations (indices into ``Conventions.all()``) that
+    ``worker`` of ``jobs`` runs, in order. The workers take turns picking,
+    each the combination that adds the most value pairs of two flags to those
+    its own earlier ones cover (lowest index on ties): every worker meets each
+    pair of flag values within its first few combinations, so a bug that
+    needs two flags set some way is met early by whichever worker runs, and
+    together the workers run each combination once."""
+    combos = Conventions.all()
+
     def pairs(n: int) -> set:
         flags = astuple(combos[n])
         return {(i, j, flags[i], flags[j]) for i, j in combinations(range(len(flags)), 2)}
 
-    order: list[int] = []
-    covered: set = set()
+    every_pair = set().union(*(pairs(n) for n in range(len(combos))))
     remaining = list(range(len(combos)))
+    covered: list[set] = [set() for _ in range(jobs)]
+    taken: list[list[int]] = [[] for _ in range(jobs)]
+    turn = 0
     while remaining:
-        best = max(remaining, key=lambda n: (len(pairs(n) - covered), -n))
-        covered |= pairs(best)
-        if len(covered) == len(set().union(*(pairs(n) for n in range(len(combos))))):
-            covered = set()
-        order.append(best)
+        best = max(remaining, key=lambda n: (len(pairs(n) - covered[turn]), -n))
+        covered[turn] |= pairs(best)
+        if covered[turn] == every_pair:
+            covered[turn] = set()
+        taken[turn].append(best)
         remaining.remove(best)
-    return order
-
-
-COMBINATION_ORDER = _spread_order(Conventions.all())
-"""The order workers take the convention combinations in (:func:`_spread_order`)."""
+        turn = (turn + 1) % jobs
+    return taken[worker]
 
 
 def check_device(device: str) -> None:
@@ -249,7 +256,7 @@ def _limit_shrinking(seconds: float) -> None:
 
 def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None) -> dict:
     """One process's share of a campaign: every ``jobs``-th convention
-    combination of :data:`COMBINATION_ORDER`, each with its share of the
+    combination of :func:`combinations_of`, each with its share of the
     examples (so every combination is reached whatever the example count),
     until the first finding. Returns statistics and findings (each with its
     shrunk trace). ``target``: the loaded implementation (loaded here when None)."""
@@ -259,7 +266,7 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
     per_combo = examples_per_combination(config.examples)
     stats, findings = Statistics(), []
     start = time.perf_counter()
-    for n in COMBINATION_ORDER[worker::config.jobs]:
+    for n in combinations_of(worker, config.jobs):
         seed = config.seed * 1000 + n
         machine = _machine(config, target, seed, combos[n], stats, reporter)
         try:
@@ -306,6 +313,7 @@ class _Campaign:
     out: TextIO
     name: str
     findings: list[Finding]
+    start: float
     supervisor: Supervisor | None = None
 
     def stop_others(self, child: Child) -> None:
@@ -325,7 +333,7 @@ class _Campaign:
     def combination_of(self, child: Child) -> int:
         """The combination a worker was running (from its current example's conventions)."""
         if child.params is None:
-            return COMBINATION_ORDER[child.name]
+            return combinations_of(child.name, self.config.jobs)[0]
         conv = Conventions(**child.params["conventions"])
         return Conventions.all().index(conv)
 
@@ -350,6 +358,7 @@ class _Campaign:
         finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
                           len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])
         finding.trace = save_trace(trace, c.failures_dir, name, self.out)
+        finding.seconds = round(time.perf_counter() - self.start, 3)
         self.findings.append(finding)
         print("\n".join(finding.lines()), file=self.out, flush=True)
 
@@ -375,7 +384,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
           f"{config.watchdog_seconds:g} s watchdog per launch", file=out, flush=True)
-    campaign = _Campaign(config, out, campaign_id(), [])
+    campaign = _Campaign(config, out, campaign_id(), [], start)
     progress = Progress(out, examples)
 
     def tick() -> None:
@@ -409,8 +418,12 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
         raise SetupError("a fuzz worker failed outside the implementation:\n" + errors[0])
     stats = _merge(parts)
     missing = [s for s in SCENARIOS if not stats.scenarios.get(s)]
-    return summarize(config.as_json(), stats, missing, campaign.findings, supervisor.signal,
-                     time.perf_counter() - start, out)
+    summary = summarize(config.as_json(), stats, missing, campaign.findings, supervisor.signal,
+                        time.perf_counter() - start, out)
+    summary["worker_seconds"] = round(sum(c.result["seconds"] for c in supervisor.children
+                                          if isinstance(c.result, dict)), 3)
+    summary["slowest_launch_seconds"] = round(max(c.slowest_launch for c in supervisor.children), 3)
+    return summary
 
 
 def spec_states(trace: dict) -> list[dict]:

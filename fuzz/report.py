@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-SUMMARY_SCHEMA = "replayssm-fuzz-summary/1"
+SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
 
 EXIT_CODES = {"passed": 0, "finding": 1, "usage": 2, "coverage": 3, "SIGINT": 130, "SIGTERM": 143}
@@ -79,6 +79,8 @@ class Finding:
     shrunk: bool
     cells: list[Cell] = field(default_factory=list)
     trace: str | None = None
+    seconds: float = 0.0
+    """When it was saved, in seconds from the campaign's start."""
 
     def as_json(self) -> dict:
         return asdict(self)

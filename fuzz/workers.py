@@ -109,6 +109,8 @@ class Child:
     params: dict | None = None
     actions: list = field(default_factory=list)
     launch_started: float | None = None
+    slowest_launch: float = 0.0
+    """The longest a launch of this child took, as the parent saw it (seconds)."""
     stats: dict = field(default_factory=dict)
     messages: list = field(default_factory=list)
     result: Any = None
@@ -202,6 +204,8 @@ class Supervisor:
             child.actions.append(message[1])
             child.launch_started = time.monotonic()
         elif kind == "landed":
+            if child.launch_started is not None:
+                child.slowest_launch = max(child.slowest_launch, time.monotonic() - child.launch_started)
             child.launch_started = None
         elif kind == "stats":
             child.stats = message[1]

@@ -57,7 +57,8 @@ def mutant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) -> None:
     target = mutant("% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
-    result = run_campaign(CampaignConfig(target, "cpu", 64, 12, seed=0, jobs=1, failures_dir=str(tmp_path)))
+    result = run_campaign(CampaignConfig(target, "cpu", 64, 12, seed=0, jobs=1, failures_dir=str(tmp_path),
+                                         shrink_seconds=120))
     assert not result["passed"]
     assert result["failures"], "the fuzzer missed a bit mask on a non-power-of-two ring"
     trace = json.loads(Path(result["failures"][0]).read_text())

@@ -1,0 +1,145 @@
+"""Time to kill: seconds from starting ``fuzz`` to its first finding, per planted kernel.
+
+    python3 -P benchmarks/time_to_kill.py [--seeds 0] [--jobs 2] [--only NAME] [--out docs/results/time_to_kill.json]
+
+Each planted kernel is a copy of ``impl/kernels.py`` with a one-line change,
+written to a temporary folder and fuzzed as an ``--impl`` file with the ci
+profile (its default watchdog and shrink limit) in a fresh
+``replayssm-verify fuzz`` process. Measured per run: the wall time of that
+process (start-up, fuzzing, shrinking and saving the trace: the campaign stops
+at its first finding), the finding's time inside the campaign, its kind and
+its trace's length. A kernel the campaign does not kill counts as the
+process's wall time, marked ``killed: false``. Prints and writes one JSON
+object with every run, the median and the maximum against the goals (median
+<= 10 s, max <= 60 s). Run it on a quiet machine: the figures are wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+# the sibling module, also when this folder is off sys.path (python3 -P, as the GPU scripts run Python)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import REPO, commit  # noqa: E402
+
+PLANTED = {
+    "store one past the active list": (
+        "tl.store(active_request_indices + lane, -1, mask=in_capacity & (lane >= count))",
+        "tl.store(active_request_indices + lane, -1, mask=(lane <= MAX_NUM_REQS) & (lane >= count))"),
+    "write into the query metadata": (
+        "    computed = tl.load(num_computed_tokens + req)\n",
+        "    computed = tl.load(num_computed_tokens + req)\n    tl.store(query_metadata + batch, query_len + 1)\n"),
+    "write into a block table": (
+        "    tl.store(num_committed + dst_slot, committed, mask=changed)\n",
+        "    tl.store(num_committed + dst_slot, committed, mask=changed)\n"
+        "    tl.store(block_table_row + src_col, PAD_SLOT_ID, mask=changed & valid_src)\n"),
+    "prefill reset one column past the row": (
+        "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE) - 1, 0)",
+        "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE), 0)"),
+    "hang": ("    valid_req = req >= 0\n", "    valid_req = req >= 0\n    while True: pass\n"),
+    "os._exit": ("    valid_req = req >= 0\n", '    valid_req = req >= 0; __import__("os")._exit(1)\n'),
+    "segfault": ("    valid_req = req >= 0\n", '    valid_req = req >= 0; __import__("ctypes").string_at(0)\n'),
+    "reversed active list": (
+        "tl.store(active_request_indices + running_count - 1, lane, mask=is_active)",
+        "tl.store(active_request_indices + count - running_count, lane, mask=is_active)"),
+    "migration skips the ring start": (
+        "    tl.store(ring_start + dst_slot, start, mask=changed)\n", ""),
+    "ring wrap by bit mask": ("% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)"),
+}
+"""Planted kernels: name -> (line of impl/kernels.py, its replacement)."""
+
+GOAL_MEDIAN_SECONDS = 10.0
+GOAL_MAX_SECONDS = 60.0
+
+
+def planted_file(folder: Path, name: str) -> Path:
+    """The kernel module with the named change, as an --impl file in ``folder``."""
+    old, new = PLANTED[name]
+    source = (REPO / "impl" / "kernels.py").read_text()
+    if source.count(old) != 1:
+        raise SystemExit(f"error: the anchor of planted kernel {name!r} is not in impl/kernels.py exactly once: "
+                         f"{old!r}")
+    path = folder / f"planted_{len(list(folder.iterdir()))}.py"
+    path.write_text(source.replace(old, new))
+    return path
+
+
+def run_one(name: str, seed: int, jobs: int, limit: float) -> dict:
+    """One campaign against one planted kernel, timed from the process's start."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        impl = planted_file(folder, name)
+        summary = folder / "summary.json"
+        command = [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(impl), "--profile", "ci",
+                   "--seed", str(seed), "--jobs", str(jobs), "--json", str(summary), "--failures",
+                   str(folder / "failures")]
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=limit)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+        wall = time.perf_counter() - start
+        result = json.loads(summary.read_text()) if summary.exists() else {}
+    finding = (result.get("findings") or [None])[0]
+    return {"planted": name, "seed": seed, "seconds": round(wall, 2), "exit_code": code, "killed": code == 1,
+            "kind": finding["kind"] if finding else None,
+            "finding_seconds": finding["seconds"] if finding else None,
+            "trace_actions": finding["actions"] if finding else None,
+            "shrunk": finding["shrunk"] if finding else None,
+            "reason": finding["reason"] if finding else None}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="campaign seeds (default: 0, the ci default)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--only", metavar="NAME", help="the planted kernels whose name contains NAME")
+    p.add_argument("--limit", type=float, default=300.0, help="seconds before a campaign is stopped as not killed")
+    p.add_argument("--out", metavar="FILE", help="also write the JSON here")
+    args = p.parse_args()
+    names = [n for n in PLANTED if args.only is None or args.only in n]
+    if not names:
+        print(f"error: --only {args.only!r} matches none of {list(PLANTED)}", file=sys.stderr)
+        return 2
+    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds):
+        print("error: --jobs must be >= 1, --limit > 0 and every seed >= 0", file=sys.stderr)
+        return 2
+    import torch
+    import triton
+
+    runs = []
+    for name in names:
+        for seed in args.seeds:
+            runs.append(run_one(name, seed, args.jobs, args.limit))
+            r = runs[-1]
+            print(f"{name:<40} seed {seed}: {r['seconds']:6.1f} s  "
+                  f"{r['kind'] or 'NOT KILLED'} {r['reason'] or ''}"[:160], file=sys.stderr, flush=True)
+    seconds = [r["seconds"] for r in runs]
+    out = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
+           "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+           "torch": torch.__version__, "triton": triton.__version__, "command": " ".join(sys.argv),
+           "runs": runs, "median_seconds": statistics.median(seconds), "max_seconds": max(seconds),
+           "not_killed": [r["planted"] for r in runs if not r["killed"]],
+           "goals": {"median_seconds": GOAL_MEDIAN_SECONDS, "max_seconds": GOAL_MAX_SECONDS,
+                     "met": statistics.median(seconds) <= GOAL_MEDIAN_SECONDS and max(seconds) <= GOAL_MAX_SECONDS
+                     and all(r["killed"] for r in runs)}}
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
