@@ -228,8 +228,8 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SetupError(f"{name} must be an int >= 1, got {value!r}")
     if isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or not 1 <= config.jobs <= MAX_JOBS:
-        raise SetupError(f"--jobs must be an int between 1 and {MAX_JOBS} (one worker per convention combination "
-                         f"at most), got {config.jobs!r}")
+        raise SetupError(f"--jobs must be in [1, {MAX_JOBS}] (one worker per convention combination at most), "
+                         f"got {config.jobs!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise SetupError(f"seed must be an int >= 0, got {config.seed!r}")
     if config.profile not in PROFILES:

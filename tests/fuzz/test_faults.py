@@ -104,8 +104,8 @@ def cli(*argv: str) -> int:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--jobs", "100000"], "--jobs must be an int between 1 and 32"),
-    (["--jobs", "0"], "--jobs must be an int between 1 and 32"),
+    (["--jobs", "100000"], "--jobs must be in [1, 32]"),
+    (["--jobs", "0"], "--jobs must be in [1, 32]"),
     (["--impl", ""], "--impl must name a module or a .py file, got ''"),
     (["--json", "{tmp}/missing/summary.json"], "does not exist"),
     (["--json", "{tmp}"], "is a folder"),

@@ -117,7 +117,7 @@ def test_set_up_errors_are_reported_not_saved_as_findings(tmp_path: Path) -> Non
             replay(str(REPO / "docs" / "traces" / "row_nonempty.json"), None, "cuda")
     with pytest.raises(SetupError, match="--device must be cpu or cuda, got 'gpu'"):
         run_campaign(CampaignConfig(None, "gpu", 32, 4, seed=0, jobs=1, failures_dir=str(failures)))
-    with pytest.raises(SetupError, match="--jobs must be an int between 1 and 32"):
+    with pytest.raises(SetupError, match=r"--jobs must be in \[1, 32\]"):
         run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=0, jobs=0, failures_dir=str(failures)))
     with pytest.raises(SetupError, match="seed must be an int >= 0, got -1"):
         run_campaign(CampaignConfig(None, "cpu", 32, 4, seed=-1, jobs=1, failures_dir=str(failures)))
