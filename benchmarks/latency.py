@@ -10,9 +10,10 @@ interleaved: the reference's two kernels (``_postprocess_replayssm_kernel``
 then ``_compact_replayssm_requests_kernel``, cut from the page
 ``$REPLAYSSM_REFERENCE``, default ``../shared/reference/vllm-replayssm_utils.txt``),
 ours (the same two launches from ``replayssm.impl.kernels``), the row-blocked
-kernel (``replayssm.impl.kernels_blocked``) with every row in one program and
-the compaction fused, and with 128 rows per program plus the compaction
-launch; and the floor of one and of two empty launches. Each figure is the
+kernel (``replayssm.impl.kernels_blocked``, the compaction in the same launch)
+at several rows per program and warps (``blocked rR wW``), and at the
+context's default with the compaction as its own launch (``... + compaction``);
+and the floor of one and of two empty launches. Each figure is the
 median of ``triton.testing.do_bench_cudagraph`` (the step captured in a graph
 and replayed); the table is measured ``--repeat`` times to show the spread.
 Every variant's result is checked against the reference's on the same inputs
@@ -40,6 +41,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 BLOCK_SIZE, WINDOW, RING, COLS, MAX_T = 64, 16, 20, 64, 4
+BLOCKED = [(16, 1), (32, 1), (32, 2), (64, 2), (128, 4), (1024, 8)]
+"""(rows per program, warps) of the timed row-blocked variants."""
 CALLERS = {"v1": dict(QUERY_METADATA_IS_CUMULATIVE=False, NUM_COMPUTED_IS_POST_STEP=False, HAS_IDX_MAPPING=False),
            "v2": dict(QUERY_METADATA_IS_CUMULATIVE=True, NUM_COMPUTED_IS_POST_STEP=True, HAS_IDX_MAPPING=True)}
 
@@ -120,24 +123,18 @@ class Step:
                 MAX_NUM_REQS=self.rows, BLOCK_SIZE=triton.next_power_of_2(self.rows))
         return run
 
-    def blocked(self, rows_per_program: int | None, num_warps: int | None = None):
-        """The row-blocked kernel; compaction fused when one program holds every row."""
+    def blocked(self, block: int, warps: int, fused: bool = True):
+        """The row-blocked kernel, the compaction in the same launch or after it."""
         from replayssm.impl.kernels import _compact_replayssm_requests_kernel
-        from replayssm.impl.kernels_blocked import (
-            _postprocess_replayssm_blocked_kernel,
-            default_rows_per_program,
-            num_warps_for,
-        )
+        from replayssm.impl.kernels_blocked import _postprocess_replayssm_blocked_kernel
 
-        block = rows_per_program or default_rows_per_program(self.rows)
-        fused = block >= self.rows
-        warps = num_warps or num_warps_for(block)
         args = self._args()
 
         def run() -> None:
-            _postprocess_replayssm_blocked_kernel[(triton.cdiv(self.rows, block), self.groups)](
+            _postprocess_replayssm_blocked_kernel[(triton.cdiv(self.rows, block) + fused, self.groups)](
                 *args, self.plan[2], self.strides, self.num_layers, self.rows, **self.constexprs,
-                ROWS_PER_PROGRAM=block, COMPACT=fused, num_warps=warps)
+                ROWS_PER_PROGRAM=block, COMPACT=fused, COMPACT_BLOCK=triton.next_power_of_2(self.rows),
+                num_warps=warps)
             if not fused:
                 _compact_replayssm_requests_kernel[(1,)](
                     self.plan[1], self.plan[2], self.rows,
@@ -168,10 +165,13 @@ def variants(step: Step, reference) -> dict:
     """The timed variants of one step, by name."""
     from replayssm.impl import kernels as ours
 
-    out = {"reference": step.two_launches(reference), "ours": step.two_launches(ours),
-           "blocked fused": step.blocked(None)}
-    if step.rows > 128:
-        out["blocked 128 rows + compaction"] = step.blocked(128)
+    from replayssm.impl.kernels_blocked import DEFAULT_ROWS_PER_PROGRAM, num_warps_for
+
+    out = {"reference": step.two_launches(reference), "ours": step.two_launches(ours)}
+    for block, warps in BLOCKED:
+        out[f"blocked r{block}w{warps}"] = step.blocked(block, warps)
+    rows = DEFAULT_ROWS_PER_PROGRAM
+    out[f"blocked r{rows}w{num_warps_for(rows)} + compaction"] = step.blocked(rows, num_warps_for(rows), fused=False)
     out["floor: 1 empty launch"] = _empty_launches(1)
     out["floor: 2 empty launches"] = _empty_launches(2)
     return out

@@ -2,8 +2,8 @@
 
 Same contract and buffers as :class:`replayssm.impl.context.ReplaySSMModelContext`;
 only the postprocess launch differs: ``rows_per_program`` batch rows per
-program (``kernels_blocked``), and, when one program holds every row, the
-compaction inside the same launch (one launch per step instead of two).
+program (``kernels_blocked``), and in align mode the compaction in the same
+launch (one launch per step instead of two).
 """
 
 from __future__ import annotations
@@ -14,34 +14,23 @@ import torch
 import triton
 
 from .context import NULL_BLOCK_ID, ReplaySSMModelContext
-from .kernels_blocked import (
-    _postprocess_replayssm_blocked_kernel,
-    default_rows_per_program,
-    num_warps_for,
-)
+from .kernels_blocked import DEFAULT_ROWS_PER_PROGRAM, _postprocess_replayssm_blocked_kernel, num_warps_for
 from .validation import check_int_range, check_postprocess
 
 
 @dataclass
 class RowBlockedModelContext(ReplaySSMModelContext):
-    """``rows_per_program``: a power of two, or None for
-    :func:`default_rows_per_program` of ``max_num_reqs``."""
+    """``rows_per_program``: the batch rows of each program, a power of two."""
 
-    rows_per_program: int | None = None
+    rows_per_program: int = DEFAULT_ROWS_PER_PROGRAM
 
     @property
     def rows_block(self) -> int:
-        """The row block of each program (a power of two)."""
-        rows = self.rows_per_program or default_rows_per_program(self.max_num_reqs)
-        check_int_range("rows_per_program", rows, 1)
+        """``rows_per_program``, checked."""
+        rows = check_int_range("rows_per_program", self.rows_per_program, 1)
         if rows & (rows - 1):
             raise ValueError(f"rows_per_program: must be a power of two, got {rows}")
         return rows
-
-    @property
-    def fuses_compaction(self) -> bool:
-        """Whether one program holds every row, so the launch also compacts."""
-        return self.rows_block >= self.max_num_reqs
 
     def postprocess(
         self,
@@ -56,8 +45,8 @@ class RowBlockedModelContext(ReplaySSMModelContext):
         live_cols: torch.Tensor | None,
         num_reqs: int,
     ) -> None:
-        """As :meth:`ReplaySSMModelContext.postprocess`, in one launch when
-        :attr:`fuses_compaction`."""
+        """As :meth:`ReplaySSMModelContext.postprocess`; the commit, the plan
+        and (align mode) the work list in one launch."""
         check_postprocess(
             self.device, self.max_num_reqs,
             idx_mapping=idx_mapping, query_metadata=query_metadata,
@@ -70,8 +59,8 @@ class RowBlockedModelContext(ReplaySSMModelContext):
         if num_reqs == 0:
             return
         rows = self.rows_block
-        compact = self.materialize_prefixes and self.fuses_compaction
-        grid = (triton.cdiv(num_reqs, rows), len(self.block_tables))
+        compact = self.materialize_prefixes
+        grid = (triton.cdiv(num_reqs, rows) + compact, len(self.block_tables))
         _postprocess_replayssm_blocked_kernel[grid](
             idx_mapping, query_metadata, num_computed_tokens, num_accepted_tokens,
             is_prefilling, live_cols,
@@ -86,9 +75,8 @@ class RowBlockedModelContext(ReplaySSMModelContext):
             NUM_COMPUTED_IS_POST_STEP=num_computed_is_post_step,
             HAS_IDX_MAPPING=idx_mapping is not None,
             MATERIALIZE_PREFIXES=self.materialize_prefixes, LIVE_COL_IS_ZERO=live_cols is None,
-            ROWS_PER_PROGRAM=rows, COMPACT=compact, num_warps=num_warps_for(rows),
+            ROWS_PER_PROGRAM=rows, COMPACT=compact,
+            COMPACT_BLOCK=triton.next_power_of_2(self.max_num_reqs), num_warps=num_warps_for(rows),
         )
         if self.materialize_prefixes:
-            if not compact:
-                self.compact(num_reqs)
             self._materialize()

@@ -2,8 +2,7 @@
 implementation (``replayssm-verify fuzz --impl replayssm.impl.replayssm_utils_blocked``).
 
 * Context level: ``ReplaySSMModelContext`` is :class:`RowBlockedModelContext`
-  (one row block per program, compaction fused when one program holds every
-  row).
+  (a row block per program, the compaction in the same launch).
 * Kernel level: ``_postprocess_replayssm_kernel`` takes the reference kernel's
   grid and arguments and launches the row-blocked kernel with
   ``KERNEL_LEVEL_ROWS_PER_PROGRAM`` rows per program and the compaction left
@@ -57,7 +56,7 @@ class _RowBlockedLaunch:
             plan_and_tables, tables_tail = args[:13], args[13:]
             _postprocess_replayssm_blocked_kernel[(triton.cdiv(num_reqs, rows), groups)](
                 *plan_and_tables, None, *tables_tail, num_reqs,
-                **constexprs, ROWS_PER_PROGRAM=rows, COMPACT=False,
+                **constexprs, ROWS_PER_PROGRAM=rows, COMPACT=False, COMPACT_BLOCK=1,
             )
 
         return launch
