@@ -184,14 +184,17 @@ class Outcome:
 
 def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
              device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
-             examples_per_turn: int = 2, align_only: bool = False, shrink: bool = True) -> Outcome:
+             examples_per_turn: int = 2, align_only: bool = False, shrink: bool = True,
+             examples: int | None = None) -> Outcome:
     """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found
     (``align_only``: only the conventions that publish prefixes, where live columns move;
-    ``shrink``: let Hypothesis shrink a failure before it is saved)."""
+    ``shrink``: let Hypothesis shrink a failure before it is saved; ``examples``: run that many
+    examples whatever the clock says, for a reproducible campaign)."""
     start, tally = time.perf_counter(), Tally()
     combos = [c for c in Conventions.all() if c.materialize_prefixes or not align_only]
     turn = 0
-    while time.perf_counter() - start < budget:
+    turns = None if examples is None else -(-examples // examples_per_turn)
+    while (time.perf_counter() - start < budget) if turns is None else turn < turns:
         conv = combos[(seed + turn) % len(combos)]
         attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
                  "dropped": dropped, "tally": tally, "last_trace": None}

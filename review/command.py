@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MIN_REQUEST_STEPS = 40
+MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
 
 REQUIRED_SCENARIOS = ("checkpoint",)
@@ -71,6 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-api", metavar="NAME", help="the launch API of BASE (default: detected)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--budget", type=float, default=30.0, help="seconds of campaigns per version (default: 30)")
+    p.add_argument("--examples", type=int, help="run this many examples per campaign instead of filling the budget "
+                   "(reproducible whatever the machine's speed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--traces", metavar="DIR", default="out/review", help="where finding traces are saved")
     p.add_argument("--json", metavar="FILE", help="write the verdicts as JSON")
@@ -127,6 +129,8 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
 
     if args.budget <= 0:
         raise ReviewInputError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.examples is not None and args.examples < 1:
+        raise ReviewInputError(f"--examples must be >= 1, got {args.examples}")
     if args.seed < 0:
         raise ReviewInputError(f"--seed must be >= 0, got {args.seed}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -186,13 +190,14 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
     from .campaign import campaign
     from .kernel_proofs import kernel_proofs
     from .lifecycle import DROPPABLE, PROPERTIES
+    from .probes import confirm, probe_summary
 
     verdict = Verdict(v.label, v.source, v.api.name, v.api.summary)
     traces = Path(args.traces)
     verdict.kernel_proofs = kernel_proofs(v.module, v.api)
     start = time.perf_counter()
     main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
-                    device=args.device)
+                    device=args.device, examples=args.examples)
     verdict.campaign = {"examples": main.tally.examples, "steps": main.tally.steps,
                         "request_steps": main.tally.request_steps, "seconds": round(main.seconds, 2),
                         "scenarios": main.tally.scenarios}
@@ -214,12 +219,18 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
                                        "with every assumption kept"}
             continue
         probe = campaign((v,), budget=share, seed=args.seed, out_dir=traces, tag=f"{v.label}-without-{name}",
-                         device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False)
-        verdict.relies_on[name] = {"relied_on": probe.failure is not None, "property": probe.prop,
-                                     "trace": probe.trace, "seconds": round(probe.seconds, 2)}
-        print(f"  probe without {name}: "
-              f"{'relied on (' + str(probe.prop) + ', ' + str(probe.trace) + ')' if probe.failure else 'no counterexample'}",
-              file=out, flush=True)
+                         device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False,
+                         examples=args.examples)
+        relied, independent = (False, None) if probe.trace is None else confirm(probe.trace, name, v, args.device)
+        verdict.relies_on[name] = {**probe_summary(relied, probe.prop, probe.trace, independent),
+                                   "seconds": round(probe.seconds, 2)}
+        if independent:
+            verdict.properties[probe.prop] = "broken"
+            verdict.findings.append({"property": probe.prop, "message": probe.failure, "trace": independent,
+                                     "replay": f"replayssm-verify replay {independent} --impl {v.source}"})
+        said = (f"relied on ({probe.prop}, {probe.trace})" if relied else
+                f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
+        print(f"  probe without {name}: {said}", file=out, flush=True)
     if base is not None:
         verdict.differences = differential(base, v, args, traces, out)
     verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
@@ -232,19 +243,19 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
 
     found, seen, spent, turn = [], set(), 0.0, 0
     neutral_steps = 0
-    while spent < args.budget:
+    while True:
         o = campaign((base, head), budget=args.budget - spent, seed=args.seed + 7919 * (turn + 1), out_dir=traces,
-                     tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device)
+                     tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device, examples=args.examples)
         spent += o.seconds
         turn += 1
         neutral_steps += o.tally.request_steps
-        if o.failure is None:
-            break
-        if (o.kind, o.prop) not in seen:
+        if o.failure is not None and (o.kind, o.prop) not in seen:
             seen.add((o.kind, o.prop))
             found.append({"kind": o.kind, "property": o.prop, "message": o.failure, "trace": o.trace,
                           "replay": f"replayssm-verify replay {o.trace}"})
             print(f"  {o.kind}: {o.failure} ({o.trace})", file=out, flush=True)
+        if o.failure is None or args.examples is not None or spent >= args.budget:
+            break
     found.append({"kind": "neutral", "request_steps": neutral_steps,
                   "message": "steps on which base and head both conform"})
     return found

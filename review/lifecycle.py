@@ -67,7 +67,7 @@ class ReviewCallers(Callers):
 
     def _block_copies(self, draw: Any, st: Any, batch_rows: list) -> list:
         if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
-            return super()._block_copies(draw, st, batch_rows) if draw(st.booleans()) else []
+            return []  # the block copy moves state and ring only
         copies = []
         for row in batch_rows:
             if row is None:

@@ -28,7 +28,7 @@ def _planted(label: str, tmp_path: Path) -> Path:
 def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, capsys) -> None:
     planted = _planted(label, tmp_path)
     report = tmp_path / "review.json"
-    code = main(["review", str(planted), "--budget", "4", "--traces", str(tmp_path / "traces"), "--json", str(report)])
+    code = main(["review", str(planted), "--examples", "16", "--traces", str(tmp_path / "traces"), "--json", str(report)])
     out = capsys.readouterr().out
     assert code == 1, out
     verdict = json.loads(report.read_text())["verdicts"][0]
@@ -43,7 +43,7 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
 def test_differential_review_calls_a_regression(tmp_path: Path, capsys) -> None:
     planted = _planted("D2", tmp_path)
     report = tmp_path / "review.json"
-    code = main(["review", str(planted), "--base", str(version_path("D2")), "--budget", "4",
+    code = main(["review", str(planted), "--base", str(version_path("D2")), "--examples", "16",
                  "--traces", str(tmp_path / "traces"), "--json", str(report)])
     assert code == 1
     kinds = [d["kind"] for d in json.loads(report.read_text())["verdicts"][0]["differences"]]
