@@ -1,0 +1,125 @@
+"""Cold wall time of the kernel-source proofs, and the time per kernel variant.
+
+    python3 benchmarks/kernel_proof_times.py [--repeat 3] [--jobs 2] [--impl MODULE_OR_FILE] [--out FILE]
+
+Each repeat runs ``replayssm-verify prove --kernels --jobs N`` in a fresh
+process (imports, case building and solving included: the cold time the
+acceptance bound of 10 s on 2 cores is about). Then one fresh process times
+every kernel x constexpr variant alone (its four obligations, its programs
+built from nothing) for the median per variant (bound: 1 s). Prints and
+writes one JSON object with the date, machine, versions, command and every
+figure. Run it on a quiet machine: the figures are wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from provenance import commit
+
+PER_VARIANT = """
+import json, sys, time
+from replayssm.verify.kernels import obligations as O
+from replayssm.verify.obligation import Obligation, prove
+impl = sys.argv[1] if len(sys.argv) > 1 else None
+module = O._ours()
+if impl:
+    from replayssm.fuzz.target import load_target
+    module = load_target(impl)
+times = {}
+for role in O.KERNELS:
+    for label, params in O.variants(role):
+        O._CASES.clear()
+        start = time.perf_counter()
+        for prop in O.PROPERTIES:
+            claim = O._one(module, role, prop, label, params).claim
+            r = prove(Obligation(f"{role}.{prop}", role, "", lambda claim=claim: [claim]))
+            if r.status != "proved":
+                raise SystemExit(f"{role} {label} {prop}: {r.status}")
+        times[f"{role} {label}"] = time.perf_counter() - start
+print(json.dumps(times))
+"""
+
+
+def cold_run(jobs: int, impl: str | None) -> tuple[float, float, dict]:
+    """Wall seconds of one fresh ``prove --kernels`` process, its CPU seconds
+    (workers included: what a loaded machine does not inflate), and its JSON report."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "r.json"
+        cmd = [sys.executable, "-m", "replayssm.cli", "prove", "--kernels", "--jobs", str(jobs), "--json", str(out)]
+        if impl:
+            cmd += ["--impl", impl]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"prove --kernels failed:\n{done.stdout}{done.stderr}")
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return seconds, cpu, json.loads(out.read_text())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--impl", default=None, metavar="MODULE_OR_FILE", help="time a target's kernels (default: ours)")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    for flag, value in (("--repeat", args.repeat), ("--jobs", args.jobs)):
+        if value < 1:
+            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        print(f"error: --out's folder {Path(args.out).resolve().parent} does not exist", file=sys.stderr)
+        return 2
+    import triton
+    import z3
+
+    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
+                    "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                    "commit": commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
+                    "triton": triton.__version__, "jobs": args.jobs, "impl": args.impl or "ours",
+                    "command": " ".join(sys.argv)}
+    runs, cpus, per_obligation = [], [], {}
+    for n in range(args.repeat):
+        seconds, cpu, result = cold_run(args.jobs, args.impl)
+        runs.append(round(seconds, 3))
+        cpus.append(round(cpu, 3))
+        per_obligation = {o["name"]: o["seconds"] for o in result["obligations"]}
+        print(f"cold prove --kernels run {n + 1}: {seconds:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+    report.update(cold_runs_s=runs, cold_median_s=statistics.median(runs), cold_cpu_s=cpus,
+                  cold_cpu_median_s=statistics.median(cpus), per_obligation_s_last_run=per_obligation)
+    done = subprocess.run([sys.executable, "-c", PER_VARIANT, *([args.impl] if args.impl else [])],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"per-variant timing failed:\n{done.stdout}{done.stderr}")
+    variants = json.loads(done.stdout.strip().splitlines()[-1])
+    report.update(per_variant_s={k: round(v, 4) for k, v in variants.items()},
+                  per_variant_median_s=round(statistics.median(variants.values()), 4),
+                  per_variant_max_s=round(max(variants.values()), 4), variants=len(variants))
+    print(f"cold median {report['cold_median_s']:.2f} s over {args.repeat} runs ({args.jobs} jobs); "
+          f"per variant: median {report['per_variant_median_s']:.3f} s, max {report['per_variant_max_s']:.3f} s "
+          f"over {len(variants)} variants")
+    text = json.dumps(report, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
