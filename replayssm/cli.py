@@ -6,24 +6,118 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, default_jobs, usable_cpus
+from replayssm.reports import (
+    EXIT_COVERAGE,
+    EXIT_FINDING,
+    EXIT_PASSED,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_USAGE,
+    STDOUT,
+    JunitCase,
+    UsageError,
+    check_output_file,
+    check_output_folder,
+    write_json,
+    write_junit,
+)
+from replayssm.verify.obligation import Result, render_scenario, save_counterexample
+from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, usable_cpus
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived: stop, report what finished, exit 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Within: SIGINT and SIGTERM raise :class:`Interrupted` in the main thread."""
+
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _check_prove_args(args: argparse.Namespace) -> None:
+    """Every option of ``prove`` checked before any work (:class:`UsageError`)."""
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise UsageError(f"--jobs must be in [1, {MAX_JOBS}], got {args.jobs}")
+    check_output_file(args.json, "--json", stdout_ok=True)
+    check_output_file(args.junit, "--junit")
+    check_output_folder(args.counterexamples, "--counterexamples")
+    if args.cache is not None:
+        check_output_folder(args.cache, "--cache")
+    if args.impl is not None and not args.kernels:
+        raise UsageError("--impl names the kernels to prove: it needs --kernels")
+
+
+def _print_result(r: Result, args: argparse.Namespace, saved: list[str]) -> None:
+    """One obligation's line; for a failure its counterexample, saved under
+    ``--counterexamples`` (a file that cannot be written is reported, and the
+    run goes on)."""
+    reused = f", {r.reused} parts proved by its lemmas" if r.reused else ""
+    reused += f", {r.cases_cached} from the proof cache" if r.cases_cached else ""
+    how = "cached" if r.cached else f"{r.seconds * 1000:8.1f} ms"
+    print(f"{r.name:<44} {r.status:<8} {how:>11}  ({r.cases} cases{reused})", file=args.out, flush=True)
+    if r.status == "proved":
+        return
+    if r.detail:
+        print(f"    {r.detail}", file=args.out)
+    if r.counterexample is None:
+        return
+    print(render_scenario(r.counterexample), file=args.out)
+    try:
+        scenario, *trace = save_counterexample(r, Path(args.counterexamples))
+    except OSError as e:
+        print(f"error: cannot save the counterexample of {r.name} under --counterexamples "
+              f"{args.counterexamples}: {e}", file=sys.stderr)
+        return
+    saved.append(str(scenario))
+    print(f"    counterexample saved to {scenario} (replayssm-verify explain FILE draws it)", file=args.out)
+    if r.name.startswith("kernel."):
+        from replayssm.verify.kernels.selection import describe_failure
+
+        print("\n".join(describe_failure(r, Path(args.counterexamples), args.impl)), file=args.out)
+    for path in trace:
+        print(f"    its run saved to {path}", file=args.out)
+
+
+def _junit_cases(report: Report) -> list[JunitCase]:
+    cases = []
+    for r in report.results:
+        failure = None
+        if r.status != "proved":
+            failure = "\n".join(x for x in (f"{r.status}: {r.detail}" if r.detail else r.status,
+                                             render_scenario(r.counterexample) if r.counterexample else "") if x)
+        cases.append(JunitCase(r.name, r.seconds, failure, "failure" if r.status == "failed" else "error"))
+    return cases
 
 
 def _prove(args: argparse.Namespace) -> int:
     from replayssm.verify.catalog import obligations
-    from replayssm.verify.obligation import REGISTRY, render_scenario, save_counterexample
-    from replayssm.verify.runner import Report, discharge
+    from replayssm.verify.obligation import REGISTRY
+    from replayssm.verify.proof_cache import default_folder
+    from replayssm.verify.runner import LemmaCycle, Report, discharge
 
-    if not 1 <= args.jobs <= MAX_JOBS:
-        print(f"error: --jobs must be in [1, {MAX_JOBS}], got {args.jobs}", file=sys.stderr)
-        return 2
-    if args.impl is not None and not args.kernels:
-        print("error: --impl names the kernels to prove: it needs --kernels", file=sys.stderr)
-        return 2
+    _check_prove_args(args)
     try:
         if args.kernels:
             from replayssm.verify.kernels.selection import kernel_obligations
@@ -32,8 +126,7 @@ def _prove(args: argparse.Namespace) -> int:
         else:
             chosen = obligations(args.only)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     if args.list:
         for ob in chosen:
             print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
@@ -41,42 +134,59 @@ def _prove(args: argparse.Namespace) -> int:
             names = sorted({n for n, _ in first.assumptions}) if first is not None else []
             print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}): "
                   f"{', '.join(names)}")
-        return 0
-    start = time.perf_counter()
+        return EXIT_PASSED
+    cache = None if args.no_cache else (args.cache or str(default_folder()))
+    args.out = sys.stderr if args.json == STDOUT else sys.stdout
     report = Report([ob.name for ob in chosen])
-    for r in discharge(report.order, args.jobs):
-        report.add(r)
-        reused = f", {r.reused} parts proved by its lemmas" if r.reused else ""
-        print(f"{r.name:<44} {r.status:<8} {r.seconds * 1000:8.1f} ms  ({r.cases} cases{reused})", flush=True)
-        if r.status != "proved":
-            if r.detail:
-                print(f"    {r.detail}")
-            if r.counterexample is not None:
-                print(render_scenario(r.counterexample))
-                scenario, *trace = save_counterexample(r, Path(args.counterexamples))
-                print(f"    counterexample saved to {scenario}")
-                if r.name.startswith("kernel."):
-                    from replayssm.verify.kernels.selection import describe_failure
-
-                    print("\n".join(describe_failure(r, Path(args.counterexamples), args.impl)))
-                for path in trace:
-                    print(f"    its run saved to {path} (replayssm-verify explain FILE prints it step by step)")
-    report.seconds = time.perf_counter() - start
-    print(report.summary())
-    if args.json:
-        Path(args.json).write_text(json.dumps(report.as_json(), indent=2))
-    return 1 if report.failed else 0
+    saved: list[str] = []
+    start = time.perf_counter()
+    status = EXIT_PASSED
+    run = discharge(report.order, args.jobs, cache)
+    with _interruptible():
+        try:
+            for r in run:
+                report.add(r)
+                _print_result(r, args, saved)
+        except Interrupted as e:
+            run.close()
+            report.interrupted = True
+            status = EXIT_SIGINT if e.signum == signal.SIGINT else EXIT_SIGTERM
+            print(f"interrupted by {e}: the workers were stopped", file=args.out, flush=True)
+        except LemmaCycle as e:
+            raise UsageError(str(e)) from None
+        report.seconds = time.perf_counter() - start
+        print(report.summary(), file=args.out, flush=True)
+        if args.json:
+            write_json(args.json, REPORT_SCHEMA, {**report.as_json(), "counterexamples": saved})
+        if args.junit:
+            write_junit(args.junit, "replayssm-verify prove", _junit_cases(report), report.interrupted)
+    if status != EXIT_PASSED:
+        return status
+    return EXIT_FINDING if report.failed else EXIT_PASSED
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from replayssm.verify.traces import explain
+    from replayssm.verify.launch_explain import explain_launches, is_launch_trace
+    from replayssm.verify.traces import explain, explain_counterexample, load
 
     try:
-        print(explain(args.file))
+        document = load(args.file)
+        if isinstance(document, dict) and "obligation" in document:
+            text = explain_counterexample(document)
+        elif is_launch_trace(document):
+            if "states" not in document:  # a system trace's launches: the spec computes the states
+                _interpreter_for("cpu")
+                from replayssm.fuzz.campaign import spec_states
+
+                document["states"] = spec_states(document)
+            text = explain_launches(document)
+        else:
+            text = explain(document)
     except (OSError, ValueError) as e:
         print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    print(text)
+    return EXIT_PASSED
 
 
 def _interpreter_for(device: str) -> None:
@@ -98,6 +208,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    check_output_file(args.junit, "--junit")
     config = CampaignConfig(
         impl=args.impl, device=args.device,
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
@@ -120,6 +231,12 @@ def _fuzz(args: argparse.Namespace) -> int:
             print(f"error: --json {args.json}: cannot write the summary: {e}", file=sys.stderr)
             if result["exit_code"] != EXIT_CODES["finding"]:
                 return EXIT_CODES["usage"]
+    if args.junit:
+        failure = "\n".join([json.dumps(f) for f in result["findings"]]
+                            + [f"scenario class never reached: {m}" for m in result["missing_scenarios"]]) or None
+        write_junit(args.junit, "replayssm-verify fuzz", [JunitCase(
+            f"{config.impl or 'replayssm.impl'} {config.level} seed {config.seed}", result["seconds"], failure,
+            "failure" if result["findings"] else "error")], result["interrupted"])
     return result["exit_code"]
 
 
@@ -174,7 +291,9 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replayssm-verify", description=__doc__)
+    parser = argparse.ArgumentParser(prog="replayssm-verify", description=__doc__, epilog=EXIT_CODES_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="discharge the Z3 proof obligations")
     p.add_argument("--only", metavar="NAME", help="run the obligations whose name contains NAME")
@@ -186,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
                    f"at most {DEFAULT_JOBS_CAP})")
     p.add_argument("--counterexamples", metavar="DIR", default="out/counterexamples",
                    help="where failed obligations' scenarios are saved (default: out/counterexamples)")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per obligation")
+    p.add_argument("--cache", metavar="DIR", help="the proof cache's folder (default: $REPLAYSSM_VERIFY_CACHE, "
+                   "else ~/.cache/replayssm-verify)")
+    p.add_argument("--no-cache", action="store_true", help="prove every case again; read and write no cache")
     p.add_argument("--kernels", action="store_true",
                    help="prove the Triton kernels' source (memory safety, equivalence with the spec, int32, "
                         "conflicts): ours, or --impl's")
@@ -214,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--failures", metavar="DIR", default="out/failures", help="where failing traces are saved")
     f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON (- for stdout; the report "
                    "then goes to stderr)")
+    f.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case for the campaign")
     f.set_defaults(run=_fuzz)
 
     r = sub.add_parser("replay", help="re-run a saved trace against an implementation")
@@ -233,15 +357,39 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(v)
     v.set_defaults(run=review)
 
-    e = sub.add_parser("explain", help="print a system trace (proof counterexample) step by step with ring diagrams")
+    e = sub.add_parser("explain", help="print a trace step by step with ring diagrams: a system trace, a fuzz "
+                         "failure, or a prove counterexample file")
     e.add_argument("file")
     e.set_defaults(run=_explain)
     return parser
 
 
+EXIT_CODES_HELP = f"""exit status:
+  {EXIT_PASSED}  passed
+  {EXIT_FINDING}  a finding (failed obligation, discrepancy, broken invariant)
+  {EXIT_USAGE}  bad usage or set-up (reported before any work)
+  {EXIT_COVERAGE}  no finding, but a scenario class was never reached
+  {EXIT_SIGINT}/{EXIT_SIGTERM}  interrupted by SIGINT/SIGTERM (partial results written)"""
+
+
+def version() -> str:
+    """The installed package's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("replayssm-verify")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -53,3 +53,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def impl_target(request: pytest.FixtureRequest) -> str | None:
     """The ``--impl`` the fuzz tests target."""
     return request.config.getoption("--impl")
+
+
+@pytest.fixture(autouse=True)
+def proof_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Each test's ``prove`` gets a fresh, empty proof cache of its own:
+    never the user's, and never a proof kept by another test (which may have
+    planted a bug in the spec)."""
+    folder = tmp_path_factory.mktemp("proof-cache")
+    monkeypatch.setenv("REPLAYSSM_VERIFY_CACHE", str(folder))
+    return folder

@@ -239,4 +239,7 @@ def bmc_symbolic() -> Iterator[Claim]:
         u.extend()
         goal.append((f"depth {d + 1}", conj(*[x for _, x in u.properties[-1]])))
     cover = conj(u.states[-1].get("active", 0) == 1, u.states[-1].get("N", 0) > 0)
-    yield Claim(goal, u.facts, cover, f"symbolic v2-align depth {SYMBOLIC_DEPTH}", preprocess=True)
+    from .traces import trace_from_model
+
+    yield Claim(goal, u.facts, cover, f"symbolic v2-align depth {SYMBOLIC_DEPTH}", preprocess=True,
+                trace_of=lambda m, violated: trace_from_model(u, m, violated))

@@ -21,6 +21,7 @@ from typing import Any
 import z3
 
 from .memory import SymbolicMemory
+from .proof_cache import ProofCache
 from .terms import lift
 
 TIMEOUT_MS = 20_000
@@ -48,6 +49,9 @@ class Claim:
     simplification (:data:`PREPROCESS`); for large claims whose assumptions
     pin many variables (the system step shapes). Otherwise each goal part is
     checked on its own, incrementally."""
+    trace_of: Callable[[z3.ModelRef, list[str]], dict] | None = None
+    """Builds the system trace (``verify.traces`` format) of a counterexample
+    model, given the violated parts' names: the run ``explain`` draws."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,17 @@ class Result:
     covered: bool = False
     reused: int = 0
     """Goal parts not solved again: proved verbatim by a lemma in this run."""
+    cached: bool = False
+    """Reported from the proof cache: proved on this very source tree before."""
+    cases_cached: int = 0
+    """Cases whose exact query the proof cache held as proved (not solved again)."""
+
+    @classmethod
+    def from_json(cls, d: dict, cached: bool = False) -> "Result":
+        """The result :meth:`as_json` wrote."""
+        return cls(d["name"], d["status"], d["seconds"], list(d["assumptions"]), d["cases"],
+                   d.get("counterexample"), d.get("detail", ""), d["status"] == "proved",
+                   d.get("parts_proved_by_lemmas", 0), cached)
 
     def as_json(self) -> dict:
         out = {
@@ -100,6 +115,10 @@ class Result:
             out["detail"] = self.detail
         if self.reused:
             out["parts_proved_by_lemmas"] = self.reused
+        if self.cached:
+            out["cached"] = True
+        if self.cases_cached:
+            out["cases_cached"] = self.cases_cached
         return out
 
 
@@ -171,24 +190,41 @@ def _scenario(claim: Claim, model: z3.ModelRef) -> dict:
                     "buffer": a.buffer,
                     "index": [_value(model, i) for i in a.index],
                     "value": _value(model, a.value),
+                    "shape": [_value(model, n) for n in mem.shapes[a.buffer]],
                 }
             )
     out = {"case": claim.case, "violated": violated, "values": values, "accesses": accesses}
     if claim.trace is not None:
         out["trace"] = claim.trace
+    elif claim.trace_of is not None:
+        out["trace"] = claim.trace_of(model, violated)
     return out
 
 
+def _outside(index: list, shape: list) -> bool:
+    return any(isinstance(i, int) and isinstance(n, int) and not 0 <= i < n for i, n in zip(index, shape))
+
+
 def render_scenario(scenario: dict) -> str:
-    """A counterexample as text a kernel engineer can read."""
+    """A counterexample as text a kernel engineer can read: the violated
+    parts, the values (left out when the scenario has a system trace, which
+    ``explain`` draws instead), and each access with its buffer's extent."""
     lines = [f"  case: {scenario['case']}"] if scenario.get("case") else []
     lines += [f"  violated: {v}" for v in scenario.get("violated", [])]
-    for k, v in scenario["values"].items():
-        lines.append(f"  {k} = {v}")
+    if "trace" in scenario or "trace_file" in scenario:
+        lines.append(f"  ({len(scenario['values'])} state values left out: the run is drawn by explain)")
+    else:
+        for k, v in scenario["values"].items():
+            lines.append(f"  {k} = {v}")
     for a in scenario["accesses"]:
         idx = ", ".join(str(i) for i in a["index"])
-        arrow = "->" if a["kind"] == "read" else "<-"
-        lines.append(f"  [{a['program']}] {a['buffer']}[{idx}] {arrow} {a['value']}")
+        arrow = {"read": "->", "write": "<-"}.get(a["kind"], "@")
+        value = "" if a.get("value") is None else f" {arrow} {a['value']}"
+        line = f"  [{a['program']}] {a['buffer']}[{idx}]{value if arrow != '@' else ''}"
+        if "shape" in a:
+            extent = " x ".join(str(n) for n in a["shape"])
+            line += f"   ({a['buffer']} is {extent}{': OUT OF BOUNDS' if _outside(a['index'], a['shape']) else ''})"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -230,62 +266,115 @@ class ProvedParts:
         return [(n, t) for n, t in parts if lift(t).get_id() not in known]
 
 
+def _raised(ob: Obligation, case: str, e: Exception, names: list[str], cases: int, seconds: float) -> Result:
+    """An exception inside an obligation (building or proving a case) as its
+    failure, the exception standing for the counterexample; a spec access
+    outside a buffer names the buffer, the index and the buffer's extent."""
+    scenario: dict[str, Any] = {"case": case, "violated": [f"raised {type(e).__name__}: {e}"], "values": {},
+                                "accesses": [], "raised": type(e).__name__}
+    if all(hasattr(e, k) for k in ("buffer", "index", "shape")):  # spec.memory.MemoryFault
+        scenario["accesses"] = [{"program": "spec", "kind": "access", "buffer": str(e.buffer),
+                                 "index": [int(i) for i in e.index], "value": None,
+                                 "shape": [int(n) for n in e.shape]}]
+    return Result(ob.name, "failed", seconds, names, cases, counterexample=scenario,
+                  detail=f"{case}: raised {type(e).__name__}: {e}" if case else f"raised {type(e).__name__}: {e}")
+
+
 def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = (),
-          take: Callable[[], int] | None = None) -> Result:
+          take: Callable[[], int] | None = None, cache: ProofCache | None = None) -> Result:
     """Discharge every case of ``ob``; stop at the first failing (or, with
     ``every_case``, vacuous) case. With
     ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``, or with
     ``take`` the indices it hands out (increasing, shared with the other
     shards); the non-vacuity verdict is then left to :func:`merge_shards`.
     ``lemmas`` are obligations already proved: parts they state verbatim are
-    not re-solved (the non-vacuity check still runs)."""
+    not re-solved (the non-vacuity check still runs). A case whose exact
+    query ``cache`` holds as proved is not solved again. An exception while
+    building or proving a case is the obligation's failure (:func:`_raised`),
+    never the caller's."""
     part_of, shards = shard
     start = time.perf_counter()
-    proved = ProvedParts(lemmas)
     names: list[str] = []
     covered = False
     cases = reused = 0
-    mine = take() if take is not None else None
-    for index, claim in enumerate(ob.build()):
-        if take is None and index % shards != part_of or take is not None and index != mine:
-            continue
-        cases += 1
-        for n, _ in claim.assumptions:
-            if n not in names:
-                names.append(n)
-        facts = [f for _, f in claim.assumptions]
-        s = _solver(facts, claim.preprocess)
-        parts = proved.open_parts(claim)
-        reused += len(claim.goal if isinstance(claim.goal, list) else [claim.goal]) - len(parts)
-        if claim.preprocess and parts:
-            parts = [("goal", _goal_term(parts))]
-        for _, part in parts:
-            s.push()
-            s.add(z3.Not(lift(part)))
-            verdict = s.check()
-            if verdict == z3.sat:
-                model = (first_violation(claim) if claim.preprocess else None) or s.model()
-                return Result(ob.name, "failed", time.perf_counter() - start, names, cases,
-                              counterexample=_scenario(claim, model))
-            if verdict == z3.unknown:
-                return Result(ob.name, "unknown", time.perf_counter() - start, names, cases,
-                              detail=f"{claim.case}: {s.reason_unknown()}")
-            s.pop()
-        if ob.every_case or not covered:
-            w = _solver(facts + [claim.cover], claim.preprocess)
-            verdict = w.check()
-            if verdict == z3.sat:
-                covered = True
-            elif ob.every_case and verdict == z3.unsat:
-                return Result(ob.name, "failed", time.perf_counter() - start, names, cases,
-                              detail=f"vacuous case: {claim.case}: its assumptions admit no covered state")
-            elif ob.every_case:
-                return Result(ob.name, "unknown", time.perf_counter() - start, names, cases,
-                              detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
-        if take is not None:
-            mine = take()
-    result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused)
+    case = ""
+    try:
+        proved = ProvedParts(lemmas)
+        mine = take() if take is not None else None
+        for index, claim in enumerate(ob.build()):
+            if take is None and index % shards != part_of or take is not None and index != mine:
+                continue
+            case = claim.case
+            cases += 1
+            for n, _ in claim.assumptions:
+                if n not in names:
+                    names.append(n)
+            parts = proved.open_parts(claim)
+            reused += len(claim.goal if isinstance(claim.goal, list) else [claim.goal]) - len(parts)
+            verdict = _prove_case(ob, claim, parts, covered, cache)
+            if isinstance(verdict, Result):
+                verdict.seconds, verdict.assumptions, verdict.cases = time.perf_counter() - start, names, cases
+                return verdict
+            covered = covered or verdict
+            if take is not None:
+                mine = take()
+    except Exception as e:  # noqa: BLE001 - the spec's own failure (MemoryFault first) is this obligation's finding
+        return _raised(ob, case, e, names, cases, time.perf_counter() - start)
+    result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused,
+                    cases_cached=cache.hits if cache is not None else 0)
     return result if shards > 1 else merge_shards([result])
+
+
+def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], covered: bool,
+                cache: ProofCache | None) -> Result | bool:
+    """Prove one case's open ``parts`` and, unless an earlier case was covered
+    (and the obligation does not ask ``every_case``), check its cover; the
+    case's failure as a :class:`Result` (times filled in by :func:`prove`),
+    else whether the cover holds."""
+    facts = [f for _, f in claim.assumptions]
+    key = query = None
+    if cache is not None:
+        query = facts + [z3.Not(lift(t)) for _, t in parts]
+        key = cache.case_key(ob.name, query, claim.cover, claim.preprocess)
+        kept = cache.proved_case(key)
+        if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
+            return bool(kept["covered"])
+    failure = _solve_parts(ob, claim, parts)
+    if failure is not None:
+        return failure
+    cover: bool | None = None
+    if ob.every_case or not covered:
+        w = _solver(facts + [claim.cover], claim.preprocess)
+        verdict = w.check()
+        if ob.every_case and verdict == z3.unsat:
+            return Result(ob.name, "failed", 0, [], 0,
+                          detail=f"vacuous case: {claim.case}: its assumptions admit no covered state")
+        if ob.every_case and verdict == z3.unknown:
+            return Result(ob.name, "unknown", 0, [], 0,
+                          detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
+        cover = verdict == z3.sat if verdict != z3.unknown else None
+    if cache is not None and key is not None:
+        cache.keep_case(key, cover)
+    return bool(cover)
+
+
+def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]]) -> Result | None:
+    """None when every part holds under the case's assumptions, else the
+    failure (with the first violated part's model) or the unknown."""
+    s = _solver([f for _, f in claim.assumptions], claim.preprocess)
+    if claim.preprocess and parts:
+        parts = [("goal", _goal_term(parts))]
+    for _, part in parts:
+        s.push()
+        s.add(z3.Not(lift(part)))
+        verdict = s.check()
+        if verdict == z3.sat:
+            model = (first_violation(claim) if claim.preprocess else None) or s.model()
+            return Result(ob.name, "failed", 0, [], 0, counterexample=_scenario(claim, model))
+        if verdict == z3.unknown:
+            return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")
+        s.pop()
+    return None
 
 
 def merge_shards(results: list[Result]) -> Result:
@@ -302,7 +391,7 @@ def merge_shards(results: list[Result]) -> Result:
         return Result(results[0].name, "failed", seconds, names, cases,
                       detail="vacuous: no case's assumptions admit the covered situation")
     return Result(results[0].name, "proved", seconds, names, cases, covered=True,
-                  reused=sum(r.reused for r in results))
+                  reused=sum(r.reused for r in results), cases_cached=sum(r.cases_cached for r in results))
 
 
 def save_counterexample(result: Result, folder: Path) -> list[Path]:

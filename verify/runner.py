@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .obligation import REGISTRY, Result, merge_shards, prove
+from .proof_cache import ProofCache
 
 DEFAULT_JOBS_CAP = 16
 """The default worker count stops here: the scaling was measured up to 16
@@ -82,16 +85,18 @@ def share_cases(names: list[str]) -> None:
 
 
 def prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = (),
-                shared_cases: bool = False) -> Result:
+                shared_cases: bool = False, cache: str | None = None) -> Result:
     """Prove shard ``shard = (i, n)`` of the registered obligation ``name``
     (with ``shared_cases``, the cases its counter hands out: see
     :func:`share_cases`), reusing the parts the proved obligations ``lemmas``
-    state. A failure stops the obligation's other shards taking cases."""
+    state and the cases the proof cache in folder ``cache`` holds. A failure
+    stops the obligation's other shards taking cases."""
     from .catalog import obligations
 
     obligations()
     take = next_case_counter(name) if shared_cases else None
-    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take)
+    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take,
+                   ProofCache(cache) if cache is not None else None)
     if shared_cases and result.status != "proved":
         with _NEXT_CASE[name].get_lock():
             _NEXT_CASE[name].value = NO_CASE_LEFT
@@ -102,15 +107,48 @@ class LemmaCycle(ValueError):
     """Obligations that wait on each other's lemmas, so none can start."""
 
 
-def discharge(names: list[str], jobs: int) -> Iterator[Result]:
+def _worker_signals() -> None:
+    """A worker leaves interrupts to the main process (a terminal's Ctrl-C
+    reaches the whole foreground group) and ends on SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End every worker of ``pool`` now (SIGTERM, then SIGKILL to those
+    still alive a second later) and drop the work not started."""
+    workers = [p for p in multiprocessing.active_children()]
+    for p in workers:
+        p.terminate()
+    for p in workers:
+        p.join(1)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _crashed(name: str, e: BaseException) -> Result:
+    """A shard whose worker process died (killed for memory, a crash in the
+    solver) as its obligation's failure."""
+    return Result(name, "failed", 0.0, [], detail=f"the worker proving it ended abnormally: {type(e).__name__}: {e}")
+
+
+def discharge(names: list[str], jobs: int, cache: str | Path | None = None) -> Iterator[Result]:
     """Prove each named obligation, ``jobs`` processes at a time (``jobs <= 1``:
     in this process), yielding results as they finish. A shardable
     obligation runs as ``jobs`` shards sharing its cases; an obligation with
     lemmas in the run starts once they are done and reuses the parts they
-    proved. Raises :class:`LemmaCycle` when some obligations can never start."""
+    proved. With a ``cache`` folder (:mod:`.proof_cache`), an obligation
+    proved on this very source tree is reported from it without building its
+    claims, and a case whose exact query was proved is not solved again.
+    Raises :class:`LemmaCycle` when some obligations can never start.
+    Closing the generator (an interrupt) ends the workers at once."""
     from .catalog import obligations
 
     obligations()
+    kept = ProofCache(cache) if cache is not None else None
+    folder = str(cache) if cache is not None else None
     waits = {n: [m for m in REGISTRY[n].lemmas if m in names] for n in names}
     status: dict[str, str] = {}
     started: set[str] = set()
@@ -124,18 +162,32 @@ def discharge(names: list[str], jobs: int) -> Iterator[Result]:
     def stuck() -> LemmaCycle:
         return LemmaCycle(f"obligations waiting on each other's lemmas: {sorted(set(names) - set(status))}")
 
+    def finished(r: Result) -> Result:
+        status[r.name] = r.status
+        if kept is not None and r.status == "proved" and not r.cached:
+            kept.keep_obligation(r.as_json())
+        return r
+
+    if kept is not None:
+        for n in names:
+            hit = kept.proved_obligation(n)
+            if hit is not None:
+                started.add(n)
+                r = Result.from_json(hit, cached=True)
+                r.seconds = 0.0  # the proof took no time in this run
+                yield finished(r)
     if jobs <= 1:
         while len(status) < len(names):
             batch = ready()
             if not batch:
                 raise stuck()
             for n, lemmas in batch:
-                r = prove_named(n, (0, 1), lemmas)
-                status[n] = r.status
-                yield r
+                yield finished(prove_named(n, (0, 1), lemmas, cache=folder))
         return
     share_cases(names)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_signals)
+    try:
         futures: dict = {}
         shards_of: dict[str, list[Result]] = {}
 
@@ -145,19 +197,24 @@ def discharge(names: list[str], jobs: int) -> Iterator[Result]:
                 count = jobs if REGISTRY[n].shardable else 1
                 shards_of[n] = []
                 for i in range(count):
-                    futures[pool.submit(prove_named, n, (i, count), lemmas, count > 1)] = (n, count)
+                    futures[pool.submit(prove_named, n, (i, count), lemmas, count > 1, folder)] = (n, count)
 
         submit()
         while futures:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for f in done:
                 n, count = futures.pop(f)
-                shards_of[n].append(f.result())
+                try:
+                    shards_of[n].append(f.result())
+                except Exception as e:  # noqa: BLE001 - a dead worker fails its obligation, not the run
+                    shards_of[n].append(_crashed(n, e))
                 if len(shards_of[n]) == count:
-                    r = merge_shards(shards_of[n])
-                    status[n] = r.status
-                    yield r
+                    yield finished(merge_shards(shards_of[n]))
             submit()
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
     if len(status) < len(names):
         raise stuck()
 

@@ -40,6 +40,7 @@ from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from .obligation import Claim, obligation
 from .terms import Sym, lift, named_int, variables
+from .traces import trace_from_transition
 
 SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
 """Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""
@@ -172,7 +173,8 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
     goal = [(n, x) for n, x in grouped(inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in grouped(t.outcome.checks, "check: ") if goal_filter(n)]
-    return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), preprocess=True)
+    return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), preprocess=True,
+                 trace_of=lambda m, violated: trace_from_transition(t, m, violated, dropped))
 
 
 def hypotheses(t: Transition, dropped: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
@@ -563,7 +565,8 @@ def _shapes_cover_claims() -> Iterator[Claim]:
         facts = list(grouped(inductive_invariant(t.pre), "inv(pre): "))
         facts += [("guard", t.guard)] + grouped(t.assumptions)
         goal = [("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
-        yield Claim(goal, facts, True, label, t.show(), preprocess=True)
+        yield Claim(goal, facts, True, label, t.show(), preprocess=True,
+                    trace_of=lambda m, violated, t=t: trace_from_transition(t, m, violated, ()))
 
 
 # property views over the cached transitions: each proves only its conjuncts

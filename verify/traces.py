@@ -11,7 +11,7 @@ it step by step with a diagram of each slot's ring.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,22 +204,31 @@ def _tok(p: SystemParams, code: int) -> str:
     return f"{'ab'[s] if s < 2 else s}{pos:<2d}"
 
 
+def ring_row(ring_len: int, ring_start: int, num_committed: int,
+             token: Callable[[int], str] | None = None) -> str:
+    """The rows of one ring: ``>`` before ``ring_start``'s row, the
+    ``num_committed`` rows from it in ``( )``, each row's ``token`` (for a
+    system trace the token it holds; without ``token``, as in a launch trace
+    whose rows hold no tokens, ``#`` for a committed row and ``.`` else)."""
+    committed = {(ring_start + j) % ring_len for j in range(max(0, min(num_committed, ring_len)))}
+    cells = []
+    for i in range(ring_len):
+        tok = token(i) if token is not None else "#" if i in committed else "."
+        mark = ">" if i == ring_start else " "
+        cells.append(f"{mark}({tok})" if i in committed else f"{mark} {tok} ")
+    return "".join(cells)
+
+
 def ring_diagram(p: SystemParams, st: State, g: int, s: int) -> str:
     """One slot: ``[ ... ]`` rows with ``>`` at ring_start, committed rows in
     ``( )``, other rows plain; then the checkpoint position and trackers."""
-    R = int(p.geo.ring_len)
     rs, nc = st.get("rs", g, s), st.get("nc", g, s)
-    committed = {(rs + j) % R for j in range(max(0, min(nc, R)))}
-    cells = []
-    for i in range(R):
-        tok = _tok(p, st.get("ring", g, s, i))
-        mark = ">" if i == rs else " "
-        cells.append(f"{mark}({tok})" if i in committed else f"{mark} {tok} ")
+    cells = ring_row(int(p.geo.ring_len), rs, nc, lambda i: _tok(p, st.get("ring", g, s, i)))
     ck = st.get("ck", g, s)
     ckpt = "garbage" if ck < 0 else f"stream {ck // p.K} @ {ck % p.K}"
     reg = st.get("reg", g, s)
     pub = "" if reg < 0 else f"  published {_tok(p, reg).strip()}"
-    return f"g{g} slot {s}: [{''.join(cells)}] ckpt {ckpt}, rs={rs} nc={nc} ref={st.get('ref', g, s)}{pub}"
+    return f"g{g} slot {s}: [{cells}] ckpt {ckpt}, rs={rs} nc={nc} ref={st.get('ref', g, s)}{pub}"
 
 
 def describe_state(p: SystemParams, st: State) -> list[str]:
@@ -270,6 +279,22 @@ def explain(path: str | Path | dict) -> str:
         if diff:
             out.append(f"  (replay differs from the recorded state in: {', '.join(diff)})")
         out += describe_state(p, outcome.state)
+    return "\n".join(out)
+
+
+def explain_counterexample(scenario: dict) -> str:
+    """A ``prove`` counterexample file (``save_counterexample``'s scenario):
+    the obligation, its violated parts and accesses, then the run it
+    describes, drawn by :func:`explain` (from ``trace_file``, or the trace
+    the scenario holds)."""
+    from .obligation import render_scenario
+
+    out = [f"counterexample of {scenario.get('obligation')}", render_scenario(scenario)]
+    trace = scenario.get("trace")
+    if trace is None and scenario.get("trace_file"):
+        trace = load(scenario["trace_file"])
+    if trace is not None:
+        out += ["", explain(trace)]
     return "\n".join(out)
 
 

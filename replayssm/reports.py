@@ -1,0 +1,142 @@
+"""What the command line writes, and how it ends: exit codes, output paths
+checked before any work, JSON with a schema version, JUnit XML for CI.
+
+Shared by every subcommand (``prove``, ``fuzz``, ``review``), so a CI job
+reads them all the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+EXIT_PASSED = 0
+"""Everything asked for was checked and holds."""
+EXIT_FINDING = 1
+"""A finding: a failed obligation, a discrepancy, a broken invariant."""
+EXIT_USAGE = 2
+"""Bad input or set-up (an option, a path, a missing device): reported before any work."""
+EXIT_COVERAGE = 3
+"""No finding, but a scenario class a campaign must reach was never reached."""
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+"""Interrupted (128 + the signal's number): the partial results were still written."""
+
+
+class UsageError(ValueError):
+    """Bad input, reported as ``error: ...`` with exit status :data:`EXIT_USAGE`;
+    the message names the option and what it accepts."""
+
+
+STDOUT = "-"
+"""The path that means standard output (for ``--json``)."""
+
+
+def _writable_folder(folder: Path, option: str, path: str) -> None:
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path!r}: the folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path!r}: the folder {str(folder)!r} is not writable")
+
+
+def check_output_file(path: str | None, option: str, stdout_ok: bool = False) -> None:
+    """Raise :class:`UsageError` unless ``path`` (given for ``option``) can be
+    written: an existing folder holds it, it is not itself a folder, and an
+    existing file there is writable. ``-`` is standard output where
+    ``stdout_ok``."""
+    if path is None or stdout_ok and path == STDOUT:
+        return
+    if path == "":
+        raise UsageError(f"{option} needs a file name (or - for standard output)" if stdout_ok
+                         else f"{option} needs a file name")
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{option} {path!r} is a folder; give a file name")
+    _writable_folder(target.resolve().parent, option, path)
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{option} {path!r} exists and is not writable")
+
+
+def check_output_folder(path: str, option: str) -> None:
+    """Raise :class:`UsageError` unless ``path`` is a writable folder or can
+    be created (its nearest existing ancestor is a writable folder)."""
+    if path == "":
+        raise UsageError(f"{option} needs a folder name")
+    target = Path(path).resolve()
+    if target.exists():
+        if not target.is_dir():
+            raise UsageError(f"{option} {path!r} is a file, not a folder")
+        _writable_folder(target, option, path)
+        return
+    ancestor = target.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{option} {path!r}: {str(ancestor)!r} is a file, not a folder")
+    _writable_folder(ancestor, option, path)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (``-``: standard output) through a
+    temporary file beside it, so a reader never sees half a report."""
+    if path == STDOUT:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_text(text)
+    partial.replace(target)
+
+
+def write_json(path: str, schema: str, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON with ``"schema": schema`` first."""
+    write_text(path, json.dumps({"schema": schema, **{k: v for k, v in report.items() if k != "schema"}},
+                                indent=2))
+
+
+@dataclass(frozen=True)
+class JunitCase:
+    """One JUnit test case: an obligation, or a campaign."""
+
+    name: str
+    seconds: float
+    failure: str | None = None
+    """None when it passed; else the message (the counterexample, the trace)."""
+    kind: str = "failure"
+    """``failure`` (a finding) or ``error`` (it could not be checked)."""
+
+
+def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> str:
+    """A JUnit XML document with one test suite ``suite`` of ``cases``."""
+    failures = sum(c.failure is not None and c.kind == "failure" for c in cases)
+    errors = sum(c.failure is not None and c.kind == "error" for c in cases) + int(interrupted)
+    seconds = sum(c.seconds for c in cases)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f"<testsuites tests={quoteattr(str(len(cases)))} failures={quoteattr(str(failures))} "
+             f"errors={quoteattr(str(errors))} time={quoteattr(f'{seconds:.3f}')}>",
+             f"  <testsuite name={quoteattr(suite)} tests={quoteattr(str(len(cases)))} "
+             f"failures={quoteattr(str(failures))} errors={quoteattr(str(errors))} "
+             f"time={quoteattr(f'{seconds:.3f}')}>"]
+    for c in cases:
+        head = f"    <testcase classname={quoteattr(suite)} name={quoteattr(c.name)} time={quoteattr(f'{c.seconds:.3f}')}"
+        if c.failure is None:
+            lines.append(head + "/>")
+            continue
+        first = c.failure.splitlines()[0] if c.failure else c.kind
+        lines += [head + ">", f"      <{c.kind} message={quoteattr(first)}>{escape(c.failure)}</{c.kind}>",
+                  "    </testcase>"]
+    if interrupted:
+        lines.append(f"    <testcase classname={quoteattr(suite)} name=\"interrupted\" time=\"0\">"
+                     "<error message=\"interrupted before every case ran\"/></testcase>")
+    lines += ["  </testsuite>", "</testsuites>", ""]
+    return "\n".join(lines)
+
+
+def write_junit(path: str, suite: str, cases: list[JunitCase], interrupted: bool = False) -> None:
+    write_text(path, junit_xml(suite, cases, interrupted))

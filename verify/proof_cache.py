@@ -1,0 +1,185 @@
+"""Proofs kept between runs: a case is not solved again while its exact
+query is unchanged.
+
+Two keys, both exact about what they stand for:
+
+- a **case** is keyed by a digest of its query's terms (the term DAG that
+  the query's SMT-LIB text writes out: every operator, constant name, sort
+  and numeral; :func:`term_digest`), how it is solved (preprocessed or
+  not), the solver's version and the obligation's name;
+- an **obligation** whose every case was proved is kept under a digest of
+  the source files its queries are built from (``spec/``, ``verify/``),
+  Python's and the solver's versions and its name: an unchanged tree skips
+  building the claims too. This assumes the queries depend on nothing else
+  (no environment, no randomness); ``tests/verify/test_proof_cache.py``
+  checks that two processes build the same case keys.
+
+Failures and unknowns are never kept: they are solved again and reported
+with their counterexample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import z3
+from z3 import z3core
+
+from .terms import lift
+
+ENV_FOLDER = "REPLAYSSM_VERIFY_CACHE"
+"""The environment variable naming the cache folder (the tests point it at a
+temporary folder)."""
+
+
+def default_folder() -> Path:
+    """``$REPLAYSSM_VERIFY_CACHE``, else ``$XDG_CACHE_HOME/replayssm-verify``
+    (``~/.cache/replayssm-verify``)."""
+    if os.environ.get(ENV_FOLDER):
+        return Path(os.environ[ENV_FOLDER])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "replayssm-verify"
+
+
+def solver_version() -> str:
+    return z3.get_full_version()
+
+
+_DIGESTS: dict[int, bytes] = {}
+"""Per Z3 term (by its id), its digest: kept for the whole process, since the
+system claims share most of their terms (about 20,000 distinct terms for
+all 78 step claims)."""
+_HELD: list[z3.ExprRef] = []
+"""The terms digested so far, held so that no id in :data:`_DIGESTS` is
+reused by a new term."""
+_DECLS: dict[int, bytes] = {}
+
+
+def term_digest(terms: Iterable[Any]) -> str:
+    """A digest of the terms' DAG: two term lists have the same digest
+    exactly when they print as the same SMT-LIB text (up to a collision of
+    BLAKE2b/SHA-256): every operator, constant name, sort and numeral.
+    Walks raw C-API handles, each shared subterm once per process.
+
+    Fresh variables (``terms.fresh_int``, the loops of ``verify.memory``)
+    are named by a process-wide counter, so a query with one gets another
+    digest in a process that built other claims first: a miss, never a
+    wrong hit."""
+    out = hashlib.sha256()
+    for term in terms:
+        t = lift(term)
+        _HELD.append(t)
+        ctx = t.ctx.ref()
+        stack = [(t.as_ast(), False)]
+        while stack:
+            a, ready = stack.pop()
+            i = z3core.Z3_get_ast_id(ctx, a)
+            if i in _DIGESTS:
+                continue
+            if z3core.Z3_get_ast_kind(ctx, a) != z3.Z3_APP_AST:  # quantifiers, bound variables: their text
+                _DIGESTS[i] = hashlib.blake2b(z3core.Z3_ast_to_string(ctx, a).encode(), digest_size=16).digest()
+                continue
+            args = [z3core.Z3_get_app_arg(ctx, a, k) for k in range(z3core.Z3_get_app_num_args(ctx, a))]
+            if not ready:
+                todo = [b for b in args if z3core.Z3_get_ast_id(ctx, b) not in _DIGESTS]
+                if todo:
+                    stack.append((a, True))
+                    stack.extend((b, False) for b in todo)
+                    continue
+            if args:
+                decl = z3core.Z3_get_app_decl(ctx, a)
+                key = z3core.Z3_get_ast_id(ctx, z3core.Z3_func_decl_to_ast(ctx, decl))
+                if key not in _DECLS:
+                    _DECLS[key] = z3core.Z3_func_decl_to_string(ctx, decl).encode()
+                head = _DECLS[key]
+            else:  # a constant or a numeral, with its sort
+                head = (z3core.Z3_ast_to_string(ctx, a) + ":"
+                        + z3core.Z3_sort_to_string(ctx, z3core.Z3_get_sort(ctx, a))).encode()
+            _DIGESTS[i] = hashlib.blake2b(head + b"(" + b"".join(_DIGESTS[z3core.Z3_get_ast_id(ctx, b)] for b in args),
+                                          digest_size=16).digest()
+        out.update(_DIGESTS[z3core.Z3_get_ast_id(ctx, t.as_ast())])
+    return out.hexdigest()
+
+
+def source_digest() -> str:
+    """A digest of every Python file the proofs are built from (the spec and
+    the obligations), by path and content."""
+    from replayssm import spec, verify
+
+    out = hashlib.sha256()
+    for package in (spec, verify):
+        root = Path(package.__file__).parent
+        for f in sorted(root.rglob("*.py")):
+            out.update(f"{package.__name__}/{f.relative_to(root)}\0".encode())
+            out.update(f.read_bytes())
+    return out.hexdigest()
+
+
+class ProofCache:
+    """The proved cases and obligations under ``folder``."""
+
+    def __init__(self, folder: Path | str) -> None:
+        self.folder = Path(folder)
+        self.solver = solver_version()
+        self._tree: str | None = None
+        self.hits = 0
+        """Cases found proved in this process."""
+
+    def _key(self, *parts: str) -> str:
+        return hashlib.sha256("\0".join((self.solver, *parts)).encode()).hexdigest()
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.folder / kind / key[:2] / key
+
+    def _write(self, path: Path, text: str) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_text(text)
+            partial.replace(path)
+        except OSError:  # a cache that cannot be written only costs time
+            pass
+
+    # cases
+
+    def case_key(self, obligation: str, query: Iterable[Any], cover: Any, preprocessed: bool) -> str:
+        """The key of one case: its query (assumptions and negated open
+        goal parts) and its cover."""
+        return self._key("case", obligation, "preprocessed" if preprocessed else "raw",
+                         term_digest(query), term_digest([cover]))
+
+    def proved_case(self, key: str) -> dict | None:
+        """What was recorded for a proved case: ``{"covered": bool | None}``."""
+        path = self._path("cases", key)
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        self.hits += 1
+        return kept
+
+    def keep_case(self, key: str, covered: bool | None) -> None:
+        self._write(self._path("cases", key), json.dumps({"covered": covered}))
+
+    # whole obligations
+
+    def obligation_key(self, obligation: str) -> str:
+        if self._tree is None:
+            self._tree = source_digest()
+        return self._key("obligation", obligation, platform.python_version(), self._tree)
+
+    def proved_obligation(self, obligation: str) -> dict | None:
+        """The JSON of the obligation's proof on this very tree, or None."""
+        try:
+            return json.loads(self._path("obligations", self.obligation_key(obligation)).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def keep_obligation(self, result_json: dict) -> None:
+        self._write(self._path("obligations", self.obligation_key(result_json["name"])), json.dumps(result_json))
