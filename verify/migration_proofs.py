@@ -98,16 +98,21 @@ def determinism() -> Iterator[Claim]:
     for gname, geo in GEOMETRIES.items():
         for has_map in (False, True):
             p, q = program_pair(partial(migration_case, has_map, geo))
-            pad = geo.pad_slot
-            same_group = p.group == q.group
-            fresh = []
-            for me, other in ((p, q), (q, p)):
-                for slot in (other.trace.src_slot, other.trace.dst_slot):
-                    fresh.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
-                        conj(same_group, _moved(me.trace)),
-                        env.FRESH_DISTINCT_DESTINATIONS(me.trace.dst_slot, slot, pad))))
-            goal = race_free(p.mem, q.mem)
-            distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
-            yield Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
-                        conj(same_group, _moved(p.trace), _moved(q.trace)), f"{gname} {'map' if has_map else 'nomap'}",
-                        pair_show(p, q), [p.mem, q.mem])
+            yield race_claim(f"{gname} {'map' if has_map else 'nomap'}", p, q)
+
+
+def race_claim(label: str, p: MigrationCase, q: MigrationCase) -> Claim:
+    """Two programs of one launch race-free, under fresh distinct destinations
+    (also what the kernel-source conflict obligation assumes)."""
+    pad = p.geo.pad_slot
+    same_group = p.group == q.group
+    fresh = []
+    for me, other in ((p, q), (q, p)):
+        for slot in (other.trace.src_slot, other.trace.dst_slot):
+            fresh.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
+                conj(same_group, _moved(me.trace)),
+                env.FRESH_DISTINCT_DESTINATIONS(me.trace.dst_slot, slot, pad))))
+    goal = race_free(p.mem, q.mem)
+    distinct = ("distinct_programs", disj(p.batch != q.batch, p.group != q.group))
+    return Claim(goal, p.assumptions + q.assumptions + fresh + [distinct],
+                 conj(same_group, _moved(p.trace), _moved(q.trace)), label, pair_show(p, q), [p.mem, q.mem])

@@ -14,11 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from replayssm.spec.compaction import compact_program
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import next_power_of_2
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN
 
 from ..memory import SymbolicMemory
-from ..scenarios import memory_facts, migration_case, postprocess_case, symbolic_sizes
+from ..scenarios import memory_facts, migration_case, postprocess_case
 from ..terms import named_int
 from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideTable
 from .evaluator import KernelRun, run_program
@@ -136,28 +138,19 @@ def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label:
     c = spec if spec is not None else migration_case(has_idx_mapping, geo, program=program)
     run = run_kernel(jit, migration_launch(c.mem, has_idx_mapping, geo, program), c.mem, program)
     facts = memory_facts(run.mem, geo, c.sizes)
-    cover = c.trace.changed if c.trace is not None else True
-    return KernelCase("migration", label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
+    return KernelCase("migration", label, c.mem, run, c.assumptions + facts, c.trace.changed, c.show(), c,
                       {"HAS_IDX_MAPPING": has_idx_mapping, "geometry": geo})
 
 
 def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:
     """The compaction kernel's single program for capacity ``cap``."""
-    from replayssm.spec.compaction import compact_program
-
     num_reqs = named_int("num_reqs")
     spec_mem = SymbolicMemory({"plan_flush_count": (cap,), "active_request_indices": (cap,)}, {}, "spec")
     trace = compact_program(spec_mem, cap, num_reqs, next_power_of_2(cap))
     run = run_kernel(jit, compaction_launch(cap, num_reqs), spec_mem, "p")
-    from ..terms import lift
-
     flush = {f"plan_flush_count[{i}]": spec_mem.initial("plan_flush_count", (i,)) for i in range(cap)}
     assume = [("num_reqs_in_capacity", (num_reqs >= 0) & (num_reqs <= cap))]
-    assume += [("int32_inputs", (v >= -(2**31)) & (v <= 2**31 - 1)) for v in flush.values()]
-    del lift
+    assume += [("int32_inputs", (v >= INT32_MIN) & (v <= INT32_MAX)) for v in flush.values()]
     return KernelCase("compaction", label, spec_mem, run, assume, trace.num_active >= 1,
                       {"num_reqs": num_reqs, **flush}, trace, {"MAX_NUM_REQS": cap})
 
-
-__all__ = ["KERNELS", "KernelCase", "compaction_kernel_case", "migration_kernel_case", "postprocess_kernel_case",
-           "symbolic_sizes"]

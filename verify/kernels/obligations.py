@@ -19,12 +19,11 @@ from typing import Any
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
-from replayssm.spec.vocab import conj, disj, implies, negate
+from replayssm.spec.vocab import conj, implies, negate
 
-from .. import migration_proofs  # noqa: F401 - registers migration.determinism, whose pairs conflicts reuses
 from ..goals import TRACKERS
 from ..obligation import REGISTRY, Claim, obligation
-from ..scenarios import GEOMETRIES, INVARIANT_TRACKER_RANGE, memory_facts, postprocess_case
+from ..scenarios import GEOMETRIES, INVARIANT_TRACKER_RANGE, migration_case, postprocess_case
 from ..terms import Sym, lift, named_int
 from .cases import KERNELS, KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
 from .source import Unsupported
@@ -213,31 +212,13 @@ def _pair(module: ModuleType, role: str, label: str, params: tuple) -> tuple[Ker
         spec_claim = _race_claim(label, kp.spec, sq)
         kq = postprocess_kernel_case(jit, conv, geo, label, program="q", spec=sq)
         return kp, kq, spec_claim
+    from ..migration_proofs import race_claim
+
     has_map, geo = params
-    index = [lbl for lbl, _ in variants("migration")].index(label)
-    spec_claim = list(REGISTRY["migration.determinism"].build())[index]
-    specs = [_Spec(m) for m in spec_claim.memories]
-    kp, kq = (migration_kernel_case(jit, has_map, geo, label, program=n, spec=s) for n, s in zip("pq", specs))
-    return kp, kq, spec_claim
-
-
-@dataclass
-class _Spec:
-    """A spec memory of a pair claim, dressed as the case the builders take."""
-
-    mem: Any
-
-    def __post_init__(self) -> None:
-        from ..scenarios import Sizes
-
-        shapes = self.mem.shapes
-        self.sizes = Sizes(shapes["idx_mapping"][0], shapes["block_table"][0], shapes["ring_start"][1],
-                           shapes["block_table"][2], named_int("total_layers"), named_int("max_model_len"))
-        self.assumptions: list = []
-        self.trace = None
-
-    def show(self) -> dict:
-        return {}
+    kp = kernel_case(module, role, label, params)
+    sq = migration_case(has_map, geo, program="q", arrays=kp.spec.mem.arrays, sizes=kp.spec.sizes)
+    kq = migration_kernel_case(jit, has_map, geo, label, program="q", spec=sq)
+    return kp, kq, race_claim(label, kp.spec, sq)
 
 
 def _aliasing(role: str, p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
@@ -361,6 +342,3 @@ def _ours() -> ModuleType:
 
 
 register(_ours())
-
-__all__ = ["OPTIONAL", "OURS", "PROPERTIES", "KernelClaim", "Part", "disj", "kernel_claims", "memory_facts",
-           "parse_name", "register", "variants"]

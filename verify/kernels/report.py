@@ -25,7 +25,7 @@ from replayssm.spec.launch import allocate
 from ..obligation import TIMEOUT_MS, _value
 from ..terms import lift
 from .cases import KERNELS
-from .obligations import OPTIONAL, KernelClaim, kernel_claims, parse_name
+from .obligations import KernelClaim, kernel_claims, parse_name
 
 ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact"}
 INPUTS = {
