@@ -73,6 +73,10 @@ class Obligation:
     """Non-vacuity per case: every case's assumptions must admit its cover
     (a case that no state satisfies proves nothing and is reported), not only
     one case's."""
+    sources: tuple[str, ...] = ()
+    """Files outside ``spec/`` and ``verify/`` the queries are built from (a
+    kernel's source, for the kernel-source proofs): the proof cache keeps a
+    whole proved obligation only while they are unchanged too."""
 
 
 @dataclass
@@ -126,14 +130,14 @@ REGISTRY: dict[str, Obligation] = {}
 
 
 def obligation(name: str, transition: str, statement: str, shardable: bool = False,
-               lemmas: tuple[str, ...] = (), every_case: bool = False
+               lemmas: tuple[str, ...] = (), every_case: bool = False, sources: tuple[str, ...] = ()
                ) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
     """Register ``build`` as the obligation ``name``."""
 
     def register(build: Callable[[], Iterable[Claim]]) -> Callable[[], Iterable[Claim]]:
         if name in REGISTRY:
             raise ValueError(f"obligation {name!r} is declared twice ({REGISTRY[name].build.__qualname__} and {build.__qualname__})")
-        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case)
+        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case, sources)
         return build
 
     return register

@@ -172,7 +172,14 @@ class ProofCache:
     def obligation_key(self, obligation: str) -> str:
         if self._tree is None:
             self._tree = source_digest()
-        return self._key("obligation", obligation, platform.python_version(), self._tree)
+        from .obligation import REGISTRY
+
+        extra = hashlib.sha256()
+        registered = REGISTRY.get(obligation)
+        for f in registered.sources if registered is not None else ():
+            extra.update(f"{f}\0".encode())
+            extra.update(Path(f).read_bytes() if Path(f).is_file() else b"missing")
+        return self._key("obligation", obligation, platform.python_version(), self._tree, extra.hexdigest())
 
     def proved_obligation(self, obligation: str) -> dict | None:
         """The JSON of the obligation's proof on this very tree, or None."""

@@ -103,3 +103,17 @@ def test_cli_counterexample_is_a_trace_replay_reproduces_on_the_bug_only(capsys,
     assert "failure reproduced: out of bounds" in capsys.readouterr().out
     ok, report = replay_kernel_trace(json.loads(trace_file.read_text()), "replayssm.impl.replayssm_utils")
     assert ok, report
+
+
+def test_proof_cache_keeps_a_kernel_obligation_only_for_unchanged_kernel_source(tmp_path):
+    """A whole proved obligation is kept under the kernel file's content too:
+    editing the kernel must not leave a stale "proved" in the cache."""
+    from replayssm.verify.proof_cache import ProofCache
+
+    mutant = MUTANTS[0]
+    module, path = load_mutant(mutant, tmp_path)
+    name = register(module, "cachekey")[0]
+    assert REGISTRY[name].sources == (str(path),)
+    before = ProofCache(tmp_path / "cache").obligation_key(name)
+    path.write_text(path.read_text() + "\n# edited\n")
+    assert ProofCache(tmp_path / "cache").obligation_key(name) != before

@@ -283,6 +283,27 @@ _TARGETS: dict[str, ModuleType] = {}
 """Module of each registered target label ("" for ours)."""
 
 
+def kernel_sources(module: ModuleType) -> tuple[str, ...]:
+    """The files the kernels of ``module`` are read from (their module's and
+    every module a kernel's globals reach a jit helper in), for the proof cache."""
+    import inspect
+
+    from .source import is_jit, python_function
+
+    files = set()
+    for kernel in KERNELS.values():
+        jit = getattr(module, kernel, None)
+        if jit is None:
+            continue
+        fn = python_function(jit)
+        files.add(inspect.getsourcefile(fn) or fn.__code__.co_filename)
+        for value in fn.__globals__.values():
+            if is_jit(value):
+                helper = python_function(value)
+                files.add(inspect.getsourcefile(helper) or helper.__code__.co_filename)
+    return tuple(sorted(files))
+
+
 def register(module: ModuleType, target: str = "") -> list[str]:
     """Register every kernel obligation for ``module`` (label ``target``); returns their names."""
     _TARGETS[target] = module
@@ -294,7 +315,8 @@ def register(module: ModuleType, target: str = "") -> list[str]:
             name = obligation_name(role, prop, target)
             if name not in REGISTRY:
                 build = _builder(module, role, prop)
-                obligation(name, f"kernel {kernel}", statement, shardable=True, every_case=True)(build)
+                obligation(name, f"kernel {kernel}", statement, shardable=True, every_case=True,
+                           sources=kernel_sources(module))(build)
             names.append(name)
     return names
 
