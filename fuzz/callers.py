@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import strategies as hs
+
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
@@ -22,6 +24,7 @@ from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
 from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import RowRule
 
+from .actions import Action, BlockCopy, Migrate, Postprocess
 from .launcher import Setup
 
 Draw = Callable[[Any], Any]
@@ -43,6 +46,20 @@ class Request:
     @property
     def prefilling(self) -> bool:
         return self.computed < self.prompt_len
+
+
+@dataclass
+class RowPlan:
+    """What one scheduled request does in a step: its query length, accepted
+    tokens, prefill or decode, and new live column; the caller notes on it
+    whether it copied the trackers itself and whether FlashInfer checkpoints."""
+
+    query_len: int
+    accepted: int
+    prefilling: bool
+    live_col: int
+    copied: bool = False
+    checkpointed: bool = False
 
 
 @dataclass
@@ -112,17 +129,17 @@ class Callers:
                         self.free[g].append(s)
 
     # -- caller actions --------------------------------------------------------
-    def admit(self, draw: Draw, st: Any) -> bool:
+    def admit(self, draw: Draw) -> bool:
         """A new request, possibly starting from published prefix blocks."""
         free_rids = [i for i in range(self.geo.max_num_reqs) if i not in self.requests]
         if not free_rids or any(len(f) < 4 for f in self.free):
             return False
-        rid = draw(st.sampled_from(free_rids))
-        stream = draw(st.integers(0, 1))
+        rid = draw(hs.sampled_from(free_rids))
+        stream = draw(hs.integers(0, 1))
         longest = max(1, min(2 * self.geo.block_size + 1, self.max_model_len - self.max_step))
         can_hit = self.align and self.features.prefix_hits and (stream, 0) in self.published
         shortest = min(self.geo.block_size + 1, longest) if can_hit else 1
-        prompt = draw(st.integers(shortest, longest))
+        prompt = draw(hs.integers(shortest, longest))
         groups = len(self.setup.layers_per_group)
         cols = [[self.geo.pad_slot] * self.setup.num_cols for _ in range(groups)]
         hit = 0
@@ -130,7 +147,7 @@ class Callers:
             while (stream, hit) in self.published and (hit + 1) * self.geo.block_size < prompt:
                 hit += 1
             if hit:
-                hit = draw(st.integers(0, hit))
+                hit = draw(hs.integers(0, hit))
         for c in range(hit):
             for g in range(groups):
                 cols[g][c] = self.published[(stream, c)][g]
@@ -139,14 +156,13 @@ class Callers:
         self.saw("prefix hit", hit > 0)
         return True
 
-    def finish(self, draw: Draw, st: Any, preempt: bool) -> None:
-        """A request leaves (finished, or preempted to be recomputed later)."""
-        rid = draw(st.sampled_from(sorted(self.requests)))
+    def finish(self, rid: int, preempt: bool) -> None:
+        """Request ``rid`` leaves (finished, or preempted to be recomputed later)."""
         r = self.requests.pop(rid)
         self._release(r)
         self.saw("preempt" if preempt else "finish")
 
-    def _plan_row(self, draw: Draw, st: Any, r: Request) -> dict | None:
+    def _plan_row(self, draw: Draw, r: Request) -> RowPlan | None:
         """What one scheduled request does this step: one of the rows
         ``RowRule`` allows (a decode row only where a full-length one fits)."""
         rule = self.rows
@@ -156,11 +172,11 @@ class Callers:
             if r.computed + self.max_step > self.max_model_len:
                 return None
             lens = rule.decode_lens(r.computed)
-        q = draw(st.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else st.sampled_from(lens))
-        accepted = draw(st.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
-        return {"q": q, "accepted": accepted, "prefilling": r.prefilling, "live_col": rule.live_col(r.computed, q)}
+        q = draw(hs.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else hs.sampled_from(lens))
+        accepted = draw(hs.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
+        return RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
 
-    def _ensure_blocks(self, draw: Draw, st: Any, r: Request, live_col: int) -> bool:
+    def _ensure_blocks(self, draw: Draw, r: Request, live_col: int) -> bool:
         """Allocate the columns up to the live one (some earlier ones null)."""
         first = r.computed // self.geo.block_size if self.align else 0
         needed = []
@@ -170,37 +186,37 @@ class Callers:
         if any(len(f) < len(needed) for f in self.free):
             return False
         for c in needed:
-            null = self.features.null_columns and c != live_col and draw(st.booleans())
+            null = self.features.null_columns and c != live_col and draw(hs.booleans())
             for g in range(len(self.free)):
                 r.cols[g][c] = self.geo.pad_slot if null else self._alloc(g)
             self.saw("null column", null)
         return True
 
-    def step(self, draw: Draw, st: Any) -> list[dict]:
+    def step(self, draw: Draw) -> list[Action]:
         """One model-runner step: block copies, migration, postprocess."""
         geo, conv = self.geo, self.setup.conventions
         rids = sorted(self.requests)
-        chosen = draw(st.lists(st.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
-        rows: list[tuple[Request, dict]] = []
+        chosen = draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
+        rows: list[tuple[Request, RowPlan]] = []
         for rid in chosen:
             r = self.requests[rid]
-            plan = self._plan_row(draw, st, r)
-            if plan is not None and self._ensure_blocks(draw, st, r, plan["live_col"]):
+            plan = self._plan_row(draw, r)
+            if plan is not None and self._ensure_blocks(draw, r, plan.live_col):
                 rows.append((r, plan))
         if not rows:
             return []
         pads = 0
         if conv.has_idx_mapping and self.features.padding_rows:
-            pads = draw(st.integers(0, geo.max_num_reqs - len(rows)))
-        order = draw(st.permutations(list(range(len(rows)))))
-        batch_rows: list[tuple[Request, dict] | None] = [rows[i] for i in order]
+            pads = draw(hs.integers(0, geo.max_num_reqs - len(rows)))
+        order = draw(hs.permutations(list(range(len(rows)))))
+        batch_rows: list[tuple[Request, RowPlan] | None] = [rows[i] for i in order]
         for _ in range(pads):
-            batch_rows.insert(draw(st.integers(0, len(batch_rows))), None)
+            batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
         self.saw("padding row", pads)
         actions = []
-        copies = self._block_copies(draw, st, batch_rows)
+        copies = self._block_copies(draw, batch_rows)
         if copies:
-            actions.append({"name": "block_copy", "picks": {"copies": copies}})
+            actions.append(BlockCopy(copies))
         table = self._batch_table(batch_rows)
         actions.append(self._migrate_action(batch_rows, table))
         actions.append(self._postprocess_action(batch_rows, table))
@@ -224,7 +240,7 @@ class Callers:
             return r.live_col
         return (r.computed - 1) // self.geo.block_size if r.computed > 0 and self.align else -1
 
-    def _block_copies(self, draw: Draw, st: Any, batch_rows: list) -> list:
+    def _block_copies(self, draw: Draw, batch_rows: list) -> list:
         """Copy-on-write of the trackers for some moved live columns."""
         if not self.features.block_copies:
             return []
@@ -234,15 +250,15 @@ class Callers:
                 continue
             r, plan = row
             src = self._source_col(r)
-            if src >= 0 and src != plan["live_col"] and draw(st.booleans()):
+            if src >= 0 and src != plan.live_col and draw(hs.booleans()):
                 for g in range(len(self.free)):
-                    s, d = r.cols[g][src], r.cols[g][plan["live_col"]]
+                    s, d = r.cols[g][src], r.cols[g][plan.live_col]
                     if s != self.geo.pad_slot and d != self.geo.pad_slot:
                         copies.append([g, s, d])
-                plan["copied"] = True
+                plan.copied = True
         return copies
 
-    def _migrate_action(self, batch_rows: list, table: list) -> dict:
+    def _migrate_action(self, batch_rows: list, table: list) -> Migrate:
         conv, maxr = self.setup.conventions, self.geo.max_num_reqs
         src_cols, dst_cols = [-1] * maxr, [-1] * maxr
         idx = []
@@ -253,16 +269,14 @@ class Callers:
             r, plan = row
             req = self._req_index(b, r)
             idx.append(r.rid)
-            src_cols[req], dst_cols[req] = self._source_col(r), plan["live_col"]
+            src_cols[req], dst_cols[req] = self._source_col(r), plan.live_col
             if src_cols[req] != dst_cols[req]:
                 fresh = src_cols[req] < 0 or r.cols[0][src_cols[req]] == self.geo.pad_slot
-                self.saw("migration to a copied slot" if plan.get("copied") else
+                self.saw("migration to a copied slot" if plan.copied else
                          "migration to a fresh slot" if fresh else "migration (trackers copied by the kernel)")
-        return {"name": "migrate", "picks": {
-            "num_reqs": len(batch_rows), "idx_mapping": idx if conv.has_idx_mapping else None,
-            "src_cols": src_cols, "dst_cols": dst_cols, "block_table": table}}
+        return Migrate(len(batch_rows), idx if conv.has_idx_mapping else None, src_cols, dst_cols, table)
 
-    def _postprocess_action(self, batch_rows: list, table: list) -> dict:
+    def _postprocess_action(self, batch_rows: list, table: list) -> Postprocess:
         conv, maxr, n = self.setup.conventions, self.geo.max_num_reqs, len(batch_rows)
         inputs: dict[str, list] = {
             "idx_mapping": [-1] * n, "query_metadata": [0] * (n + 1 if conv.cumulative else n),
@@ -278,19 +292,19 @@ class Callers:
                 caller.append("padding")
                 continue
             r, plan = row
-            ghost = GhostRow(r.computed, plan["q"], plan["accepted"], plan["prefilling"],
-                             plan["live_col"], self._req_index(b, r), offset)
+            ghost = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling,
+                             plan.live_col, self._req_index(b, r), offset)
             self.check_assumptions(ghost, r)
             for buf, (i,), value in encode_row(conv, b, ghost):
                 inputs[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
-            offset += plan["q"]
-            caller.append(f"req {r.rid} {'prefill' if plan['prefilling'] else 'decode'} N={r.computed} "
-                          f"q={plan['q']} accepted={plan['accepted']} live_col={plan['live_col']}")
+            offset += plan.query_len
+            caller.append(f"req {r.rid} {'prefill' if plan.prefilling else 'decode'} N={r.computed} "
+                          f"q={plan.query_len} accepted={plan.accepted} live_col={plan.live_col}")
         if not conv.has_idx_mapping:
             inputs["idx_mapping"] = None
         if conv.live_col_is_zero:
             inputs["live_cols"] = None
-        return {"name": "postprocess", "picks": {"num_reqs": n, **inputs, "block_table": table}, "caller": caller}
+        return Postprocess(n, **inputs, block_table=table, caller=caller)
 
     def check_assumptions(self, row: GhostRow, r: Request) -> None:
         """The generator's rows satisfy the named caller assumptions."""
@@ -316,21 +330,21 @@ class Callers:
                 continue
             r, plan = row
             before = r.computed
-            if plan["prefilling"]:
-                r.computed = before + plan["q"]
+            if plan.prefilling:
+                r.computed = before + plan.query_len
                 r.ring_start, r.checkpoint_pos = 0, r.computed
-                self.saw("multi-column prefill reset", self.align and plan["live_col"] > before // bs)
+                self.saw("multi-column prefill reset", self.align and plan.live_col > before // bs)
             else:
                 pnat = before - r.checkpoint_pos
-                if kernel_checkpoints(pnat, plan["q"], W):
+                if kernel_checkpoints(pnat, plan.query_len, W):
                     self.saw("ring wrap", r.ring_start + pnat >= R)
                     self.saw("checkpoint")
-                    plan["checkpointed"] = True
-                r.ring_start, committed = kernel_window_after(r.ring_start, pnat, plan["q"], plan["accepted"], W, R)
-                r.computed = before + plan["accepted"]
+                    plan.checkpointed = True
+                r.ring_start, committed = kernel_window_after(r.ring_start, pnat, plan.query_len, plan.accepted, W, R)
+                r.computed = before + plan.accepted
                 r.checkpoint_pos = r.computed - committed
-            r.live_col = plan["live_col"]
-            running = running_position(plan["prefilling"], r.computed, plan["accepted"])
+            r.live_col = plan.live_col
+            running = running_position(plan.prefilling, r.computed, plan.accepted)
             boundary = mamba_state_copy_boundary(running, r.computed, bs)
             if self.align and boundary.needs_copy and boundary.dst_col >= 0:
                 dst, aligned = boundary.dst_col, boundary.aligned
@@ -338,8 +352,8 @@ class Callers:
                 if dst == r.live_col:
                     r.ring_start, r.checkpoint_pos = 0, aligned
                     self.saw("live == destination publish")
-                if not plan["prefilling"]:
-                    self.saw("boundary with checkpoint" if plan.get("checkpointed") else "boundary without checkpoint")
+                if not plan.prefilling:
+                    self.saw("boundary with checkpoint" if plan.checkpointed else "boundary without checkpoint")
                 if all(s != self.geo.pad_slot for s in slots):
                     self.published.setdefault((r.stream, dst), slots)
                 else:

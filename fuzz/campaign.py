@@ -23,6 +23,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.spec.geometry import Conventions
 
+from .actions import TRACE_ID, Action, SetState, action_from_json, action_to_json
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .machine import ReplaySSMMachine, Statistics
 from .report import (Cell, Finding, Progress, campaign_id, check_output_paths, kernel_of, save_trace, summarize,
@@ -129,9 +130,9 @@ class SupervisedMachine(ReplaySSMMachine):
         super().__init__()
         type(self).last_failure = None
 
-    def execute(self, action: dict) -> None:
+    def execute(self, action: Action) -> None:
         if self.reporter is not None:
-            self.reporter.launching(self.trace, action)
+            self.reporter.launching(self.trace, action_to_json(action))
         try:
             super().execute(action)
         except Exception as e:
@@ -144,13 +145,13 @@ class SupervisedMachine(ReplaySSMMachine):
             self.reporter.stats(asdict(self.stats))
 
 
-def describe_failure(error: BaseException, action: dict | None, machine: Any = None) -> dict:
+def describe_failure(error: BaseException, action: Action | None, machine: Any = None) -> dict:
     """Kind, reason, kernel and first differing cells of a failure raised
     while running ``action`` (None: outside a launch, e.g. an invariant)."""
     kind = getattr(error, "kind", "exception")
     lines = str(error).splitlines() or [""]
     reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
-    name = action["name"] if action else None
+    name = action.NAME if action else None
     cells: list[Cell] = []
     if kind == "discrepancy" and machine is not None:
         cells = [Cell(d.buffer, list(d.index), d.spec, d.impl)
@@ -340,7 +341,7 @@ class _Campaign:
     def record(self, found: dict) -> None:
         """Save a finding's trace, print the finding, keep it."""
         log = found["log"]
-        trace = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"}, "params": log["params"],
+        trace = {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": log["params"],
                  "actions": log["actions"]}
         try:
             trace["states"] = spec_states(trace)
@@ -426,18 +427,25 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     return summary
 
 
+def trace_actions(trace: dict) -> list[Action]:
+    """The launch actions of a fuzzer trace (its ``actions`` in JSON), as
+    records; a ``ValueError`` names the first malformed field."""
+    return [action_from_json(a, f"trace.actions[{n}]") for n, a in enumerate(trace["actions"])]
+
+
 def spec_states(trace: dict) -> list[dict]:
     """The spec's state buffers after each action of a trace."""
     spec = SpecSide(Setup.from_json(trace["params"]))
     states = []
-    for action in trace["actions"]:
+    for action in trace_actions(trace):
         spec.run(action)
         states.append({k: v.tolist() for k, v in spec.state().items()})
     return states
 
 
 def load_trace(path: str) -> dict:
-    """A saved trace with launch actions, or a ``ValueError`` saying why not."""
+    """A saved trace with launch actions (format :data:`TRACE_ID`; a system
+    trace is turned into its launches), or a ``ValueError`` saying why not."""
     try:
         trace = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
@@ -457,6 +465,7 @@ def load_trace(path: str) -> dict:
         from .system_traces import launch_trace
 
         trace = launch_trace(trace)
+    trace_actions(trace)
     return trace
 
 
@@ -557,15 +566,14 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
         side = LEVELS[level](setup, target, torch.device(device))
     except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
         return raised("while building the implementation's buffers", e)
-    for n, action in enumerate(trace["actions"]):
+    for n, action in enumerate(trace_actions(trace)):
         try:
             spec.run(action)
         except (KeyError, TypeError, IndexError, ValueError) as e:
             raise ValueError(f"action {n} of the trace is malformed: {type(e).__name__}: {e}") from e
-        caller = "; ".join(action.get("caller", []))
-        if action["name"] != "set_state":
-            say(f"step {n}: {action['name']} {caller}".rstrip())
-        reporter.launching(trace, action)
+        if not isinstance(action, SetState):
+            say(f"step {n}: {action.NAME} {'; '.join(action.caller)}".rstrip())
+        reporter.launching(trace, action_to_json(action))
         try:
             side.run(action)
         except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding

@@ -1,19 +1,17 @@
 """Running one launch action on the spec and on an implementation.
 
-A *launch action* is the JSON-friendly record of what a caller hands the
-worker kernels in one call: ``block_copy`` (tracker entries that travel with
-the scheduler's block copies), ``migrate`` (``reset_new_slots``) or
-``postprocess`` (commit + plan, then compaction in align mode); ``set_state``
-overwrites state buffers on both sides (a trace that starts from an arbitrary
-state, or whose caller moved trackers itself). Both sides
-execute the same action: the spec on numpy buffers (vectorized oracle), the
-implementation on torch tensors through its own kernels. :func:`compare`
-then checks every entry of every state buffer, so frame conditions come for
-free.
+The launch actions (:mod:`.actions`) are typed records of what a caller hands
+the worker kernels in one call. Three *sides* execute them: the spec on numpy
+buffers (vectorized oracle), the implementation at kernel level (its kernels
+on tables we build) or at context level (its ``ReplaySSMModelContext``). Each
+side implements one method per kind of action, and :meth:`Side.run` is the
+one dispatch on the kind. :func:`compare` then checks every entry of every
+state buffer, so frame conditions come for free.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -25,16 +23,7 @@ import torch
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
 
-STATE_BUFFERS = (
-    "ring_start",
-    "num_committed",
-    "plan_ring_start",
-    "plan_flush_count",
-    "src_slots",
-    "dst_slots",
-    "active_request_indices",
-)
-
+from .actions import STATE_BUFFERS, Action, BlockCopy, Migrate, Postprocess, SetState, launch_inputs
 
 @dataclass(frozen=True)
 class Setup:
@@ -74,39 +63,69 @@ def copy_trackers(copies: list, trackers: Callable[[str, int], Any]) -> None:
             row[dst] = row[src]
 
 
-def _step_inputs(picks: dict) -> dict[str, np.ndarray]:
-    out = {}
-    for key, value in picks.items():
-        if key in ("num_reqs",) or value is None:
-            continue
-        dtype = np.bool_ if key == "is_prefilling" else np.int32
-        out[key] = np.asarray(value, dtype=dtype)
-    return out
+class Side(ABC):
+    """Something that executes launch actions: one method per kind."""
+
+    def run(self, action: Action) -> Any:
+        """Execute ``action``: the one dispatch on the kind of launch action."""
+        if isinstance(action, BlockCopy):
+            return self.block_copy(action)
+        if isinstance(action, SetState):
+            return self.set_state(action)
+        if isinstance(action, Migrate):
+            return self.migrate(action)
+        if isinstance(action, Postprocess):
+            return self.postprocess(action)
+        raise TypeError(f"not a launch action: {action!r:.80}")
+
+    @abstractmethod
+    def block_copy(self, action: BlockCopy) -> Any:
+        """Execute one block_copy action."""
+
+    @abstractmethod
+    def set_state(self, action: SetState) -> Any:
+        """Execute one set_state action."""
+
+    @abstractmethod
+    def migrate(self, action: Migrate) -> Any:
+        """Execute one migrate action."""
+
+    @abstractmethod
+    def postprocess(self, action: Postprocess) -> Any:
+        """Execute one postprocess action."""
+
+    @abstractmethod
+    def state(self) -> dict[str, np.ndarray]:
+        """Every state buffer (:data:`STATE_BUFFERS`) as numpy."""
 
 
-class SpecSide:
+class SpecSide(Side):
     """The oracle: spec launches on numpy buffers."""
 
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
         self.buffers = allocate(setup.geometry, setup.num_cols, setup.num_slots, list(setup.layers_per_group))
 
-    def run(self, action: dict) -> Any:
-        name, picks = action["name"], action["picks"]
-        if name == "block_copy":
-            copy_trackers(picks["copies"], lambda b, g: self.buffers[b][g])
-            return None
-        if name == "set_state":
-            for b, values in picks.items():
-                self.buffers[b][...] = np.asarray(values, dtype=self.buffers[b].dtype).reshape(self.buffers[b].shape)
-            return None
-        self.buffers.update(_step_inputs(picks))
+    def block_copy(self, action: BlockCopy) -> None:
+        copy_trackers(action.copies, lambda b, g: self.buffers[b][g])
+
+    def set_state(self, action: SetState) -> None:
+        for b, values in action.buffers.items():
+            self.buffers[b][...] = np.asarray(values, dtype=self.buffers[b].dtype).reshape(self.buffers[b].shape)
+
+    def _take_inputs(self, action: Migrate | Postprocess) -> None:
+        for key, value in launch_inputs(action).items():
+            self.buffers[key] = np.asarray(value, dtype=np.bool_ if key == "is_prefilling" else np.int32)
+
+    def migrate(self, action: Migrate) -> Any:
+        self._take_inputs(action)
         geo, conv = self.setup.geometry, self.setup.conventions
-        if name == "migrate":
-            return migrate_launch(self.buffers, geo, conv.has_idx_mapping, picks["num_reqs"], vectorized=True)
-        if name == "postprocess":
-            return postprocess_step(self.buffers, geo, conv, picks["num_reqs"], vectorized=True)
-        raise ValueError(f"unknown action {name!r}")
+        return migrate_launch(self.buffers, geo, conv.has_idx_mapping, action.num_reqs, vectorized=True)
+
+    def postprocess(self, action: Postprocess) -> Any:
+        self._take_inputs(action)
+        geo, conv = self.setup.geometry, self.setup.conventions
+        return postprocess_step(self.buffers, geo, conv, action.num_reqs, vectorized=True)
 
     def state(self) -> dict[str, np.ndarray]:
         return {b: self.buffers[b].copy() for b in STATE_BUFFERS}
@@ -116,7 +135,7 @@ def _ptrs(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
 
 
-class KernelSide:
+class KernelSide(Side):
     """The implementation at kernel level: its kernels on tables we build."""
 
     def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
@@ -133,39 +152,42 @@ class KernelSide:
         self.src_ptrs = _ptrs([self.t["src_slots"][b:] for b in bases], device)
         self.dst_ptrs = _ptrs([self.t["dst_slots"][b:] for b in bases], device)
 
-    def _input(self, picks: dict, key: str) -> torch.Tensor | None:
-        value = picks.get(key)
+    def _input(self, value: list | None, key: str) -> torch.Tensor | None:
         if value is None:
             return None
         dtype = torch.bool if key == "is_prefilling" else torch.int32
         return torch.tensor(value, dtype=dtype, device=self.device)
 
-    def run(self, action: dict) -> None:
-        name, picks = action["name"], action["picks"]
-        if name == "block_copy":
-            copy_trackers(picks["copies"], lambda b, g: self.t[b][g])
-            return
-        if name == "set_state":
-            for b, values in picks.items():
-                self.t[b].copy_(torch.tensor(values, dtype=self.t[b].dtype).reshape(self.t[b].shape))
-            return
-        self.t["block_table"].copy_(torch.tensor(picks["block_table"], dtype=torch.int32))
-        geo, conv = self.setup.geometry, self.setup.conventions
-        n, groups = picks["num_reqs"], len(self.setup.layers_per_group)
+    def block_copy(self, action: BlockCopy) -> None:
+        copy_trackers(action.copies, lambda b, g: self.t[b][g])
+
+    def set_state(self, action: SetState) -> None:
+        for b, values in action.buffers.items():
+            self.t[b].copy_(torch.tensor(values, dtype=self.t[b].dtype).reshape(self.t[b].shape))
+
+    def migrate(self, action: Migrate) -> None:
+        self.t["block_table"].copy_(torch.tensor(action.block_table, dtype=torch.int32))
+        n, groups = action.num_reqs, len(self.setup.layers_per_group)
         if n == 0:
             return
-        idx = self._input(picks, "idx_mapping")
-        if name == "migrate":
-            self.module._reset_new_replayssm_slots_kernel[(n, groups)](
-                idx, self._input(picks, "src_cols"), self._input(picks, "dst_cols"),
-                self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.block_table_strides,
-                PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None,
-            )
+        idx = self._input(action.idx_mapping, "idx_mapping")
+        self.module._reset_new_replayssm_slots_kernel[(n, groups)](
+            idx, self._input(action.src_cols, "src_cols"), self._input(action.dst_cols, "dst_cols"),
+            self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.block_table_strides,
+            PAD_SLOT_ID=self.setup.geometry.pad_slot, HAS_IDX_MAPPING=idx is not None,
+        )
+
+    def postprocess(self, action: Postprocess) -> None:
+        self.t["block_table"].copy_(torch.tensor(action.block_table, dtype=torch.int32))
+        geo, conv = self.setup.geometry, self.setup.conventions
+        n, groups = action.num_reqs, len(self.setup.layers_per_group)
+        if n == 0:
             return
-        live = self._input(picks, "live_cols")
+        a, inp = action, self._input
         self.module._postprocess_replayssm_kernel[(n, groups)](
-            idx, self._input(picks, "query_metadata"), self._input(picks, "num_computed_tokens"),
-            self._input(picks, "num_accepted_tokens"), self._input(picks, "is_prefilling"), live,
+            inp(a.idx_mapping, "idx_mapping"), inp(a.query_metadata, "query_metadata"),
+            inp(a.num_computed_tokens, "num_computed_tokens"), inp(a.num_accepted_tokens, "num_accepted_tokens"),
+            inp(a.is_prefilling, "is_prefilling"), inp(a.live_cols, "live_cols"),
             self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.src_ptrs, self.dst_ptrs,
             self.t["plan_ring_start"], self.t["plan_flush_count"], self.block_table_strides, self.t["num_layers"],
             MAX_NUM_REQS=geo.max_num_reqs, MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window,
@@ -202,7 +224,7 @@ class _Layer:
         self._plans_replayssm_decode = False
 
 
-class ContextSide:
+class ContextSide(Side):
     """The implementation at context level: its ``ReplaySSMModelContext``
     (create, reset_new_slots, postprocess with compaction and materialize)
     over layer objects carrying the reference's attribute names. Slot contents
@@ -234,43 +256,45 @@ class ContextSide:
             grouped.append((mixers, spec, table))
         self.ctx = module.ReplaySSMModelContext.create(grouped, geo.max_num_reqs)
 
-    def _tensor(self, picks: dict, key: str, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
-        value = picks.get(key)
+    def _tensor(self, value: list | None, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
         return None if value is None else torch.tensor(value, dtype=dtype, device=self.device)
 
-    def run(self, action: dict) -> None:
-        name, picks = action["name"], action["picks"]
-        if name == "block_copy":
-            copy_trackers(picks["copies"], lambda b, g: self.trackers[g][b == "num_committed"])
-            return
-        if name == "set_state":
-            for b, values in picks.items():
-                if b in ("ring_start", "num_committed"):
-                    rows = torch.tensor(values, dtype=torch.int32).reshape(len(self.trackers), -1)
-                    for g, pair in enumerate(self.trackers):
-                        pair[b == "num_committed"].copy_(rows[g])
-                else:
-                    t = getattr(self.ctx, b)
-                    t.copy_(torch.tensor(values, dtype=t.dtype).reshape(t.shape))
-            return
+    def block_copy(self, action: BlockCopy) -> None:
+        copy_trackers(action.copies, lambda b, g: self.trackers[g][b == "num_committed"])
+
+    def set_state(self, action: SetState) -> None:
+        for b, values in action.buffers.items():
+            if b in ("ring_start", "num_committed"):
+                rows = torch.tensor(values, dtype=torch.int32).reshape(len(self.trackers), -1)
+                for g, pair in enumerate(self.trackers):
+                    pair[b == "num_committed"].copy_(rows[g])
+            else:
+                t = getattr(self.ctx, b)
+                t.copy_(torch.tensor(values, dtype=t.dtype).reshape(t.shape))
+
+    def _take_block_table(self, block_table: list) -> None:
         for g, table in enumerate(self.tables):
-            table.copy_(torch.tensor(picks["block_table"][g], dtype=torch.int32))
+            table.copy_(torch.tensor(block_table[g], dtype=torch.int32))
+
+    def migrate(self, action: Migrate) -> None:
+        self._take_block_table(action.block_table)
+        self.ctx.reset_new_slots(idx_mapping=self._tensor(action.idx_mapping),
+                                 src_cols=self._tensor(action.src_cols),
+                                 dst_cols=self._tensor(action.dst_cols), num_reqs=action.num_reqs)
+
+    def postprocess(self, action: Postprocess) -> None:
+        self._take_block_table(action.block_table)
         conv = self.setup.conventions
-        if name == "migrate":
-            self.ctx.reset_new_slots(idx_mapping=self._tensor(picks, "idx_mapping"),
-                                     src_cols=self._tensor(picks, "src_cols"),
-                                     dst_cols=self._tensor(picks, "dst_cols"), num_reqs=picks["num_reqs"])
-            return
         self.ctx.postprocess(
-            idx_mapping=self._tensor(picks, "idx_mapping"),
-            query_metadata=self._tensor(picks, "query_metadata"),
+            idx_mapping=self._tensor(action.idx_mapping),
+            query_metadata=self._tensor(action.query_metadata),
             query_metadata_is_cumulative=conv.cumulative,
-            num_computed_tokens=self._tensor(picks, "num_computed_tokens"),
+            num_computed_tokens=self._tensor(action.num_computed_tokens),
             num_computed_is_post_step=conv.post_step,
-            num_accepted_tokens=self._tensor(picks, "num_accepted_tokens"),
-            is_prefilling=self._tensor(picks, "is_prefilling", torch.bool),
-            live_cols=self._tensor(picks, "live_cols"),
-            num_reqs=picks["num_reqs"],
+            num_accepted_tokens=self._tensor(action.num_accepted_tokens),
+            is_prefilling=self._tensor(action.is_prefilling, torch.bool),
+            live_cols=self._tensor(action.live_cols),
+            num_reqs=action.num_reqs,
         )
 
     def state(self) -> dict[str, np.ndarray]:
@@ -286,7 +310,7 @@ class ContextSide:
         }
 
 
-LEVELS = {"kernel": KernelSide, "context": ContextSide}
+LEVELS: dict[str, type[Side]] = {"kernel": KernelSide, "context": ContextSide}
 """How deep the harness drives an implementation."""
 
 

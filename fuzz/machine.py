@@ -17,12 +17,13 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .callers import Callers, Features
+from .actions import TRACE_ID, Action, action_to_json
 from .launcher import LEVELS, Setup, SpecSide, compare
 
 GEOMETRIES = [
@@ -50,6 +51,10 @@ class Statistics:
         table[key] = table.get(key, 0) + n
 
 
+RUNNING_REQUEST = hs.runner().flatmap(lambda machine: hs.sampled_from(sorted(machine.callers.requests)))
+"""The id of one running request of the machine that draws it."""
+
+
 class Failure(AssertionError):
     """A finding of the stateful run: ``kind`` is ``discrepancy`` (the
     implementation's buffers differ from the spec's) or ``invariant`` (the
@@ -71,16 +76,16 @@ class ReplaySSMMachine(RuleBasedStateMachine):
     last_trace: dict | None = None
     """The trace of the latest run (the failing one, after Hypothesis shrinks)."""
 
-    @initialize(data=st.data())
-    def build_system(self, data: Any) -> None:
+    @initialize(
+        geo=hs.sampled_from(GEOMETRIES),
+        conv=hs.runner().flatmap(lambda machine: hs.sampled_from(machine.conventions)),
+        layers=hs.lists(hs.integers(1, 3), min_size=1, max_size=4).map(tuple),
+        features=hs.builds(Features, hs.booleans(), hs.booleans(), hs.booleans(), hs.booleans()),
+    )
+    def build_system(self, geo: Geometry, conv: Conventions, layers: tuple[int, ...], features: Features) -> None:
         type(self).last_trace = None
-        geo = data.draw(st.sampled_from(GEOMETRIES), label="geometry")
-        conv = data.draw(st.sampled_from(self.conventions), label="conventions")
-        layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=4), label="layers per group"))
-        features = Features(*(data.draw(st.booleans(), label=f) for f in
-                              ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
         self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
-        self.trace: dict = {"#meta": {"format": "replayssm-trace/1", "source": "fuzz"},
+        self.trace: dict = {"#meta": {"format": TRACE_ID, "source": "fuzz"},
                             "params": self.setup.as_json(), "actions": []}
         type(self).last_trace = self.trace
         self.spec = SpecSide(self.setup)
@@ -92,9 +97,9 @@ class ReplaySSMMachine(RuleBasedStateMachine):
     def _fail(self, message: str, kind: str = "invariant") -> None:
         raise Failure(message, kind)
 
-    def execute(self, action: dict) -> None:
+    def execute(self, action: Action) -> None:
         """Run one launch action on both sides and compare every state buffer."""
-        self.trace["actions"].append(action)
+        self.trace["actions"].append(action_to_json(action))
         t0 = time.perf_counter()
         self.spec.run(action)
         t1 = time.perf_counter()
@@ -107,42 +112,43 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         wrong = compare(self.spec.state(), self.impl.state())
         if wrong:
             shown = "\n  ".join(str(d) for d in wrong[:12])
-            self._fail(f"{action['name']} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
+            self._fail(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
 
     def _rule(self, name: str) -> None:
         self.stats.count(self.stats.rules, name)
 
     @precondition(lambda self: len(self.callers.requests) < self.setup.geometry.max_num_reqs)
-    @rule(data=st.data())
+    @rule(data=hs.data())
     def admit(self, data: Any) -> None:
-        if self.callers.admit(data.draw, st):
+        """A new request (its prompt and prefix hit depend on what is running)."""
+        if self.callers.admit(data.draw):
             self._rule("admit")
 
     @precondition(lambda self: bool(self.callers.requests))
-    @rule(data=st.data())
-    def model_steps(self, data: Any) -> None:
-        """One to four consecutive model-runner steps."""
-        for _ in range(data.draw(st.integers(1, 4), label="steps")):
+    @rule(steps=hs.integers(1, 4), data=hs.data())
+    def model_steps(self, steps: int, data: Any) -> None:
+        """``steps`` consecutive model-runner steps (each schedules what is running)."""
+        for _ in range(steps):
             if not self.callers.requests:
                 return
-            actions = self.callers.step(data.draw, st)
+            actions = self.callers.step(data.draw)
             if actions:
                 self._rule("model_step")
-                self.stats.request_steps += sum(c != "padding" for c in actions[-1].get("caller", []))
+                self.stats.request_steps += sum(c != "padding" for c in actions[-1].caller)
             for action in actions:
                 self.execute(action)
 
     @precondition(lambda self: len(self.callers.requests) >= 2)
-    @rule(data=st.data())
-    def finish(self, data: Any) -> None:
+    @rule(rid=RUNNING_REQUEST)
+    def finish(self, rid: int) -> None:
         self._rule("finish")
-        self.callers.finish(data.draw, st, preempt=False)
+        self.callers.finish(rid, preempt=False)
 
     @precondition(lambda self: len(self.callers.requests) >= 2)
-    @rule(data=st.data())
-    def preempt(self, data: Any) -> None:
+    @rule(rid=RUNNING_REQUEST)
+    def preempt(self, rid: int) -> None:
         self._rule("preempt")
-        self.callers.finish(data.draw, st, preempt=True)
+        self.callers.finish(rid, preempt=True)
 
     @invariant()
     def live_slots_refine_requests(self) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from replayssm.spec.geometry import Geometry
 
-from .launcher import STATE_BUFFERS, Setup
+from .actions import STATE_BUFFERS, TRACE_ID, Migrate, Postprocess, SetState, action_to_json
+from .launcher import Setup
 
 
 def _nested(shape: tuple, values: list) -> list:
@@ -23,19 +24,15 @@ def _nested(shape: tuple, values: list) -> list:
     return [_nested(shape[1:], values[i * step:(i + 1) * step]) for i in range(shape[0])]
 
 
-def _launch_action(name: str, snap: dict, launch: int, conv) -> dict:
+def _launch_action(name: str, snap: dict, launch: int, conv) -> Migrate | Postprocess:
     flat = {k: v for k, (_, v) in snap.items()}
-    picks: dict = {"num_reqs": launch,
-                   "idx_mapping": flat["idx_mapping"] if conv.has_idx_mapping else None,
-                   "block_table": _nested(*snap["block_table"])}
-    if name == "migrate":
-        picks.update(src_cols=flat["src_cols"], dst_cols=flat["dst_cols"])
-    else:
-        picks.update(query_metadata=flat["query_metadata"], num_computed_tokens=flat["num_computed_tokens"],
-                     num_accepted_tokens=flat["num_accepted_tokens"],
-                     is_prefilling=[bool(x) for x in flat["is_prefilling"]],
-                     live_cols=None if conv.live_col_is_zero else flat["live_cols"])
-    return {"name": name, "picks": picks}
+    idx_mapping = flat["idx_mapping"] if conv.has_idx_mapping else None
+    block_table = _nested(*snap["block_table"])
+    if name == Migrate.NAME:
+        return Migrate(launch, idx_mapping, flat["src_cols"], flat["dst_cols"], block_table)
+    return Postprocess(launch, idx_mapping, flat["query_metadata"], flat["num_computed_tokens"],
+                       flat["num_accepted_tokens"], [bool(x) for x in flat["is_prefilling"]],
+                       None if conv.live_col_is_zero else flat["live_cols"], block_table)
 
 
 def launch_trace(system_trace: dict) -> dict:
@@ -50,8 +47,8 @@ def launch_trace(system_trace: dict) -> dict:
     for act, outcome, _ in replay_actions(system_trace):
         for name, snap, launch in outcome.info.get("launches", []):
             state = {b: list(snap[b][1]) for b in STATE_BUFFERS if b in snap}
-            actions.append({"name": "set_state", "picks": state, "caller": [f"system {act['name']}"]})
-            actions.append(_launch_action(name, snap, int(launch), p.conv))
-    return {"#meta": {"format": "replayssm-trace/1", "source": "system trace",
+            actions.append(action_to_json(SetState(state, [f"system {act['name']}"])))
+            actions.append(action_to_json(_launch_action(name, snap, int(launch), p.conv)))
+    return {"#meta": {"format": TRACE_ID, "source": "system trace",
                       "from": system_trace.get("#meta", {})},
             "params": setup.as_json(), "actions": actions}

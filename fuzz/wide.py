@@ -26,6 +26,7 @@ from replayssm.spec.postprocess import running_position
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system.rows import RowRule
 
+from .actions import Migrate, Postprocess
 from .launcher import KernelSide, Setup, SpecSide, compare
 from .target import load_target
 
@@ -87,9 +88,8 @@ class WideSystem:
         ghost = GhostRow(self.computed, q, accepted, prefilling, live, batch, np.cumsum(q) - q)
         src = np.where(self.live >= 0, self.live, np.where(self.computed > 0, (self.computed - 1) // bs, -1))
         maxr = self.rows
-        migrate = {"name": "migrate", "picks": {
-            "num_reqs": maxr, "idx_mapping": batch.tolist() if self.conv.has_idx_mapping else None,
-            "src_cols": src.tolist(), "dst_cols": live.tolist(), "block_table": self.table}}
+        migrate = Migrate(maxr, batch.tolist() if self.conv.has_idx_mapping else None, src.tolist(), live.tolist(),
+                          self.table)
         inputs = {"query_metadata": np.zeros(maxr + 1 if self.conv.cumulative else maxr, np.int64),
                   "idx_mapping": np.zeros(maxr, np.int64), "num_computed_tokens": np.zeros(maxr, np.int64),
                   "num_accepted_tokens": np.zeros(maxr, np.int64), "is_prefilling": np.zeros(maxr, np.int64),
@@ -100,7 +100,7 @@ class WideSystem:
         picks["is_prefilling"] = [bool(x) for x in inputs["is_prefilling"]]
         if not self.conv.has_idx_mapping:
             picks["idx_mapping"] = None
-        postprocess = {"name": "postprocess", "picks": {"num_reqs": maxr, **picks, "block_table": self.table}}
+        postprocess = Postprocess(maxr, **picks, block_table=self.table)
         wrong = []
         for action in (migrate, postprocess):
             self.spec.run(action)

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, replay, run_campaign
+from replayssm.fuzz.actions import Migrate, Postprocess, SetState, action_from_json, action_to_json
+from replayssm.fuzz.campaign import (PROFILES, CampaignConfig, SetupError, load_trace, replay, run_campaign,
+                                     spec_states, trace_actions)
+from replayssm.fuzz.system_traces import launch_trace
 from replayssm.fuzz.target import DEFAULT_TARGET
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,6 +66,7 @@ def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) 
     assert result["failures"], "the fuzzer missed a bit mask on a non-power-of-two ring"
     trace = json.loads(Path(result["failures"][0]).read_text())
     assert trace["#meta"]["source"] == "fuzz" and trace["actions"]
+    assert [action_to_json(a) for a in trace_actions(trace)] == trace["actions"], "the JSON round trip lost something"
     assert len(trace["actions"]) <= 12, "the failure was not shrunk to a short trace"
     ok, report = replay(result["failures"][0], target, "cpu")
     assert not ok and "discrepancy reproduced" in report
@@ -88,8 +92,6 @@ def test_a_trace_saved_for_a_broken_invariant_replays_saying_so(tmp_path: Path) 
     """Replay compares launches only: a trace the fuzzer saved for a broken
     invariant of the spec passes on a correct implementation, and the report
     says what the trace was saved for."""
-    from replayssm.fuzz.system_traces import launch_trace
-
     trace = launch_trace(json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text()))
     trace["#meta"].update(source="fuzz", failure="invariant", error="planted: no_token_dropped")
     path = tmp_path / "invariant.json"
@@ -131,6 +133,39 @@ def test_replay_rejects_unreplayable_traces(tmp_path: Path, content: str) -> Non
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(ValueError, match="trace"):
+        replay(str(path), None, "cpu")
+
+
+def test_launch_actions_round_trip_through_json() -> None:
+    """Every launch action of the system traces in docs/traces reads back as a
+    record that writes the same JSON; the records run on the spec."""
+    for path in sorted((REPO / "docs" / "traces").glob("*.json")):
+        trace = load_trace(str(path))
+        actions = trace_actions(trace)
+        assert {type(a) for a in actions} <= {SetState, Migrate, Postprocess} and actions, path.name
+        assert [action_to_json(a) for a in actions] == trace["actions"], path.name
+        assert all(action_from_json(action_to_json(a)) == a for a in actions), path.name
+        assert len(spec_states(trace)) == len(actions)
+
+
+@pytest.mark.parametrize("action, message", [
+    ({"name": "launch", "picks": {}}, r"trace\.actions\[0\]\.name must be one of block_copy, set_state, migrate, "
+                                      r"postprocess, got 'launch'"),
+    ({"name": "migrate", "picks": {"num_reqs": 1}}, r"missing picks 'idx_mapping', 'src_cols'.*a migrate action has"),
+    ({"name": "block_copy", "picks": {"copies": [[0, 1]]}}, r"copies\[0\] must be \[group, src, dst\]"),
+    ({"name": "set_state", "picks": {"ring_starts": [0]}}, r"unknown buffer 'ring_starts'; set_state sets ring_start"),
+    ({"name": "postprocess", "picks": {"num_reqs": 1, "idx_mapping": None, "query_metadata": [1],
+                                       "num_computed_tokens": [0], "num_accepted_tokens": [1],
+                                       "is_prefilling": [True], "live_cols": [0], "block_table": [[[1, "2"]]]}},
+     r"trace\.actions\[0\]\.picks\.block_table\[0\]\[0\]\[1\] must be an int, got '2'"),
+])
+def test_a_malformed_action_is_named_by_its_field(tmp_path: Path, action: dict, message: str) -> None:
+    trace = json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text())
+    launches = launch_trace(trace)
+    launches["actions"][0] = action
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(launches))
+    with pytest.raises(ValueError, match=message):
         replay(str(path), None, "cpu")
 
 
