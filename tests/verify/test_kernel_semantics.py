@@ -83,6 +83,16 @@ def _loop(n_ptr, out, VALUE: tl.constexpr):
 
 
 @triton.jit
+def _accumulate(n_ptr, x, out):
+    n = tl.load(n_ptr)
+    acc = 0
+    for k in range(n):
+        acc = acc * 2 + tl.load(x + k)
+        tl.store(out + k + 1, acc)
+    tl.store(out, acc)
+
+
+@triton.jit
 def _scan(x, out, total):
     i = tl.arange(0, 8)
     on = (tl.load(x + i) > 0).to(tl.int32)
@@ -159,6 +169,30 @@ def test_runtime_bounded_loop_and_static_range(n):
     got = _symbolic(_loop, [BufferArg("n"), BufferArg("out")], {"VALUE": 9},
                     {"n": np.array([n]), "out": np.full(8, -1)}, {"n": (1,), "out": (8,)}, [(0,)])
     assert got["out"].tolist() == out.tolist()
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_loop_carried_loop_is_unrolled(n):
+    x = np.array([3, -1, 4, 1, 5, -9, 2, 6], dtype=np.int32)
+    out = torch.full((9,), -7, dtype=torch.int32)
+    _accumulate[(1,)](torch.tensor([n], dtype=torch.int32), torch.from_numpy(x.copy()), out)
+    got = _symbolic(_accumulate, [BufferArg("n"), BufferArg("x"), BufferArg("out")], {},
+                    {"n": np.array([n]), "x": x, "out": np.full(9, -7)}, {"n": (1,), "x": (8,), "out": (9,)}, [(0,)])
+    assert got["out"].tolist() == out.tolist()
+
+
+def test_unrolled_loop_bound_is_an_obligation():
+    """The unrolled loop's bound holds exactly when the trip count stays within it."""
+    mem = KernelMemory({"n": (1,), "x": (8,), "out": (9,)}, {}, "p")
+    run = run_program(_accumulate, Launch([BufferArg("n"), BufferArg("x"), BufferArg("out")], {}, (0,), max_trips=4),
+                      mem)
+    (trips, bound, guard, line, _), = run.loop_bounds
+    assert bound == 4 and line == inspect.getsourcelines(_accumulate.fn)[1] + 4  # the for
+    n = mem.initial("n", (0,))
+    for value, fits in ((4, True), (5, False)):
+        s = z3.Solver()
+        s.add(lift(n) == value, z3.Not(z3.Implies(guard, trips <= bound)))
+        assert (s.check() == z3.unsat) == fits
 
 
 def test_cumsum_and_sum():

@@ -10,7 +10,7 @@ row is a column out of bounds, not the next row's first entry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -61,9 +61,12 @@ ABSENT = None
 @dataclass
 class Launch:
     """One program of a launch: arguments by position, constexprs by name,
-    program ids, and the extents of the table buffers."""
+    program ids."""
 
     args: list
     constexprs: dict[str, Any]
     program_ids: tuple
-    table_shapes: dict[str, tuple] = field(default_factory=dict)
+    max_trips: int = 8
+    """How many iterations a runtime-bounded loop whose iterations depend on
+    each other is unrolled to (the memory-safety obligation proves the loop
+    runs no longer)."""

@@ -69,6 +69,8 @@ class KernelRun:
     intermediates: list = field(default_factory=list)
     where: dict = field(default_factory=dict)
     block_stores: list = field(default_factory=list)
+    loop_bounds: list = field(default_factory=list)
+    """``(trip count, bound, guard, line, file)`` of each unrolled loop."""
     line: int = 0
     file: str = ""
 
@@ -213,32 +215,79 @@ class KernelRun:
             return
         if step != 1:
             raise self.unsupported("a runtime-bounded loop with a step other than 1", s)
-        carried = loop_carried(s)
-        if carried:
-            raise self.unsupported(f"loop-carried variable(s) {sorted(carried)} in a runtime-bounded loop", s)
+        if loop_carried(s):
+            self._unrolled(s, frame, lo, hi)
+            return
+        mark = self._mark()
+        reason = self._family(s, frame, lo, hi)
+        if reason:
+            self._rewind(mark)
+            self._unrolled(s, frame, lo, hi)
+
+    def _family(self, s: ast.For, frame: Frame, lo: Any, hi: Any) -> str:
+        """Run the body once for a symbolic iteration (every trip count at
+        once); returns why that is not exact for this loop ("" when it is)."""
         before = dict(frame.vars)
         first = len(self.mem.accesses)
         lo_t, hi_t = Sym(as_int_term(as_scalar(lo))), Sym(as_int_term(as_scalar(hi)))
         for var in self.mem.each(lo_t, hi_t, Sym(self.guard(frame))):
-            inside = mk_and([lift(var >= lo_t), lift(var < hi_t)])
-            self.guards.append(inside)
+            self.guards.append(mk_and([lift(var >= lo_t), lift(var < hi_t)]))
             try:
                 frame.vars[s.target.id] = Scalar(var.z, "i32")
                 self._body(s.body, frame)
             except RuntimeError as e:  # SymbolicMemory refuses a read after a loop store
-                raise self.unsupported(f"loop body reading a buffer it stores to ({e})", s) from e
+                return f"the body reads a buffer after storing to it ({e})"
             finally:
                 self.guards.pop()
         body = self.mem.accesses[first:]
         read = {a.buffer for a in body if a.kind == "read"}
         written = {a.buffer for a in body if a.kind == "write"}
         if read & written:
-            raise self.unsupported(f"loop body reading buffer(s) {sorted(read & written)} it stores to", s)
+            return f"the body reads buffer(s) {sorted(read & written)} it stores to"
         for a in body:
             if a.kind == "write" and any(v.z.get_id() == w.get_id() for v in a.loop_vars
                                          for w in _subterms(lift(a.value))):
-                raise self.unsupported("loop store whose value depends on the loop variable", s)
+                return "a store's value depends on the loop variable"
         frame.vars = {k: v for k, v in frame.vars.items() if k in before and k != s.target.id}
+        return ""
+
+    def _unrolled(self, s: ast.For, frame: Frame, lo: Any, hi: Any) -> None:
+        """Iterations that depend on each other: unrolled ``launch.max_trips``
+        times, each under "this iteration runs", with the bound noted for the
+        memory-safety obligation (the loop must not run longer)."""
+        bound = self.launch.max_trips
+        trips = binary("-", hi, lo, self.note)
+        self.loop_bounds.append((as_int_term(as_scalar(trips)), bound, self.guard(frame), s.lineno, self.file))
+        for i in range(bound):
+            index = self._binop("+", lo, i, s)
+            runs = as_bool_term(as_scalar(binary("<", index, hi, self.note)))
+            before = dict(frame.vars)
+            self.guards.append(runs)
+            try:
+                frame.vars[s.target.id] = index
+                self._body(s.body, frame)
+            finally:
+                self.guards.pop()
+            frame.vars = {k: (merge(runs, v, before[k], self, s) if k in before and before[k] is not v else v)
+                          for k, v in frame.vars.items()}
+
+    def _mark(self) -> tuple:
+        m = self.mem
+        return (len(m.accesses), dict(m.current), set(m._family_written), len(self.intermediates),
+                dict(self.where), len(self.block_stores))
+
+    def _rewind(self, mark: tuple) -> None:
+        m = self.mem
+        accesses, current, family, intermediates, where, stores = mark
+        del m.accesses[accesses:]
+        m.current.clear()
+        m.current.update(current)
+        m._family_written.clear()
+        m._family_written.update(family)
+        del self.intermediates[intermediates:]
+        self.where.clear()
+        self.where.update(where)
+        del self.block_stores[stores:]
 
     # -- expressions ---------------------------------------------------------
     def _expr(self, e: ast.expr, frame: Frame) -> Any:

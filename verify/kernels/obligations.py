@@ -129,6 +129,16 @@ def memory_safety_parts(case: KernelCase) -> list[Part]:
         parts.append(Part(f"{a.kind} of {a.buffer} at {where[0]}:{where[1]} in bounds", case.mem.in_bounds(a),
                           where, case.mem.program,
                           {"index": tuple(a.index), "extent": tuple(shape), "guard": a.guard}))
+    return parts + loop_bound_parts(case)
+
+
+def loop_bound_parts(case: KernelCase) -> list[Part]:
+    """Each unrolled loop runs no more iterations than it was unrolled to."""
+    parts = []
+    for trips, bound, guard, line, file in case.run.loop_bounds:
+        where = (Path(file).name, line)
+        parts.append(Part(f"loop at {where[0]}:{where[1]} runs at most {bound} iterations (unrolled)",
+                          implies(Sym(lift(guard)), Sym(trips) <= bound), where, case.mem.program, {"trips": trips}))
     return parts
 
 
