@@ -230,15 +230,20 @@ class KernelRun:
         before = dict(frame.vars)
         first = len(self.mem.accesses)
         lo_t, hi_t = Sym(as_int_term(as_scalar(lo))), Sym(as_int_term(as_scalar(hi)))
-        for var in self.mem.each(lo_t, hi_t, Sym(self.guard(frame))):
+        refused = ""
+        iteration = self.mem.each(lo_t, hi_t, Sym(self.guard(frame)))
+        for var in iteration:
             self.guards.append(mk_and([lift(var >= lo_t), lift(var < hi_t)]))
             try:
                 frame.vars[s.target.id] = Scalar(var.z, "i32")
                 self._body(s.body, frame)
             except RuntimeError as e:  # SymbolicMemory refuses a read after a loop store
-                return f"the body reads a buffer after storing to it ({e})"
+                refused = f"the body reads a buffer after storing to it ({e})"
             finally:
                 self.guards.pop()
+        iteration.close()
+        if refused:
+            return refused
         body = self.mem.accesses[first:]
         read = {a.buffer for a in body if a.kind == "read"}
         written = {a.buffer for a in body if a.kind == "write"}
