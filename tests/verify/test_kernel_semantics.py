@@ -1,7 +1,8 @@
-"""The symbolic interpreter against Triton's own interpreter (``TRITON_INTERPRET=1``).
+"""The symbolic interpreter against Triton: its interpreter (``TRITON_INTERPRET=1``,
+CPU) and, on a GPU (the ``gpu`` marker), its compiled CUDA kernels.
 
-Each small kernel runs twice on the same concrete inputs: on CPU tensors under
-Triton's interpreter, and through ``verify.kernels`` into Z3 with the initial
+Each small kernel runs twice on the same concrete inputs: on the ``device``
+fixture's tensors through Triton, and through ``verify.kernels`` into Z3 with the initial
 memory pinned to those inputs. Every output cell must agree: signed ``//`` and
 ``%`` (truncation toward zero), ``tl.cdiv`` (inlined from Triton's source),
 int32/int64 promotion and casts, masks with and without ``other``, pointer
@@ -13,7 +14,6 @@ constructs are reported with their line.
 from __future__ import annotations
 
 import inspect
-import os
 
 import numpy as np
 import pytest
@@ -28,8 +28,6 @@ from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.source import Unsupported
 from replayssm.verify.terms import lift
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
-                                reason="compares against Triton's interpreter (CPU runs set TRITON_INTERPRET=1)")
 
 N = 8
 
@@ -129,56 +127,56 @@ def _symbolic(kernel, launch_args, constexprs, inputs: dict, shapes: dict, progr
                          for idx in np.ndindex(*shape)]).reshape(shape) for b, shape in shapes.items()}
 
 
-def test_signed_division_remainder_and_cdiv_truncate_toward_zero():
+def test_signed_division_remainder_and_cdiv_truncate_toward_zero(device):
     x = np.array([7, -7, 7, -7, 0, -8, 9, -1], dtype=np.int32)
     y = np.array([2, 2, -2, -2, 3, 3, -4, 5], dtype=np.int32)
-    t = {k: torch.from_numpy(v.copy()) for k, v in {"x": x, "y": y}.items()}
-    outs = {k: torch.zeros(N, dtype=torch.int32) for k in ("q", "r", "c")}
+    t = {k: torch.from_numpy(v.copy()).to(device) for k, v in {"x": x, "y": y}.items()}
+    outs = {k: torch.zeros(N, dtype=torch.int32, device=device) for k in ("q", "r", "c")}
     _divmod[(1,)](t["x"], t["y"], outs["q"], outs["r"], outs["c"])
     shapes = {"x": (N,), "y": (N,), "q": (N,), "r": (N,), "c": (N,)}
     got = _symbolic(_divmod, [BufferArg(b) for b in ("x", "y", "q", "r", "c")], {}, {"x": x, "y": y}, shapes, [(0,)])
     for b in ("q", "r", "c"):
-        assert got[b].tolist() == outs[b].tolist(), b
+        assert got[b].tolist() == outs[b].cpu().tolist(), b
     assert got["q"][1] == -3 and got["r"][1] == -1  # C, not Python's -4 and 1
 
 
 @pytest.mark.parametrize("n", [0, 3, 8])
-def test_masks_other_and_logic(n):
+def test_masks_other_and_logic(n, device):
     x = np.array([-3, 0, 1, 4, 6, 9, -9, 2], dtype=np.int32)
-    out = torch.zeros(N, dtype=torch.int32)
-    _masks[(1,)](torch.from_numpy(x.copy()), out, n, FILL=3)
+    out = torch.zeros(N, dtype=torch.int32, device=device)
+    _masks[(1,)](torch.from_numpy(x.copy()).to(device), out, n, FILL=3)
     got = _symbolic(_masks, [BufferArg("x"), BufferArg("out"), ScalarArg(n)], {"FILL": 3}, {"x": x},
                     {"x": (N,), "out": (N,)}, [(0,)])
-    assert got["out"].tolist() == out.tolist()
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 @pytest.mark.parametrize("wide", [False, True])
-def test_runtime_branches_early_return_inlined_helper_and_casts(wide):
+def test_runtime_branches_early_return_inlined_helper_and_casts(wide, device):
     x = np.array([-1, 0, 3, 6, 100, -5], dtype=np.int32)
-    out = torch.full((6,), 42, dtype=torch.int32)
-    _branches[(6,)](torch.from_numpy(x.copy()), out, WIDE=wide)
+    out = torch.full((6,), 42, dtype=torch.int32, device=device)
+    _branches[(6,)](torch.from_numpy(x.copy()).to(device), out, WIDE=wide)
     got = _symbolic(_branches, [BufferArg("x"), BufferArg("out")], {"WIDE": wide}, {"x": x, "out": np.full(6, 42)},
                     {"x": (6,), "out": (6,)}, [(p,) for p in range(6)])
-    assert got["out"].tolist() == out.tolist()
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 @pytest.mark.parametrize("n", [0, 2, 5])
-def test_runtime_bounded_loop_and_static_range(n):
-    out = torch.full((8,), -1, dtype=torch.int32)
-    _loop[(1,)](torch.tensor([n], dtype=torch.int32), out, VALUE=9)
+def test_runtime_bounded_loop_and_static_range(n, device):
+    out = torch.full((8,), -1, dtype=torch.int32, device=device)
+    _loop[(1,)](torch.tensor([n], dtype=torch.int32, device=device), out, VALUE=9)
     got = _symbolic(_loop, [BufferArg("n"), BufferArg("out")], {"VALUE": 9},
                     {"n": np.array([n]), "out": np.full(8, -1)}, {"n": (1,), "out": (8,)}, [(0,)])
-    assert got["out"].tolist() == out.tolist()
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
-def test_loop_carried_loop_is_unrolled(n):
+def test_loop_carried_loop_is_unrolled(n, device):
     x = np.array([3, -1, 4, 1, 5, -9, 2, 6], dtype=np.int32)
-    out = torch.full((9,), -7, dtype=torch.int32)
-    _accumulate[(1,)](torch.tensor([n], dtype=torch.int32), torch.from_numpy(x.copy()), out)
+    out = torch.full((9,), -7, dtype=torch.int32, device=device)
+    _accumulate[(1,)](torch.tensor([n], dtype=torch.int32, device=device), torch.from_numpy(x.copy()).to(device), out)
     got = _symbolic(_accumulate, [BufferArg("n"), BufferArg("x"), BufferArg("out")], {},
                     {"n": np.array([n]), "x": x, "out": np.full(9, -7)}, {"n": (1,), "x": (8,), "out": (9,)}, [(0,)])
-    assert got["out"].tolist() == out.tolist()
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 def test_unrolled_loop_bound_is_an_obligation():
@@ -195,23 +193,24 @@ def test_unrolled_loop_bound_is_an_obligation():
         assert (s.check() == z3.unsat) == fits
 
 
-def test_cumsum_and_sum():
+def test_cumsum_and_sum(device):
     x = np.array([1, 0, 5, -2, 7, 7, 0, 3], dtype=np.int32)
-    out, total = torch.zeros(N, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
-    _scan[(1,)](torch.from_numpy(x.copy()), out, total)
+    out = torch.zeros(N, dtype=torch.int32, device=device)
+    total = torch.zeros(1, dtype=torch.int32, device=device)
+    _scan[(1,)](torch.from_numpy(x.copy()).to(device), out, total)
     got = _symbolic(_scan, [BufferArg("x"), BufferArg("out"), BufferArg("total")], {}, {"x": x},
                     {"x": (N,), "out": (N,), "total": (1,)}, [(0,)])
-    assert got["out"].tolist() == out.tolist() and got["total"].tolist() == total.tolist()
+    assert got["out"].tolist() == out.cpu().tolist() and got["total"].tolist() == total.tolist()
 
 
-def test_pointer_table_rows():
+def test_pointer_table_rows(device):
     rows = np.arange(12, dtype=np.int32).reshape(3, 4) * 3 - 5
-    tensors = [torch.from_numpy(rows[g].copy()) for g in range(3)]
-    whole = torch.from_numpy(rows.copy())
-    ptrs = torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64)
-    base_ptrs = torch.tensor([whole.data_ptr()], dtype=torch.int64)
-    out = torch.zeros(12, dtype=torch.int32)
-    _table[(3,)](ptrs, base_ptrs, torch.tensor([4, 4, 4], dtype=torch.int64), out)
+    tensors = [torch.from_numpy(rows[g].copy()).to(device) for g in range(3)]
+    whole = torch.from_numpy(rows.copy()).to(device)
+    ptrs = torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+    base_ptrs = torch.tensor([whole.data_ptr()], dtype=torch.int64, device=device)
+    out = torch.zeros(12, dtype=torch.int32, device=device)
+    _table[(3,)](ptrs, base_ptrs, torch.tensor([4, 4, 4], dtype=torch.int64, device=device), out)
     from replayssm.verify.kernels.contracts import StrideTable
 
     # ptrs: one row each (the row fixed, offsets move the column); base_ptrs:
@@ -222,7 +221,7 @@ def test_pointer_table_rows():
     got = _symbolic(_table, [table, base, strides, BufferArg("out")], {}, {"rows": rows},
                     {"rows": (3, 4), "ptrs": (3,), "base_ptrs": (1,), "strides": (3,), "out": (12,)},
                     [(g,) for g in range(3)])
-    assert got["out"].tolist() == out.tolist()
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 @triton.jit
