@@ -80,6 +80,9 @@ class KernelClaim:
     cases: list[KernelCase]
     optional: list = field(default_factory=list)
     unsupported: Unsupported | None = None
+    show: dict = field(default_factory=dict)
+    """The inputs a report shows (the claim itself shows none: the solver's
+    first model is not the small launch the report re-solves for)."""
 
 
 def variants(role: str) -> list[tuple[str, tuple]]:
@@ -271,8 +274,8 @@ def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) 
         parts = conflict_parts(p, q)
         show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
         claim = Claim([(x.name, x.term) for x in parts], spec_claim.assumptions + facts, spec_claim.cover, label,
-                      show, [p.mem, q.mem], preprocess=True)
-        return KernelClaim(role, prop, claim, parts, [p, q])
+                      preprocess=True)
+        return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     case = kernel_case(module, role, label, params)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts}[prop](case)
@@ -280,9 +283,9 @@ def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) 
     if prop == "equivalence":
         assumptions = [a for a in case.assumptions if a[0] not in OPTIONAL]
         optional = [a for a in case.assumptions if a[0] in OPTIONAL]
-    claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label, case.show, [case.mem],
+    claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label,
                   preprocess=prop in PREPROCESSED)
-    return KernelClaim(role, prop, claim, parts, [case], optional)
+    return KernelClaim(role, prop, claim, parts, [case], optional, show=case.show)
 
 
 def obligation_name(role: str, prop: str, target: str = "") -> str:

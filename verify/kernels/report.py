@@ -184,7 +184,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
                   "conventions": {"cumulative": False, "post_step": False, "has_idx_mapping": False,
                                   "materialize_prefixes": True, "live_col_is_zero": False},
                   "layers_per_group": [1], "num_cols": 1, "num_slots": 1}
-        num_reqs = _eval(m, case.show["num_reqs"])
+        num_reqs = _eval(m, kc.show["num_reqs"])
         shapes = {b: (cap,) for b in ("plan_flush_count", "active_request_indices")}
         init = allocate(_geometry(params), 1, 1, [1])
         state = {b: _cells(m, mem, b, shapes.get(b, init[b].shape), init[b]) for b in STATE}
@@ -248,7 +248,7 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
         details[k] = v
         if k != "guard":
             lines.append(f"  {k}: {v}")
-    inputs = {k: _eval(m, t) for k, t in kc.claim.show.items()}
+    inputs = {k: _eval(m, t) for k, t in kc.show.items()}
     lines.append("  inputs: " + ", ".join(f"{k}={v}" for k, v in inputs.items()))
     text_verdict = verdict(kc) if prop == "equivalence" else ""
     if text_verdict:
