@@ -209,6 +209,10 @@ def _fuzz(args: argparse.Namespace) -> int:
             print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
             return 2
     check_output_file(args.junit, "--junit")
+    if args.numeric:
+        from replayssm.fuzz.numeric import run_numeric_command
+
+        return run_numeric_command(args, args.examples or profile["examples"], args.max_steps or profile["max_steps"])
     config = CampaignConfig(
         impl=args.impl, device=args.device,
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
@@ -322,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--impl", metavar="MODULE_OR_FILE", help="module name or .py file with the reference's entry points "
                    "(default: replayssm.impl.replayssm_utils)")
     f.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
+    f.add_argument("--numeric", action="store_true", help="the numeric layer: real Mamba2 states through the "
+                   "context level, checked against a float64 recurrence (docs/gpu.md)")
+    f.add_argument("--state-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="with --numeric: the SSM state dtype")
     f.add_argument("--level", choices=["kernel", "context"], default="kernel",
                    help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
     f.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "
