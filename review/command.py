@@ -62,8 +62,8 @@ class Verdict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``review`` subcommand's options."""
     p.add_argument("head", nargs="+", metavar="HEAD",
-                   help="version(s) to review: ssu_dispatch.py files as they are, module names, or directories "
-                        "of such files (*_test.py skipped)")
+                   help="version(s) to review: ssu_dispatch.py files as they are, module names, .txt documentation "
+                        "pages printing the kernels, or directories of .py files (*_test.py skipped)")
     p.add_argument("--base", metavar="BASE", help="a version to compare HEAD with (one HEAD only)")
     p.add_argument("--base-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout, as the base")
     p.add_argument("--head-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout")
@@ -90,7 +90,7 @@ def _expand(heads: list[str]) -> list[str]:
 
 
 def _label(source: str) -> str:
-    return Path(source).stem if source.endswith(".py") else source
+    return Path(source).stem if source.endswith((".py", ".txt")) else source
 
 
 def run(args: argparse.Namespace, out: Any = None) -> int:

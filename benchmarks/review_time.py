@@ -1,0 +1,71 @@
+"""Wall and CPU time of ``replayssm-verify review`` of one version with the default budget.
+
+    python3 benchmarks/review_time.py [VERSION ...] [--budget SECONDS] [--json FILE]
+
+VERSION defaults to the corpus's A1 and D2 (``../shared/reference/vllm-versions``).
+Each review runs in its own process (as the CLI would), so the figures include
+importing torch and Triton and loading the version. The goal: <= 60 s per
+version on 2 cores with the default budget. Run it on a quiet machine; prints
+one JSON object (and writes it with ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import REPO, commit  # noqa: E402
+
+CORPUS = REPO.parent / "shared" / "reference" / "vllm-versions"
+GOAL_SECONDS = 60.0
+
+
+def review_once(version: str, budget: float | None) -> dict:
+    """One review in a child process: its wall time, CPU time and exit code."""
+    out = Path(tempfile.mkdtemp(prefix="review-time-"))
+    cmd = [sys.executable, "-m", "replayssm.cli", "review", version, "--traces", str(out / "traces"),
+           "--json", str(out / "review.json")]
+    if budget is not None:
+        cmd += ["--budget", str(budget)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    verdict = json.loads((out / "review.json").read_text())["verdicts"][0] if proc.returncode in (0, 1, 3) else None
+    return {"version": version, "exit_code": proc.returncode, "wall_seconds": round(wall, 2),
+            "cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            "within_goal": wall <= GOAL_SECONDS,
+            "request_steps": verdict["campaign"]["request_steps"] if verdict else None,
+            "status": verdict["status"] if verdict else proc.stderr.strip()[-400:]}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("versions", nargs="*", default=[str(CORPUS / "A1.py"), str(CORPUS / "D2.py")])
+    p.add_argument("--budget", type=float, help="review --budget (default: the CLI's)")
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args()
+    runs = [review_once(v, args.budget) for v in args.versions]
+    result = {"benchmark": "review_time", "goal_seconds": GOAL_SECONDS, "runs": runs,
+              "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(),
+              "machine": f"{platform.node()} ({os.cpu_count()} CPUs visible)", "python": platform.python_version()}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    return 0 if all(r["within_goal"] for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
