@@ -58,6 +58,10 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         except (Exception, SystemExit) as e:  # the target's own error, reported as a bad --impl
             del sys.modules[mod_name]
             raise ValueError(f"--impl file {name!r} cannot be imported: {_why(e)}") from e
+    elif path.suffix == ".txt":  # a documentation page printing the module (the reference's)
+        from replayssm.review.target import load_docs_page
+
+        module = load_docs_page(path)
     else:
         try:
             module = importlib.import_module(name)

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import vllm_stub
+from .reference_page import module_source
 
 _COUNTER = itertools.count()
 
@@ -61,31 +62,14 @@ def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
     return module
 
 
-def kernels_of_docs_page(text: str) -> str:
-    """The Triton kernels a documentation page prints (each from a column-0
-    ``@triton.jit`` line to the next line of prose), as a module's source."""
-    lines, blocks, i = text.splitlines(), [], 0
-    while i < len(lines):
-        if not lines[i].startswith("@triton.jit"):
-            i += 1
-            continue
-        block = [lines[i]]
-        i += 1
-        while i < len(lines) and (not lines[i] or lines[i][0].isspace() or lines[i].startswith(("def ", ")", "@"))):
-            block.append(lines[i])
-            i += 1
-        blocks.append("\n".join(block).rstrip() + "\n")
-    return "import triton\nimport triton.language as tl\n\n\n" + "\n\n".join(blocks)
-
-
 def load_docs_page(path: str | Path, label: str = "--impl") -> ModuleType:
-    """The kernels of a documentation page (``.txt``, e.g. vLLM's page for
-    ``vllm.v1.worker.replayssm_utils``), loaded as a module."""
+    """The module a documentation page prints (``.txt``: vLLM's page for
+    ``vllm.v1.worker.replayssm_utils``), rebuilt by :mod:`.reference_page` and loaded."""
     path = Path(path)
     if not path.is_file():
         raise ReviewInputError(f"{label} file {str(path)!r} does not exist")
     source = Path(tempfile.mkdtemp(prefix="replayssm-review-")) / f"{path.stem.replace('-', '_')}_kernels.py"
-    source.write_text(kernels_of_docs_page(path.read_text()))  # Triton's JIT reads kernels from a real file
+    source.write_text(module_source(path.read_text()))  # Triton's JIT reads kernels from a real file
     return load_source(source, label)
 
 

@@ -60,6 +60,18 @@ def reinterpret_u64_as_i64(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value
 
 
+class MambaBase:
+    """Placeholder for ``vllm.model_executor.layers.mamba.abstract.MambaBase`` (isinstance checks only)."""
+
+
+def extract_layer_index(layer_name: str) -> int:
+    """The one integer among a layer name's dot-separated parts (``model.layers.3.mixer`` -> 3)."""
+    numbers = [int(part) for part in layer_name.split(".") if part.isdigit()]
+    if len(numbers) != 1:
+        raise ValueError(f"layer name {layer_name!r} must contain exactly one integer part")
+    return numbers[0]
+
+
 def _triton_names() -> dict[str, Any]:
     import triton
     import triton.language as tl
@@ -75,6 +87,8 @@ PROVIDED: dict[str, Callable[[], dict[str, Any]]] = {
     "vllm.v1.attention.backends.utils": lambda: {"NULL_BLOCK_ID": 0, "PAD_SLOT_ID": -1},
     "vllm.v1.attention.backends.registry": lambda: {"MambaAttentionBackendEnum": MambaAttentionBackendEnum},
     "vllm.model_executor.layers.mamba.mamba_utils": lambda: {"_reinterpret_u64_as_i64": reinterpret_u64_as_i64},
+    "vllm.model_executor.layers.mamba.abstract": lambda: {"MambaBase": MambaBase},
+    "vllm.model_executor.models.utils": lambda: {"extract_layer_index": extract_layer_index},
 }
 """Module name -> the names it provides (built lazily: triton is imported only when a target loads)."""
 
