@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from replayssm.impl.pointers import register_tensor
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
 
@@ -251,6 +252,8 @@ class ContextSide(Side):
                     torch.zeros(slots, dtype=torch.int32, device=device))
             mixers = [_Layer(cache(), -torch.rand(heads, generator=gen).to(device), geo.window, pair)
                       for _ in range(layers)]
+            for tensor in (t for m in mixers for t in (*m.kv_cache, m.A)):
+                register_tensor(tensor)  # the torch materialize backend resolves any target's address tables
             self.tables.append(table)
             self.trackers.append(pair)
             grouped.append((mixers, spec, table))

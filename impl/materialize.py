@@ -9,8 +9,11 @@ state advanced by ``replay_prefix_len[b]`` ring rows starting at
 
 The torch backend follows the kernel's rounding steps (design note section 7)
 and runs on any device. It finds the tensors behind the address tables in the
-registry filled by :func:`replayssm.impl.pointers.i64_ptrs` (every table a
-``ReplaySSMModelContext`` builds goes through it), and unlike the CUDA kernel it
+registry of :mod:`replayssm.impl.pointers`: our ``ReplaySSMModelContext``
+registers every tensor it tables (``i64_ptrs``); for a context that builds its
+tables from bare addresses, as vLLM's does, whoever allocated the layer
+tensors registers them (``register_tensor``; the fuzz harness's context level
+does). Unlike the CUDA kernel it
 checks the plan values (ring start, replay length, request indices) and raises
 ``ValueError`` on a violation instead of leaving it undefined.
 """
