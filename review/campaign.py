@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -75,6 +75,11 @@ class Difference(AssertionError):
         self.kind, self.finding, self.who = kind, finding, who
 
 
+def _inputs(action: Any) -> dict:
+    """A launch record's inputs by name (those the conventions leave out as None)."""
+    return {f.name: getattr(action, f.name) for f in fields(action) if f.name != "caller"}
+
+
 def _state_copies(dropped: frozenset[str]) -> bool:
     return "live_move_copies_state" not in dropped
 
@@ -112,7 +117,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.callers.requests) < self.setup.geometry.max_num_reqs)
     @rule(data=st.data())
     def admit(self, data: Any) -> None:
-        self.callers.admit(data.draw, st)
+        self.callers.admit(data.draw)
 
     @precondition(lambda self: bool(self.callers.requests))
     @rule(data=st.data())
@@ -120,12 +125,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         for _ in range(data.draw(st.integers(1, 4), label="steps")):
             if not self.callers.requests:
                 return
-            actions = self.callers.step(data.draw, st)
+            actions = self.callers.step(data.draw)
             if not actions:
                 continue
-            by_name = {a["name"]: a["picks"] for a in actions}
-            step = Step(self.callers.last_rows, by_name["postprocess"]["block_table"],
-                        by_name.get("block_copy", {}).get("copies", []), by_name["migrate"], by_name["postprocess"])
+            by_name = {a.NAME: a for a in actions}
+            copies = by_name["block_copy"].copies if "block_copy" in by_name else []
+            step = Step(self.callers.last_rows, by_name["postprocess"].block_table, copies,
+                        _inputs(by_name["migrate"]), _inputs(by_name["postprocess"]))
             expect = self.callers.expectation()
             self.trace["steps"].append({**step.as_json(), "expect": expect})
             self.tally.steps += 1
@@ -155,7 +161,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.callers.requests) >= 2)
     @rule(data=st.data())
     def finish(self, data: Any) -> None:
-        self.callers.finish(data.draw, st, preempt=data.draw(st.booleans(), label="preempt"))
+        rid = data.draw(st.sampled_from(sorted(self.callers.requests)), label="request")
+        self.callers.finish(rid, preempt=data.draw(st.booleans(), label="preempt"))
 
     def teardown(self) -> None:
         if hasattr(self, "callers"):

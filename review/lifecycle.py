@@ -65,7 +65,7 @@ class ReviewCallers(Callers):
     def holds(self, assumption: env.Assumption) -> bool:
         return assumption.name not in self.dropped
 
-    def _block_copies(self, draw: Any, st: Any, batch_rows: list) -> list:
+    def _block_copies(self, draw: Any, batch_rows: list) -> list:
         if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
             return []  # the block copy moves state and ring only
         copies = []
@@ -74,26 +74,26 @@ class ReviewCallers(Callers):
                 continue
             r, plan = row
             src = self._source_col(r)
-            if src >= 0 and src != plan["live_col"]:
+            if src >= 0 and src != plan.live_col:
                 for g in range(len(self.free)):
-                    s, d = r.cols[g][src], r.cols[g][plan["live_col"]]
+                    s, d = r.cols[g][src], r.cols[g][plan.live_col]
                     if s != self.geo.pad_slot and d != self.geo.pad_slot:
                         copies.append([g, s, d])
-                plan["copied"] = True
+                plan.copied = True
         return copies
 
-    def _plan_row(self, draw: Any, st: Any, r: Any) -> dict | None:
-        plan = super()._plan_row(draw, st, r)
+    def _plan_row(self, draw: Any, r: Any) -> Any:
+        plan = super()._plan_row(draw, r)
         if plan is not None and self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE):
-            row = env.GhostRow(r.computed, plan["q"], plan["accepted"], plan["prefilling"], plan["live_col"], r.rid)
+            row = env.GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)
             if not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(self.geo, row):
                 return None  # not scheduled this step
         return plan
 
-    def _postprocess_action(self, batch_rows: list, table: list) -> dict:
+    def _postprocess_action(self, batch_rows: list, table: list) -> Any:
         self.last_rows = [None if row is None else
                           Row(row[0].rid, row[0].stream, self._req_index(b, row[0]), row[0].computed,
-                              row[1]["q"], row[1]["accepted"], row[1]["prefilling"], row[1]["live_col"],
+                              row[1].query_len, row[1].accepted, row[1].prefilling, row[1].live_col,
                               self._source_col(row[0]))
                           for b, row in enumerate(batch_rows)]
         return super()._postprocess_action(batch_rows, table)

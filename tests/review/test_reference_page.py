@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from replayssm.fuzz.actions import Migrate, Postprocess
 from replayssm.fuzz.launcher import ContextSide, Setup, SpecSide, compare
 from replayssm.fuzz.target import load_target
 from replayssm.spec.assumptions import GhostRow, encode_row
@@ -24,12 +25,12 @@ ALIGN = Conventions(cumulative=False, post_step=False, has_idx_mapping=False, ma
                     live_col_is_zero=False)
 
 
-def _postprocess(row: GhostRow, table: list) -> dict:
+def _postprocess(row: GhostRow, table: list) -> Postprocess:
     picks = {"idx_mapping": None, "query_metadata": [0], "num_computed_tokens": [0, 0],
              "num_accepted_tokens": [0, 0], "is_prefilling": [False], "live_cols": [0, 0]}
     for buf, (i,), value in encode_row(ALIGN, 0, row):
         picks[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
-    return {"name": "postprocess", "picks": {"num_reqs": 1, **picks, "block_table": table}}
+    return Postprocess(1, **picks, block_table=table)
 
 
 @pytest.mark.skipif(not PAGE.is_file(), reason="the reference page (../shared) is not here")
@@ -40,8 +41,7 @@ def test_reference_page_module_runs_at_context_level_in_align_mode() -> None:
     table = [[[1, 2, 0], [0, 0, 0]], [[3, 4, 0], [0, 0, 0]]]
     actions = [
         _postprocess(GhostRow(0, 3, 0, True, 0, 0), table),  # prefill of 3 tokens in column 0
-        {"name": "migrate", "picks": {"num_reqs": 1, "idx_mapping": None, "src_cols": [0, -1], "dst_cols": [1, -1],
-                                      "block_table": table}},
+        Migrate(1, None, [0, -1], [1, -1], table),
         _postprocess(GhostRow(3, 2, 2, False, 1, 0), table),  # decode 3 -> 5 publishes column 0 from column 1
     ]
     for action in actions:
