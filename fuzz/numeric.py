@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import reject
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -73,8 +74,9 @@ class NumericContextSide(ContextSide):
     and the forward pass of each step."""
 
     def __init__(self, setup: Setup, module: ModuleType, device: torch.device, dims: Dims,
-                 streams: TokenStreams, plant: str | None = None) -> None:
+                 streams: TokenStreams, plant: str | None = None, forward: str = "torch") -> None:
         self.setup, self.device, self.dims, self.streams, self.plant = setup, device, dims, streams, plant
+        self.forward_backend = forward
         geo, slots = setup.geometry, setup.num_slots
         d, ring = dims, geo.ring_len
         spec = _CacheSpec(geo.block_size, setup.conventions.mode)
@@ -195,7 +197,12 @@ class NumericContextSide(ContextSide):
             for g, layers in enumerate(self.layers):
                 for i, layer in enumerate(layers):
                     index = sum(len(x) for x in self.layers[:g]) + i
-                    (self._prefill if row["prefilling"] else self._decode)(row, g, i, index, layer, stats)
+                    if row["prefilling"]:
+                        self._prefill(row, g, i, index, layer, stats)
+                    elif self.forward_backend == "flashinfer":
+                        self._decode_flashinfer(row, g, i, index, layer, stats)
+                    else:
+                        self._decode(row, g, i, index, layer, stats)
 
     def _live(self, row: dict, g: int) -> tuple[int, int, int]:
         slot = row["cols"][g][row["live_col"]]
@@ -223,6 +230,34 @@ class NumericContextSide(ContextSide):
             layer.kv_cache[2][slot, :, r] = src.x[t].to(self.device, torch.bfloat16)
             layer.kv_cache[3][slot, :, r] = src.dt[t].to(self.device)
             layer.kv_cache[4][slot, :, r] = src.B[t].to(self.device, torch.bfloat16)
+
+    def _decode_flashinfer(self, row: dict, g: int, i: int, index: int, layer: _Layer, stats: NumericStats) -> None:
+        """The decode row through FlashInfer's ``checkpointing_ssu`` (varlen, one
+        row, the implementation's tracker tensors, the layer's caches)."""
+        from flashinfer.mamba import checkpointing_ssu
+
+        geo, d, dev = self.setup.geometry, self.dims, self.device
+        slot, start, committed = self._live(row, g)
+        q, accepted = row["q"], row["accepted"]
+        if committed + q > geo.window:
+            stats.forwards["checkpoint"] = stats.forwards.get("checkpoint", 0) + 1
+            rows = self._ring_rows(layer, slot, start, committed)
+            _, added = replay(layer.kv_cache[1][slot].cpu(), rows, layer.A.cpu(), d.heads_per_group, d.state_dtype)
+            self.bounds[g][i][slot] += added
+        true = self.streams.tokens(index, row["stream"], row["computed"] + 1, accepted)
+        junk = self.streams.garbage(q - accepted)
+        x = torch.cat([true.x, junk.x])[None].to(dev, torch.bfloat16)
+        b = torch.cat([true.B, junk.B])[None].to(dev, torch.bfloat16)
+        dt = torch.cat([true.dt, junk.dt])[None, :, :, None].to(dev).expand(1, q, d.heads, d.dim)
+        a = layer.A[:, None, None].expand(d.heads, d.dim, d.dstate)
+        out = torch.empty(1, q, d.heads, d.dim, dtype=torch.bfloat16, device=dev)
+        start_t, committed_t = self.trackers[g]
+        checkpointing_ssu(
+            layer.kv_cache[1], layer.kv_cache[2], layer.kv_cache[4], layer.kv_cache[3], start_t, committed_t,
+            x, dt, a, b, b.clone(), out, state_batch_indices=torch.tensor([slot], dtype=torch.int32, device=dev),
+            pad_slot_id=geo.pad_slot, cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=dev),
+            max_seqlen=geo.ring_len - geo.window, algorithm="monolith",
+        )
 
     def _prefill(self, row: dict, g: int, i: int, index: int, layer: _Layer, stats: NumericStats) -> None:
         geo, d, conv = self.setup.geometry, self.dims, self.setup.conventions
@@ -286,16 +321,22 @@ class NumericMachine(ReplaySSMMachine):
     level = "context"
     dims: Dims = CPU_DIMS
     plant: str | None = None
+    forward: str = "torch"
+    windows: tuple[int, ...] | None = None
+    """The logical windows to run (others are rejected): FlashInfer's kernels are built per window."""
     numeric_seed: int = 0
     numeric: NumericStats = NumericStats()
 
     def _numeric_side(self) -> NumericContextSide:
         if not isinstance(self.impl, NumericContextSide):
             geo, layers = self.setup.geometry, self.setup.layers_per_group
+            if self.windows is not None and geo.window not in self.windows:
+                reject()
             # Token data from the system's shape: the same example gets the same numbers when replayed.
             seed = zlib.crc32(repr((self.numeric_seed, geo, self.setup.conventions.label(), layers)).encode())
             streams = TokenStreams(self.dims, sum(layers), 2, self.setup.num_cols * geo.block_size, seed)
-            self.impl = NumericContextSide(self.setup, self.target, self.device, self.dims, streams, self.plant)
+            self.impl = NumericContextSide(self.setup, self.target, self.device, self.dims, streams, self.plant,
+                                           self.forward)
         return self.impl
 
     def _rows(self, action: Postprocess) -> list[dict]:
@@ -358,6 +399,11 @@ class NumericConfig:
     dims: Dims = CPU_DIMS
     plant: str | None = None
     shrink: bool = True
+    forward: str = "torch"
+    """The decode forward: ``torch`` (the reference) or ``flashinfer`` (``checkpointing_ssu``, CUDA)."""
+    windows: tuple[int, ...] | None = None
+    seconds: float | None = None
+    """Start no further convention combination after this long (None: run them all)."""
 
 
 def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = None) -> dict:
@@ -375,9 +421,11 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
     start = time.perf_counter()
     failure = None
     for n, conv in enumerate(combos):
+        if config.seconds is not None and time.perf_counter() - start > config.seconds:
+            break
         attrs = {"target": target, "device": torch.device(config.device), "stats": stats, "numeric": numeric,
                  "conventions": (conv,), "dims": config.dims, "plant": config.plant, "last_trace": None,
-                 "numeric_seed": config.seed}
+                 "numeric_seed": config.seed, "forward": config.forward, "windows": config.windows}
         machine = hypothesis_seed(config.seed * 1000 + n)(type("Numeric", (NumericMachine,), attrs))
         try:
             run_state_machine_as_test(machine, settings=settings(
@@ -388,10 +436,12 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
         except Failure as e:
             failure = f"{e.kind}: {e}"
             break
-    return {"examples": stats.examples, "request_steps": stats.request_steps,
+    return {"combinations": n + 1 if combos else 0, "examples": stats.examples, "request_steps": stats.request_steps,
             "seconds": round(time.perf_counter() - start, 3), "checks": numeric.checks,
             "worst_error_over_bound": numeric.worst_ratio, "worst_abs_error": numeric.worst_abs,
             "forwards": numeric.forwards, "state_dtype": str(config.dims.state_dtype).replace("torch.", ""),
+            "dims": [config.dims.heads, config.dims.dim, config.dims.dstate, config.dims.groups],
+            "forward": config.forward, "device": config.device,
             "plant": config.plant, "failure": failure}
 
 
@@ -407,13 +457,18 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
 
     dims = dataclasses.replace(CUDA_DIMS if args.device == "cuda" else CPU_DIMS,
                                state_dtype=getattr(torch, args.state_dtype))
-    config = NumericConfig(args.impl, args.device, examples, max_steps, args.seed, dims)
+    cuda = args.device == "cuda"
+    # On CUDA: FlashInfer's decode kernel and materialize, built for the window of 16 only.
+    config = NumericConfig(args.impl, args.device, examples, max_steps, args.seed, dims,
+                           forward=args.numeric_forward or ("flashinfer" if cuda else "torch"),
+                           windows=(16,) if cuda else None, seconds=args.numeric_seconds)
     try:
         result = run_numeric(config)
     except ValueError as e:  # a bad --impl or device
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"numeric campaign ({result['state_dtype']} state, {dims.heads} heads x {dims.dim} x {dims.dstate}): "
+    print(f"numeric campaign ({result['state_dtype']} state, {dims.heads} heads x {dims.dim} x {dims.dstate}, "
+          f"{config.forward} decode forward on {config.device}): "
           f"{result['examples']} runs, {result['request_steps']} request-steps, {result['checks']} slot checks, "
           f"forward {result['forwards']}, worst error / bound {result['worst_error_over_bound']:.3f} "
           f"(worst |error| {result['worst_abs_error']:.3e}), {result['seconds']:.1f} s")

@@ -330,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "context level, checked against a float64 recurrence (docs/gpu.md)")
     f.add_argument("--state-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="with --numeric: the SSM state dtype")
+    f.add_argument("--numeric-forward", choices=["torch", "flashinfer"],
+                   help="with --numeric: the decode forward (default: flashinfer on cuda, torch on cpu)")
+    f.add_argument("--numeric-seconds", type=float,
+                   help="with --numeric: start no further convention combination after this many seconds")
     f.add_argument("--level", choices=["kernel", "context"], default="kernel",
                    help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
     f.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "
