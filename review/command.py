@@ -232,32 +232,52 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
                 f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
         print(f"  probe without {name}: {said}", file=out, flush=True)
     if base is not None:
-        verdict.differences = differential(base, v, args, traces, out)
+        verdict.differences = differential(base, v, args, traces, out, [f["trace"] for f in verdict.findings])
     verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
     return verdict
 
 
-def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any) -> list[dict]:
-    """Differences between ``base`` and ``head`` on shared caller schedules, until the budget is spent."""
-    from .campaign import campaign
+def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any,
+                 head_findings: list[str]) -> list[dict]:
+    """Behavioural differences between ``base`` and ``head``: head's findings replayed on
+    base (a regression where base passes), base's own campaign's finding replayed on head
+    (a fix where head passes), then a campaign of both on shared caller schedules for the
+    rest of the budget. Ends with the count of request-steps where both conform (neutral)."""
+    from .campaign import campaign, replay
 
-    found, seen, spent, turn = [], set(), 0.0, 0
-    neutral_steps = 0
+    found: list[dict] = []
+    seen: set = set()
+
+    def note(kind: str, prop: str | None, message: str, trace: str) -> None:
+        if (kind, prop) in seen:
+            return
+        seen.add((kind, prop))
+        found.append({"kind": kind, "property": prop, "message": message, "trace": trace,
+                      "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
+        print(f"  {kind}: {message} ({trace})", file=out, flush=True)
+
+    for trace in head_findings:
+        if replay(trace, [base], args.device)[0]:
+            note("regression", None, f"head breaks a property on this schedule, base does not", trace)
+    start = time.perf_counter()
+    own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
+                   device=args.device, examples=args.examples)
+    if own.trace is not None and replay(own.trace, [head], args.device)[0]:
+        note("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
+    neutral_steps, turn = 0, 0
     while True:
-        o = campaign((base, head), budget=args.budget - spent, seed=args.seed + 7919 * (turn + 1), out_dir=traces,
-                     tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device, examples=args.examples)
-        spent += o.seconds
+        spent = time.perf_counter() - start
+        o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
+                     out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
+                     examples=args.examples)
         turn += 1
         neutral_steps += o.tally.request_steps
-        if o.failure is not None and (o.kind, o.prop) not in seen:
-            seen.add((o.kind, o.prop))
-            found.append({"kind": o.kind, "property": o.prop, "message": o.failure, "trace": o.trace,
-                          "replay": f"replayssm-verify replay {o.trace}"})
-            print(f"  {o.kind}: {o.failure} ({o.trace})", file=out, flush=True)
-        if o.failure is None or args.examples is not None or spent >= args.budget:
+        if o.failure is not None:
+            note(o.kind, o.prop, o.failure, o.trace)
+        if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
             break
     found.append({"kind": "neutral", "request_steps": neutral_steps,
-                  "message": "steps on which base and head both conform"})
+                  "message": "request-steps on which base and head both conform"})
     return found
 
 
