@@ -263,6 +263,8 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
     shrunk trace). ``target``: the loaded implementation (loaded here when None)."""
     target = target if target is not None else check_setup(config)
     _limit_shrinking(config.shrink_limit)
+    if reporter is not None:
+        reporter.ready()
     combos = Conventions.all()
     per_combo = examples_per_combination(config.examples)
     stats, findings = Statistics(), []
@@ -343,11 +345,12 @@ class _Campaign:
         log = found["log"]
         trace = {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": log["params"],
                  "actions": log["actions"]}
-        try:
-            trace["states"] = spec_states(trace)
-        except Exception as e:  # noqa: BLE001 - the trace is saved anyway; the states are a convenience
-            print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
-                  file=self.out)
+        if log["params"] is not None:
+            try:
+                trace["states"] = spec_states(trace)
+            except Exception as e:  # noqa: BLE001 - the trace is saved anyway; the states are a convenience
+                print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
+                      file=self.out)
         c = self.config
         impl = c.impl or DEFAULT_TARGET
         if impl.endswith(".py"):
@@ -358,7 +361,8 @@ class _Campaign:
         name = unique_name(self.name, found["kind"], found["seed"], found["combination"])
         finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
                           len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])
-        finding.trace = save_trace(trace, c.failures_dir, name, self.out)
+        if log["params"] is not None:
+            finding.trace = save_trace(trace, c.failures_dir, name, self.out)
         finding.seconds = round(time.perf_counter() - self.start, 3)
         self.findings.append(finding)
         print("\n".join(finding.lines()), file=self.out, flush=True)
@@ -554,6 +558,7 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
     target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
+    reporter.ready()
 
     def say(line: str) -> None:
         reporter.send("line", line)
@@ -576,6 +581,8 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
         reporter.launching(trace, action_to_json(action))
         try:
             side.run(action)
+            if device == "cuda":
+                torch.cuda.synchronize()  # the launch has run (or hangs) inside the watchdog's window
         except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
             return raised(f"at step {n}", e)
         reporter.landed()

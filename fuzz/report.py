@@ -92,7 +92,7 @@ class Finding:
         length = f"{self.actions} launch actions" + (", shrunk" if self.shrunk else ", not shrunk")
         out.append(f"    trace: {length}; seed {self.seed}, combination {self.combination}")
         out.append(f"    saved to {self.trace}  (replayssm-verify replay {self.trace})" if self.trace
-                   else "    not saved (see the trace printed above)")
+                   else "    no trace saved (no launch had started, or it is printed above)")
         return out
 
 

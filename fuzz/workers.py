@@ -4,6 +4,8 @@ Every worker (a campaign's share, or a replay) runs in a child process that is
 the leader of its own process group and talks to the parent over its own pipe
 (a worker that dies mid-message damages only its own pipe). The child reports:
 
+* ``("ready",)`` once it has set up (loaded the target): a child that dies
+  before that failed to start, which is a set-up error, not a finding,
 * ``("example", params)`` when a new example starts (the first launch of it),
 * ``("launch", action)`` before it hands a launch action to the implementation,
   ``("landed",)`` once that returned,
@@ -67,6 +69,9 @@ class Reporter:
     def landed(self) -> None:
         self.send("landed")
 
+    def ready(self) -> None:
+        self.send("ready")
+
     def failing(self, described: dict) -> None:
         """The first failure of this child (later ones, e.g. while shrinking, are
         not sent): a dict with at least ``kind`` and ``reason``."""
@@ -119,6 +124,7 @@ class Child:
     failing_log: dict | None = None
     fault: dict | None = None
     done: bool = False
+    ready: bool = False
 
     def log(self, upto: int | None = None) -> dict | None:
         """The current example as ``{"params", "actions"}`` (None before its first launch)."""
@@ -198,7 +204,9 @@ class Supervisor:
 
     def _handle(self, child: Child, message: tuple) -> None:
         kind = message[0]
-        if kind == "example":
+        if kind == "ready":
+            child.ready = True
+        elif kind == "example":
             child.params, child.actions = message[1], []
         elif kind == "launch":
             child.actions.append(message[1])
@@ -232,7 +240,9 @@ class Supervisor:
         child.process.join(5)
         child.done = True
         child.conn.close()
-        if child.result is None and child.error is None:
+        if child.result is None and child.error is None and not child.ready:
+            child.error = f"the worker process died ({describe_exit(child.process.exitcode)}) while it set up"
+        elif child.result is None and child.error is None:
             how = describe_exit(child.process.exitcode)
             if child.launch_started is not None:
                 where = f"during launch {len(child.actions) - 1} ({child.actions[-1].get('name')})"

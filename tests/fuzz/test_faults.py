@@ -272,3 +272,11 @@ def test_replay_says_what_it_checked(tmp_path: Path, capsys) -> None:
     assert f"after each of the {len(trace['actions'])} actions ({launches} launches)" in out, out
     assert f"its {len(trace['states'])} recorded spec states match the spec" in out
     assert f"impl {DEFAULT_TARGET} (default), level kernel (default), device cpu (default)" in out
+
+
+def test_a_worker_that_dies_while_it_sets_up_is_a_set_up_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Before a worker reports ready (target loaded), its death is the harness's, not a finding."""
+    monkeypatch.setattr(campaign_module, "_limit_shrinking", lambda seconds: os._exit(7))
+    assert cli("--examples", "32", "--failures", str(tmp_path / "f"), "--jobs", "1") == 2
+    assert "died (exit status 7) while it set up" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
