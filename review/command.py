@@ -194,7 +194,10 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
 
     verdict = Verdict(v.label, v.source, v.api.name, v.api.summary)
     traces = Path(args.traces)
-    verdict.kernel_proofs = kernel_proofs(v.module, v.api)
+    verdict.kernel_proofs = kernel_proofs(v.module, v.api, v.source)
+    kp = verdict.kernel_proofs
+    print(f"  kernel proofs: {'run them with ' + kp['command'] if kp['applies'] else 'none apply (' + kp['why'] + ')'}",
+          file=out, flush=True)
     start = time.perf_counter()
     main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
                     device=args.device, examples=args.examples)
