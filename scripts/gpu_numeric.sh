@@ -6,7 +6,7 @@
 # first use (~35 s materialize, ~210 s checkpointing_ssu); a workspace carried
 # as .gpu/fiws.tar.xz (a previous call's $OUT) is unpacked first.
 #   bash scripts/gpu_numeric.sh [LOGDIR] [SECONDS_PER_DTYPE]
-# Logs: numeric_<dtype>.json and .log.
+# Logs: numeric_<dtype>.json and .log. The fuzz CLI imports z3: carry its wheel in .gpu/whl.
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 BUDGET=${2:-90}
@@ -18,7 +18,7 @@ cd /tmp
 status=0
 for dtype in float32 bfloat16; do
   SECONDS=0
-  timeout $((BUDGET + 120)) python3 -P -m replayssm.cli fuzz --numeric --device cuda --state-dtype "$dtype" \
+  timeout $((BUDGET + 60)) python3 -P -m replayssm.cli fuzz --numeric --device cuda --state-dtype "$dtype" \
     --examples 256 --max-steps 8 --numeric-seconds "$BUDGET" --json "$LOG/numeric_$dtype.json" \
     >"$LOG/numeric_$dtype.log" 2>&1
   rc=$?
