@@ -13,6 +13,8 @@ mkdir -p /tmp/fib && tar -xJf "$ROOT/.gpu/flashinfer_bundle.tar.xz" -C /tmp/fib 
 SHIM=/tmp/replayssm_shim
 rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
 for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
-for sub in impl spec verify fuzz; do ln -s "$ROOT/$sub" "$SHIM/replayssm/$sub"; done
+# Every top-level mapping of pyproject.toml's package-dir ("replayssm.X" = "DIR").
+sed -n 's/^"replayssm\.\([a-z_]*\)" = "\([a-z_]*\)"$/\1 \2/p' "$ROOT/pyproject.toml" |
+  while read -r name dir; do ln -s "$ROOT/$dir" "$SHIM/replayssm/$name"; done
 export PYTHONPATH=$SHIM:/tmp/fib:/tmp/site:${PYTHONPATH:-}
 export FLASHINFER_WORKSPACE_BASE=/tmp/fiws

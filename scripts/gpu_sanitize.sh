@@ -23,7 +23,7 @@ SAN="compute-sanitizer --target-processes all --print-limit 20"
 # The summary's error count; without one (stopped at the budget) the errors
 # reported so far, marked as such.
 errors() {
-  local n; n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$1" | tail -1 | grep -Eo '[0-9]+$')
+  local n; n=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+' "$1" | tail -1 | grep -Eo '[0-9]+$')
   [ -n "$n" ] && { echo "$n"; return; }
   echo "$(grep -cE '^========= +(Invalid|Race|Error|Warning)' "$1")-so-far"
 }

@@ -1,8 +1,8 @@
 // Planted bugs for the sanitizer teeth (scripts/gpu_sanitize.sh): each must be
 // reported, or the sanitizer run proves nothing.
 //   planted_race oob   -- a store one element past a cudaMalloc'd buffer (memcheck)
-//   planted_race race  -- threads of a block write one shared cell and read it
-//                         back with no barrier in between (racecheck)
+//   planted_race race  -- threads of a block read shared cells other warps write,
+//                         with no barrier in between (racecheck)
 #include <cstdio>
 #include <cstring>
 #include <cuda_runtime.h>
@@ -13,9 +13,10 @@ __global__ void store_one_past(int* out, int n) {
 }
 
 __global__ void shared_write_read(int* out) {
-  __shared__ int cell;
-  cell = threadIdx.x;          // every thread writes the same cell ...
-  out[threadIdx.x] = cell;     // ... and reads it back, no __syncthreads()
+  __shared__ int cells[256];
+  int t = threadIdx.x;
+  cells[t] = t;                       // each thread writes its cell ...
+  out[t] = cells[(t + 32) % 256];     // ... and reads another warp's, no __syncthreads()
 }
 
 int main(int argc, char** argv) {
