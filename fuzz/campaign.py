@@ -26,8 +26,9 @@ from replayssm.spec.geometry import Conventions
 from .actions import TRACE_ID, Action, SetState, action_from_json, action_to_json
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .machine import ReplaySSMMachine, Statistics
-from .report import (Cell, Finding, Progress, campaign_id, check_output_paths, kernel_of, save_trace, summarize,
-                     unique_name)
+from replayssm.reports import check_output_file, check_output_folder
+
+from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET, load_target
 from .trace_checks import check_format, check_sizes
 from .workers import Child, Interrupted, Reporter, Supervisor
@@ -240,7 +241,8 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
         if value is not None and not value > 0:
             raise SetupError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value!r}")
     try:
-        check_output_paths(json_path, config.failures_dir)
+        check_output_file(json_path, "--json", stdout_ok=True)
+        check_output_folder(config.failures_dir, "--failures")
         return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
     except ValueError as e:
         raise SetupError(str(e)) from e

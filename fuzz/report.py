@@ -21,11 +21,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from replayssm.reports import (EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
+                               write_text)
+
 SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
 
-EXIT_CODES = {"passed": 0, "finding": 1, "usage": 2, "coverage": 3, "SIGINT": 130, "SIGTERM": 143}
-"""``fuzz``'s exit status for each outcome (``usage``: a set-up or usage error)."""
+EXIT_CODES = {"passed": EXIT_PASSED, "finding": EXIT_FINDING, "usage": EXIT_USAGE, "coverage": EXIT_COVERAGE,
+              "SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM}
+"""``fuzz``'s exit status for each outcome (``usage``: a set-up or usage error), as every command's."""
 
 PROGRESS_AFTER_SECONDS = 5.0
 """Runs shorter than this print no progress line."""
@@ -137,41 +141,9 @@ def save_trace(trace: dict, folder: str, name: str, out: TextIO) -> str | None:
     return None
 
 
-def check_output_paths(json_path: str | None, failures_dir: str) -> None:
-    """A ``ValueError`` naming the option when ``--json FILE`` or
-    ``--failures DIR`` cannot be written (checked before any work)."""
-
-    def writable_folder(folder: Path, option: str) -> None:
-        existing = folder
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir():
-            raise ValueError(f"{option}: {existing} is not a folder")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise ValueError(f"{option}: the folder {existing} is not writable")
-
-    if json_path is not None and json_path != "-":
-        path = Path(json_path)
-        if path.is_dir():
-            raise ValueError(f"--json {json_path}: is a folder; give a file name, or - for stdout")
-        if not path.parent.is_dir():
-            raise ValueError(f"--json {json_path}: the folder {path.parent} does not exist")
-        if not os.access(path if path.exists() else path.parent, os.W_OK):
-            raise ValueError(f"--json {json_path}: not writable")
-    folder = Path(failures_dir)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--failures {failures_dir}: is a file; give a folder for the failing traces")
-    writable_folder(folder, f"--failures {failures_dir}")
-
-
 def write_summary(summary: dict, path: str) -> None:
-    """Write the JSON summary to ``path`` (``-``: stdout). OSError when it cannot."""
-    text = json.dumps(summary, indent=2)
-    if path == "-":
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    else:
-        Path(path).write_text(text)
+    """Write the JSON summary to ``path`` (``-``: stdout), never half of it. OSError when it cannot."""
+    write_text(path, json.dumps(summary, indent=2))
 
 
 class Progress:

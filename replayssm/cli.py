@@ -239,7 +239,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         failure = "\n".join([json.dumps(f) for f in result["findings"]]
                             + [f"scenario class never reached: {m}" for m in result["missing_scenarios"]]) or None
         write_junit(args.junit, "replayssm-verify fuzz", [JunitCase(
-            f"{config.impl or 'replayssm.impl'} {config.level} seed {config.seed}", result["seconds"], failure,
+            f"{result['config']['impl']} {config.level} seed {config.seed}", result["seconds"], failure,
             "failure" if result["findings"] else "error")], result["interrupted"])
     return result["exit_code"]
 

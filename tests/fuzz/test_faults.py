@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from replayssm import reports
 from replayssm.cli import main
 from replayssm.fuzz import campaign as campaign_module
 from replayssm.fuzz import report
@@ -109,8 +110,9 @@ def cli(*argv: str) -> int:
     (["--impl", ""], "--impl must name a module or a .py file, got ''"),
     (["--json", "{tmp}/missing/summary.json"], "does not exist"),
     (["--json", "{tmp}"], "is a folder"),
-    (["--failures", "{tmp}/file"], "--failures {tmp}/file: is a file"),
-    (["--failures", "{tmp}/file/below"], "is not a folder"),
+    (["--failures", "{tmp}/file"], "--failures '{tmp}/file' is a file, not a folder"),
+    (["--failures", "{tmp}/file/below"], "'{tmp}/file' is a file, not a folder"),
+    (["--junit", "{tmp}/missing/r.xml"], "--junit '{tmp}/missing/r.xml': the folder"),
     (["--impl", "{tmp}/exits.py"], "it called sys.exit(3) while being imported"),
 ])
 def test_fuzz_misuse_is_exit_2_before_any_work(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
@@ -128,7 +130,7 @@ def test_a_read_only_json_folder_is_exit_2_before_any_work(tmp_path: Path, monke
     folder.chmod(0o555)
     if os.geteuid() == 0:  # root writes anywhere: the permission bits are read through os.access
         real = os.access
-        monkeypatch.setattr(report.os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+        monkeypatch.setattr(reports.os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
     assert cli("--json", str(folder / "s.json"), "--failures", str(tmp_path / "f")) == 2
     assert "not writable" in capsys.readouterr().err
 
@@ -168,11 +170,18 @@ def test_a_passing_campaign_never_exits_1_on_a_write_error(tmp_path: Path, monke
 
 def test_a_finding_is_exit_1_with_kind_and_reason_in_the_json(tmp_path: Path) -> None:
     target = plant(tmp_path, MIGRATION_LINE, FAULTS["exit"])
-    path = tmp_path / "s.json"
-    assert cli("--impl", target, "--json", str(path), "--failures", str(tmp_path / "f"), "--jobs", "1") == 1
+    path, junit = tmp_path / "s.json", tmp_path / "r.xml"
+    assert cli("--impl", target, "--json", str(path), "--junit", str(junit), "--failures", str(tmp_path / "f"),
+               "--jobs", "1") == 1
     summary = json.loads(path.read_text())
     assert summary["status"] == "finding" and summary["findings"][0]["kind"] == "crash"
     assert "exit status 1" in summary["findings"][0]["reason"] and summary["config"]["impl"] == target
+    from xml.etree import ElementTree
+
+    case = ElementTree.parse(junit).getroot().find("testsuite/testcase")
+    assert case is not None and target in case.get("name", "")
+    failure = case.find("failure")
+    assert failure is not None and '"kind": "crash"' in (failure.text or ""), ElementTree.tostring(case)
 
 
 def _children(pid: int) -> list[int]:
