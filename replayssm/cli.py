@@ -33,8 +33,9 @@ from replayssm.verify.obligation import Result, render_scenario, save_counterexa
 from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, usable_cpus
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived: stop, report what finished, exit 128 + signal."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: stop, report what finished, exit 128 + signal.
+    Not an ``Exception``, so that no obligation takes it for its own failure."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -143,6 +144,8 @@ def _prove(args: argparse.Namespace) -> int:
     status = EXIT_PASSED
     run = discharge(report.order, args.jobs, cache)
     with _interruptible():
+        print(f"proving {len(report.order)} obligations with {args.jobs} worker(s)"
+              f"{', proof cache ' + cache if cache else ', no proof cache'}", file=args.out, flush=True)
         try:
             for r in run:
                 report.add(r)
