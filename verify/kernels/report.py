@@ -21,6 +21,7 @@ import numpy as np
 import z3
 
 from replayssm.spec.launch import allocate
+from replayssm.spec.vocab import conj, implies
 
 from ..obligation import TIMEOUT_MS, _value
 from ..terms import lift
@@ -66,7 +67,7 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
     mem = case.spec_mem
     rows = case.constexprs["geometry"].max_num_reqs
     layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
-    out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= 12,
+    out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= SMALL_SLOTS,
            sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows)]
     if kc.role == "postprocess":
         base = 0
@@ -76,8 +77,33 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
         out.append(sz.total_layers * rows == base)
     if rows_limit == 1 and len(kc.cases) == 1:
         out.append(case.run.launch.program_ids[0] == 0)
+    return out + _every_cell(case, groups, min(rows, rows_limit or rows), cols_limit)
+
+
+def _every_cell(case: Any, groups: int, rows: int, cols: int) -> list:
+    """The memory's part of the caller contract at every cell of the small
+    launch, not only at the cells the proof's terms read: a loop's read is one
+    symbolic iteration, so the other columns it reads on replay must be valid
+    slots too, and the trackers of every slot in range."""
+    from replayssm.spec import assumptions as env
+    from replayssm.spec.flashinfer import tracker_in_range
+
+    sz, mem, geo = case.spec.sizes, case.spec_mem, case.constexprs["geometry"]
+    out = []
+    for g in range(groups):
+        for b in range(rows):
+            for c in range(cols):
+                inside = conj(b < sz.num_reqs, c < sz.num_cols)
+                slot = mem.initial("block_table", (g, b, c))
+                out.append(implies(inside, env.SLOT_IN_CAPACITY(slot, sz.num_slots, geo.pad_slot)))
+        for s in range(SMALL_SLOTS):
+            for buffer in ("ring_start", "num_committed"):
+                out.append(implies(s < sz.num_slots, tracker_in_range(buffer, mem.initial(buffer, (g, s)), geo)))
     return out
 
+
+SMALL_SLOTS = 12
+"""The most slots (tracker entries per group) of a replayable launch."""
 
 SMALL_LAUNCHES = ((1, 1, 6), (2, 1, 6), (1, 3, 6), (2, 3, 6), (1, None, 6), (2, None, 6), (1, 1, 1024))
 """``(groups, most rows, most block-table columns)`` of the launches tried
@@ -91,13 +117,14 @@ def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | Non
     and whether the model is small (replayable)."""
     facts = [f for _, f in kc.claim.assumptions]
     for i, part in enumerate(kc.parts):
-        for groups, rows, cols in SMALL_LAUNCHES:
-            m = _solve(facts + _small(kc, groups, rows, cols), part.term)
-            if m is not None:
-                return m, i, True
         m = _solve(facts, part.term)
-        if m is not None:
-            return m, i, False
+        if m is None:
+            continue
+        for groups, rows, cols in SMALL_LAUNCHES:
+            small = _solve(facts + _small(kc, groups, rows, cols), part.term)
+            if small is not None:
+                return small, i, True
+        return m, i, False
     return None
 
 
