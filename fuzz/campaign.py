@@ -24,6 +24,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from replayssm.spec.geometry import Conventions
 
 from .actions import TRACE_ID, Action, SetState, action_from_json, action_to_json
+from .guards import GuardViolation
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .machine import ReplaySSMMachine, Statistics
 from replayssm.reports import check_output_file, check_output_folder
@@ -158,7 +159,8 @@ def describe_failure(error: BaseException, action: Action | None, machine: Any =
         cells = [Cell(d.buffer, list(d.index), d.spec, d.impl)
                  for d in compare(machine.spec.state(), machine.impl.state())[:4]]
     level = machine.level if machine is not None else "kernel"
-    kernel = kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants"
+    kernel = getattr(error, "kernel", None) or (
+        kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants")
     return {"kind": kind, "reason": reason[:500], "kernel": kernel, "cells": [asdict(c) for c in cells]}
 
 
@@ -566,6 +568,9 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
         reporter.send("line", line)
 
     def raised(where: str, e: Exception) -> tuple[bool, str]:
+        if isinstance(e, GuardViolation):
+            say(f"  {e}")
+            return False, f"memory finding reproduced {where}"
         say(f"  the implementation raised {type(e).__name__}: {e}")
         return False, f"failure reproduced {where}"
 

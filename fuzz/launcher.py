@@ -25,6 +25,7 @@ from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
 
 from .actions import STATE_BUFFERS, Action, BlockCopy, Migrate, Postprocess, SetState, launch_inputs
+from .guards import TRACKERS, Arena, guard_context, guarded_inputs, guards_enabled
 
 @dataclass(frozen=True)
 class Setup:
@@ -132,76 +133,127 @@ class SpecSide(Side):
         return {b: self.buffers[b].copy() for b in STATE_BUFFERS}
 
 
-def _ptrs(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+def _addresses(tensors: list[torch.Tensor]) -> list[int]:
+    return [t.data_ptr() for t in tensors]
+
+
+KERNEL_POINTER_TABLES = ("block_table_ptrs", "block_table_strides", "tracker_start_ptrs", "tracker_committed_ptrs",
+                         "src_slots_ptrs", "dst_slots_ptrs")
+"""The int64 tables the harness builds for the kernels (one entry per cache group)."""
 
 
 class KernelSide(Side):
-    """The implementation at kernel level: its kernels on tables we build."""
+    """The implementation at kernel level: its kernels on tables we build.
+
+    Every buffer sits in a guarded arena (:mod:`.guards`): block tables with
+    guard columns, per-group tracker arrays followed by the poison slot's
+    trackers, the plan, packed and work-list buffers, the pointer and stride
+    tables; each launch's inputs in an arena of their own. After each kernel
+    the arenas are checked, so a finding names the kernel."""
 
     def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
         self.setup, self.module, self.device = setup, module, device
-        init = allocate(setup.geometry, setup.num_cols, setup.num_slots, list(setup.layers_per_group))
-        self.t = {k: torch.from_numpy(v).to(device) for k, v in init.items()}
-        groups = len(setup.layers_per_group)
-        tables = [self.t["block_table"][g] for g in range(groups)]
-        self.block_table_ptrs = _ptrs(tables, device)
-        self.block_table_strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64, device=device)
-        self.start_ptrs = _ptrs([self.t["ring_start"][g] for g in range(groups)], device)
-        self.committed_ptrs = _ptrs([self.t["num_committed"][g] for g in range(groups)], device)
+        geo, groups = setup.geometry, len(setup.layers_per_group)
+        init = allocate(geo, setup.num_cols, setup.num_slots, list(setup.layers_per_group))
+        self.arena = arena = Arena(device, setup.num_slots, guards_enabled())
+        for g in range(groups):
+            arena.reserve_table(f"block_table.g{g}", geo.max_num_reqs, setup.num_cols)
+            for b in TRACKERS:
+                arena.reserve(f"{b}.g{g}", (setup.num_slots,), state=True)
+        for b in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+            arena.reserve(b, init[b].shape, state=True)
+        arena.reserve("num_layers", (groups,))
+        for b in KERNEL_POINTER_TABLES:
+            arena.reserve(b, (groups,), torch.int64)
+        arena.allocate()
+        for b in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+            arena.put(b, init[b])
+        arena.put("num_layers", init["num_layers"])
+        tables = [arena.view(f"block_table.g{g}") for g in range(groups)]
+        for g, table in enumerate(tables):
+            arena.put(f"block_table.g{g}", init["block_table"][g])
+        src, dst = arena.view("src_slots"), arena.view("dst_slots")
         bases = [int(b) for b in init["packed_base"]]
-        self.src_ptrs = _ptrs([self.t["src_slots"][b:] for b in bases], device)
-        self.dst_ptrs = _ptrs([self.t["dst_slots"][b:] for b in bases], device)
+        arena.put("block_table_ptrs", _addresses(tables))
+        arena.put("block_table_strides", [t.stride(0) for t in tables])
+        arena.put("tracker_start_ptrs", _addresses([self._trackers("ring_start", g) for g in range(groups)]))
+        arena.put("tracker_committed_ptrs", _addresses([self._trackers("num_committed", g) for g in range(groups)]))
+        arena.put("src_slots_ptrs", _addresses([src[b:] for b in bases]))
+        arena.put("dst_slots_ptrs", _addresses([dst[b:] for b in bases]))
 
-    def _input(self, value: list | None, key: str) -> torch.Tensor | None:
-        if value is None:
-            return None
-        dtype = torch.bool if key == "is_prefilling" else torch.int32
-        return torch.tensor(value, dtype=dtype, device=self.device)
+    def _trackers(self, buffer: str, group: int) -> torch.Tensor:
+        return self.arena.view(f"{buffer}.g{group}")
 
     def block_copy(self, action: BlockCopy) -> None:
-        copy_trackers(action.copies, lambda b, g: self.t[b][g])
+        copy_trackers(action.copies, self._trackers)
 
     def set_state(self, action: SetState) -> None:
         for b, values in action.buffers.items():
-            self.t[b].copy_(torch.tensor(values, dtype=self.t[b].dtype).reshape(self.t[b].shape))
+            if b in TRACKERS:
+                rows = np.asarray(values, dtype=np.int32).reshape(len(self.setup.layers_per_group), -1)
+                for g, row in enumerate(rows):
+                    self._trackers(b, g).copy_(torch.from_numpy(row))
+            else:
+                view = self.arena.view(b)
+                view.copy_(torch.tensor(values, dtype=view.dtype).reshape(view.shape))
+
+    def _launch(self, action: Migrate | Postprocess) -> tuple[Arena, dict[str, torch.Tensor]]:
+        """Put the action's block tables in place and its other inputs in a fresh arena."""
+        for g, rows in enumerate(action.block_table):
+            self.arena.put(f"block_table.g{g}", rows)
+        inputs = {k: v for k, v in launch_inputs(action).items() if k != "block_table"}
+        return guarded_inputs(inputs, self.device, self.setup.num_slots, self.arena.guarded)
+
+    def _check(self, inputs: Arena, kernel: str) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.arena.check(kernel)
+        inputs.check(kernel)
 
     def migrate(self, action: Migrate) -> None:
-        self.t["block_table"].copy_(torch.tensor(action.block_table, dtype=torch.int32))
+        arena, inp = self._launch(action)
         n, groups = action.num_reqs, len(self.setup.layers_per_group)
         if n == 0:
             return
-        idx = self._input(action.idx_mapping, "idx_mapping")
+        a = self.arena.view
         self.module._reset_new_replayssm_slots_kernel[(n, groups)](
-            idx, self._input(action.src_cols, "src_cols"), self._input(action.dst_cols, "dst_cols"),
-            self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.block_table_strides,
-            PAD_SLOT_ID=self.setup.geometry.pad_slot, HAS_IDX_MAPPING=idx is not None,
+            inp.get("idx_mapping"), inp["src_cols"], inp["dst_cols"],
+            a("block_table_ptrs"), a("tracker_start_ptrs"), a("tracker_committed_ptrs"), a("block_table_strides"),
+            PAD_SLOT_ID=self.setup.geometry.pad_slot, HAS_IDX_MAPPING=action.idx_mapping is not None,
         )
+        self._check(arena, "_reset_new_replayssm_slots_kernel")
 
     def postprocess(self, action: Postprocess) -> None:
-        self.t["block_table"].copy_(torch.tensor(action.block_table, dtype=torch.int32))
+        arena, inp = self._launch(action)
         geo, conv = self.setup.geometry, self.setup.conventions
         n, groups = action.num_reqs, len(self.setup.layers_per_group)
         if n == 0:
             return
-        a, inp = action, self._input
+        a = self.arena.view
         self.module._postprocess_replayssm_kernel[(n, groups)](
-            inp(a.idx_mapping, "idx_mapping"), inp(a.query_metadata, "query_metadata"),
-            inp(a.num_computed_tokens, "num_computed_tokens"), inp(a.num_accepted_tokens, "num_accepted_tokens"),
-            inp(a.is_prefilling, "is_prefilling"), inp(a.live_cols, "live_cols"),
-            self.block_table_ptrs, self.start_ptrs, self.committed_ptrs, self.src_ptrs, self.dst_ptrs,
-            self.t["plan_ring_start"], self.t["plan_flush_count"], self.block_table_strides, self.t["num_layers"],
+            inp.get("idx_mapping"), inp["query_metadata"], inp["num_computed_tokens"], inp["num_accepted_tokens"],
+            inp["is_prefilling"], inp.get("live_cols"),
+            a("block_table_ptrs"), a("tracker_start_ptrs"), a("tracker_committed_ptrs"), a("src_slots_ptrs"),
+            a("dst_slots_ptrs"), a("plan_ring_start"), a("plan_flush_count"), a("block_table_strides"),
+            a("num_layers"),
             MAX_NUM_REQS=geo.max_num_reqs, MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window,
             RING_BUFFER_LEN=geo.ring_len, PAD_SLOT_ID=geo.pad_slot, **conv.as_constexprs(),
         )
+        self._check(arena, "_postprocess_replayssm_kernel")
         if conv.materialize_prefixes:
             self.module._compact_replayssm_requests_kernel[(1,)](
-                self.t["plan_flush_count"], self.t["active_request_indices"], n,
+                a("plan_flush_count"), a("active_request_indices"), n,
                 MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs),
             )
+            self._check(arena, "_compact_replayssm_requests_kernel")
 
     def state(self) -> dict[str, np.ndarray]:
-        return {b: self.t[b].cpu().numpy().copy() for b in STATE_BUFFERS}
+        groups = range(len(self.setup.layers_per_group))
+        out = {b: torch.stack([self._trackers(b, g) for g in groups]).cpu().numpy() for b in TRACKERS}
+        for b in STATE_BUFFERS:
+            if b not in TRACKERS:
+                out[b] = self.arena.view(b).cpu().numpy().copy()
+        return out
 
 
 @dataclass(frozen=True)
@@ -245,11 +297,16 @@ class ContextSide(Side):
                     torch.randn(slots, 1, ring, dstate, generator=gen).to(device, torch.bfloat16)]
 
         spec = _CacheSpec(geo.block_size, setup.conventions.mode)
+        self.arena = arena = Arena(device, slots, guards_enabled())
+        for g in range(len(setup.layers_per_group)):
+            arena.reserve_table(f"block_table.g{g}", geo.max_num_reqs, setup.num_cols)
+            for b in TRACKERS:
+                arena.reserve(f"{b}.g{g}", (slots,), state=True)
+        arena.allocate()
         self.tables, self.trackers, grouped = [], [], []
-        for layers in setup.layers_per_group:
-            table = torch.full((geo.max_num_reqs, setup.num_cols), geo.pad_slot, dtype=torch.int32, device=device)
-            pair = (torch.zeros(slots, dtype=torch.int32, device=device),
-                    torch.zeros(slots, dtype=torch.int32, device=device))
+        for g, layers in enumerate(setup.layers_per_group):
+            table = arena.put(f"block_table.g{g}", np.full((geo.max_num_reqs, setup.num_cols), geo.pad_slot))
+            pair = (arena.put(f"ring_start.g{g}", np.zeros(slots)), arena.put(f"num_committed.g{g}", np.zeros(slots)))
             mixers = [_Layer(cache(), -torch.rand(heads, generator=gen).to(device), geo.window, pair)
                       for _ in range(layers)]
             for tensor in (t for m in mixers for t in (*m.kv_cache, m.A)):
@@ -258,16 +315,15 @@ class ContextSide(Side):
             self.trackers.append(pair)
             grouped.append((mixers, spec, table))
         self.ctx = module.ReplaySSMModelContext.create(grouped, geo.max_num_reqs)
-
-    def _tensor(self, value: list | None, dtype: torch.dtype = torch.int32) -> torch.Tensor | None:
-        return None if value is None else torch.tensor(value, dtype=dtype, device=self.device)
+        self.own = guard_context(self.ctx, device, slots) if arena.guarded else None
+        """The context's own buffers, moved into a guarded arena."""
 
     def block_copy(self, action: BlockCopy) -> None:
         copy_trackers(action.copies, lambda b, g: self.trackers[g][b == "num_committed"])
 
     def set_state(self, action: SetState) -> None:
         for b, values in action.buffers.items():
-            if b in ("ring_start", "num_committed"):
+            if b in TRACKERS:
                 rows = torch.tensor(values, dtype=torch.int32).reshape(len(self.trackers), -1)
                 for g, pair in enumerate(self.trackers):
                     pair[b == "num_committed"].copy_(rows[g])
@@ -275,30 +331,30 @@ class ContextSide(Side):
                 t = getattr(self.ctx, b)
                 t.copy_(torch.tensor(values, dtype=t.dtype).reshape(t.shape))
 
-    def _take_block_table(self, block_table: list) -> None:
-        for g, table in enumerate(self.tables):
-            table.copy_(torch.tensor(block_table[g], dtype=torch.int32))
+    def _call(self, entry: str, action: Migrate | Postprocess, **kwargs: Any) -> None:
+        """Call ``ctx.<entry>`` with the action's inputs (each in a guarded
+        buffer of a fresh arena) and ``kwargs``, then check every arena."""
+        for g, rows in enumerate(action.block_table):
+            self.arena.put(f"block_table.g{g}", rows)
+        values = {k: v for k, v in launch_inputs(action).items() if k != "block_table"}
+        inputs, tensors = guarded_inputs(values, self.device, self.setup.num_slots, self.arena.guarded)
+        args = {k: tensors.get(k) for k in kwargs.pop("names")}
+        getattr(self.ctx, entry)(**args, **kwargs, num_reqs=action.num_reqs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        kernel = f"ReplaySSMModelContext.{entry}"
+        for arena in (self.arena, inputs, self.own):
+            if arena is not None:
+                arena.check(kernel)
 
     def migrate(self, action: Migrate) -> None:
-        self._take_block_table(action.block_table)
-        self.ctx.reset_new_slots(idx_mapping=self._tensor(action.idx_mapping),
-                                 src_cols=self._tensor(action.src_cols),
-                                 dst_cols=self._tensor(action.dst_cols), num_reqs=action.num_reqs)
+        self._call("reset_new_slots", action, names=("idx_mapping", "src_cols", "dst_cols"))
 
     def postprocess(self, action: Postprocess) -> None:
-        self._take_block_table(action.block_table)
         conv = self.setup.conventions
-        self.ctx.postprocess(
-            idx_mapping=self._tensor(action.idx_mapping),
-            query_metadata=self._tensor(action.query_metadata),
-            query_metadata_is_cumulative=conv.cumulative,
-            num_computed_tokens=self._tensor(action.num_computed_tokens),
-            num_computed_is_post_step=conv.post_step,
-            num_accepted_tokens=self._tensor(action.num_accepted_tokens),
-            is_prefilling=self._tensor(action.is_prefilling, torch.bool),
-            live_cols=self._tensor(action.live_cols),
-            num_reqs=action.num_reqs,
-        )
+        self._call("postprocess", action, names=("idx_mapping", "query_metadata", "num_computed_tokens",
+                                                 "num_accepted_tokens", "is_prefilling", "live_cols"),
+                   query_metadata_is_cumulative=conv.cumulative, num_computed_is_post_step=conv.post_step)
 
     def state(self) -> dict[str, np.ndarray]:
         c = self.ctx
