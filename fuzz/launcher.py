@@ -281,7 +281,14 @@ class ContextSide(Side):
     """The implementation at context level: its ``ReplaySSMModelContext``
     (create, reset_new_slots, postprocess with compaction and materialize)
     over layer objects carrying the reference's attribute names. Slot contents
-    are tiny (1 head, dim 2, dstate 2); only the integer state is compared."""
+    are tiny (1 head, dim 2, dstate 2); only the integer state is compared.
+    The block tables and trackers sit in a guarded arena, the context's own
+    buffers are moved into another (:func:`.guards.guard_context`), and each
+    call's inputs get one of their own; a subclass that builds its own tables
+    (``arena`` None) runs unguarded."""
+
+    arena: Arena | None = None
+    own: Arena | None = None
 
     def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
         self.setup, self.device = setup, device
@@ -334,10 +341,14 @@ class ContextSide(Side):
     def _call(self, entry: str, action: Migrate | Postprocess, **kwargs: Any) -> None:
         """Call ``ctx.<entry>`` with the action's inputs (each in a guarded
         buffer of a fresh arena) and ``kwargs``, then check every arena."""
+        guarded = self.arena is not None and self.arena.guarded
         for g, rows in enumerate(action.block_table):
-            self.arena.put(f"block_table.g{g}", rows)
+            if self.arena is not None:
+                self.arena.put(f"block_table.g{g}", rows)
+            else:
+                self.tables[g].copy_(torch.tensor(rows, dtype=torch.int32))
         values = {k: v for k, v in launch_inputs(action).items() if k != "block_table"}
-        inputs, tensors = guarded_inputs(values, self.device, self.setup.num_slots, self.arena.guarded)
+        inputs, tensors = guarded_inputs(values, self.device, self.setup.num_slots, guarded)
         args = {k: tensors.get(k) for k in kwargs.pop("names")}
         getattr(self.ctx, entry)(**args, **kwargs, num_reqs=action.num_reqs)
         if self.device.type == "cuda":
