@@ -406,10 +406,11 @@ class NumericConfig:
     """Start no further convention combination after this long (None: run them all)."""
 
 
-def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = None) -> dict:
+def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = None, progress: Any = None) -> dict:
     """Run the numeric campaign in this process (every convention combination,
     ``examples`` spread over them); returns its statistics, and the failure
-    message when one was found (``failure`` is None otherwise)."""
+    message when one was found (``failure`` is None otherwise). ``progress``:
+    a stream that gets one line per finished combination."""
     from .target import load_target
 
     if config.plant is not None and config.plant not in PLANTS:
@@ -436,6 +437,11 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
         except Failure as e:
             failure = f"{e.kind}: {e}"
             break
+        finally:
+            if progress is not None:
+                print(f"  combination {n + 1}/{len(combos)} ({conv.label()}): {stats.examples} runs, "
+                      f"{stats.request_steps} request-steps, {numeric.checks} slot checks, "
+                      f"{time.perf_counter() - start:.1f} s", file=progress, flush=True)
     return {"combinations": n + 1 if combos else 0, "examples": stats.examples, "request_steps": stats.request_steps,
             "seconds": round(time.perf_counter() - start, 3), "checks": numeric.checks,
             "worst_error_over_bound": numeric.worst_ratio, "worst_abs_error": numeric.worst_abs,
@@ -463,7 +469,7 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
                            forward=args.numeric_forward or ("flashinfer" if cuda else "torch"),
                            windows=(16,) if cuda else None, seconds=args.numeric_seconds)
     try:
-        result = run_numeric(config)
+        result = run_numeric(config, progress=sys.stdout)
     except ValueError as e:  # a bad --impl or device
         print(f"error: {e}", file=sys.stderr)
         return 2

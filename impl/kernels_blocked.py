@@ -225,8 +225,10 @@ def _postprocess_replayssm_blocked_kernel(
             tl.store(active_request_indices + rows, -1, mask=inside & (rows >= total))
 
 
-DEFAULT_ROWS_PER_PROGRAM = 32
-"""Rows per program unless the context is told otherwise (one warp's lanes)."""
+DEFAULT_ROWS_PER_PROGRAM = 128
+"""Rows per program unless the context is told otherwise: the fastest of the
+measured choices at every size on the H200 (``docs/gpu.md``; with 4 warps the
+work-list program's scan over 1024 rows stays short)."""
 
 
 def num_warps_for(rows_per_program: int) -> int:
