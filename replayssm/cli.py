@@ -142,7 +142,7 @@ def _prove(args: argparse.Namespace) -> int:
     saved: list[str] = []
     start = time.perf_counter()
     status = EXIT_PASSED
-    run = discharge(report.order, args.jobs, cache)
+    run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested
     with _interruptible():
         print(f"proving {len(report.order)} obligations with {args.jobs} worker(s)"
               f"{', proof cache ' + cache if cache else ', no proof cache'}", file=args.out, flush=True)

@@ -8,7 +8,9 @@ Two keys, both exact about what they stand for:
   and numeral; :func:`term_digest`), how it is solved (preprocessed or
   not), the solver's version and the obligation's name;
 - an **obligation** whose every case was proved is kept under a digest of
-  the source files its queries are built from (``spec/``, ``verify/``),
+  the source files its queries are built from (``spec/``, ``verify/``,
+  ``impl/``; not a ``prove --kernels --impl`` target's, so those are never
+  reused whole),
   Python's and the solver's versions and its name: an unchanged tree skips
   building the claims too. This assumes the queries depend on nothing else
   (no environment, no randomness); ``tests/verify/test_proof_cache.py``
@@ -108,12 +110,13 @@ def term_digest(terms: Iterable[Any]) -> str:
 
 
 def source_digest() -> str:
-    """A digest of every Python file the proofs are built from (the spec and
-    the obligations), by path and content."""
-    from replayssm import spec, verify
+    """A digest of every Python file the proofs are built from (the spec, the
+    obligations, and our kernels, whose source the kernel obligations read),
+    by path and content."""
+    from replayssm import impl, spec, verify
 
     out = hashlib.sha256()
-    for package in (spec, verify):
+    for package in (spec, verify, impl):
         root = Path(package.__file__).parent
         for f in sorted(root.rglob("*.py")):
             out.update(f"{package.__name__}/{f.relative_to(root)}\0".encode())

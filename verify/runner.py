@@ -134,14 +134,16 @@ def _crashed(name: str, e: BaseException) -> Result:
     return Result(name, "failed", 0.0, [], detail=f"the worker proving it ended abnormally: {type(e).__name__}: {e}")
 
 
-def discharge(names: list[str], jobs: int, cache: str | Path | None = None) -> Iterator[Result]:
+def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
+              reuse_whole: bool = True) -> Iterator[Result]:
     """Prove each named obligation, ``jobs`` processes at a time (``jobs <= 1``:
     in this process), yielding results as they finish. A shardable
     obligation runs as ``jobs`` shards sharing its cases; an obligation with
     lemmas in the run starts once they are done and reuses the parts they
-    proved. With a ``cache`` folder (:mod:`.proof_cache`), an obligation
-    proved on this very source tree is reported from it without building its
-    claims, and a case whose exact query was proved is not solved again.
+    proved. With a ``cache`` folder (:mod:`.proof_cache`), a case whose
+    exact query was proved is not solved again, and (with ``reuse_whole``:
+    only for obligations built from this tree alone) an obligation proved
+    on this very source tree is reported from it without building its claims.
     Raises :class:`LemmaCycle` when some obligations can never start.
     Closing the generator (an interrupt) ends the workers at once."""
     from .catalog import obligations
@@ -164,11 +166,11 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None) -> I
 
     def finished(r: Result) -> Result:
         status[r.name] = r.status
-        if kept is not None and r.status == "proved" and not r.cached:
+        if kept is not None and reuse_whole and r.status == "proved" and not r.cached:
             kept.keep_obligation(r.as_json())
         return r
 
-    if kept is not None:
+    if kept is not None and reuse_whole:
         for n in names:
             hit = kept.proved_obligation(n)
             if hit is not None:

@@ -97,6 +97,8 @@ def test_failing_obligations_keep_the_rest_and_every_counterexample(jobs: str, t
     assert len(results["obligations"]) == 4 and "obligations proved" in out
     failed = [o["name"] for o in results["obligations"] if o["status"] == "failed"]
     assert failed and sorted(results["counterexamples"]) == sorted(str(folder / f"{n}.json") for n in failed)
+    assert all(json.loads(Path(f).read_text())["schema"] == "replayssm-counterexample/1"
+               for f in results["counterexamples"])
     suite = ElementTree.parse(junit).getroot().find("testsuite")
     assert suite.get("tests") == "4" and suite.get("failures") == str(len(failed))
     text = next(c.find("failure").text for c in suite if c.get("name") == failed[0])
@@ -269,3 +271,15 @@ def test_explain_draws_launch_traces(tmp_path: Path, capsys: pytest.CaptureFixtu
     path.write_text(json.dumps({**launches, "states": [{}] * len(launches["actions"])}))
     assert main(["explain", str(path)]) == 2
     assert "trace.states[0].ring_start is missing" in capsys.readouterr().err
+
+
+def test_obligations_from_outside_the_tree_are_never_reused_whole(tmp_path: Path) -> None:
+    """``reuse_whole=False`` (a ``--kernels --impl`` target, whose source the
+    tree digest does not cover): the claims are built again and only the
+    cases' exact queries are reused."""
+    first = list(discharge([CHEAP], 1, tmp_path))
+    assert not first[0].cached and first[0].cases_cached == 0
+    (whole,) = list(discharge([CHEAP], 1, tmp_path))
+    assert whole.cached
+    (cases,) = list(discharge([CHEAP], 1, tmp_path, reuse_whole=False))
+    assert not cases.cached and cases.cases_cached == cases.cases == first[0].cases
