@@ -289,3 +289,43 @@ def test_a_worker_that_dies_while_it_sets_up_is_a_set_up_error(tmp_path: Path, m
     assert cli("--examples", "32", "--failures", str(tmp_path / "f"), "--jobs", "1") == 2
     assert "died (exit status 7) while it set up" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
+
+
+def test_the_progress_line_and_the_optional_bar(monkeypatch) -> None:
+    """A line every 10 s once a run passes 5 s; on a terminal with tqdm installed, a bar instead."""
+    import io
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(report.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    progress = report.Progress(out, 128)
+    for now, examples in ((1.0, 1), (6.0, 10), (8.0, 12), (17.0, 30)):
+        clock[0] = now
+        progress.update(examples, 2 * examples, 0)
+    assert out.getvalue().splitlines() == ["  progress: 10 examples, 20 request-steps, 0 findings, 6 s",
+                                           "  progress: 30 examples, 60 request-steps, 0 findings, 17 s"]
+
+    class Bar:
+        def __init__(self, total: int, **kwargs) -> None:
+            self.total, self.n, self.postfix, self.closed = total, 0, "", False
+
+        def set_postfix_str(self, text: str, refresh: bool) -> None:
+            self.postfix = text
+
+        def refresh(self) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=Bar))
+    terminal = io.StringIO()
+    monkeypatch.setattr(terminal, "isatty", lambda: True)
+    clock[0] = 0.0
+    progress = report.Progress(terminal, 128)
+    clock[0] = 7.0
+    progress.update(40, 90, 1)
+    progress.close()
+    assert progress.bar.n == 40 and progress.bar.postfix == "90 request-steps, 1 findings" and progress.bar.closed
+    assert terminal.getvalue() == ""
