@@ -1,9 +1,10 @@
-"""Fuzz campaigns: profiles, seeds, supervised worker processes, findings, replay.
+"""Fuzz campaigns: profiles, seeds, supervised worker processes, findings, traces.
 
 A campaign splits the 32 convention combinations over ``jobs`` worker
 processes (:mod:`.workers`): a kernel that hangs or kills its process is a
 finding like a discrepancy, and the first finding stops the other workers.
-Exit statuses, the console report and the JSON summary: :mod:`.report`.
+Exit statuses, the console report and the JSON summary: :mod:`.report`;
+replaying a saved trace: :mod:`.replay`.
 """
 
 from __future__ import annotations
@@ -21,18 +22,16 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
+from replayssm.reports import check_output_file, check_output_folder
 from replayssm.spec.geometry import Conventions
 
-from .actions import TRACE_ID, Action, SetState, action_from_json, action_to_json
-from .guards import GuardViolation
-from .launcher import LEVELS, Setup, SpecSide, compare
+from .actions import TRACE_ID, Action, action_from_json, action_to_json
+from .launcher import Setup, SpecSide, compare
 from .machine import ReplaySSMMachine, Statistics
-from replayssm.reports import check_output_file, check_output_folder
-
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET, load_target
 from .trace_checks import check_format, check_sizes
-from .workers import Child, Interrupted, Reporter, Supervisor
+from .workers import Child, Reporter, Supervisor
 
 PROFILES = {
     "ci": {"examples": 128, "max_steps": 12},
@@ -475,139 +474,3 @@ def load_trace(path: str) -> dict:
         trace = launch_trace(trace)
     trace_actions(trace)
     return trace
-
-
-def _recorded(meta: dict, key: str, default: str) -> str:
-    value = meta.get(key)
-    if key == "impl" and value == "replayssm.impl":  # traces saved before the module was named in full
-        value = DEFAULT_TARGET
-    return value if isinstance(value, str) and value else default
-
-
-def _check_recorded_states(trace: dict) -> str:
-    """A fuzz trace's recorded ``states`` must be what the spec computes for
-    its actions (replay judges the implementation by the spec, so an edited
-    state would otherwise pass unnoticed). Returns what was checked."""
-    recorded = trace.get("states")
-    if recorded is None:
-        return "the trace records no spec states"
-    if not isinstance(recorded, list) or len(recorded) != len(trace["actions"]):
-        raise ValueError(f"trace.states must list one state per action ({len(trace['actions'])}), "
-                         f"got {type(recorded).__name__} of {len(recorded) if isinstance(recorded, list) else '?'}")
-    for n, (mine, theirs) in enumerate(zip(spec_states(trace), recorded)):
-        for buffer, values in mine.items():
-            if not isinstance(theirs, dict) or theirs.get(buffer) != values:
-                raise ValueError(f"trace.states[{n}].{buffer} differs from what the spec computes for the trace's "
-                                 "actions: the trace was edited, or the spec changed since it was saved (replay "
-                                 "judges the implementation by the spec, not by recorded states)")
-    return f"its {len(recorded)} recorded spec states match the spec"
-
-
-def replay(path: str, impl: str | None = None, device: str | None = None, level: str | None = None,
-           watchdog: float | None = None) -> tuple[bool, str]:
-    """Re-run a saved trace's launch actions on the spec and on the
-    implementation, the latter in a child process under a per-launch
-    ``watchdog`` (default: the ci profile's for the device); ``(False,
-    report)`` when the implementation differs from the spec, raises, hangs or
-    kills its process. ``impl``, ``device`` and ``level`` default to the
-    trace's ``#meta`` (then to the default target, cpu, kernel). A malformed
-    trace, a bad target or a missing device is a ``ValueError``; a signal
-    stopping the replay is :class:`Interrupted`."""
-    trace = load_trace(path)
-    meta = trace.get("#meta", {})
-    given = {"impl": impl, "device": device, "level": level}
-    impl = impl if impl is not None else _recorded(meta, "impl", DEFAULT_TARGET)
-    device = device or _recorded(meta, "device", "cpu")
-    level = level or _recorded(meta, "level", "kernel")
-    check_device(device)
-    launches = [a for a in trace["actions"] if a.get("name") != "set_state"]
-    if not launches:
-        raise ValueError("the trace has no launch actions (only state overwrites, or actions: []): "
-                         "there is nothing to replay")
-    try:
-        Setup.from_json(trace["params"])
-        checked_states = _check_recorded_states(trace)
-    except (KeyError, TypeError, IndexError) as e:
-        raise ValueError(f"the trace's params or actions are malformed: {type(e).__name__}: {e}") from e
-    target = load_target(impl, cuda=device == "cuda", level=level)
-    origin = ", ".join(f"{k} {v}" if given[k] else f"{k} {v} (from #meta)" if meta.get(k) else f"{k} {v} (default)"
-                       for k, v in (("impl", impl), ("level", level), ("device", device)))
-    lines = [f"replaying {len(trace['actions'])} actions ({len(launches)} launches) of {path}: {origin}"]
-    fork = device != "cuda"
-    limit = watchdog if watchdog is not None else WATCHDOG_SECONDS[device]["ci"]
-    supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), limit,
-                            on_message=lambda child, message: lines.append(message[1]))
-    child = supervisor.start(0, _replay_here, (trace, impl, target if fork else None, device, level))
-    supervisor.run()
-    if supervisor.signal is not None:
-        raise Interrupted(supervisor.signal)
-    if child.fault is not None:
-        step = len(child.actions) - 1
-        lines.append(f"  {child.fault['reason']}")
-        lines.append(f"{child.fault['kind']} reproduced at step {step}")
-        return False, "\n".join(lines)
-    if child.error is not None:
-        raise ValueError(child.error.splitlines()[0])
-    ok, summary = child.result
-    lines.append(summary if not ok else f"{summary}; {checked_states}")
-    return ok, "\n".join(lines)
-
-
-def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
-                 reporter: Reporter) -> tuple[bool, str]:
-    """The child's side of :func:`replay`: each report line is sent as it is
-    made, each launch announced; returns ``(ok, closing line)``."""
-    import torch
-
-    setup = Setup.from_json(trace["params"])
-    spec = SpecSide(setup)
-    target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
-    reporter.ready()
-
-    def say(line: str) -> None:
-        reporter.send("line", line)
-
-    def raised(where: str, e: Exception) -> tuple[bool, str]:
-        if isinstance(e, GuardViolation):
-            say(f"  {e}")
-            return False, f"memory finding reproduced {where}"
-        say(f"  the implementation raised {type(e).__name__}: {e}")
-        return False, f"failure reproduced {where}"
-
-    try:
-        side = LEVELS[level](setup, target, torch.device(device))
-    except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
-        return raised("while building the implementation's buffers", e)
-    for n, action in enumerate(trace_actions(trace)):
-        try:
-            spec.run(action)
-        except (KeyError, TypeError, IndexError, ValueError) as e:
-            raise ValueError(f"action {n} of the trace is malformed: {type(e).__name__}: {e}") from e
-        if not isinstance(action, SetState):
-            say(f"step {n}: {action.NAME} {'; '.join(action.caller)}".rstrip())
-        reporter.launching(trace, action_to_json(action))
-        try:
-            side.run(action)
-            if device == "cuda":
-                torch.cuda.synchronize()  # the launch has run (or hangs) inside the watchdog's window
-        except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
-            return raised(f"at step {n}", e)
-        reporter.landed()
-        wrong = compare(spec.state(), side.state())
-        if wrong:
-            for d in wrong[:12]:
-                say(f"  {d}")
-            return False, f"discrepancy reproduced at step {n}"
-    launches = sum(a["name"] != "set_state" for a in trace["actions"])
-    summary = (f"no discrepancy: the implementation agrees with the spec on every state buffer after each of the "
-               f"{len(trace['actions'])} actions ({launches} launches)")
-    meta = trace.get("#meta", {})
-    if meta.get("failure") == "invariant":
-        summary += ("\n(this trace was saved for a broken invariant of the spec against the callers' view of "
-                    f"FlashInfer, which replay does not check: {meta.get('error', '')})")
-    elif meta.get("failure") in ("exception", "hang", "crash"):
-        verb = {"exception": "raise", "hang": "hang", "crash": "crash"}[meta["failure"]]
-        summary += (f"\n(this trace was saved for {'an' if verb == 'raise' else 'a'} {meta['failure']}, "
-                    f"{meta.get('error', '')}; the implementation did not {verb} here, so it came from the "
-                    "harness, the spec side, or a fault that does not recur)")
-    return True, summary

@@ -251,7 +251,7 @@ def _replay(args: argparse.Namespace) -> int:
     from replayssm.fuzz.workers import Interrupted
 
     _interpreter_for(args.device or _recorded_device(args.file))
-    from replayssm.fuzz.campaign import replay
+    from replayssm.fuzz.replay import replay
     from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
     from replayssm.review.campaign import is_review_trace
 

@@ -24,7 +24,8 @@ from replayssm import reports
 from replayssm.cli import main
 from replayssm.fuzz import campaign as campaign_module
 from replayssm.fuzz import report
-from replayssm.fuzz.campaign import CampaignConfig, replay, run_campaign
+from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from replayssm.fuzz.actions import Migrate, Postprocess, SetState, action_from_json, action_to_json
-from replayssm.fuzz.campaign import (PROFILES, CampaignConfig, SetupError, load_trace, replay, run_campaign,
-                                     spec_states, trace_actions)
+from replayssm.fuzz.campaign import (PROFILES, CampaignConfig, SetupError, load_trace, run_campaign, spec_states,
+                                     trace_actions)
+from replayssm.fuzz.replay import replay
 from replayssm.fuzz.system_traces import launch_trace
 from replayssm.fuzz.target import DEFAULT_TARGET
 
