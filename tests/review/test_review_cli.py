@@ -28,7 +28,7 @@ def _planted(label: str, tmp_path: Path) -> Path:
 def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, capsys) -> None:
     planted = _planted(label, tmp_path)
     report = tmp_path / "review.json"
-    code = main(["review", str(planted), "--examples", "16", "--traces", str(tmp_path / "traces"), "--json", str(report)])
+    code = main(["review", str(planted), "--examples", "8", "--traces", str(tmp_path / "traces"), "--json", str(report)])
     out = capsys.readouterr().out
     assert code == 1, out
     verdict = json.loads(report.read_text())["verdicts"][0]
@@ -43,7 +43,7 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
 def test_differential_review_calls_a_regression(tmp_path: Path, capsys) -> None:
     planted = _planted("D2", tmp_path)
     report = tmp_path / "review.json"
-    code = main(["review", str(planted), "--base", str(version_path("D2")), "--examples", "16",
+    code = main(["review", str(planted), "--base", str(version_path("D2")), "--examples", "4",
                  "--traces", str(tmp_path / "traces"), "--json", str(report)])
     assert code == 1
     kinds = [d["kind"] for d in json.loads(report.read_text())["verdicts"][0]["differences"]]
@@ -82,3 +82,25 @@ def test_unknown_signature_is_named(tmp_path: Path, capsys) -> None:
     path.write_text(text)
     assert main(["review", str(path), "--budget", "1", "--traces", str(tmp_path)]) == 2
     assert "unknown signature" in (err := capsys.readouterr().err) and "NEW_FLAG" in err
+
+
+@needs_corpus
+def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "vllm"
+    target = repo / "vllm/model_executor/layers/mamba/ops"
+    target.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for label in ("D1", "D2"):
+        (target / "ssu_dispatch.py").write_text(unmodified(label, tmp_path).read_text())
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", label], check=True)
+    report = tmp_path / "review.json"
+    code = main(["review", str(target / "ssu_dispatch.py"), "--base-ref", "HEAD~1", "--head-ref", "HEAD",
+                 "--examples", "1", "--traces", str(tmp_path / "traces"), "--json", str(report)])
+    verdict = json.loads(report.read_text())["verdicts"][0]
+    assert code in (0, 3) and verdict["api"] == "D"
+    assert [d["kind"] for d in verdict["differences"]] == ["neutral"]
+    assert main(["review", str(target / "ssu_dispatch.py"), "--head-ref", "no-such-ref"]) == 2
