@@ -235,13 +235,13 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
                 f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
         print(f"  probe without {name}: {said}", file=out, flush=True)
     if base is not None:
-        verdict.differences = differential(base, v, args, traces, out, [f["trace"] for f in verdict.findings])
+        verdict.differences = differential(base, v, args, traces, out, verdict.findings)
     verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
     return verdict
 
 
 def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any,
-                 head_findings: list[str]) -> list[dict]:
+                 head_findings: list[dict]) -> list[dict]:
     """Behavioural differences between ``base`` and ``head``: head's findings replayed on
     base (a regression where base passes), base's own campaign's finding replayed on head
     (a fix where head passes), then a campaign of both on shared caller schedules for the
@@ -259,9 +259,9 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
                       "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
 
-    for trace in head_findings:
-        if replay(trace, [base], args.device)[0]:
-            note("regression", None, f"head breaks a property on this schedule, base does not", trace)
+    for f in head_findings:
+        if replay(f["trace"], [base], args.device)[0]:
+            note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
     start = time.perf_counter()
     own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
                    device=args.device, examples=args.examples)
