@@ -34,15 +34,14 @@ from provenance import REPO, commit  # noqa: E402
 
 PLANTED = {
     "store one past the active list": (
-        "tl.store(active_request_indices + lane, -1, mask=in_capacity & (lane >= count))",
-        "tl.store(active_request_indices + lane, -1, mask=(lane <= MAX_NUM_REQS) & (lane >= count))"),
+        "    in_capacity = lane < MAX_NUM_REQS\n", "    in_capacity = lane <= MAX_NUM_REQS\n"),
     "write into the query metadata": (
         "    computed = tl.load(num_computed_tokens + req)\n",
-        "    computed = tl.load(num_computed_tokens + req)\n    tl.store(query_metadata + batch, query_len + 1)\n"),
+        "    computed = tl.load(num_computed_tokens + req)\n    tl.store(query_metadata + batch, computed + 1)\n"),
     "write into a block table": (
-        "    tl.store(num_committed + dst_slot, committed, mask=changed)\n",
-        "    tl.store(num_committed + dst_slot, committed, mask=changed)\n"
-        "    tl.store(block_table_row + src_col, PAD_SLOT_ID, mask=changed & valid_src)\n"),
+        "    valid_live = valid_live_col & (live_slot != PAD_SLOT_ID)\n",
+        "    valid_live = valid_live_col & (live_slot != PAD_SLOT_ID)\n"
+        "    tl.store(block_table_row + live_col, PAD_SLOT_ID, mask=valid_live)\n"),
     "prefill reset one column past the row": (
         "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE) - 1, 0)",
         "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE), 0)"),
@@ -56,7 +55,9 @@ PLANTED = {
         "    tl.store(ring_start + dst_slot, start, mask=changed)\n", ""),
     "ring wrap by bit mask": ("% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)"),
 }
-"""Planted kernels: name -> (line of impl/kernels.py, its replacement)."""
+"""Planted kernels: name -> (line of impl/kernels.py, its replacement). The
+memory bugs are those of tests/fuzz/test_guards.py, the faults those of
+tests/fuzz/test_faults.py, the last three the bugs planted before them."""
 
 GOAL_MEDIAN_SECONDS = 10.0
 GOAL_MAX_SECONDS = 60.0
