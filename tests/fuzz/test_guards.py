@@ -77,16 +77,16 @@ def plant_package(folder: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: 
 
 
 @pytest.mark.parametrize("name", sorted(PLANTED))
-def test_the_ci_profile_finds_a_planted_memory_bug(tmp_path: Path, name: str) -> None:
+def test_the_ci_profile_finds_a_planted_memory_bug(tmp_path: Path, name: str, device: torch.device) -> None:
     old, new, reason = PLANTED[name]
     target = plant(tmp_path / "impl", old, new)
     ci = PROFILES["ci"]
-    result = run_campaign(CampaignConfig(target, "cpu", ci["examples"], ci["max_steps"], seed=0, jobs=2,
+    result = run_campaign(CampaignConfig(target, device.type, ci["examples"], ci["max_steps"], seed=0, jobs=2,
                                          failures_dir=str(tmp_path / "failures")))
     assert result["exit_code"] == 1 and result["findings"], result
     finding = result["findings"][0]
     assert finding["kind"] == "memory" and finding["reason"].startswith(reason), finding
-    ok, report = replay(finding["trace"], target, "cpu")
+    ok, report = replay(finding["trace"], target, device.type)
     assert not ok and "memory finding reproduced" in report and reason in report, report
 
 
@@ -110,16 +110,16 @@ def filled_table_trace() -> dict:
 
 @pytest.mark.parametrize("level", ["kernel", "context"])
 def test_a_read_past_a_block_table_row_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 level: str) -> None:
+                                                 level: str, device: torch.device) -> None:
     path = tmp_path / "filled_table.json"
     path.write_text(json.dumps(filled_table_trace()))
-    ok, report = replay(str(path), None, "cpu", level=level)
+    ok, report = replay(str(path), None, device.type, level=level)
     assert ok, report
     if level == "kernel":
         target = plant(tmp_path / "impl", *PREFILL_PAST_ROW)
     else:
         target = plant_package(tmp_path, monkeypatch, *PREFILL_PAST_ROW)
-    ok, report = replay(str(path), target, "cpu", level=level)
+    ok, report = replay(str(path), target, device.type, level=level)
     assert not ok and "read past block_table row by" in report and "memory finding reproduced at step 3" in report, \
         report
 
@@ -137,11 +137,11 @@ def test_the_reference_kernels_pass_guarded(tmp_path: Path) -> None:
     assert ok, report
 
 
-def test_guards_keep_what_the_kernels_see() -> None:
+def test_guards_keep_what_the_kernels_see(device: torch.device) -> None:
     """Slot ids, sizes and strides as without guards; poison around them."""
     geo = Geometry(max_num_reqs=3, block_size=4, window=4, ring_len=8)
     setup = Setup(geo, Conventions.all()[0], (2, 1), num_cols=5, num_slots=16)
-    side = KernelSide(setup, None, torch.device("cpu"))
+    side = KernelSide(setup, None, device)
     table = side.arena.view("block_table.g1")
     assert table.shape == (3, 5) and table.stride() == (5 + GUARD_COLUMNS, 1)
     assert side.arena.view("block_table_strides").tolist() == [5 + GUARD_COLUMNS] * 2
