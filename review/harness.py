@@ -6,9 +6,11 @@ pointer tables), binds every kernel parameter by name from the launch
 namespace, launches the phase's kernels with the adapter's grids, and hands
 the plan FlashInfer would execute to the ghost (:mod:`replayssm.review.ghost`).
 
-Every buffer lives between two guard zones filled with a sentinel
-(:class:`GuardedMemory`); a launch that writes outside a buffer changes a
-guard, and :meth:`Harness.run_phase` reports it by buffer name.
+Every buffer lives in the fuzzer's guarded arena (:mod:`replayssm.fuzz.guards`):
+red zones around each buffer, poison columns after each block-table row, the
+poison slot's trackers right after each tracker array, and inputs that must
+stay bit-identical. After every launch the arenas are checked; a violation is
+reported by :meth:`Harness.run_phase` (the lifecycle's ``memory`` property).
 """
 
 from __future__ import annotations
@@ -20,47 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from replayssm.fuzz.guards import Arena, GuardViolation, guarded_inputs, guards_enabled
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec.launch import next_power_of_2
 
 from .adapters import Api, Launch, kernel_params
 from .arguments import CALLER_VECTORS, caller_vectors
 from .target import ReviewInputError
-
-GUARD = 64
-SENTINEL = 0x5A5A5A5A
-
-
-class GuardedMemory:
-    """Tensors with ``GUARD`` sentinel entries on both sides."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.blocks: list[tuple[str, torch.Tensor, int]] = []
-
-    def tensor(self, name: str, shape: tuple[int, ...], fill: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-        n = int(np.prod(shape))
-        sentinel = True if dtype == torch.bool else SENTINEL
-        flat = torch.full((n + 2 * GUARD,), sentinel, dtype=dtype, device=self.device)
-        view = flat[GUARD:GUARD + n]
-        view.fill_(fill)
-        self.blocks.append((name, flat, n))
-        return view.view(shape)
-
-    def from_values(self, name: str, values: list, dtype: torch.dtype) -> torch.Tensor:
-        t = self.tensor(name, (len(values),), 0, dtype)
-        t.copy_(torch.tensor(values, dtype=dtype))
-        return t
-
-    def broken(self) -> list[str]:
-        """Buffers whose guard zones a launch wrote."""
-        out = []
-        for name, flat, n in self.blocks:
-            sentinel = True if flat.dtype == torch.bool else SENTINEL
-            if bool((flat[:GUARD] != sentinel).any()) or bool((flat[GUARD + n:] != sentinel).any()):
-                out.append(name)
-        return out
-
 
 @dataclass
 class PlanSet:
@@ -89,46 +57,65 @@ class Harness:
     def __init__(self, setup: Setup, module: ModuleType, api: Api, device: torch.device) -> None:
         self.setup, self.module, self.api, self.device = setup, module, api, device
         geo, rows = setup.geometry, setup.geometry.max_num_reqs
-        self.mem = mem = GuardedMemory(device)
         groups = len(setup.layers_per_group)
         offsets = np.cumsum([0, *setup.layers_per_group]).tolist()
         self.layer_offsets = offsets
-        self.tables = [mem.tensor(f"block_table[{g}]", (rows, setup.num_cols), geo.pad_slot) for g in range(groups)]
-        self.ring_start = [mem.tensor(f"ring_start[{g}]", (setup.num_slots,), 0) for g in range(groups)]
-        self.num_committed = [mem.tensor(f"num_committed[{g}]", (setup.num_slots,), 0) for g in range(groups)]
+        self.arena = arena = Arena(device, poison_slot=setup.num_slots, guarded=guards_enabled())
+        for g in range(groups):
+            arena.reserve_table(f"block_table.g{g}", rows, setup.num_cols)
+            for t in ("ring_start", "num_committed"):
+                arena.reserve(f"{t}.g{g}", (setup.num_slots,), state=True)
+        plan_layers: dict[str, list[int]] = {}
+        for plan in api.plans:
+            parts = ([(f"{plan}.g{g}", list(range(offsets[g], offsets[g + 1]))) for g in range(groups)]
+                     if api.scope == "group" else [(plan, list(range(offsets[-1])))])
+            for name, layers in parts:
+                plan_layers[name] = layers
+                for buf, shape in (("src_slots", (len(layers), rows)), ("dst_slots", (len(layers), rows)),
+                                   ("plan_ring_start", (rows,)), ("plan_flush_count", (rows,)),
+                                   ("active_request_indices", (rows,)), ("num_active", (1,))):
+                    arena.reserve(f"{buf}.{name}", shape, state=True)
+        arena.reserve("rand_seeds", (1,), torch.int64, state=True)
+        tables = ("block_table_ptrs", "tracker_ring_start_ptrs", "tracker_num_committed_ptrs", "tracker_start_ptrs",
+                  "tracker_committed_ptrs", "block_table_strides", "src_slots_ptrs", "dst_slots_ptrs")
+        for name in tables:
+            arena.reserve(name, (groups,), torch.int64)
+        for name in ("tracker_capacities", "group_layer_offsets", "num_layers"):
+            arena.reserve(name, (groups + (name == "group_layer_offsets"),))
+        arena.allocate()
+        self.tables = [arena.view(f"block_table.g{g}") for g in range(groups)]
+        self.set_tables([[[geo.pad_slot] * setup.num_cols] * rows] * groups)
+        self.ring_start = [arena.view(f"ring_start.g{g}") for g in range(groups)]
+        self.num_committed = [arena.view(f"num_committed.g{g}") for g in range(groups)]
         self.plans: dict[str, list[PlanSet]] = {}
         for plan in api.plans:
-            if api.scope == "group":
-                self.plans[plan] = [self._plan_set(f"{plan}[{g}]", list(range(offsets[g], offsets[g + 1])))
-                                    for g in range(groups)]
-            else:
-                self.plans[plan] = [self._plan_set(plan, list(range(offsets[-1])))]
+            names = [n for n in plan_layers if n == plan or n.startswith(f"{plan}.g")]
+            self.plans[plan] = [self._plan_set(n, plan_layers[n]) for n in names]
         flat = self.plans["plan"][0]
-        self.model_tables = {
-            "block_table_ptrs": _ptrs(self.tables, device),
-            "tracker_ring_start_ptrs": _ptrs(self.ring_start, device),
-            "tracker_num_committed_ptrs": _ptrs(self.num_committed, device),
-            "tracker_start_ptrs": _ptrs(self.ring_start, device),
-            "tracker_committed_ptrs": _ptrs(self.num_committed, device),
-            "tracker_capacities": torch.full((groups,), setup.num_slots, dtype=torch.int32, device=device),
-            "group_layer_offsets": torch.tensor(offsets, dtype=torch.int32, device=device),
-            "block_table_strides": torch.tensor([t.stride(0) for t in self.tables], dtype=torch.int64, device=device),
-            "num_layers": torch.tensor(setup.layers_per_group, dtype=torch.int32, device=device),
+        ptr = lambda ts: [t.data_ptr() for t in ts]  # noqa: E731
+        values = {
+            "block_table_ptrs": ptr(self.tables), "tracker_ring_start_ptrs": ptr(self.ring_start),
+            "tracker_num_committed_ptrs": ptr(self.num_committed), "tracker_start_ptrs": ptr(self.ring_start),
+            "tracker_committed_ptrs": ptr(self.num_committed),
+            "block_table_strides": [t.stride(0) for t in self.tables],
+            "src_slots_ptrs": ptr([flat.src_slots[offsets[g] if api.scope != "group" else 0] for g in range(groups)]),
+            "dst_slots_ptrs": ptr([flat.dst_slots[offsets[g] if api.scope != "group" else 0] for g in range(groups)]),
+            "tracker_capacities": [setup.num_slots] * groups, "group_layer_offsets": offsets,
+            "num_layers": list(setup.layers_per_group),
         }
-        if api.scope != "group":  # per-group pointers into the one packed [layer, batch] table
-            self.model_tables["src_slots_ptrs"] = _ptrs([flat.src_slots[offsets[g]] for g in range(groups)], device)
-            self.model_tables["dst_slots_ptrs"] = _ptrs([flat.dst_slots[offsets[g]] for g in range(groups)], device)
-        self.rand_seeds = mem.tensor("rand_seeds", (1,), 0, torch.int64)
+        self.model_tables = {name: arena.put(name, v) for name, v in values.items()}
+        self.rand_seeds = arena.view("rand_seeds")
 
     def _plan_set(self, name: str, layers: list[int]) -> PlanSet:
-        geo, rows, mem = self.setup.geometry, self.setup.geometry.max_num_reqs, self.mem
-        return PlanSet(layers,
-                       mem.tensor(f"{name}.src_slots", (len(layers), rows), geo.pad_slot),
-                       mem.tensor(f"{name}.dst_slots", (len(layers), rows), geo.pad_slot),
-                       mem.tensor(f"{name}.plan_ring_start", (rows,), 0),
-                       mem.tensor(f"{name}.plan_flush_count", (rows,), -1),
-                       mem.tensor(f"{name}.active_request_indices", (rows,), -1),
-                       mem.tensor(f"{name}.num_active", (1,), 0))
+        geo, rows, arena = self.setup.geometry, self.setup.geometry.max_num_reqs, self.arena
+        fills = {"src_slots": geo.pad_slot, "dst_slots": geo.pad_slot, "plan_ring_start": 0, "plan_flush_count": -1,
+                 "active_request_indices": -1, "num_active": 0}
+        views = {}
+        for buf, fill in fills.items():
+            view = arena.view(f"{buf}.{name}")
+            view.fill_(fill)
+            views[buf] = view
+        return PlanSet(layers, **views)
 
     # -- state the caller and the checks see ---------------------------------------
     def trackers(self, group: int, slot: int) -> tuple[int, int]:
@@ -145,19 +132,15 @@ class Harness:
             self.num_committed[g][dst] = self.num_committed[g][src]
 
     def set_tables(self, table: list) -> None:
-        for g, t in enumerate(self.tables):
-            t.copy_(torch.tensor(table[g], dtype=torch.int32))
+        for g in range(len(self.tables)):
+            self.arena.put(f"block_table.g{g}", table[g])
 
     # -- launching ---------------------------------------------------------------------
-    def inputs(self, vectors: dict[str, Any]) -> dict[str, Any]:
-        """The caller's vectors as device tensors (guarded), sizes and flags as they are."""
-        out: dict[str, Any] = {}
-        for k, v in vectors.items():
-            if isinstance(v, list):
-                out[k] = self.mem.from_values(k, v, torch.bool if k == "is_prefilling" else torch.int32)
-            else:
-                out[k] = v
-        return out
+    def inputs(self, vectors: dict[str, Any]) -> tuple[Arena, dict[str, Any]]:
+        """The caller's vectors as device tensors in a guarded arena of their own; sizes and flags as they are."""
+        lists = {k: v for k, v in vectors.items() if isinstance(v, list)}
+        arena, tensors = guarded_inputs(lists, self.device, self.setup.num_slots, guards_enabled())
+        return arena, {**{k: v for k, v in vectors.items() if k not in lists}, **tensors}
 
     def namespace(self, inputs: dict[str, Any], conv: Any, launch: Launch, group: int) -> dict[str, Any]:
         geo, setup = self.setup.geometry, self.setup
@@ -199,8 +182,9 @@ class Harness:
                         raise ReviewInputError(f"unknown signature: {launch.kernel} takes {p!r}, which no caller "
                                                f"of the {self.api.name} API provides")
 
-    def launch(self, launch: Launch, inputs: dict[str, Any], conv: Any) -> None:
-        """Launch ``launch`` (once per group for group scope) with every parameter bound by name."""
+    def launch(self, launch: Launch, inputs: dict[str, Any], conv: Any, arenas: tuple[Arena, ...] = ()) -> None:
+        """Launch ``launch`` (once per group for group scope) with every parameter bound by name;
+        after each kernel, ``arenas`` are checked (:class:`GuardViolation` on a violation)."""
         if launch.if_defined is not None and kernel_params(self.module, launch.if_defined) is None:
             return
         params = kernel_params(self.module, launch.kernel)
@@ -223,22 +207,28 @@ class Harness:
                                            f"the {self.api.name} API provides")
                 kwargs[p] = ns[key]
             getattr(self.module, launch.kernel)[tuple(ns[x] if isinstance(x, str) else x for x in grid)](**kwargs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            for arena in (self.arena, *arenas):
+                arena.check(launch.kernel)
 
     def run_phase(self, name: str, step: Any, conv: Any) -> tuple[list[PlanSet], list[str]]:
         """Launch phase ``name`` of ``step``; returns the plan sets FlashInfer
         materializes now (none when the phase has no call) and the buffers
-        whose guards a launch broke."""
+        guard violations of its launches (the first stops the phase)."""
         phase = self.api.phases[name]
         geo = self.setup.geometry
         if not step.rows:
             return [], []
-        inputs = self.inputs(caller_vectors(step, geo.max_num_reqs, geo.block_size, conv))
-        for launch in phase.launches:
-            self.launch(launch, inputs, conv)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        broken = self.mem.broken()
-        self.mem.blocks = [b for b in self.mem.blocks if b[0] not in inputs]
+        input_arena, inputs = self.inputs(caller_vectors(step, geo.max_num_reqs, geo.block_size, conv))
+        broken = []
+        try:
+            for launch in phase.launches:
+                self.launch(launch, inputs, conv, (input_arena,))
+        except GuardViolation as e:
+            broken.append(str(e))
+            if self.arena.guarded:
+                self.arena.expected.copy_(self.arena.flat)  # judged once; later phases are judged afresh
         flag = conv.as_constexprs().get(phase.materialize_when, True)
         if phase.materialize is None or not flag:
             return [], broken

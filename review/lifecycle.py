@@ -16,7 +16,8 @@ ghost slot contents:
   only on rows with a request;
 - ``frame``: slots that no scheduled request's block-table row names keep their
   trackers and contents;
-- ``memory``: no launch wrote outside its buffers (guard zones).
+- ``memory``: no launch wrote outside its buffers, read past a block-table
+  row into a store, or modified an input (the fuzzer's guarded arena).
 
 :class:`ReviewCallers` is the fuzz callers' model recording each step's rows,
 with the caller assumptions of :mod:`replayssm.spec.assumptions` the review
@@ -160,8 +161,8 @@ def run_step(h: Harness, ghost: Ghost, step: Step, expect: dict, *, state_copies
 
 def _materialize(h: Harness, ghost: Ghost, phase: str, step: Step, real: set[int], problems: list) -> None:
     plans, broken = h.run_phase(phase, step, h.setup.conventions)
-    for name in broken:
-        problems.append(("memory", f"{phase}: a launch wrote outside buffer {name}"))
+    for violation in broken:
+        problems.append(("memory", f"{phase}: {violation}"))
     for plan in plans:
         for p in ghost.materialize(plan.numpy(), plan.layers, h.api.work_list, real):
             problems.append(("materialize", f"{phase}: {p}"))
