@@ -4,7 +4,9 @@ tree), and after a one-line change in one spec file.
     python3 benchmarks/prove_cache.py [--jobs 2] [--out docs/results/prove_cache.json]
 
 Each run is a fresh ``python -m replayssm prove`` process on a temporary
-cache folder (never the user's). The one-line change rewrites
+cache folder (never the user's); its wall seconds and its CPU seconds (its
+processes', workers included: on a shared machine the wall time says more
+about the neighbours). The one-line change rewrites
 ``cdiv(aligned, block_size) - 1`` in ``spec/boundary.py`` as
 ``cdiv(aligned, block_size) + (-1)`` (the same value, another term) and
 restores the file afterwards; the run refuses to start when that file has
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -34,10 +37,12 @@ BEFORE, AFTER = "cdiv(aligned, block_size) - 1", "cdiv(aligned, block_size) + (-
 
 def prove(cache: Path, jobs: int, out: Path) -> dict:
     """One ``prove`` run: its wall seconds and, per obligation, what it solved."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run([sys.executable, "-m", "replayssm", "prove", "--jobs", str(jobs), "--cache", str(cache),
                           "--json", str(out)], capture_output=True, text=True, cwd=REPO)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
     if run.returncode not in (0, 1):  # 1: some obligation not proved (a timeout on a loaded machine), recorded
         raise SystemExit(f"prove failed ({run.returncode}):\n{run.stdout}{run.stderr}")
     report = json.loads(out.read_text())
@@ -46,7 +51,7 @@ def prove(cache: Path, jobs: int, out: Path) -> dict:
                                "seconds": o["seconds"]} for o in report["obligations"]}
     reproved = [n for n, o in obligations.items() if o["cases_solved"]]
     rebuilt = [n for n, o in obligations.items() if not o["cached"]]
-    return {"wall_seconds": round(seconds, 2), "load_average_after": [round(x, 1) for x in os.getloadavg()],
+    return {"wall_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "load_average_after": [round(x, 1) for x in os.getloadavg()],
             "not_proved": {o["name"]: o["status"] for o in report["obligations"] if o["status"] != "proved"},
             "obligations_rebuilt": len(rebuilt),
             "obligations_with_cases_solved": reproved,
