@@ -29,8 +29,8 @@ from replayssm.reports import (
     write_json,
     write_junit,
 )
-from replayssm.verify.obligation import Result, render_scenario, save_counterexample
-from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, usable_cpus
+from replayssm.verify.obligation import Obligation, Result, render_scenario, save_counterexample
+from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, discharge, usable_cpus
 
 
 class Interrupted(BaseException):
@@ -112,37 +112,52 @@ def _junit_cases(report: Report) -> list[JunitCase]:
     return cases
 
 
-def _prove(args: argparse.Namespace) -> int:
+def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
+    """The obligations ``--only`` and ``--kernels`` ask for; with a cache, the
+    catalog of this tree is recorded in it for the next warm run."""
     from replayssm.verify.catalog import obligations
     from replayssm.verify.obligation import REGISTRY
-    from replayssm.verify.proof_cache import default_folder
-    from replayssm.verify.runner import LemmaCycle, Report, discharge
+    from replayssm.verify.proof_cache import ProofCache
 
-    _check_prove_args(args)
     try:
         if args.kernels:
             from replayssm.verify.kernels.selection import kernel_obligations
 
-            chosen = [REGISTRY[n] for n in kernel_obligations(args.impl, args.only)]
-        else:
-            chosen = obligations(args.only)
+            return [REGISTRY[n] for n in kernel_obligations(args.impl, args.only)]
+        chosen = obligations(args.only)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if args.list:
-        for ob in chosen:
-            print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
-            first = next(iter(ob.build()), None)
-            names = sorted({n for n, _ in first.assumptions}) if first is not None else []
-            print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}): "
-                  f"{', '.join(names)}")
-        return EXIT_PASSED
+    if cache is not None:
+        ProofCache(cache).keep_catalog(obligations())
+    return chosen
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from replayssm.verify.proof_cache import default_folder
+    from replayssm.verify.runner import LemmaCycle, Report, proved_on_this_tree
+
+    _check_prove_args(args)
     cache = None if args.no_cache else (args.cache or str(default_folder()))
     args.out = sys.stderr if args.json == STDOUT else sys.stdout
-    report = Report([ob.name for ob in chosen])
+    warm = proved_on_this_tree(cache, args.only) if cache and not args.kernels and not args.list else None
+    if warm is not None:  # every obligation asked for was proved on this very tree: no claim is built
+        report = Report([r.name for r in warm])
+        run = (r for r in warm)
+    else:
+        chosen = _chosen(args, cache)
+        if args.list:
+            for ob in chosen:
+                print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
+                first = next(iter(ob.build()), None)
+                names = sorted({n for n, _ in first.assumptions}) if first is not None else []
+                print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}): "
+                      f"{', '.join(names)}")
+            return EXIT_PASSED
+        report = Report([ob.name for ob in chosen])
+        run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested
     saved: list[str] = []
     start = time.perf_counter()
     status = EXIT_PASSED
-    run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested
     with _interruptible():
         print(f"proving {len(report.order)} obligations with {args.jobs} worker(s)"
               f"{', proof cache ' + cache if cache else ', no proof cache'}", file=args.out, flush=True)

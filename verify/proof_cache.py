@@ -28,12 +28,15 @@ import os
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 from z3 import z3core
 
 from .terms import lift
+
+if TYPE_CHECKING:
+    from .obligation import Result
 
 ENV_FOLDER = "REPLAYSSM_VERIFY_CACHE"
 """The environment variable naming the cache folder (the tests point it at a
@@ -172,24 +175,56 @@ class ProofCache:
 
     # whole obligations
 
-    def obligation_key(self, obligation: str) -> str:
+    def obligation_key(self, obligation: str, sources: Iterable[str] | None = None) -> str:
+        """The key of an obligation proved on this tree; ``sources`` are its
+        files outside the tree (``Obligation.sources``; by default the
+        registered obligation's)."""
         if self._tree is None:
             self._tree = source_digest()
-        from .obligation import REGISTRY
+        if sources is None:
+            from .obligation import REGISTRY
 
+            registered = REGISTRY.get(obligation)
+            sources = registered.sources if registered is not None else ()
         extra = hashlib.sha256()
-        registered = REGISTRY.get(obligation)
-        for f in registered.sources if registered is not None else ():
+        for f in sources:
             extra.update(f"{f}\0".encode())
             extra.update(Path(f).read_bytes() if Path(f).is_file() else b"missing")
         return self._key("obligation", obligation, platform.python_version(), self._tree, extra.hexdigest())
 
-    def proved_obligation(self, obligation: str) -> dict | None:
+    def proved_obligation(self, obligation: str, sources: Iterable[str] | None = None) -> dict | None:
         """The JSON of the obligation's proof on this very tree, or None."""
         try:
-            return json.loads(self._path("obligations", self.obligation_key(obligation)).read_text())
+            return json.loads(self._path("obligations", self.obligation_key(obligation, sources)).read_text())
         except (OSError, ValueError):
             return None
+
+    def proved_result(self, obligation: str, sources: Iterable[str] | None = None) -> Result | None:
+        """The obligation's proof on this very tree as a cached result (its
+        seconds 0: it took no time in this run), or None."""
+        from .obligation import Result
+
+        hit = self.proved_obligation(obligation, sources)
+        if hit is None:
+            return None
+        result = Result.from_json(hit, cached=True)
+        result.seconds = 0.0
+        return result
+
+    def catalog(self) -> list[tuple[str, tuple[str, ...]]] | None:
+        """The obligations registered on this very tree, in catalog order,
+        each with its ``sources``, as the last run that imported the catalog
+        recorded them."""
+        try:
+            entries = json.loads(self._path("catalogs", self.obligation_key("", ())).read_text())
+            return [(name, tuple(sources)) for name, sources in entries]
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def keep_catalog(self, obligations: Iterable[Any]) -> None:
+        """Record the catalog (registered :class:`~.obligation.Obligation` s) of this tree."""
+        entries = [[ob.name, list(ob.sources)] for ob in obligations]
+        self._write(self._path("catalogs", self.obligation_key("", ())), json.dumps(entries))
 
     def keep_obligation(self, result_json: dict) -> None:
         self._write(self._path("obligations", self.obligation_key(result_json["name"])), json.dumps(result_json))

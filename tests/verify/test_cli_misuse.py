@@ -212,6 +212,10 @@ def test_a_warm_prove_reports_from_the_cache(tmp_path: Path, capsys: pytest.Capt
     assert main(args) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert all(o.get("cached") for o in report["obligations"]) and "cached" in capsys.readouterr().out
+    code = ("import sys; from replayssm.cli import main; rc = main(sys.argv[1:]); "
+            "print('catalog imported:', 'replayssm.verify.catalog' in sys.modules, rc)")
+    warm = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert "catalog imported: False 0" in warm.stdout, warm.stdout + warm.stderr  # no claim built, no module of them
 
 
 def test_case_keys_do_not_depend_on_the_process(tmp_path: Path) -> None:
