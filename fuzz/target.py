@@ -69,7 +69,8 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
             raise ValueError(f"--impl module {name!r} cannot be imported: {_why(e)}") from e
     missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     if missing:
-        raise ValueError(f"--impl {name!r} lacks the reference entry points {missing} ({level} level)")
+        raise ValueError(f"--impl {name!r} lacks the reference entry points {missing} ({level} level); "
+                         f"a vLLM version of another launch API is reviewed with: replayssm-verify review {name}")
     if not cuda and hasattr(module, "_load_replayssm_materialize"):
         from replayssm.impl.materialize import torch_replayssm_materialize
 
