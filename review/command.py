@@ -107,7 +107,8 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         return 2
     verdicts = []
     for v in versions:
-        print(f"reviewing {v.label} ({v.source}): API {v.api.name}, budget {args.budget:.0f} s", file=out, flush=True)
+        size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
+        print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
         try:
             verdicts.append(review_version(v, args, base, out))
         except ReviewInputError as e:
