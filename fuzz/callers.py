@@ -12,7 +12,7 @@ caller assumptions; :meth:`Callers.check_assumptions` asserts it on each row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hypothesis import strategies as hs
@@ -21,6 +21,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
+from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import RowRule
 
@@ -28,6 +29,26 @@ from .actions import Action, BlockCopy, Migrate, Postprocess
 from .launcher import Setup
 
 Draw = Callable[[Any], Any]
+
+GEOMETRIES = (
+    Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
+    Geometry(max_num_reqs=4, block_size=4, window=4, ring_len=8),
+    Geometry(max_num_reqs=4, block_size=5, window=3, ring_len=5),
+    Geometry(max_num_reqs=3, block_size=3, window=2, ring_len=4),
+    Geometry(max_num_reqs=4, block_size=1, window=2, ring_len=3),
+    Geometry(max_num_reqs=3, block_size=2, window=4, ring_len=7),
+)
+"""Fuzzed geometries: vLLM's non-power-of-two ring (W=16, T<=4, R=20) with a
+small block, a power-of-two ring, odd blocks and rings, T = W, block size 1
+(every token a boundary; R = 3) and block size 2 with a ring of 7 that holds
+decode rows of 3 tokens (longer than a block: only under ``--drop``)."""
+
+TABLE_WIDTHS = (3, 1, 2, 10)
+"""Block-table columns: small tables that requests fill (a prompt and its
+decode steps up to ``num_cols * block_size`` tokens), and a wide one."""
+
+NUM_SLOTS = 48
+"""Tracker entries per group (slot 0 is the null block)."""
 
 
 @dataclass
@@ -70,6 +91,63 @@ class Features:
     padding_rows: bool = True
     block_copies: bool = True
     null_columns: bool = True
+    stale_slots: bool = False
+    """Block-table entries the kernels must not read hold other owners' real
+    slots: columns past a row's live column, padding rows, rows past
+    ``num_reqs`` (vLLM reuses table rows without clearing them)."""
+    shared_prompts: bool = False
+    """All prompts come from one stream, publish their first block at once
+    and take their longest prefix hit; skipped columns are null."""
+    short_prompts: bool = False
+    """Prompts of at most two blocks and a token, leaving the table to decode steps."""
+
+
+@dataclass(frozen=True)
+class Aim:
+    """Where one example points the callers: geometries, table widths and
+    fixed caller behaviours for scenario classes that free draws reach too
+    rarely in a few examples per convention combination (the ci profile runs
+    4 per combination)."""
+
+    name: str
+    geometries: tuple[Geometry, ...]
+    table_widths: tuple[int, ...]
+    fixed: tuple[tuple[str, bool], ...] = ()
+    """:class:`Features` set by the aim; the others are drawn."""
+    moving_live_column: bool = False
+    """Only for callers whose live column moves (align mode, explicit live columns)."""
+
+
+AIMS = (
+    Aim("free", GEOMETRIES, TABLE_WIDTHS),
+    Aim("table edges", GEOMETRIES, (1, 2, 3), (("stale_slots", True), ("short_prompts", False))),
+    Aim("shared prefixes", GEOMETRIES, (3, 10), (("prefix_hits", True), ("null_columns", True),
+                                                 ("shared_prompts", True), ("short_prompts", False)),
+        moving_live_column=True),
+    Aim("long decodes", tuple(g for g in GEOMETRIES if g.window < 2 * g.block_size), (10,),
+        (("block_copies", True), ("short_prompts", True), ("shared_prompts", False))),
+)
+"""The aims an example draws from: free draws; tables of 1 to 3 columns that
+requests fill, with other owners' slots where the kernels must not read
+(table full, live column is the last one, one-column table); requests
+sharing prefixes (align mode: prefix hits, null columns, multi-column
+prefill resets); long decodes in a wide table with a window shorter than two
+blocks (checkpoints at boundaries, ring wraps, migrations to copied slots)."""
+
+
+@hs.composite
+def systems(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Features]:
+    """One fuzzed system's fixed shape and the caller behaviours its run uses."""
+    conv = draw(hs.sampled_from(conventions))
+    moving = conv.materialize_prefixes and not conv.live_col_is_zero
+    aim = draw(hs.sampled_from([a for a in AIMS if moving or not a.moving_live_column]))
+    geo = draw(hs.sampled_from(aim.geometries))
+    num_cols = draw(hs.sampled_from(aim.table_widths))
+    layers = tuple(draw(hs.lists(hs.integers(1, 3), min_size=1, max_size=3)))
+    fixed = dict(aim.fixed)
+    features = Features(**{f.name: fixed[f.name] if f.name in fixed else draw(hs.booleans())
+                           for f in fields(Features)})
+    return Setup(geo, conv, layers, num_cols=num_cols, num_slots=NUM_SLOTS), features
 
 
 @dataclass
@@ -82,6 +160,8 @@ class Callers:
     free: list[list[int]] = field(default_factory=list)
     published: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     scenarios: dict[str, int] = field(default_factory=dict)
+    _fresh: set[tuple[int, int]] = field(default_factory=set)
+    """(group, slot) allocated during the current step."""
 
     def __post_init__(self) -> None:
         groups = len(self.setup.layers_per_group)
@@ -118,7 +198,11 @@ class Callers:
         return self.rows.longest_decode
 
     def _alloc(self, group: int) -> int | None:
-        return self.free[group].pop() if self.free[group] else None
+        if not self.free[group]:
+            return None
+        slot = self.free[group].pop()
+        self._fresh.add((group, slot))
+        return slot
 
     def _release(self, r: Request) -> None:
         keep = {s for slots in self.published.values() for s in slots}
@@ -135,10 +219,11 @@ class Callers:
         if not free_rids or any(len(f) < 4 for f in self.free):
             return False
         rid = draw(hs.sampled_from(free_rids))
-        stream = draw(hs.integers(0, 1))
-        longest = max(1, min(2 * self.geo.block_size + 1, self.max_model_len - self.max_step))
+        stream = draw(hs.sampled_from(self._streams()))
+        short = min(2 * self.geo.block_size + 1, self.max_model_len)
+        longest = short if self.features.short_prompts else draw(hs.sampled_from((short, self.max_model_len)))
         can_hit = self.align and self.features.prefix_hits and (stream, 0) in self.published
-        shortest = min(self.geo.block_size + 1, longest) if can_hit else 1
+        shortest = min(self.geo.block_size + 1, longest) if can_hit or self.features.shared_prompts else 1
         prompt = draw(hs.integers(shortest, longest))
         groups = len(self.setup.layers_per_group)
         cols = [[self.geo.pad_slot] * self.setup.num_cols for _ in range(groups)]
@@ -146,7 +231,7 @@ class Callers:
         if self.align and self.features.prefix_hits:
             while (stream, hit) in self.published and (hit + 1) * self.geo.block_size < prompt:
                 hit += 1
-            if hit:
+            if hit and not self.features.shared_prompts:
                 hit = draw(hs.integers(0, hit))
         for c in range(hit):
             for g in range(groups):
@@ -155,6 +240,13 @@ class Callers:
                                      checkpoint_pos=hit * self.geo.block_size)
         self.saw("prefix hit", hit > 0)
         return True
+
+    def _streams(self) -> list[int]:
+        """The prompt streams, those with a published first block first (when
+        prefix hits are on), so that admissions aim at prefix hits."""
+        streams = (0,) if self.features.shared_prompts else (0, 1)
+        published = [s for s in streams if self.features.prefix_hits and (s, 0) in self.published]
+        return published + [s for s in streams if s not in published]
 
     def finish(self, rid: int, preempt: bool) -> None:
         """Request ``rid`` leaves (finished, or preempted to be recomputed later)."""
@@ -168,10 +260,13 @@ class Callers:
         rule = self.rows
         if r.prefilling:
             lens = rule.chunk_lens(r.computed, r.prompt_len)
+            if self.features.shared_prompts and self.align and len(lens) > 1:
+                # publish the stream's first block at once; later, run past null columns
+                lens = lens[:1] if (r.stream, 0) not in self.published else [lens[-1], lens[-2]]
         else:
-            if r.computed + self.max_step > self.max_model_len:
-                return None
             lens = rule.decode_lens(r.computed)
+            if not lens:
+                return None
         q = draw(hs.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else hs.sampled_from(lens))
         accepted = draw(hs.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
         return RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
@@ -186,7 +281,7 @@ class Callers:
         if any(len(f) < len(needed) for f in self.free):
             return False
         for c in needed:
-            null = self.features.null_columns and c != live_col and draw(hs.booleans())
+            null = self.features.null_columns and c != live_col and (self.features.shared_prompts or draw(hs.booleans()))
             for g in range(len(self.free)):
                 r.cols[g][c] = self.geo.pad_slot if null else self._alloc(g)
             self.saw("null column", null)
@@ -195,6 +290,9 @@ class Callers:
     def step(self, draw: Draw) -> list[Action]:
         """One model-runner step: block copies, migration, postprocess."""
         geo, conv = self.geo, self.setup.conventions
+        self._fresh.clear()
+        if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and draw(hs.booleans()):
+            self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
         chosen = draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
         rows: list[tuple[Request, RowPlan]] = []
@@ -213,11 +311,12 @@ class Callers:
         for _ in range(pads):
             batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
         self.saw("padding row", pads)
+        self._count_shapes(rows)
         actions = []
         copies = self._block_copies(draw, batch_rows)
         if copies:
             actions.append(BlockCopy(copies))
-        table = self._batch_table(batch_rows)
+        table = self._batch_table(draw, batch_rows)
         actions.append(self._migrate_action(batch_rows, table))
         actions.append(self._postprocess_action(batch_rows, table))
         self._advance(batch_rows)
@@ -226,14 +325,65 @@ class Callers:
     def _req_index(self, batch: int, r: Request) -> int:
         return r.rid if self.setup.conventions.has_idx_mapping else batch
 
-    def _batch_table(self, batch_rows: list) -> list:
+    def _count_shapes(self, rows: list[tuple[Request, RowPlan]]) -> None:
+        """Scenario classes of the table's and the block's shape, per scheduled row."""
+        cols = self.setup.num_cols
+        for _, plan in rows:
+            self.saw("live column is the last column", cols > 1 and plan.live_col == cols - 1)
+            self.saw("one-column table", cols == 1)
+            self.saw("block size 1", self.geo.block_size == 1)
+
+    def _batch_table(self, draw: Draw, batch_rows: list) -> list:
+        """Every group's block table for one launch: each scheduled request's
+        own columns in its batch row; with stale slots on, the entries the
+        kernels must not read (past a row's live column, padding rows, rows
+        past the launch) may hold real slots of other owners, as a reused
+        vLLM table row does."""
         groups, cols, maxr = len(self.setup.layers_per_group), self.setup.num_cols, self.geo.max_num_reqs
         table = [[[self.geo.pad_slot] * cols for _ in range(maxr)] for _ in range(groups)]
-        for b, row in enumerate(batch_rows):
+        for b in range(maxr):
+            row = batch_rows[b] if b < len(batch_rows) else None
             if row is not None:
                 for g in range(groups):
                     table[g][b] = list(row[0].cols[g])
+            first_unread = row[1].live_col + 1 if row is not None else 0
+            if self.features.stale_slots and first_unread < cols and draw(hs.booleans()):
+                placed = self._place_stale_slots(draw, table, b, first_unread, row[0] if row else None)
+                self.saw("stale slot past the live column" if row else "stale slot in a padding or unused row",
+                         placed > 0)
         return table
+
+    def _place_stale_slots(self, draw: Draw, table: list, b: int, first: int, owner: Request | None) -> int:
+        """Fill the null entries of row ``b`` from column ``first`` on (a
+        request's own slot past its live column, left by a step that
+        scheduled into the next block, stays) with other requests' real
+        slots: not allocated this step, none twice in the row, live slots
+        first (their trackers are the ones a stray write would show).
+        Returns how many columns it filled."""
+        groups, cols, pad = len(table), self.setup.num_cols, self.geo.pad_slot
+        empty = [c for c in range(first, cols) if all(table[g][b][c] == pad for g in range(groups))]
+        candidates = []
+        for o in sorted(self.requests.values(), key=lambda o: o.rid):
+            if o is not owner:
+                candidates += [tuple(o.cols[g][c] for g in range(groups))
+                               for c in sorted(range(cols), key=lambda c: c != o.live_col) if o.cols[0][c] != pad]
+        taken = [set(table[g][b]) for g in range(groups)]
+        usable = [slots for slots in candidates
+                  if not any(s in taken[g] or (g, s) in self._fresh for g, s in enumerate(slots))]
+        if not usable or not empty:
+            return 0
+        turn = draw(hs.integers(0, len(usable) - 1))
+        placed = 0
+        for slots in usable[turn:] + usable[:turn]:
+            if placed == len(empty):
+                break
+            if any(s in taken[g] for g, s in enumerate(slots)):
+                continue
+            for g, s in enumerate(slots):
+                table[g][b][empty[placed]] = s
+                taken[g].add(s)
+            placed += 1
+        return placed
 
     def _source_col(self, r: Request) -> int:
         if r.live_col >= 0:
@@ -344,6 +494,7 @@ class Callers:
                 r.computed = before + plan.accepted
                 r.checkpoint_pos = r.computed - committed
             r.live_col = plan.live_col
+            self.saw("table full", r.computed == self.setup.num_cols * bs)
             running = running_position(plan.prefilling, r.computed, plan.accepted)
             boundary = mamba_state_copy_boundary(running, r.computed, bs)
             if self.align and boundary.needs_copy and boundary.dst_col >= 0:

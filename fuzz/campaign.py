@@ -70,6 +70,11 @@ SCENARIOS = (
     "migration to a copied slot",
     "padding row",
     "null column",
+    "table full",
+    "live column is the last column",
+    "stale slot past the live column",
+    "block size 1",
+    "one-column table",
     *(f"conventions {c.label()}" for c in Conventions.all()),
 )
 """Every scenario class a campaign must reach."""

@@ -20,21 +20,11 @@ import torch
 from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.geometry import Conventions
 
-from .callers import Callers, Features
+from .callers import GEOMETRIES, Callers, Features, systems  # noqa: F401 - GEOMETRIES: review.campaign imports it from here
 from .actions import TRACE_ID, Action, action_to_json
 from .launcher import LEVELS, Setup, SpecSide, compare
-
-GEOMETRIES = [
-    Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
-    Geometry(max_num_reqs=4, block_size=4, window=4, ring_len=8),
-    Geometry(max_num_reqs=4, block_size=5, window=3, ring_len=5),
-    Geometry(max_num_reqs=3, block_size=3, window=2, ring_len=4),
-]
-"""Fuzzed geometries: vLLM's non-power-of-two ring (W=16, T<=4, R=20) with a
-small block, a power-of-two ring, odd blocks and rings, and T = W."""
-
 
 @dataclass
 class Statistics:
@@ -76,15 +66,12 @@ class ReplaySSMMachine(RuleBasedStateMachine):
     last_trace: dict | None = None
     """The trace of the latest run (the failing one, after Hypothesis shrinks)."""
 
-    @initialize(
-        geo=hs.sampled_from(GEOMETRIES),
-        conv=hs.runner().flatmap(lambda machine: hs.sampled_from(machine.conventions)),
-        layers=hs.lists(hs.integers(1, 3), min_size=1, max_size=4).map(tuple),
-        features=hs.builds(Features, hs.booleans(), hs.booleans(), hs.booleans(), hs.booleans()),
-    )
-    def build_system(self, geo: Geometry, conv: Conventions, layers: tuple[int, ...], features: Features) -> None:
+    @initialize(system=hs.runner().flatmap(lambda machine: systems(machine.conventions)), data=hs.data())
+    def build_system(self, system: tuple[Setup, Features], data: Any) -> None:
+        """A system (``callers.systems``: geometry, conventions, table, aim) with its first request."""
         type(self).last_trace = None
-        self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
+        self.setup, features = system
+        conv = self.setup.conventions
         self.trace: dict = {"#meta": {"format": TRACE_ID, "source": "fuzz"},
                             "params": self.setup.as_json(), "actions": []}
         type(self).last_trace = self.trace
@@ -93,6 +80,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         self.callers = Callers(self.setup, features)
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {conv.label()}")
+        self.admit(data)  # every run starts with a request, whichever rules its swarm enables
 
     def _fail(self, message: str, kind: str = "invariant") -> None:
         raise Failure(message, kind)

@@ -5,8 +5,6 @@ saved, and the saved trace replays the failure."""
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,27 +34,6 @@ def test_context_level_campaign_passes(tmp_path: Path, impl_target: str | None) 
                                          failures_dir=str(tmp_path), level="context"))
     assert result["failures"] == []
     assert result["request_steps"] > 0
-
-
-@pytest.fixture()
-def mutant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A copy of ``replayssm.impl`` whose checkpoint wraps the ring with a bit
-    mask, which is wrong for a ring of 20 or 5 rows."""
-
-    def make(old: str, new: str) -> str:
-        package = tmp_path / "mutant_impl"
-        shutil.copytree(REPO / "impl", package)
-        kernels = package / "kernels.py"
-        source = kernels.read_text()
-        assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
-        kernels.write_text(source.replace(old, new))
-        monkeypatch.syspath_prepend(str(tmp_path))
-        for name in list(sys.modules):
-            if name.startswith("mutant_impl"):
-                del sys.modules[name]
-        return "mutant_impl.replayssm_utils"
-
-    return make
 
 
 def test_planted_bug_is_found_shrunk_saved_and_replayed(tmp_path: Path, mutant) -> None:
