@@ -16,7 +16,8 @@ In a trace (format :data:`TRACE_ID`) an action is the JSON object
 ``{"name": ..., "picks": {...}, "caller": [...]}``: ``name`` is the record's
 :attr:`NAME`, ``picks`` its fields (``set_state``: buffer name -> values),
 ``caller`` the readable lines saying which caller decision made it (left out
-when empty). :func:`action_from_json` accepts exactly what
+when empty); a launch judged by containment (``fuzz --drop``) carries its
+footprint as ``contained``. :func:`action_from_json` accepts exactly what
 :func:`action_to_json` writes, and names the first bad field otherwise.
 """
 
@@ -74,6 +75,9 @@ class Migrate:
     dst_cols: list[int]
     block_table: list[list[list[int]]]
     caller: list[str] = field(default_factory=list)
+    contained: dict | None = None
+    """Under ``fuzz --drop``: the violators' footprint (``{"rows": [...],
+    "slots": [[group, slot], ...]}``), outside which the launch is judged."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class Postprocess:
     live_cols: list[int] | None
     block_table: list[list[list[int]]]
     caller: list[str] = field(default_factory=list)
+    contained: dict | None = None
+    """Under ``fuzz --drop``: the violators' footprint (``{"rows": [...],
+    "slots": [[group, slot], ...]}``), outside which the launch is judged."""
 
 
 Action = Union[BlockCopy, SetState, Migrate, Postprocess]
@@ -102,7 +109,7 @@ def launch_inputs(action: Launch) -> dict[str, list]:
     """The input buffers a launch hands its kernel, by buffer name (those the
     conventions leave out are absent)."""
     return {f.name: getattr(action, f.name) for f in fields(action)
-            if f.name not in ("num_reqs", "caller") and getattr(action, f.name) is not None}
+            if f.name not in ("num_reqs", "caller", "contained") and getattr(action, f.name) is not None}
 
 
 def action_to_json(action: Action) -> dict:
@@ -110,10 +117,12 @@ def action_to_json(action: Action) -> dict:
     if isinstance(action, SetState):
         picks: dict[str, Any] = dict(action.buffers)
     else:
-        picks = {f.name: getattr(action, f.name) for f in fields(action) if f.name != "caller"}
+        picks = {f.name: getattr(action, f.name) for f in fields(action) if f.name not in ("caller", "contained")}
     out: dict[str, Any] = {"name": action.NAME, "picks": picks}
     if action.caller:
         out["caller"] = list(action.caller)
+    if getattr(action, "contained", None):
+        out["contained"] = action.contained
     return out
 
 
@@ -162,8 +171,21 @@ _LAUNCH_FIELDS: dict[str, tuple[int, bool, bool]] = {
 }
 
 
-def _launch_from_picks(kind: type, picks: dict, where: str, caller: list[str]) -> Launch:
-    names = [f.name for f in fields(kind) if f.name != "caller"]
+def _contained(value: Any, where: str) -> dict | None:
+    """A launch's containment footprint, checked."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"rows", "slots"}:
+        raise ValueError(f"{where} must be an object with rows and slots, got {value!r:.80}")
+    _ints(value["rows"], f"{where}.rows")
+    for i, pair in enumerate(_ints(value["slots"], f"{where}.slots", depth=2)):
+        if len(pair) != 2:
+            raise ValueError(f"{where}.slots[{i}] must be [group, slot], got {pair!r}")
+    return value
+
+
+def _launch_from_picks(kind: type, picks: dict, where: str, caller: list[str], contained: dict | None) -> Launch:
+    names = [f.name for f in fields(kind) if f.name not in ("caller", "contained")]
     unknown = sorted(set(picks) - set(names))
     missing = [n for n in names if n not in picks]
     if unknown or missing:
@@ -182,7 +204,7 @@ def _launch_from_picks(kind: type, picks: dict, where: str, caller: list[str]) -
         values[name] = _ints(value, f"{where}.picks.{name}", depth=depth, bools=bools)
     if kind is Postprocess:
         values["is_prefilling"] = [bool(x) for x in values["is_prefilling"]]
-    return kind(**values, caller=caller)
+    return kind(**values, caller=caller, contained=contained)
 
 
 def action_from_json(obj: Any, where: str = "action") -> Action:
@@ -213,4 +235,4 @@ def action_from_json(obj: Any, where: str = "action") -> Action:
                 raise ValueError(f"{where}.picks: unknown buffer {b!r}; set_state sets {', '.join(STATE_BUFFERS)}")
             _nested_ints(values, f"{where}.picks.{b}")
         return SetState(dict(picks), caller)
-    return _launch_from_picks(kind, picks, where, caller)
+    return _launch_from_picks(kind, picks, where, caller, _contained(obj.get("contained"), f"{where}.contained"))

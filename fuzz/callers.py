@@ -12,7 +12,7 @@ caller assumptions; :meth:`Callers.check_assumptions` asserts it on each row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from hypothesis import strategies as hs
@@ -26,6 +26,7 @@ from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import RowRule
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
+from .containment import BREAKERS
 from .launcher import Setup
 
 Draw = Callable[[Any], Any]
@@ -81,6 +82,10 @@ class RowPlan:
     live_col: int
     copied: bool = False
     checkpointed: bool = False
+    breaks: str | None = None
+    """The caller assumption this row breaks on purpose (``fuzz --drop``)."""
+    flag: bool | None = None
+    """The ``is_prefilling`` input when it differs from ``prefilling`` (a broken row)."""
 
 
 @dataclass
@@ -160,6 +165,12 @@ class Callers:
     free: list[list[int]] = field(default_factory=list)
     published: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     scenarios: dict[str, int] = field(default_factory=dict)
+    drop: str | None = None
+    """The per-request assumption some rows break on purpose (``fuzz --drop``)."""
+    tainted: set[int] = field(default_factory=set)
+    """Requests that broke ``drop``: off the contract from then on."""
+    tainted_slots: set[tuple[int, int]] = field(default_factory=set)
+    """(group, slot) named by a violator's block-table row."""
     _fresh: set[tuple[int, int]] = field(default_factory=set)
     """(group, slot) allocated during the current step."""
 
@@ -271,6 +282,33 @@ class Callers:
         accepted = draw(hs.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
         return RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
 
+    def _break(self, draw: Draw, r: Request, plan: RowPlan) -> None:
+        """Break :attr:`drop` in this row where it can (``fuzz --drop``): the
+        request is a violator from then on."""
+        if not BREAKERS[self.drop](self, r, plan, draw):
+            return
+        if self.drop != env.LIVE_COL_IS_LAST_BLOCK.name:
+            plan.live_col = self.rows.live_col(r.computed, plan.query_len)
+        plan.breaks = self.drop
+        self.tainted.add(r.rid)
+        self.saw(f"broke {self.drop}")
+
+    def keeps_contract(self, r: Request) -> bool:
+        """The request never broke :attr:`drop` and names no slot a violator named."""
+        return r.rid not in self.tainted and not any(
+            (g, s) in self.tainted_slots for g, cols in enumerate(r.cols) for s in cols)
+
+    def _footprint(self, batch_rows: list, table: list) -> dict | None:
+        """The violators' batch rows and the slots their table rows name (see
+        :mod:`.containment`), or None when every row keeps the contract."""
+        rows = [b for b, row in enumerate(batch_rows) if row is not None and row[0].rid in self.tainted]
+        if not rows:
+            return None
+        slots = sorted({(g, s) for g, group in enumerate(table) for b in rows for s in group[b]
+                        if s != self.geo.pad_slot})
+        self.tainted_slots.update(slots)
+        return {"rows": rows, "slots": [list(s) for s in slots]}
+
     def _ensure_blocks(self, draw: Draw, r: Request, live_col: int) -> bool:
         """Allocate the columns up to the live one (some earlier ones null)."""
         first = r.computed // self.geo.block_size if self.align else 0
@@ -299,6 +337,8 @@ class Callers:
         for rid in chosen:
             r = self.requests[rid]
             plan = self._plan_row(draw, r)
+            if plan is not None and self.drop and draw(hs.booleans()):
+                self._break(draw, r, plan)
             if plan is not None and self._ensure_blocks(draw, r, plan.live_col):
                 rows.append((r, plan))
         if not rows:
@@ -317,8 +357,9 @@ class Callers:
         if copies:
             actions.append(BlockCopy(copies))
         table = self._batch_table(draw, batch_rows)
-        actions.append(self._migrate_action(batch_rows, table))
-        actions.append(self._postprocess_action(batch_rows, table))
+        contained = self._footprint(batch_rows, table)
+        actions.append(replace(self._migrate_action(batch_rows, table), contained=contained))
+        actions.append(replace(self._postprocess_action(batch_rows, table), contained=contained))
         self._advance(batch_rows)
         return actions
 
@@ -347,7 +388,8 @@ class Callers:
                 for g in range(groups):
                     table[g][b] = list(row[0].cols[g])
             first_unread = row[1].live_col + 1 if row is not None else 0
-            if self.features.stale_slots and first_unread < cols and draw(hs.booleans()):
+            violator = row is not None and row[0].rid in self.tainted  # its footprint: its own slots only
+            if self.features.stale_slots and not violator and first_unread < cols and draw(hs.booleans()):
                 placed = self._place_stale_slots(draw, table, b, first_unread, row[0] if row else None)
                 self.saw("stale slot past the live column" if row else "stale slot in a padding or unused row",
                          placed > 0)
@@ -444,20 +486,25 @@ class Callers:
             r, plan = row
             ghost = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling,
                              plan.live_col, self._req_index(b, r), offset)
-            self.check_assumptions(ghost, r)
+            flag = plan.prefilling if plan.flag is None else plan.flag
+            if r.rid not in self.tainted or plan.breaks:
+                self.check_assumptions(ghost, r, flag, plan.breaks)
             for buf, (i,), value in encode_row(conv, b, ghost):
                 inputs[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
+            inputs["is_prefilling"][b] = flag
             offset += plan.query_len
             caller.append(f"req {r.rid} {'prefill' if plan.prefilling else 'decode'} N={r.computed} "
-                          f"q={plan.query_len} accepted={plan.accepted} live_col={plan.live_col}")
+                          f"q={plan.query_len} accepted={plan.accepted} live_col={plan.live_col}"
+                          + (f" (breaks {plan.breaks})" if plan.breaks else ""))
         if not conv.has_idx_mapping:
             inputs["idx_mapping"] = None
         if conv.live_col_is_zero:
             inputs["live_cols"] = None
         return Postprocess(n, **inputs, block_table=table, caller=caller)
 
-    def check_assumptions(self, row: GhostRow, r: Request) -> None:
-        """The generator's rows satisfy the named caller assumptions."""
+    def check_assumptions(self, row: GhostRow, r: Request, flag: bool, breaks: str | None = None) -> None:
+        """The generator's rows satisfy the named caller assumptions; a row
+        that ``breaks`` one (``fuzz --drop``) breaks it and keeps the others."""
         geo, conv = self.geo, self.setup.conventions
         final = row.computed_before + row.query_len == r.prompt_len
         for name, ok in (
@@ -468,9 +515,11 @@ class Callers:
             (env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, row, self.max_model_len)),
             (env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row)),
             (env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, final)),
+            (env.IS_PREFILLING_AGREES.name, env.IS_PREFILLING_AGREES(flag, row.prefilling)),
         ):
-            if not ok:
-                raise AssertionError(f"generator broke caller assumption {name}: {row}")
+            if bool(ok) != (name != breaks):
+                raise AssertionError(f"generator {'kept' if ok else 'broke'} caller assumption {name}"
+                                     f"{f' (dropping {breaks})' if breaks else ''}: {row}")
 
     def _advance(self, batch_rows: list) -> None:
         """The forward pass (FlashInfer's view) and the scheduler's bookkeeping."""

@@ -26,7 +26,8 @@ from replayssm.reports import check_output_file, check_output_folder
 from replayssm.spec.geometry import Conventions
 
 from .actions import TRACE_ID, Action, action_from_json, action_to_json
-from .launcher import Setup, SpecSide, compare
+from .containment import check_drop, compare_outside
+from .launcher import Setup, SpecSide
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET, load_target
@@ -80,6 +81,11 @@ SCENARIOS = (
 """Every scenario class a campaign must reach."""
 
 
+def required_scenarios(drop: str | None) -> tuple[str, ...]:
+    """:data:`SCENARIOS`, and under ``--drop NAME`` a row that broke it."""
+    return SCENARIOS + ((f"broke {drop}",) if drop else ())
+
+
 @dataclass(frozen=True)
 class CampaignConfig:
     """One campaign's parameters. ``watchdog`` and ``shrink_seconds`` default
@@ -96,6 +102,8 @@ class CampaignConfig:
     profile: str = "ci"
     watchdog: float | None = None
     shrink_seconds: float | None = None
+    drop: str | None = None
+    """A per-request caller assumption broken on purpose (:mod:`.containment`)."""
 
     @property
     def watchdog_seconds(self) -> float:
@@ -108,7 +116,8 @@ class CampaignConfig:
     def as_json(self) -> dict:
         return {"impl": self.impl or DEFAULT_TARGET, "level": self.level, "device": self.device, "seed": self.seed,
                 "profile": self.profile, "budget": {"examples": self.examples, "max_steps": self.max_steps},
-                "jobs": self.jobs, "watchdog_seconds": self.watchdog_seconds, "shrink_seconds": self.shrink_limit}
+                "jobs": self.jobs, "watchdog_seconds": self.watchdog_seconds, "shrink_seconds": self.shrink_limit,
+                "drop": self.drop}
 
 
 def _settings(examples: int, max_steps: int) -> settings:
@@ -161,7 +170,7 @@ def describe_failure(error: BaseException, action: Action | None, machine: Any =
     cells: list[Cell] = []
     if kind == "discrepancy" and machine is not None:
         cells = [Cell(d.buffer, list(d.index), d.spec, d.impl)
-                 for d in compare(machine.spec.state(), machine.impl.state())[:4]]
+                 for d in compare_outside(machine.spec.state(), machine.impl.state(), action.contained)[:4]]
     level = machine.level if machine is not None else "kernel"
     kernel = getattr(error, "kernel", None) or (
         kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants")
@@ -173,7 +182,7 @@ def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
-             "last_trace": None, "conventions": (conv,), "reporter": reporter}
+             "last_trace": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop}
     return hypothesis_seed(seed)(type("Campaign", (SupervisedMachine,), attrs))
 
 
@@ -240,6 +249,10 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
                          f"got {config.jobs!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise SetupError(f"seed must be an int >= 0, got {config.seed!r}")
+    try:
+        check_drop(config.drop)
+    except ValueError as e:
+        raise SetupError(str(e)) from e
     if config.profile not in PROFILES:
         raise SetupError(f"--profile must be one of {sorted(PROFILES)}, got {config.profile!r}")
     for name in ("watchdog", "shrink_seconds"):
@@ -397,6 +410,9 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
           f"{config.watchdog_seconds:g} s watchdog per launch", file=out, flush=True)
+    if config.drop:
+        print(f"dropping {config.drop}: some requests break it; the others are judged by containment",
+              file=out, flush=True)
     campaign = _Campaign(config, out, campaign_id(), [], start)
     progress = Progress(out, examples)
 
@@ -430,7 +446,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     if errors and not campaign.findings and supervisor.signal is None:
         raise SetupError("a fuzz worker failed outside the implementation:\n" + errors[0])
     stats = _merge(parts)
-    missing = [s for s in SCENARIOS if not stats.scenarios.get(s)]
+    missing = [s for s in required_scenarios(config.drop) if not stats.scenarios.get(s)]
     summary = summarize(config.as_json(), stats, missing, campaign.findings, supervisor.signal,
                         time.perf_counter() - start, out)
     summary["worker_seconds"] = round(sum(c.result["seconds"] for c in supervisor.children

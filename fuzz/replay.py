@@ -14,8 +14,9 @@ from typing import Any
 
 from .actions import SetState, action_to_json
 from .campaign import WATCHDOG_SECONDS, check_device, load_trace, spec_states, trace_actions
+from .containment import compare_outside
 from .guards import GuardViolation
-from .launcher import LEVELS, Setup, SpecSide, compare
+from .launcher import LEVELS, Setup, SpecSide
 from .target import DEFAULT_TARGET, load_target
 from .workers import Interrupted, Reporter, Supervisor
 
@@ -136,7 +137,7 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
         except Exception as e:  # noqa: BLE001 - the implementation's own failure is the finding
             return raised(f"at step {n}", e)
         reporter.landed()
-        wrong = compare(spec.state(), side.state())
+        wrong = compare_outside(spec.state(), side.state(), getattr(action, "contained", None))
         if wrong:
             for d in wrong[:12]:
                 say(f"  {d}")

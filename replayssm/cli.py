@@ -235,7 +235,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         impl=args.impl, device=args.device,
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
         seed=args.seed, jobs=args.jobs, failures_dir=args.failures, level=args.level, profile=args.profile,
-        watchdog=args.watchdog, shrink_seconds=args.shrink_seconds,
+        watchdog=args.watchdog, shrink_seconds=args.shrink_seconds, drop=args.drop,
     )
     out = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON then
     try:
@@ -368,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON (- for stdout; the report "
                    "then goes to stderr)")
     f.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case for the campaign")
+    f.add_argument("--drop", metavar="NAME", help="break this caller assumption (a name in spec/assumptions.py's "
+                   "PER_REQUEST) for some requests and judge the others by containment")
     f.set_defaults(run=_fuzz)
 
     r = sub.add_parser("replay", help="re-run a saved trace against an implementation")

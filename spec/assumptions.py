@@ -413,3 +413,19 @@ ALL = [
     PREFILL_CONTINUATION_LONGER_THAN_ONE,
 ]
 """Every caller assumption, by name."""
+
+
+PER_REQUEST = (
+    DECODE_ROW_FITS,
+    ACCEPTED_WITHIN_ROW,
+    ROW_NONEMPTY,
+    DECODE_WITHIN_BLOCK,
+    LIVE_COL_IS_LAST_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    IS_PREFILLING_AGREES,
+)
+"""The assumptions a caller keeps or breaks one request at a time, inside
+the buffers' bounds: one row can break one while the other rows keep it.
+The fuzzers' ``--drop NAME`` breaks one of these for some requests and checks
+that the kernels contain the damage (every other request's state as the spec
+says)."""
