@@ -170,7 +170,8 @@ def describe_failure(error: BaseException, action: Action | None, machine: Any =
     cells: list[Cell] = []
     if kind == "discrepancy" and machine is not None:
         cells = [Cell(d.buffer, list(d.index), d.spec, d.impl)
-                 for d in compare_outside(machine.spec.state(), machine.impl.state(), action.contained)[:4]]
+                 for d in compare_outside(machine.spec.state(), machine.impl.state(),
+                                          getattr(action, "contained", None))[:4]]
     level = machine.level if machine is not None else "kernel"
     kernel = getattr(error, "kernel", None) or (
         kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants")

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from replayssm.cli import main
 from replayssm.fuzz.callers import Callers, systems
-from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
+from replayssm.fuzz.campaign import CampaignConfig, SetupError, replay, run_campaign
 from replayssm.fuzz.containment import BREAKERS, compare_outside
+from replayssm.fuzz.target import DEFAULT_TARGET
 from replayssm.spec.assumptions import PER_REQUEST
 from replayssm.spec.geometry import Conventions
 
@@ -92,3 +93,7 @@ def test_a_kernel_whose_over_long_decode_row_clobbers_another_slot_is_caught(tmp
                                          drop="decode_row_fits"))
     assert result["failures"], "containment missed a write outside the violator's footprint"
     assert result["findings"][0]["kind"] == "discrepancy"
+    ok, report = replay(result["failures"][0], target, "cpu")
+    assert not ok, report
+    ok, report = replay(result["failures"][0], DEFAULT_TARGET, "cpu")  # contained: the footprints travel in the trace
+    assert ok, report
