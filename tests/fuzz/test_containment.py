@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from replayssm.cli import main
 from replayssm.fuzz.callers import Callers, systems
-from replayssm.fuzz.campaign import CampaignConfig, SetupError, replay, run_campaign
+from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
 from replayssm.fuzz.containment import BREAKERS, compare_outside
+from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
 from replayssm.spec.assumptions import PER_REQUEST
 from replayssm.spec.geometry import Conventions

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replayssm.fuzz.callers import AIMS, Callers, systems
-from replayssm.fuzz.campaign import PROFILES, SCENARIOS, CampaignConfig, replay, run_campaign
+from replayssm.fuzz.campaign import PROFILES, SCENARIOS, CampaignConfig, run_campaign
+from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
 from replayssm.spec.geometry import Conventions
 
