@@ -2,8 +2,8 @@
 
     python3 benchmarks/kernel_proof_times.py [--repeat 3] [--jobs 2] [--impl MODULE_OR_FILE] [--out FILE]
 
-Each repeat runs ``replayssm-verify prove --kernels --jobs N`` in a fresh
-process (imports, case building and solving included: the cold time the
+Each repeat runs ``replayssm-verify prove --kernels --no-cache --jobs N`` in
+a fresh process (imports, case building and solving included: the cold time the
 acceptance bound of 10 s on 2 cores is about). Then one fresh process times
 every kernel x constexpr variant alone (its four obligations, its programs
 built from nothing) for the median per variant (bound: 1 s). Prints and
@@ -57,7 +57,8 @@ def cold_run(jobs: int, impl: str | None) -> tuple[float, float, dict]:
     (workers included: what a loaded machine does not inflate), and its JSON report."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "r.json"
-        cmd = [sys.executable, "-m", "replayssm.cli", "prove", "--kernels", "--jobs", str(jobs), "--json", str(out)]
+        cmd = [sys.executable, "-m", "replayssm.cli", "prove", "--kernels", "--no-cache", "--jobs", str(jobs),
+               "--json", str(out)]
         if impl:
             cmd += ["--impl", impl]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
