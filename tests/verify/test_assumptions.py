@@ -81,3 +81,48 @@ def test_every_declared_assumption_is_catalogued_and_documented(module):
     docs = Path(__file__).resolve().parents[2] / "docs"
     doc = (docs / "spec.md").read_text() + (docs / "assumptions.md").read_text()
     assert [a.name for a in mod.ALL if f"`{a.name}`" not in doc] == []
+
+
+# --- assumptions needed jointly (verify/assumption_sets.py, docs/assumptions.md "Needed jointly") ---
+
+from replayssm.verify import assumption_sets as sets  # noqa: E402
+
+ROW_SET = ("decode_row_fits", "row_nonempty", "accepted_within_row")
+
+
+@pytest.mark.parametrize("jp", sets.JOINT_PROBES, ids=lambda jp: jp.name)
+def test_a_joint_set_is_needed_only_together(jp):
+    """Teeth: the set dropped together gives a counterexample; each member
+    dropped alone proves, and non-vacuously (some admitted state violates it)."""
+    verdict, r = sets.drop_result(jp, jp.assumptions)
+    assert verdict == "failed" and r.counterexample["values"], r.detail
+    for name in jp.assumptions:
+        verdict, r = sets.drop_result(jp, (name,))
+        assert verdict == "proved", (name, verdict, r.detail, r.counterexample)
+
+
+def test_the_columns_set_breaks_a_block_table_read_past_the_last_column():
+    jp = sets.JOINT_PROBES[0]
+    _, r = sets.drop_result(jp, jp.assumptions)
+    v = r.counterexample["values"]
+    assert any("read block_table" in p for p in r.counterexample["violated"])
+    table = next(a for a in r.counterexample["accesses"] if a["buffer"] == "block_table")
+    assert table["index"][2] >= table["shape"][2] and v["live_col"] == table["index"][2]
+
+
+@pytest.mark.parametrize("name,obligation,part", [
+    ("decode_row_fits", "postprocess.capacity", "committed read + T_row <= R"),
+    ("accepted_within_row", "postprocess.live_commit_refines", "refines"),
+    ("row_nonempty", "postprocess.prefill_resets", "live column touched"),
+])
+def test_the_row_set_is_not_needed_only_jointly(name, obligation, part):
+    """``decode_row_fits``, ``row_nonempty`` and ``accepted_within_row``
+    overlap (each gives a decode row >= 1 token) but each is needed on its
+    own: dropped alone it breaks a kernel obligation."""
+    verdict, r = sets.drop_result(sets.JointProbe(ROW_SET, obligation), (name,))
+    assert verdict == "failed" and any(part in p for p in r.counterexample["violated"]), (verdict, r.detail)
+
+
+def test_a_drop_outside_the_set_is_refused():
+    with pytest.raises(ValueError, match="not in the set"):
+        sets.dropped_obligation(sets.JOINT_PROBES[0], ("row_nonempty",))
