@@ -287,3 +287,22 @@ def test_obligations_from_outside_the_tree_are_never_reused_whole(tmp_path: Path
     assert whole.cached
     (cases,) = list(discharge([CHEAP], 1, tmp_path, reuse_whole=False))
     assert not cases.cached and cases.cases_cached == cases.cases == first[0].cases
+
+
+def test_a_memory_safety_counterexample_prints_the_buffers_extent() -> None:
+    from replayssm.verify.goals import in_bounds
+    from replayssm.verify.memory import SymbolicMemory
+    from replayssm.verify.obligation import prove, render_scenario
+
+    n = named_int("misuse.n")
+
+    def build():
+        mem = SymbolicMemory({"ring_start": (2, n)})
+        mem.load("ring_start", (1, X), guard=X >= 0)
+        yield Claim(in_bounds(mem), [("n small", (n >= 1) & (n <= 4))], True, "planted", memories=[mem])
+
+    r = prove(Obligation("t.oob", "t", "", build))
+    assert r.status == "failed"
+    (access,) = r.counterexample["accesses"]
+    assert access["shape"][0] == 2 and access["index"][1] >= access["shape"][1]
+    assert f"(ring_start is 2 x {access['shape'][1]}: OUT OF BOUNDS)" in render_scenario(r.counterexample)
