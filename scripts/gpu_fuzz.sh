@@ -2,6 +2,7 @@
 # The fuzzer on a CUDA machine, in one command: a nightly-profile campaign
 # against the compiled implementation, then the throughput benchmark.
 #   bash scripts/gpu_fuzz.sh [LOGDIR] [CAMPAIGN_SECONDS]
+# The fuzz CLI imports z3: carry the z3-solver wheel in .gpu/whl (docs/gpu.md).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 BUDGET=${2:-240}

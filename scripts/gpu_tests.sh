@@ -8,6 +8,7 @@
 # Prerequisite, on a machine with a package registry, from the repository root:
 #   bash ../shared/gpu/make_flashinfer_bundle.sh      # writes .gpu/ (git-ignored)
 #   cp ../shared/reference/vllm-replayssm_utils.txt .gpu/   # optional: differential tests
+#   (the fuzz scripts also need the z3-solver wheel in .gpu/whl: docs/gpu.md)
 # Then, from the repository root on the GPU machine (the device tool: carry [".gpu"]):
 #   bash scripts/gpu_tests.sh [LOGDIR]                 # LOGDIR: $OUT, else out/gpu
 # Logs: env.txt, prebuild.log, pytest.log, comparison.jsonl, memcheck.log.
@@ -59,7 +60,9 @@ cat "$REPLAYSSM_GPU_REPORT" 2>/dev/null
 
 if command -v compute-sanitizer >/dev/null && [ -z "${REPLAYSSM_SKIP_MEMCHECK:-}" ]; then
   SECONDS=0
-  timeout 150 compute-sanitizer --tool memcheck --target-processes all \
+  # Without PyTorch's caching allocator, so a store past a tensor is outside
+  # every cudaMalloc block (scripts/gpu_sanitize.sh has the teeth of this).
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 150 compute-sanitizer --tool memcheck --target-processes all \
     python3 -P -m pytest -m gpu tests/impl/test_impl_postprocess.py -q -k all_variants -p no:cacheprovider \
     >"$LOG/memcheck.log" 2>&1
   echo "memcheck: exit $?, ${SECONDS}s; $(grep -E 'ERROR SUMMARY|passed|failed' "$LOG/memcheck.log" | tail -3 | tr '\n' ' ')"
