@@ -1,4 +1,4 @@
-"""Write each necessary caller assumption's counterexample as a trace and
+"""Write each necessary caller assumption's (or jointly needed set's) counterexample as a trace and
 render it with `explain` into docs/assumption_traces.md.
 
     python3 scripts/assumption_traces.py [--out DIR]   # writes DIR/traces/*.json and DIR/assumption_traces.md
@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def counterexample_trace(name: str) -> dict | None:
-    """The probe of ``name`` with the assumption dropped, as a trace (None if it proves)."""
+    """The probe ``name`` with its assumptions dropped, as a trace (None if it proves)."""
     pr = sp.PROBES[name]
     claim = sp.probe_claim(pr, drop=True)
     m = first_violation(claim)
     if m is None:
         return None
     violated = [n for n, g in claim.goal if not z3.is_true(m.eval(lift(g), model_completion=True))]
-    return trace_from_transition(sp.probe_transition(pr), m, violated, (name,))
+    return trace_from_transition(sp.probe_transition(pr), m, violated, pr.assumptions)
 
 
 def write(docs: Path) -> list[Path]:
@@ -48,7 +48,7 @@ def write(docs: Path) -> list[Path]:
            "(another version may find other models); each trace is also saved under",
            "`docs/traces/` and renders with `replayssm-verify explain docs/traces/NAME.json`.",
            "Verdicts and discussion: `docs/assumptions.md`.", ""]
-    for name in sorted(sp.PROBES):
+    for name in sorted(sp.PROBES, key=lambda n: (len(sp.PROBES[n].assumptions) > 1, n)):
         trace = counterexample_trace(name)
         out.append(f"## {name}")
         out.append("")

@@ -628,14 +628,21 @@ has decode rows longer than a block (R - W > bs)."""
 
 @dataclass(frozen=True)
 class Probe:
-    """Where to look for the counterexample of a dropped assumption."""
+    """Where to look for the counterexample of a set of assumptions dropped
+    together (usually one; several when they overlap, each implying what the
+    step needs of the others)."""
 
-    assumption: str
+    assumptions: tuple[str, ...]
     conv: str
     geometry: str
     case: StepCase
     num_cols: int = 2
     fresh: tuple[int, ...] | None = None  # override fresh slot ids (per request)
+
+    @property
+    def name(self) -> str:
+        """The dropped set, ``+``-joined (a single assumption's own name)."""
+        return "+".join(self.assumptions)
 
 
 def probe_transition(pr: Probe) -> Transition:
@@ -644,26 +651,41 @@ def probe_transition(pr: Probe) -> Transition:
     return case_transition(p, pr.case, pr.fresh)
 
 
-def probe_claim(pr: Probe, drop: bool = True) -> Claim:
+def probe_claim(pr: Probe, drop: bool | tuple[str, ...] = True, cover_violation: bool = False) -> Claim:
+    """The probe's step shape with its set dropped (``drop=True``), some
+    members of it (a tuple), or nothing (``False``). With
+    ``cover_violation`` the claim covers only states that violate a dropped
+    assumption, so a proof says whether the drop removed anything
+    (non-vacuous) or the kept assumptions imply the dropped ones (vacuous)."""
     t = probe_transition(pr)
-    return preservation_claim(t, f"{pr.assumption} dropped: {pr.conv} {pr.geometry} {pr.case.label}",
-                              dropped=(pr.assumption,) if drop else ())
+    dropped = pr.assumptions if drop is True else tuple(drop or ())
+    if set(dropped) - set(pr.assumptions):
+        raise ValueError(f"{sorted(set(dropped) - set(pr.assumptions))} are not in the probe's set {list(pr.assumptions)}")
+    cover = negate(conj(*[x for n, x in grouped(t.assumptions) if n in dropped])) if cover_violation else True
+    return preservation_claim(t, f"{'+'.join(dropped) or 'nothing'} dropped: {pr.conv} {pr.geometry} {pr.case.label}",
+                              dropped=dropped, cover=cover)
 
 
 def _case(*rows: tuple[int, int, int, int]) -> StepCase:
     return StepCase(tuple(rows))
 
 
-PROBES: dict[str, Probe] = {pr.assumption: pr for pr in [
-    Probe("live_col_is_last_block", "v2-align", "system", _case((0, 0, 0, 0))),
-    Probe("decode_row_fits", "v2-align", "wide_block", _case((0, 0, 1, 1))),
-    Probe("accepted_within_row", "v2-align", "system", _case((0, 0, 0, 0))),
-    Probe("row_nonempty", "v2-align", "system", _case((0, 1, 0, 0))),
-    Probe("decode_within_block", "v2-align", "unit_block", _case((0, 0, 0, 2)), num_cols=3),
-    Probe("prefill_chunk_on_boundary", "v2-align", "system", _case((0, 1, 0, 1))),
-    Probe("fresh_distinct_destinations", "v2-align", "system", _case((0, 1, -1, 0), (1, 1, -1, 0)), fresh=(5, 5)),
-    Probe("groups_agree_on_null", "v2-align", "system", _case((0, 0, 0, 1))),
-    Probe("is_prefilling_agrees", "v2-align", "system", _case((0, 0, 0, 0))),
-    Probe("fresh_slot_is_free", "v2-align", "system", _case((0, 1, -1, 0)), fresh=(3,)),
+PROBES: dict[str, Probe] = {pr.name: pr for pr in [
+    Probe(("live_col_is_last_block",), "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe(("decode_row_fits",), "v2-align", "wide_block", _case((0, 0, 1, 1))),
+    Probe(("accepted_within_row",), "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe(("row_nonempty",), "v2-align", "system", _case((0, 1, 0, 0))),
+    Probe(("decode_within_block",), "v2-align", "unit_block", _case((0, 0, 0, 2)), num_cols=3),
+    Probe(("prefill_chunk_on_boundary",), "v2-align", "system", _case((0, 1, 0, 1))),
+    Probe(("fresh_distinct_destinations",), "v2-align", "system", _case((0, 1, -1, 0), (1, 1, -1, 0)), fresh=(5, 5)),
+    Probe(("groups_agree_on_null",), "v2-align", "system", _case((0, 0, 0, 1))),
+    Probe(("is_prefilling_agrees",), "v2-align", "system", _case((0, 0, 0, 0))),
+    Probe(("fresh_slot_is_free",), "v2-align", "system", _case((0, 1, -1, 0)), fresh=(3,)),
+    Probe(("decode_row_fits", "row_nonempty", "accepted_within_row"), "v2-align", "unit_block", _case((0, 0, 0, 0))),
 ]}
-"""One probe per caller assumption the step relies on."""
+"""One probe per caller assumption the step relies on, and one per set of
+overlapping assumptions needed only together: in ``unit_block`` (bs = 1) a
+decode row that stays in block 0 has room for 0 tokens only, which each of
+the three alone forbids (dropped one at a time the shape admits no state:
+vacuous); dropped together, a 0-token decode breaks refinement
+(docs/assumptions.md, "Needed jointly")."""

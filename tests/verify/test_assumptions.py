@@ -11,6 +11,7 @@ import pytest
 
 from replayssm.spec.assumptions import Assumption
 from replayssm.spec.system import SYSTEM_ASSUMPTIONS
+from replayssm.verify import assumption_sets as sets
 from replayssm.verify import system_proofs as sp
 from replayssm.verify.obligation import Obligation, prove
 
@@ -29,14 +30,21 @@ REDUNDANT = ["decode_within_block"]
 AUXILIARY_ONLY = {"row_nonempty": "aux.table_layout"}
 
 
-def _run(name: str, drop: bool):
+JOINT = {
+    # a set needed only together: a conjunct its counterexample breaks
+    "decode_row_fits+row_nonempty+accepted_within_row": "refinement",
+}
+
+
+def _run(name: str, drop: bool | tuple[str, ...], cover_violation: bool = False):
     pr = sp.PROBES[name]
-    return prove(Obligation(f"probe {name}", "step", "", lambda: [sp.probe_claim(pr, drop)]))
+    return prove(Obligation(f"probe {name}", "step", "", lambda: [sp.probe_claim(pr, drop, cover_violation)]))
 
 
 def test_every_assumption_has_a_probe_and_a_verdict():
     names = {a.name for a in SYSTEM_ASSUMPTIONS}
-    assert names == set(sp.PROBES)
+    assert names == {n for n, pr in sp.PROBES.items() if len(pr.assumptions) == 1}
+    assert set(sp.PROBES) - names == set(JOINT)
     assert names == set(NECESSARY) | set(REDUNDANT) | set(AUXILIARY_ONLY)
 
 
@@ -85,7 +93,26 @@ def test_every_declared_assumption_is_catalogued_and_documented(module):
 
 # --- assumptions needed jointly (verify/assumption_sets.py, docs/assumptions.md "Needed jointly") ---
 
-from replayssm.verify import assumption_sets as sets  # noqa: E402
+
+@pytest.mark.parametrize("name", sorted(JOINT))
+def test_a_joint_system_probe_fails_only_with_the_whole_set_dropped(name):
+    """Teeth: the set dropped together gives a counterexample; each member
+    dropped alone proves the probe's step shape vacuously: the shape then
+    admits no state at all (as with nothing dropped), since each member
+    alone keeps a decode row at >= 1 token, which this shape has no room for."""
+    r = _run(name, drop=True)
+    assert r.status == "failed" and r.counterexample["values"], r.detail
+    assert any(JOINT[name] in v for v in r.counterexample["violated"]), r.counterexample["violated"]
+    for member in sp.PROBES[name].assumptions:
+        r = _run(name, (member,), cover_violation=True)
+        assert r.counterexample is None and "vacuous" in r.detail, (member, r.status, r.detail)
+    r = _run(name, drop=False)
+    assert r.counterexample is None and "vacuous" in r.detail, (r.status, r.detail)
+
+
+def test_a_probe_refuses_to_drop_what_is_not_in_its_set():
+    with pytest.raises(ValueError, match="not in the probe's set"):
+        sp.probe_claim(sp.PROBES["decode_row_fits"], ("row_nonempty",))
 
 ROW_SET = ("decode_row_fits", "row_nonempty", "accepted_within_row")
 
