@@ -157,7 +157,7 @@ class SupervisedMachine(ReplaySSMMachine):
             raise
         if self.reporter is not None:
             self.reporter.landed()
-            self.reporter.stats(asdict(self.stats))
+            self.reporter.stats(lambda: asdict(self.stats))
 
 
 def describe_failure(error: BaseException, action: Action | None, machine: Any = None) -> dict:

@@ -79,11 +79,12 @@ class Reporter:
             self._failing = True
             self.send("failing", described)
 
-    def stats(self, counts: dict, force: bool = False) -> None:
+    def stats(self, counts: Callable[[], dict]) -> None:
+        """Send ``counts()`` when :data:`STATS_EVERY_SECONDS` have passed since the last."""
         now = time.monotonic()
-        if force or now - self._stats_at >= STATS_EVERY_SECONDS:
+        if now - self._stats_at >= STATS_EVERY_SECONDS:
             self._stats_at = now
-            self.send("stats", counts)
+            self.send("stats", counts())
 
 
 def _child_main(body: Callable[..., Any], args: tuple, conn: Connection) -> None:
@@ -117,7 +118,6 @@ class Child:
     slowest_launch: float = 0.0
     """The longest a launch of this child took, as the parent saw it (seconds)."""
     stats: dict = field(default_factory=dict)
-    messages: list = field(default_factory=list)
     result: Any = None
     error: str | None = None
     failing: dict | None = None
@@ -126,11 +126,11 @@ class Child:
     done: bool = False
     ready: bool = False
 
-    def log(self, upto: int | None = None) -> dict | None:
+    def log(self) -> dict | None:
         """The current example as ``{"params", "actions"}`` (None before its first launch)."""
         if self.params is None:
             return None
-        return {"params": self.params, "actions": list(self.actions if upto is None else self.actions[:upto])}
+        return {"params": self.params, "actions": list(self.actions)}
 
 
 def describe_exit(exitcode: int | None) -> str:
