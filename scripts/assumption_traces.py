@@ -17,7 +17,7 @@ from pathlib import Path
 
 import z3
 
-from replayssm.verify import system_proofs as sp
+from replayssm.verify import system_probes as sp
 from replayssm.verify.obligation import first_violation
 from replayssm.verify.terms import lift
 from replayssm.verify.traces import explain, save, trace_from_transition

@@ -11,23 +11,35 @@ Two checkers share the spec's actions, guards, assumptions and checks:
   searches for counterexamples with an assumption dropped use it.
 - :func:`explicit_bmc`, exhaustive explicit-state exploration
   (``spec.system.explore``) over a reduced pick domain: the obligation
-  ``system.bmc`` at depth 8, for the v2 and the v1 caller.
+  ``system.bmc`` at depth 8, for the v2 and the v1 caller (one case each,
+  explored lazily so that shards split them), and ``system.bmc_odd_ring``
+  in a world whose ring length is not a power of two.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import z3
 
-from replayssm.spec.system import ACTIONS, State, SystemParams, check_dropped, initial_state, invariants
+from replayssm.spec.system import (
+    ACTIONS,
+    Picks,
+    State,
+    SystemParams,
+    check_dropped,
+    flat_picks,
+    initial_state,
+    invariants,
+)
+from replayssm.spec.geometry import Geometry
 from replayssm.spec.vocab import conj, ite, within
 
 from .obligation import Claim, obligation
-from .system_proofs import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
+from .system_world import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
 from .terms import Sym, lift, named_int
 
 BMC_DEPTH = 8
@@ -76,7 +88,7 @@ class Unrolling:
     dropped: tuple[str, ...] = ()
     states: list[State] = field(default_factory=list)
     selectors: list[Sym] = field(default_factory=list)
-    picks: list[dict[str, dict]] = field(default_factory=list)
+    picks: list[dict[str, Picks]] = field(default_factory=list)
     facts: list[tuple[str, Any]] = field(default_factory=list)
     properties: list[list[tuple[str, Any]]] = field(default_factory=list)
     options: list[Choice] = field(default_factory=list)
@@ -96,18 +108,18 @@ class Unrolling:
         self.selectors.append(sel)
         facts: list[tuple[str, Any]] = [("selector", conj(sel >= 0, sel < len(self.options)))]
         props: list[tuple[str, Any]] = []
-        picks_here: dict[str, dict] = {}
+        picks_here: dict[str, Picks] = {}
         outcomes = []
         for i, ch in enumerate(self.options):
             a = ACTIONS[ch.action]
-            picks = {**symbolic_picks(self.p, ch.action, f"d{d}.{ch.label.replace(' ', '_')}"), **dict(ch.fixed)}
+            picks = replace(symbolic_picks(self.p, ch.action, f"d{d}.{ch.label.replace(' ', '_')}"), **dict(ch.fixed))
             picks_here[ch.label] = picks
             out = a.apply(pre, picks)
             on = sel == i
             # every pick within its domain, also where the guard leaves it free,
             # so a model's trace replays through run_action
-            facts.append(("pick domain", conj(*[within(picks[s.name], s.lo, s.hi)
-                                                for s in a.picks(self.p)])))
+            leaves = flat_picks(picks)
+            facts.append(("pick domain", conj(*[within(leaves[s.name], s.lo, s.hi) for s in a.picks(self.p)])))
             facts.append(("guard", ite(on, a.guard(pre, picks), True)))
             for n, x in group_parts(a.assumptions(pre, picks)):
                 if n not in self.dropped:
@@ -200,27 +212,80 @@ BMC_CONVENTIONS = ("v2-align", "v1-align")
 """Both callers in align mode, the one that publishes and shares prefixes."""
 
 
+class ExplicitClaim(Claim):
+    """One explicit exploration as a claim whose exploration runs when its
+    goal is first read: building the cases stays cheap, so ``prove --jobs N``
+    hands the explorations of one obligation to different processes (a shard
+    never explores the cases it skips) and ``prove --list`` explores none."""
+
+    def __init__(self, case: str, explore_run: Callable[[], tuple[SystemParams, dict]], depth: int,
+                 source: str, sharing: bool = True) -> None:
+        self.assumptions = [("bounded_domain", Sym(z3.BoolVal(True)))]
+        self.case, self.memories, self.preprocess, self.trace_of = case, [], False, None
+        self._explore, self._depth, self._source, self._sharing = explore_run, depth, source, sharing
+        self._parts: dict[str, Any] | None = None
+
+    def _result(self) -> dict[str, Any]:
+        """Explore once; the goal, cover, shown statistics and trace of the run
+        (with ``sharing``, some reachable state must share a block)."""
+        if self._parts is None:
+            from .traces import record_run
+
+            p, r = self._explore()
+            trace = None
+            if r["status"] == "failed":
+                trace = record_run(p, r["run"], source=self._source, violated=r["violated"], checked=False)
+            shared = r.get("shared_states", 0)
+            goal = [(f"no violation within depth {self._depth}" if r["status"] == "proved"
+                     else f"violated at depth {r['depth']}: {', '.join(r['violated'])}",
+                     Sym(z3.BoolVal(r["status"] == "proved")))]
+            if self._sharing:
+                goal.append(("some reachable state shares a block (prefix sharing is exercised)",
+                             Sym(z3.BoolVal(shared > 0))))
+            exercised = r["depth"] >= self._depth and (shared > 0 or not self._sharing)
+            self._parts = {
+                "goal": goal, "cover": Sym(z3.BoolVal(exercised)), "trace": trace,
+                "show": {"depth": r["depth"], "states": r["states"], "transitions": r["transitions"],
+                         "states_sharing_a_block": shared}}
+        return self._parts
+
+    goal = property(lambda self: self._result()["goal"])
+    cover = property(lambda self: self._result()["cover"])
+    show = property(lambda self: self._result()["show"])
+    trace = property(lambda self: self._result()["trace"])
+
+
 @obligation("system.bmc", "system",
             f"bounded model check of the composed system from the initial state, depth {BMC_DEPTH}, by "
             "exhaustive exploration, for v1 and v2 callers: 2 requests sharing prefixes, 2 cache groups (1 and "
-            "2 layers); every step's safety checks and the system invariants hold in every reachable state")
+            "2 layers); every step's safety checks and the system invariants hold in every reachable state",
+            shardable=True)
 def bmc() -> Iterator[Claim]:
-    from .traces import record_run
-
     for label in BMC_CONVENTIONS:
-        p, r = explicit_bmc(label)
-        trace = None
-        if r["status"] == "failed":
-            trace = record_run(p, r["run"], source=f"system.bmc {label}", violated=r["violated"], checked=False)
-        show = {"depth": r["depth"], "states": r["states"], "transitions": r["transitions"],
-                "states_sharing_a_block": r.get("shared_states", 0)}
-        goal = [(f"no violation within depth {BMC_DEPTH}" if r["status"] == "proved"
-                 else f"violated at depth {r['depth']}: {', '.join(r['violated'])}",
-                 Sym(z3.BoolVal(r["status"] == "proved"))),
-                ("some reachable state shares a block (prefix sharing is exercised)",
-                 Sym(z3.BoolVal(r.get("shared_states", 0) > 0)))]
-        cover = Sym(z3.BoolVal(r.get("shared_states", 0) > 0 and r["depth"] >= BMC_DEPTH))
-        yield Claim(goal, [("bounded_domain", Sym(z3.BoolVal(True)))], cover, f"explicit {label}", show, trace=trace)
+        yield ExplicitClaim(f"explicit {label}", lambda label=label: explicit_bmc(label), BMC_DEPTH,
+                            f"system.bmc {label}")
+
+
+ODD_RING = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=5)
+"""A ring of 5 rows: the other system worlds' ring is 4, a power of two,
+where a bit mask computes the ring's modulo too; here a mask in place of the
+modulo leaves the trackers on the wrong rows."""
+
+ODD_RING_DEPTH = 6
+"""The depth ``system.bmc_odd_ring`` explores."""
+
+ODD_RING_DOMAIN = {"conv_label": "v2-none", "depth": ODD_RING_DEPTH, "geo": ODD_RING, "prompts": (1,)}
+"""Mode none (no publish resets the trackers, so the ring wraps: the first
+checkpoint after a one-token prompt comes at depth 4), prompts of 1 token."""
+
+
+@obligation("system.bmc_odd_ring", "system",
+            f"bounded model check with a ring of {ODD_RING.ring_len} rows (not a power of two), depth "
+            f"{ODD_RING_DEPTH}, by exhaustive exploration, v2 caller in mode none (the ring wraps): 2 requests, "
+            "2 cache groups; every step's safety checks and the system invariants hold in every reachable state")
+def bmc_odd_ring() -> Iterator[Claim]:
+    yield ExplicitClaim("explicit v2-none ring 5", lambda: explicit_bmc(**ODD_RING_DOMAIN), ODD_RING_DEPTH,
+                        "system.bmc_odd_ring v2-none", sharing=False)
 
 
 SYMBOLIC_DEPTH = 2

@@ -20,12 +20,18 @@ import z3
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system import (
     GARBAGE,
+    AdmitPicks,
     Outcome,
+    Picks,
+    StepPicks,
     State,
     SystemParams,
+    checked_picks,
     failed_checks,
+    flat_picks,
     initial_state,
     invariants,
+    picks_json,
     run_action,
 )
 
@@ -121,7 +127,8 @@ def _meta(trace: dict) -> dict:
 
 
 def _actions(trace: dict) -> list[dict]:
-    """The trace's actions, each ``{"name": str, "picks": {str: int}}``, or a
+    """The trace's actions, each ``{"name": str, "picks": {...}}`` (the picks
+    record's JSON form, ``spec.system.picks``: every leaf an int), or a
     ``ValueError`` naming the malformed entry."""
     actions = trace.get("actions")
     if not isinstance(actions, list):
@@ -129,7 +136,7 @@ def _actions(trace: dict) -> list[dict]:
     for i, act in enumerate(actions):
         if not isinstance(act, dict) or not isinstance(act.get("name"), str) or not isinstance(act.get("picks"), dict):
             raise ValueError(f"trace.actions[{i}] must be an object with a name string and a picks object, got {act!r}")
-        for k, v in act["picks"].items():
+        for k, v in flat_picks(act["picks"]).items():
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ValueError(f"trace.actions[{i}].picks.{k} must be an int, got {v!r}")
     return actions
@@ -146,22 +153,22 @@ def trace_from_model(u: Any, m: z3.ModelRef, violated: list[str] | None = None) 
     actions = []
     for d, sel in enumerate(u.selectors):
         ch = u.options[ev(sel)]
-        picks = {k: ev(v) for k, v in u.picks[d][ch.label].items()}
-        actions.append({"name": ch.action, "picks": picks})
+        actions.append({"name": ch.action, "picks": picks_json(u.picks[d][ch.label], ev)})
     return make_trace(u.p, states, actions, source="run_bmc", violated=violated or [],
                       dropped=list(u.dropped))
 
 
-def record_run(p: SystemParams, steps: list[tuple[str, dict]], *, checked: bool = True, **meta: Any) -> dict:
+def record_run(p: SystemParams, steps: list[tuple[str, Picks | dict]], *, checked: bool = True, **meta: Any) -> dict:
     """Run ``steps`` on the concrete model and record them as a trace
     (``checked=False`` records runs whose picks break a caller assumption)."""
     st = initial_state(p)
     states, actions = [st.as_json()], []
     for name, picks in steps:
+        picks = checked_picks(p, name, picks)
         out = run_action(st, name, picks, check_assumptions=checked)
         st = out.state
         states.append(st.as_json())
-        actions.append({"name": name, "picks": dict(picks)})
+        actions.append({"name": name, "picks": picks_json(picks)})
     meta.setdefault("source", "record_run")
     return make_trace(p, states, actions, **meta)
 
@@ -266,10 +273,9 @@ def explain(path: str | Path | dict) -> str:
     out += describe_state(p, st0)
     prev = st0
     for i, (act, outcome, diff) in enumerate(replay_actions(trace)):
-        picks = act["picks"]
-        shown = {k: v for k, v in picks.items() if _relevant(k, picks, prev)}
+        shown = _shown_picks(act["name"], checked_picks(p, act["name"], act["picks"]), prev)
         prev = outcome.state
-        out.append(f"step {i + 1}: {act['name']} " + " ".join(f"{k}={v}" for k, v in shown.items()))
+        out.append(f"step {i + 1}: {act['name']} {shown}")
         bad = failed_checks(outcome)
         if bad:
             out.append(f"  FAILED checks: {', '.join(bad)}")
@@ -298,15 +304,19 @@ def explain_counterexample(scenario: dict) -> str:
     return "\n".join(out)
 
 
-def _relevant(key: str, picks: dict, st: State) -> bool:
-    """Hide the picks of requests a step did not run, and unused hit slots."""
-    if key.startswith("hit_slot_"):
-        return picks.get("hit", 0) > int(key.rsplit("_", 1)[1])
-    last = key.rsplit("_", 1)[-1]
-    if "sched_0" in picks and last.isdigit():
-        r = int(last)
-        return picks.get(f"sched_{r}") == 1 and st.get("active", r) == 1
-    return True
+def _shown_picks(action: str, picks: Picks, st: State) -> str:
+    """An action's picks as one line, leaving out the rows of requests a step
+    did not run and the hit slots of columns an admission does not hit."""
+    if isinstance(picks, StepPicks):
+        rows = [f"r{r}: q={row.q} acc={row.acc} live_col={row.live_col} is_prefilling={row.is_prefilling} "
+                f"slot={list(row.slot)} null={list(row.null)}"
+                for r, row in enumerate(picks.rows) if row.sched == 1 and st.get("active", r) == 1]
+        return "; ".join(rows)
+    if isinstance(picks, AdmitPicks):
+        hit_slots = [list(slots[:picks.hit]) for slots in picks.hit_slots]
+        return (f"req={picks.req} stream={picks.stream} prompt={picks.prompt} hit={picks.hit}"
+                + (f" hit_slots={hit_slots}" if picks.hit else ""))
+    return " ".join(f"{k}={v}" for k, v in flat_picks(picks).items())
 
 
 def trace_from_transition(t: Any, m: z3.ModelRef, violated: list[str], dropped: tuple[str, ...]) -> dict:
@@ -315,6 +325,6 @@ def trace_from_transition(t: Any, m: z3.ModelRef, violated: list[str], dropped: 
     picks, the action with its picks, and the state after it."""
     ev = lambda x: int(m.eval(lift(x), model_completion=True).as_long()) if not isinstance(x, int) else x
     states = [{k: [ev(x) for x in vals] for k, vals in st.v.items()} for st in (t.pre, t.post)]
-    actions = [{"name": t.action, "picks": {k: ev(v) for k, v in t.picks.items()}}]
+    actions = [{"name": t.action, "picks": picks_json(t.picks, ev)}]
     return make_trace(t.p, states, actions, source="system inductive step", violated=violated,
                       dropped=list(dropped))

@@ -49,7 +49,8 @@ Modules: :mod:`.state` (world and state), :mod:`.action` (what an action is,
 the assumptions), :mod:`.admission` (admit, free), :mod:`.step` (the step's
 picks, guard, assumptions), :mod:`.phases` (its effect), :mod:`.worker`,
 :mod:`.ghost` (what a slot represents), :mod:`.invariant`, :mod:`.actions`
-(the registry), :mod:`.run` (one concrete action), :mod:`.rows` (the one
+(the registry), :mod:`.picks` (each action's choices as a typed record),
+:mod:`.run` (one concrete action), :mod:`.rows` (the one
 definition of the rows a request may take, which the fuzzer uses too),
 :mod:`.exploration` (the pick generators and the explicit-state explorer). The symbolic-array helpers are
 ``spec.arrays``.
@@ -57,7 +58,7 @@ definition of the rows a request may take, which the fuzzer uses too),
 
 from ..arrays import lookup, select, update
 from ..table_memory import TableMemory
-from .action import SYSTEM_ASSUMPTIONS, Action, Outcome, PickSpec, check_dropped
+from .action import Action, Outcome
 from .actions import ACTIONS, STEP
 from .admission import ADMIT, FREE
 from .exploration import (
@@ -65,6 +66,7 @@ from .exploration import (
     explore,
     prefix_hit_levels,
     row_options,
+    row_pick,
     row_rule,
     sample_picks,
     shares_a_block,
@@ -84,19 +86,42 @@ from .invariant import (
     invariants,
     live_slot,
 )
+from .picks import (
+    AdmitPicks,
+    FreePicks,
+    Picks,
+    PickSpec,
+    RowPick,
+    StepPicks,
+    flat_picks,
+    idle_row,
+    picks_from_flat,
+    picks_json,
+    step_of,
+)
 from .phases import PUBLISH_IN_EVERY_GROUP, register_filled_blocks, step_apply
 from .rows import RowOption, RowRule
 from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
 from .state import GARBAGE, State, SystemParams, code, initial_state
-from .step import RowPlan, in_prefill, needs_fresh_slot, shared_block, step_assumptions, step_guard, step_picks
+from .step import (
+    SYSTEM_ASSUMPTIONS,
+    RowPlan,
+    check_dropped,
+    in_prefill,
+    needs_fresh_slot,
+    shared_block,
+    step_assumptions,
+    step_guard,
+)
 
 __all__ = [
-    "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS", "Invariant",
-    "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action", "Outcome", "PickSpec",
-    "RowOption", "RowPlan", "RowRule", "State", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
+    "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS",
+    "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action",
+    "AdmitPicks", "FreePicks", "Invariant", "Outcome", "PickSpec", "Picks", "RowOption", "RowPick", "RowPlan",
+    "RowRule", "State", "StepPicks", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
     "check_dropped", "check_invariants", "checked_picks", "code", "default_picks", "enumerate_picks", "explore",
-    "failed_checks", "in_prefill", "initial_state", "invariants", "live_slot", "lookup", "needs_fresh_slot",
-    "prefix_hit_levels", "register_filled_blocks", "replay", "represents", "row_options", "row_rule", "run_action",
-    "sample_picks", "select", "shared_block", "shares_a_block", "step_apply", "step_assumptions", "step_guard",
-    "step_picks", "system_conventions", "update",
+    "failed_checks", "flat_picks", "idle_row", "in_prefill", "initial_state", "invariants", "live_slot", "lookup",
+    "needs_fresh_slot", "picks_from_flat", "picks_json", "prefix_hit_levels", "register_filled_blocks", "replay",
+    "represents", "row_options", "row_pick", "row_rule", "run_action", "sample_picks", "select", "shared_block",
+    "shares_a_block", "step_apply", "step_assumptions", "step_guard", "step_of", "system_conventions", "update",
 ]

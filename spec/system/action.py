@@ -1,6 +1,7 @@
-"""What every system action is made of, and the caller assumptions they name.
+"""What every system action is made of.
 
-An :class:`Action` declares its nondeterministic picks (:class:`PickSpec`),
+An :class:`Action` declares its nondeterministic picks (a record type and
+the domain of each leaf, ``spec.system.picks``),
 a guard (what the model itself guarantees), the named caller assumptions it
 relies on (droppable one by one in proofs) and its effect, which returns the
 next state with the step's safety checks (:class:`Outcome`).
@@ -12,52 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..assumptions import (
-    ACCEPTED_WITHIN_ROW,
-    DECODE_ROW_FITS,
-    DECODE_WITHIN_BLOCK,
-    FRESH_DISTINCT_DESTINATIONS,
-    FRESH_SLOT_IS_FREE,
-    GROUPS_AGREE_ON_NULL,
-    IS_PREFILLING_AGREES,
-    LIVE_COL_IS_LAST_BLOCK,
-    PREFILL_CHUNK_ON_BOUNDARY,
-    ROW_NONEMPTY,
-)
+from .picks import PickSpec
 from .state import State, SystemParams
-
-SYSTEM_ASSUMPTIONS = [
-    LIVE_COL_IS_LAST_BLOCK,
-    DECODE_ROW_FITS,
-    ACCEPTED_WITHIN_ROW,
-    ROW_NONEMPTY,
-    DECODE_WITHIN_BLOCK,
-    PREFILL_CHUNK_ON_BOUNDARY,
-    FRESH_DISTINCT_DESTINATIONS,
-    GROUPS_AGREE_ON_NULL,
-    IS_PREFILLING_AGREES,
-    FRESH_SLOT_IS_FREE,
-]
-"""Every caller assumption the system actions name."""
-
-
-def check_dropped(dropped: tuple[str, ...]) -> None:
-    """A ``ValueError`` naming the entries of ``dropped`` that name no system
-    assumption (a misspelt name would otherwise drop nothing, silently)."""
-    known = {x.name for x in SYSTEM_ASSUMPTIONS}
-    unknown = sorted(set(dropped) - known)
-    if unknown:
-        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
-                         f"{', '.join(sorted(known))}")
-
-
-@dataclass(frozen=True)
-class PickSpec:
-    """One nondeterministic choice of an action, with its domain ``[lo, hi]``."""
-
-    name: str
-    lo: int
-    hi: int
 
 
 @dataclass
@@ -74,10 +31,12 @@ class Action:
     """A caller action: picks, model guard, named assumptions, effect."""
 
     name: str
+    record: type
+    """The picks record (``spec.system.picks``) the other members take."""
     picks: Callable[[SystemParams], list[PickSpec]]
-    guard: Callable[[State, dict], Any]
-    assumptions: Callable[[State, dict], list[tuple[str, Any]]]
-    apply: Callable[[State, dict], Outcome]
+    guard: Callable[[State, Any], Any]
+    assumptions: Callable[[State, Any], list[tuple[str, Any]]]
+    apply: Callable[[State, Any], Outcome]
 
 
 def int_flag(x: Any) -> Any:

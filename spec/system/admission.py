@@ -5,73 +5,61 @@ from __future__ import annotations
 from typing import Any
 
 from ..vocab import conj, implies, ite, within
-from .action import Action, Outcome, PickSpec
-from .state import State, SystemParams, code
+from .action import Action, Outcome
+from .picks import AdmitPicks, FreePicks, admit_specs, free_specs
+from .state import State, code
 
-def admit_picks(p: SystemParams) -> list[PickSpec]:
-    out = [PickSpec("req", 0, p.num_reqs - 1), PickSpec("stream", 0, p.num_streams - 1),
-           PickSpec("prompt", 1, p.max_len), PickSpec("hit", 0, p.num_cols - 1)]
-    for g in range(p.groups):
-        for c in range(p.num_cols - 1):
-            out.append(PickSpec(f"hit_slot_{g}_{c}", 1, p.num_slots - 1))
-    return out
-
-
-def admit_guard(st: State, k: dict) -> Any:
+def admit_guard(st: State, k: AdmitPicks) -> Any:
     """A waiting request with a prompt arrives; the scheduler's prefix cache
     finds ``hit`` full blocks of its stream, each registered in every group.
     At least one prompt token is left to compute; mode none has no prefix cache."""
     p = st.p
     bs = p.geo.block_size
-    r = k["req"]
+    r = k.req
     parts = [within(r, 0, p.num_reqs - 1), st.get("active", r) == 0,
-             within(k["stream"], 0, p.num_streams - 1), within(k["prompt"], 1, p.max_len),
-             within(k["hit"], 0, p.num_cols - 1), k["hit"] * bs < k["prompt"]]
+             within(k.stream, 0, p.num_streams - 1), within(k.prompt, 1, p.max_len),
+             within(k.hit, 0, p.num_cols - 1), k.hit * bs < k.prompt]
     if not p.conv.materialize_prefixes:
-        parts.append(k["hit"] == 0)
+        parts.append(k.hit == 0)
     for g in range(p.groups):
         for c in range(p.num_cols - 1):
-            s = k[f"hit_slot_{g}_{c}"]
-            parts.append(implies(c < k["hit"], conj(
-                within(s, 1, p.num_slots - 1), st.get("reg", g, s) == code(p, k["stream"], (c + 1) * bs))))
+            s = k.hit_slots[g][c]
+            parts.append(implies(c < k.hit, conj(
+                within(s, 1, p.num_slots - 1), st.get("reg", g, s) == code(p, k.stream, (c + 1) * bs))))
     return conj(*parts)
 
 
-def admit_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
+def admit_assumptions(st: State, k: AdmitPicks) -> list[tuple[str, Any]]:
     return []
 
 
-def admit_apply(st: State, k: dict) -> Outcome:
+def admit_apply(st: State, k: AdmitPicks) -> Outcome:
     p = st.p
     out = st.copy()
-    r, hit = k["req"], k["hit"]
+    r, hit = k.req, k.hit
     N = hit * p.geo.block_size
-    for name, value in (("active", 1), ("stream", k["stream"]), ("prompt", k["prompt"]), ("N", N),
+    for name, value in (("active", 1), ("stream", k.stream), ("prompt", k.prompt), ("N", N),
                         ("live", hit - 1)):
         out.set(name, (r,), value)
     for g in range(p.groups):
         for c in range(p.num_cols):
-            s = k[f"hit_slot_{g}_{c}"] if c < p.num_cols - 1 else p.geo.pad_slot
+            s = k.hit_slots[g][c] if c < p.num_cols - 1 else p.geo.pad_slot
             use = c < hit
             out.set("table", (g, r, c), ite(use, s, p.geo.pad_slot))
             out.set("ref", (g, s), out.get("ref", g, s) + 1, use)
     return Outcome(out, [], {"computed": N})
 
 
-def free_picks(p: SystemParams) -> list[PickSpec]:
-    return [PickSpec("req", 0, p.num_reqs - 1)]
-
-
-def free_guard(st: State, k: dict) -> Any:
+def free_guard(st: State, k: FreePicks) -> Any:
     """A running request finishes or is preempted (a preempted request comes
     back later through ``admit``, recomputing or hitting its published prefix)."""
-    return conj(within(k["req"], 0, st.p.num_reqs - 1), st.get("active", k["req"]) == 1)
+    return conj(within(k.req, 0, st.p.num_reqs - 1), st.get("active", k.req) == 1)
 
 
-def free_apply(st: State, k: dict) -> Outcome:
+def free_apply(st: State, k: FreePicks) -> Outcome:
     p = st.p
     out = st.copy()
-    r = k["req"]
+    r = k.req
     pad = p.geo.pad_slot
     for g in range(p.groups):
         for c in range(p.num_cols):
@@ -83,5 +71,5 @@ def free_apply(st: State, k: dict) -> Outcome:
     return Outcome(out, [])
 
 
-ADMIT = Action("admit", admit_picks, admit_guard, admit_assumptions, admit_apply)
-FREE = Action("free", free_picks, free_guard, lambda st, k: [], free_apply)
+ADMIT = Action("admit", AdmitPicks, admit_specs, admit_guard, admit_assumptions, admit_apply)
+FREE = Action("free", FreePicks, free_specs, free_guard, lambda st, k: [], free_apply)

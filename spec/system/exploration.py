@@ -3,38 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from itertools import product
 from typing import Any
 
 from .invariant import invariants
+from .picks import Picks, RowPick, StepPicks
 from .run import StepRefused, default_picks, failed_checks, run_action
-from .state import State, SystemParams, code, initial_state
 from .rows import RowOption, RowRule
+from .state import State, SystemParams, code, initial_state
 from .step import needs_fresh_slot
+
 
 def _free_slots(st: State, g: int) -> list[int]:
     return [s for s in range(1, st.p.num_slots) if st.get("ref", g, s) == 0]
 
 
-def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[dict[str, int]]:
+def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[tuple[tuple[int, ...], ...]]:
     """The prefix hits the prefix cache can serve a new request of ``stream``
-    with ``prompt`` tokens: entry ``h - 1`` holds the ``hit_slot`` picks of a
-    hit on blocks ``0 .. h - 1`` (each registered in every group)."""
+    with ``prompt`` tokens: entry ``h - 1`` holds the ``hit_slots`` of a hit
+    on blocks ``0 .. h - 1`` (each registered in every group; later columns
+    hold the domain's low end, unused)."""
     p, bs = st.p, st.p.geo.block_size
-    levels: list[dict[str, int]] = []
-    picks: dict[str, int] = {}
+    levels: list[tuple[tuple[int, ...], ...]] = []
+    slots = [[1] * (p.num_cols - 1) for _ in range(p.groups)]
     hit = 0
     while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
         found = []
         for g in range(p.groups):
-            slots = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
-            found.append(slots[0] if slots else None)
+            registered = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
+            found.append(registered[0] if registered else None)
         if None in found:
             break
         for g, slot in enumerate(found):
-            picks[f"hit_slot_{g}_{hit}"] = slot
+            slots[g][hit] = slot
         hit += 1
-        levels.append(dict(picks))
+        levels.append(tuple(tuple(x) for x in slots))
     return levels
 
 
@@ -48,10 +52,11 @@ def row_options(st: State, r: int) -> list[RowOption]:
     return row_rule(st.p).options(st.get("N", r), st.get("prompt", r))
 
 
-def row_picks(r: int, row: RowOption, acc: int) -> dict[str, int]:
-    """The step picks of request ``r`` taking ``row`` with ``acc`` accepted."""
-    return {f"sched_{r}": 1, f"q_{r}": row.q, f"acc_{r}": acc, f"live_col_{r}": row.live_col,
-            f"is_prefilling_{r}": row.prefilling}
+def row_pick(p: SystemParams, row: RowOption, acc: int, fresh: dict[int, int]) -> RowPick:
+    """A request's step picks when it takes ``row`` with ``acc`` accepted and
+    the ``fresh`` slot of each group that needs one (no column kept null)."""
+    return RowPick(1, row.q, acc, row.live_col, row.prefilling,
+                   tuple(fresh.get(g, 1) for g in range(p.groups)), (0,) * p.groups)
 
 
 def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
@@ -70,7 +75,7 @@ def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
     return slots
 
 
-def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, dict]:
+def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, Picks]:
     """A random action with picks that satisfy its guard and every caller
     assumption: the generator the concrete walks (and later the fuzzer) use."""
     p = st.p
@@ -85,12 +90,11 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
             prompt = rng.randint(1, p.max_len)
             picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
             levels = prefix_hit_levels(st, stream, prompt)
-            picks.update(levels[-1] if levels else {})
-            picks["hit"] = rng.randint(0, len(levels))
-            return action, picks
+            return action, replace(picks, hit=rng.randint(0, len(levels)),
+                                   hit_slots=levels[-1] if levels else picks.hit_slots)
         if action == "free":
             return action, default_picks(p, "free", req=rng.choice(active))
-        picks = default_picks(p, "step")
+        rows = list(default_picks(p, "step").rows)
         taken: dict[int, set] = {g: set() for g in range(p.groups)}
         any_sched = False
         for r in active:
@@ -106,15 +110,14 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
                 continue
             for g, s in slots.items():
                 taken[g].add(s)
-                picks[f"slot_{g}_{r}"] = s
-            picks.update(row_picks(r, row, acc))
+            rows[r] = row_pick(p, row, acc, slots)
             any_sched = True
         if any_sched:
-            return action, picks
+            return action, StepPicks(tuple(rows))
         choices = [a for a in choices if a != "step"] or ["free"]
 
 
-def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, dict]]:
+def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, Picks]]:
     """Every action a caller may take in ``st`` under every caller assumption,
     for exhaustive bounded exploration. Two reductions keep it finite and
     small, both sound by symmetry of slot ids (they are only compared for
@@ -130,9 +133,9 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
         for stream in range(p.num_streams):
             for prompt in prompts or range(1, p.max_len + 1):
                 picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
-                yield "admit", dict(picks)
+                yield "admit", picks
                 for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
-                    yield "admit", {**picks, **level, "hit": hit}
+                    yield "admit", replace(picks, hit=hit, hit_slots=level)
     options: list[list[tuple[RowOption, int] | None]] = []
     for r in range(p.num_reqs):
         mine: list[tuple[RowOption, int] | None] = [None]
@@ -140,24 +143,24 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             mine += [(row, acc) for row in row_options(st, r)
                      for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
         options.append(mine)
+    idle = default_picks(p, "step")
     for combo in product(*options):
         if not any(combo):
             continue
-        picks = default_picks(p, "step")
+        rows = list(idle.rows)
         taken: dict[int, set] = {g: set() for g in range(p.groups)}
         for r, choice in enumerate(combo):
             if choice is None:
                 continue
             row, acc = choice
-            picks.update(row_picks(r, row, acc))
             slots = _fresh_slots(st, r, row.live_col, taken, lambda free: free[0])
             if slots is None:
                 break
             for g, s in slots.items():
                 taken[g].add(s)
-                picks[f"slot_{g}_{r}"] = s
+            rows[r] = row_pick(p, row, acc, slots)
         else:
-            yield "step", picks
+            yield "step", StepPicks(tuple(rows))
 
 
 def shares_a_block(st: State) -> bool:
@@ -169,7 +172,7 @@ def shares_a_block(st: State) -> bool:
 
 
 def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
-            dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, dict]]] | None = None,
+            dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, Picks]]] | None = None,
             budget: int | None = None) -> dict:
     """Exhaustive breadth-first exploration of every run of at most ``depth``
     actions from the initial state (states deduplicated). Returns statistics

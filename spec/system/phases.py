@@ -29,6 +29,7 @@ from ..table_memory import TableMemory
 from ..vocab import conj, disj, implies, ite, negate
 from .action import Outcome
 from .ghost import replay, represents
+from .picks import StepPicks
 from .state import GARBAGE, State, code
 from .step import RowPlan, needs_fresh_slot, row_plans, shared_block
 from .worker import batch_layout, kernel_buffers, launch_grid, materialize, snapshot, sync_trackers
@@ -39,7 +40,7 @@ PUBLISH_IN_EVERY_GROUP = "a publish happens in every group or in none"
 """The check that a row's postprocess publishes (materializes) in every cache group or in none."""
 
 
-def step_apply(st: State, k: dict) -> Outcome:
+def step_apply(st: State, k: StepPicks) -> Outcome:
     """One engine step: the phases above, in order, each on the state the
     previous one left. ``Outcome.info`` holds the postprocess traces and the
     kernel launches (name, input snapshot, launch size)."""
@@ -78,7 +79,7 @@ class KernelPhase:
     traces: list = field(default_factory=list)
 
 
-def allocate(st: State, out: State, k: dict, rows: list[RowPlan]) -> None:
+def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
     """Phase 1, on ``out``: a scheduled request's live column gets a fresh
     block in every group where it has none (or a null block when the
     scheduler says so); a live block shared with another table is copied
@@ -87,9 +88,9 @@ def allocate(st: State, out: State, k: dict, rows: list[RowPlan]) -> None:
     for row in rows:
         for g in range(p.groups):
             cur = st.get("table", g, row.r, row.live_col)
-            fresh = k[f"slot_{g}_{row.r}"]
+            fresh = k.rows[row.r].slot[g]
             cow = shared_block(st, g, cur, row.sched)
-            alloc = needs_fresh_slot(st, g, cur, row.sched, k[f"null_{g}_{row.r}"])
+            alloc = needs_fresh_slot(st, g, cur, row.sched, k.rows[row.r].null[g])
             out.set("table", (g, row.r, row.live_col), fresh, alloc)
             out.set("ref", (g, cur), out.get("ref", g, cur) - 1, cow)
             out.set("ref", (g, fresh), out.get("ref", g, fresh) + 1, alloc)

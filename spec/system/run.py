@@ -5,9 +5,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..geometry import Conventions, require_int
-from .action import Action, Outcome, PickSpec, check_dropped
+from .action import Action, Outcome
+from .picks import Picks, PickSpec, flat_picks, picks_from_flat
 from .actions import ACTIONS
 from .state import State, SystemParams
+from .step import check_dropped
+
 
 class StepRefused(ValueError):
     """An action whose guard or assumptions do not hold in this state."""
@@ -25,28 +28,35 @@ def _pick_specs(p: SystemParams, action: str) -> dict[str, PickSpec]:
     return {s.name: s for s in _action(action).picks(p)}
 
 
-def checked_picks(p: SystemParams, action: str, picks: dict) -> dict:
-    """``picks`` over every pick of ``action`` (defaults filled in). A name the
-    action does not declare (a misspelt pick would otherwise be ignored
+def checked_picks(p: SystemParams, action: str, picks: Picks | dict) -> Picks:
+    """``picks`` as ``action``'s record, its leaves checked and the missing
+    ones filled in with their domain's low end. ``picks`` is a record or its
+    JSON form (``spec.system.picks.picks_json``, possibly partial). A path
+    the action does not declare (a misspelt pick would otherwise be ignored
     silently), a value that is not an int or lies outside the pick's domain
     ``[lo, hi]`` (the guard would refuse it without naming the pick) is a
     ``ValueError`` naming it; so is an unknown action."""
+    a = _action(action)
     specs = _pick_specs(p, action)
-    unknown = [k for k in picks if k not in specs]
+    if not isinstance(picks, (dict, a.record)):
+        raise ValueError(f"{action}: picks must be a {a.record.__name__} or its JSON form, got {type(picks).__name__}")
+    given = flat_picks(picks)
+    unknown = [k for k in given if k not in specs]
     if unknown:
         raise ValueError(f"{action}: unknown pick{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(map(repr, unknown))}; the picks of {action} are {', '.join(specs)}")
-    for name, value in picks.items():
+    for name, value in given.items():
         require_int(f"{action}: pick {name}", value, specs[name].lo, specs[name].hi)
-    return {**{name: s.lo for name, s in specs.items()}, **picks}
+    return picks_from_flat(a.record, {**{name: s.lo for name, s in specs.items()}, **given})
 
 
-def default_picks(p: SystemParams, action: str, **given: int) -> dict:
-    """Every pick of ``action`` (defaults filled in), for hand-written runs."""
+def default_picks(p: SystemParams, action: str, **given: int) -> Picks:
+    """Every pick of ``action`` (defaults filled in; ``given`` by top-level
+    field), for hand-written runs."""
     return checked_picks(p, action, given)
 
 
-def run_action(st: State, action: str, picks: dict, *, check_assumptions: bool = True,
+def run_action(st: State, action: str, picks: Picks | dict, *, check_assumptions: bool = True,
                dropped: tuple[str, ...] = ()) -> Outcome:
     """Run one action on a concrete state; refuses it (``StepRefused``) when its
     guard or a (non-dropped) assumption fails. An unknown action, pick name or

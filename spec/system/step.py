@@ -1,4 +1,4 @@
-"""The engine step's picks, guard and caller assumptions (its effect: ``spec.system.phases``).
+"""The engine step's guard and caller assumptions (its effect: ``spec.system.phases``).
 
 One step schedules a row for some running requests. Per request it picks
 whether it runs, its query length, accepted count, live column and
@@ -25,18 +25,33 @@ from ..assumptions import (
     GhostRow,
 )
 from ..vocab import conj, disj, implies, ite, within
-from .action import PickSpec, int_flag
-from .state import State, SystemParams
+from .action import int_flag
+from .picks import StepPicks
+from .state import State
 
-def step_picks(p: SystemParams) -> list[PickSpec]:
-    out = []
-    for r in range(p.num_reqs):
-        out += [PickSpec(f"sched_{r}", 0, 1), PickSpec(f"q_{r}", 0, p.max_len),
-                PickSpec(f"acc_{r}", 0, int(p.geo.window)), PickSpec(f"live_col_{r}", 0, p.num_cols - 1),
-                PickSpec(f"is_prefilling_{r}", 0, 1)]
-        for g in range(p.groups):
-            out += [PickSpec(f"slot_{g}_{r}", 1, p.num_slots - 1), PickSpec(f"null_{g}_{r}", 0, 1)]
-    return out
+SYSTEM_ASSUMPTIONS = [
+    LIVE_COL_IS_LAST_BLOCK,
+    DECODE_ROW_FITS,
+    ACCEPTED_WITHIN_ROW,
+    ROW_NONEMPTY,
+    DECODE_WITHIN_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    FRESH_DISTINCT_DESTINATIONS,
+    GROUPS_AGREE_ON_NULL,
+    IS_PREFILLING_AGREES,
+    FRESH_SLOT_IS_FREE,
+]
+"""Every caller assumption the system actions name."""
+
+
+def check_dropped(dropped: tuple[str, ...]) -> None:
+    """A ``ValueError`` naming the entries of ``dropped`` that name no system
+    assumption (a misspelt name would otherwise drop nothing, silently)."""
+    known = {x.name for x in SYSTEM_ASSUMPTIONS}
+    unknown = sorted(set(dropped) - known)
+    if unknown:
+        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
+                         f"{', '.join(sorted(known))}")
 
 
 @dataclass
@@ -59,22 +74,22 @@ def in_prefill(st: State, r: int) -> Any:
     return st.get("N", r) < st.get("prompt", r)
 
 
-def row_plans(st: State, k: dict) -> list[RowPlan]:
+def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
     p = st.p
     rows = []
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
-        sched = int_flag(k[f"sched_{r}"])
+        sched = int_flag(k.rows[r].sched)
         prefill = in_prefill(st, r)
-        q, acc = k[f"q_{r}"], k[f"acc_{r}"]
-        live_col = k[f"live_col_{r}"] if p.conv.materialize_prefixes else 0
-        flag = int_flag(k[f"is_prefilling_{r}"])
+        q, acc = k.rows[r].q, k.rows[r].acc
+        live_col = k.rows[r].live_col if p.conv.materialize_prefixes else 0
+        flag = int_flag(k.rows[r].is_prefilling)
         ghost = GhostRow(N, q, acc, flag, live_col, r)
         rows.append(RowPlan(r, sched, prefill, q, acc, live_col, flag, N + q == prompt, ghost))
     return rows
 
 
-def step_guard(st: State, k: dict) -> Any:
+def step_guard(st: State, k: StepPicks) -> Any:
     """What the scheduler guarantees by construction: a step schedules at least
     one request (the model runner returns before any kernel when none is),
     and only running ones; a prefill row schedules at most the rest of its prompt; a decode
@@ -89,14 +104,14 @@ def step_guard(st: State, k: dict) -> Any:
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
         parts += [
-            within(k[f"sched_{r}"], 0, 1), implies(row.sched, st.get("active", r) == 1),
-            within(k[f"is_prefilling_{r}"], 0, 1),
+            within(k.rows[r].sched, 0, 1), implies(row.sched, st.get("active", r) == 1),
+            within(k.rows[r].is_prefilling, 0, 1),
             within(row.live_col, 0, p.num_cols - 1), within(row.q, 0, p.max_len), within(row.acc, 0, p.geo.window),
             implies(row.sched, ite(row.prefill, N + row.q <= prompt,
                                    conj(N + row.q <= p.max_len, row.acc <= row.q))),
         ]
         for g in range(p.groups):
-            parts += [within(k[f"slot_{g}_{r}"], 1, p.num_slots - 1), within(k[f"null_{g}_{r}"], 0, 1)]
+            parts += [within(k.rows[r].slot[g], 1, p.num_slots - 1), within(k.rows[r].null[g], 0, 1)]
     return conj(*parts)
 
 
@@ -114,13 +129,13 @@ def needs_fresh_slot(st: State, g: int, slot: Any, sched: Any, null: Any) -> Any
     return disj(conj(sched, slot == st.p.geo.pad_slot, null == 0), shared_block(st, g, slot, sched))
 
 
-def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
+def step_assumptions(st: State, k: StepPicks) -> list[tuple[str, Any]]:
     """The caller assumptions one engine step relies on, named."""
     p, geo, conv = st.p, st.p.geo, st.p.conv
     out: list[tuple[str, Any]] = []
     rows = row_plans(st, k)
     fresh = {(g, row.r): needs_fresh_slot(st, g, st.get("table", g, row.r, row.live_col), row.sched,
-                                          k[f"null_{g}_{row.r}"])
+                                          k.rows[row.r].null[g])
              for row in rows for g in range(p.groups)}
     for row in rows:
         r, gh = row.r, row.ghost
@@ -134,14 +149,14 @@ def step_assumptions(st: State, k: dict) -> list[tuple[str, Any]]:
             (DECODE_WITHIN_BLOCK.name, implies(s, DECODE_WITHIN_BLOCK(geo, fwd))),
             (PREFILL_CHUNK_ON_BOUNDARY.name, implies(s, PREFILL_CHUNK_ON_BOUNDARY(geo, conv, fwd, row.final_chunk))),
             (IS_PREFILLING_AGREES.name, implies(s, IS_PREFILLING_AGREES(row.flag, row.prefill))),
-            (GROUPS_AGREE_ON_NULL.name, implies(s, GROUPS_AGREE_ON_NULL([k[f"null_{g}_{r}"] for g in range(p.groups)]))),
+            (GROUPS_AGREE_ON_NULL.name, implies(s, GROUPS_AGREE_ON_NULL([k.rows[r].null[g] for g in range(p.groups)]))),
         ]
         for g in range(p.groups):
             needs = fresh[g, r]
-            slot = k[f"slot_{g}_{r}"]
+            slot = k.rows[r].slot[g]
             out.append((FRESH_SLOT_IS_FREE.name, implies(needs, FRESH_SLOT_IS_FREE(st.get("ref", g, slot)))))
             for other in rows:
                 if other.r > r:
                     out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, fresh[g, other.r]), FRESH_DISTINCT_DESTINATIONS(
-                        slot, k[f"slot_{g}_{other.r}"], geo.pad_slot))))
+                        slot, k.rows[other.r].slot[g], geo.pad_slot))))
     return out

@@ -10,6 +10,7 @@ from system_worlds import GEO, V1, V2
 
 from replayssm.spec.geometry import Geometry
 from replayssm.spec.system import (
+    RowPick,
     SystemParams,
     StepRefused,
     check_invariants,
@@ -18,6 +19,7 @@ from replayssm.spec.system import (
     needs_fresh_slot,
     run_action,
     sample_picks,
+    step_of,
     system_conventions,
 )
 
@@ -27,10 +29,7 @@ def _step(st, r, q, acc, slot):
     N = st.get("N", r)
     prefill = int(N < st.get("prompt", r))
     live = -(-(N + q) // p.geo.block_size) - 1 if p.conv.materialize_prefixes else 0
-    picks = {f"sched_{r}": 1, f"q_{r}": q, f"acc_{r}": 0 if prefill else acc, f"live_col_{r}": live,
-             f"is_prefilling_{r}": prefill}
-    for g in range(p.groups):
-        picks[f"slot_{g}_{r}"] = slot
+    picks = step_of(p, {r: RowPick(1, q, 0 if prefill else acc, live, prefill, (slot,) * p.groups, (0,) * p.groups)})
     out = run_action(st, "step", picks)
     assert failed_checks(out) == []
     assert check_invariants(out.state) == []
@@ -47,8 +46,7 @@ def test_prefill_decode_publish_and_prefix_hit(conv):
     st = _step(st, 0, 2, 1, 3)      # decode T=2 accepts 1: boundary 4 published into column 1
     assert st.get("N", 0) == 4 and st.get("reg", 1, 2) == 4 and st.get("ck", 1, 2) == 4
     st = _step(st, 0, 2, 2, 3)
-    hit = run_action(st, "admit", dict(req=1, stream=0, prompt=5, hit=2, hit_slot_0_0=1, hit_slot_1_0=1,
-                                       hit_slot_0_1=2, hit_slot_1_1=2)).state
+    hit = run_action(st, "admit", dict(req=1, stream=0, prompt=5, hit=2, hit_slots=[[1, 2], [1, 2]])).state
     assert check_invariants(hit) == []
     st = _step(hit, 1, 1, 0, 4)
     assert st.get("N", 1) == 5
@@ -60,7 +58,7 @@ def test_admit_refuses_a_hit_on_an_unpublished_block():
     p = SystemParams(GEO, V2)
     st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=3, hit=0)).state
     with pytest.raises(StepRefused):
-        run_action(st, "admit", dict(req=1, stream=0, prompt=3, hit=1, hit_slot_0_0=1, hit_slot_1_0=1))
+        run_action(st, "admit", dict(req=1, stream=0, prompt=3, hit=1, hit_slots=[[1, 1], [1, 1]]))
 
 
 def _walk(p, seed, steps):

@@ -48,7 +48,7 @@ def test_system_params_smallest_world_runs_and_layers_become_a_tuple():
     p = SystemParams(GEO, V2, layers=[1], num_cols=1, num_slots=2, num_streams=1)
     assert p.layers == (1,) and hash(p) == hash(SystemParams(GEO, V2, (1,), 1, 2, 1))
     st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=2)).state
-    picks = {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1, "slot_0_0": 1}
+    picks = {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1]}]}
     assert run_action(st, "step", picks).state.get("N", 0) == 2
 
 
@@ -60,8 +60,8 @@ def test_run_action_rejects_a_misspelt_pick_naming_the_allowed_ones():
     with pytest.raises(ValueError, match=r"unknown pick 'promt'; the picks of admit are req, stream, prompt, hit"):
         run_action(st, "admit", dict(req=0, stream=0, promt=3))
     st = run_action(st, "admit", dict(req=0, stream=0, prompt=3)).state
-    with pytest.raises(ValueError, match=r"step: unknown picks 'q0', 'slot_2_0'.*sched_0, q_0"):
-        run_action(st, "step", {"sched_0": 1, "q0": 2, "slot_2_0": 1})
+    with pytest.raises(ValueError, match=r"step: unknown picks 'rows\[0\]\.q0', 'rows\[0\]\.slot\[2\]'.*rows\[0\]\.sched, rows\[0\]\.q"):
+        run_action(st, "step", {"rows": [{"sched": 1, "q0": 2, "slot": [1, 1, 1]}]})
     with pytest.raises(ValueError, match="unknown pick 'rq'"):
         default_picks(st.p, "free", rq=0)
 
@@ -97,13 +97,13 @@ def test_run_action_rejects_a_misspelt_dropped_assumption():
 def test_proofs_reject_a_misspelt_dropped_assumption():
     """The symbolic BMC and the inductive claims check the names as the
     concrete runs do."""
-    from replayssm.verify import bmc, system_proofs
+    from replayssm.verify import bmc, system_proofs, system_steps, system_world
 
-    p = system_proofs.system_params(system_proofs.SYSTEM_CONVENTIONS["v2-align"])
+    p = system_world.system_params(system_world.SYSTEM_CONVENTIONS["v2-align"])
     with pytest.raises(ValueError, match=r"dropped names no system assumption: \['row_non_empty'\]"):
         bmc.Unrolling(p, ("row_non_empty",))
     with pytest.raises(ValueError, match=r"dropped names no system assumption: \['row_non_empty'\]"):
-        system_proofs.hypotheses(system_proofs.transition(p, "free", req=0), ("row_non_empty",))
+        system_proofs.hypotheses(system_steps.context().transition(p, "free", req=0), ("row_non_empty",))
 
 
 def test_a_refused_action_is_still_step_refused():

@@ -12,7 +12,7 @@ import pytest
 from replayssm.spec.assumptions import Assumption
 from replayssm.spec.system import SYSTEM_ASSUMPTIONS
 from replayssm.verify import assumption_sets as sets
-from replayssm.verify import system_proofs as sp
+from replayssm.verify import system_probes as sp
 from replayssm.verify.obligation import Obligation, prove
 
 NECESSARY = {

@@ -56,13 +56,13 @@ def test_list_and_bad_input(capsys: pytest.CaptureFixture) -> None:
 
 
 def _trace() -> dict:
-    from replayssm.verify import system_proofs as sp
+    from replayssm.verify import system_world as world
     from replayssm.verify.traces import record_run
 
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     return record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
-                          ("step", {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1,
-                                    "slot_0_0": 1, "slot_1_0": 1})])
+                          ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                                              "slot": [1, 1]}]})])
 
 
 _DELETE = object()
@@ -100,9 +100,10 @@ def _set(d: dict, path: tuple, value) -> None:
     (("states", 1), "x", r"trace\.states\[1\] must be an object"),
     (("states", 2, "ring"), [0], r"trace\.states\[2\]\.ring must be a list of"),
     (("#meta",), "x", r"trace\.#meta must be an object, got 'x'"),
-    (("actions", 1, "picks", "q0"), 2, r"step: unknown pick 'q0'"),
+    (("actions", 1, "picks", "rows", 0, "q0"), 2, r"step: unknown pick 'rows\[0\]\.q0'"),
     (("actions", 0, "name"), "arrive", r"action must be one of admit, step, free, got 'arrive'"),
-    (("actions", 1, "picks", "q_0"), "2", r"trace\.actions\[1\]\.picks\.q_0 must be an int, got '2'"),
+    (("actions", 1, "picks", "rows", 0, "q"), "2",
+     r"trace\.actions\[1\]\.picks\.rows\[0\]\.q must be an int, got '2'"),
     (("actions", 0, "picks"), _DELETE, r"trace\.actions\[0\] must be an object with a name string and a picks"),
     (("actions",), {}, r"trace\.actions must be a list"),
 ])

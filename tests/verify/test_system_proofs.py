@@ -12,6 +12,9 @@ import replayssm.spec.system as system
 from replayssm.spec.system import phases
 from replayssm.verify import bmc as bmc_module
 from replayssm.verify import system_proofs as sp
+from replayssm.verify import system_steps as steps
+from replayssm.verify import system_world as world
+from replayssm.verify.terms import named_int
 from replayssm.verify.obligation import REGISTRY, Obligation, prove
 from replayssm.verify.traces import explain, load, record_run, replay_actions, save
 
@@ -19,20 +22,20 @@ from replayssm.verify.traces import explain, load, record_run, replay_actions, s
 def _case_obligation(conv: str, *rows, claim=sp.preservation_claim) -> Obligation:
     """One step shape proved on its own (``claim=sp.step_claim``: as
     ``system.step`` states it, a v1 shape through v2's)."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
-    case = sp.StepCase(tuple(rows))
+    p = world.system_params(world.SYSTEM_CONVENTIONS[conv])
+    case = steps.StepCase(tuple(rows))
 
     def build():
-        yield claim(sp.case_transition(p, case), case.label, cover=True)
+        yield claim(steps.case_transition(p, case), case.label, cover=True)
 
     return Obligation(f"case {conv} {case.label}", "step", "", build)
 
 
 @pytest.fixture
 def fresh_cache():
-    sp.clear_caches()
+    steps.fresh_context()
     yield
-    sp.clear_caches()
+    steps.fresh_context()
 
 
 @pytest.mark.parametrize("name", ["system.initial", "system.admit", "system.free"])
@@ -47,7 +50,7 @@ def test_a_claim_two_callers_state_alike_is_proved_once():
     claims that differ are all kept."""
     assert [c.case for c in REGISTRY["system.admit"].build()] == [
         f"admit req={r} v1-{m} = admit req={r} v2-{m}" for m in ("align", "none") for r in range(2)]
-    x = sp.named_int("test.x")
+    x = named_int("test.x")
     same = ([("a", x > 0)], [("h", x > 1)], x < 5)
     claims = [sp.Claim(*same, "one"), sp.Claim(*same, "two"),
               sp.Claim([("a", x > 0)], [("h", x > 2)], x < 5, "other hypothesis"),
@@ -61,13 +64,13 @@ def test_a_claim_two_callers_state_alike_is_proved_once():
 def test_a_caller_is_proved_through_another_only_on_the_same_shapes(monkeypatch):
     """system.step states a v1 shape inside its v2 shape's claim: that needs
     both callers to list the same shapes and cover the same situation."""
-    row_shapes = sp.row_shapes
-    monkeypatch.setattr(sp, "row_shapes", lambda p: row_shapes(p)[:-1] if not p.conv.has_idx_mapping else row_shapes(p))
+    row_shapes = steps.row_shapes
+    monkeypatch.setattr(steps, "row_shapes", lambda p: row_shapes(p)[:-1] if not p.conv.has_idx_mapping else row_shapes(p))
     with pytest.raises(ValueError, match="v1-align and v2-align list different 1-row step shapes"):
         next(iter(REGISTRY["system.step"].build()))
-    monkeypatch.setattr(sp, "row_shapes", row_shapes)
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
-    t = sp.case_transition(p, sp.StepCase(((0, 0, 0, 0),)))
+    monkeypatch.setattr(steps, "row_shapes", row_shapes)
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v2-align"])
+    t = steps.case_transition(p, steps.StepCase(((0, 0, 0, 0),)))
     with pytest.raises(ValueError, match="v1-align covers another situation than v2-align"):
         sp.shape_claim(t, lambda u: u.picks["acc_0"] == (1 if u.p.conv.has_idx_mapping else 2))
 
@@ -93,13 +96,13 @@ def test_step_shapes_cover_every_step():
 def test_a_dropped_step_shape_is_found(monkeypatch):
     """Teeth of the coverage proof: leave out the decode row that moves into
     the next column and the proof names a step no shape lists."""
-    row_shapes = sp.row_shapes
-    monkeypatch.setattr(sp, "row_shapes", lambda p: [x for x in row_shapes(p) if x != (0, 0, 1)])
+    row_shapes = steps.row_shapes
+    monkeypatch.setattr(steps, "row_shapes", lambda p: [x for x in row_shapes(p) if x != (0, 0, 1)])
     r = prove(REGISTRY["system.shapes_cover"])
     assert r.status == "failed" and r.counterexample["violated"] == ["a listed shape"]
     v = r.counterexample["values"]
-    moved = [q for q in range(2) if v[f"pick.sched_{q}"] == 1 and v[f"pre.live[{q}]"] == 0
-             and v[f"pick.live_col_{q}"] == 1 and v[f"pre.N[{q}]"] >= v[f"pre.prompt[{q}]"]]
+    moved = [q for q in range(2) if v[f"pick.rows[{q}].sched"] == 1 and v[f"pre.live[{q}]"] == 0
+             and v[f"pick.rows[{q}].live_col"] == 1 and v[f"pre.N[{q}]"] >= v[f"pre.prompt[{q}]"]]
     assert moved, v
 
 
@@ -210,12 +213,12 @@ def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
 def test_a_v1_step_is_proved_through_the_v2_step_of_its_shape(fresh_cache):
     """The v1 claim states that v1 leaves every variable the invariant reads
     as v2 does (and its own checks); it states no invariant itself."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
-    case = sp.StepCase(((0, 0, 0, 1), (1, 1, -1, 0)))
-    claim = sp.step_claim(sp.case_transition(p, case), case.label)
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
+    case = steps.StepCase(((0, 0, 0, 1), (1, 1, -1, 0)))
+    claim = sp.step_claim(steps.case_transition(p, case), case.label)
     names = [n for n, _ in claim.goal]
-    assert names[:len(sp.invariant_reads(p))] == [f"same {v} as v2-align" for v in sp.invariant_reads(p)]
-    assert {"ck", "ring", "nc", "rs", "table", "reg"} <= set(sp.invariant_reads(p))
+    assert names[:len(steps.context().invariant_reads(p))] == [f"same {v} as v2-align" for v in steps.context().invariant_reads(p)]
+    assert {"ck", "ring", "nc", "rs", "table", "reg"} <= set(steps.context().invariant_reads(p))
     assert not any(n.startswith("inv(post)") for n in names) and any(n.startswith("check: ") for n in names)
     r = prove(_case_obligation("v1-align", (0, 0, 0, 1), (1, 1, -1, 0), claim=sp.step_claim))
     assert r.status == "proved", r.counterexample or r.detail
@@ -231,10 +234,10 @@ def test_a_v1_step_on_other_hypotheses_is_not_taken_through_v2(fresh_cache, monk
         return original(st, k) + extra
 
     monkeypatch.setitem(system.ACTIONS, "step", replace(system.ACTIONS["step"], assumptions=v1_only))
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
-    case = sp.StepCase(((0, 0, 0, 0),))
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
+    case = steps.StepCase(((0, 0, 0, 0),))
     with pytest.raises(ValueError, match="rests on other hypotheses"):
-        sp.step_claim(sp.case_transition(p, case), case.label)
+        sp.step_claim(steps.case_transition(p, case), case.label)
 
 
 def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch):
@@ -262,17 +265,17 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
 
 def _shape_obligation(conv: str, *rows) -> Obligation:
     """One step shape as ``system.step`` states it (:func:`sp.shape_claim`)."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS[conv])
-    case = sp.StepCase(tuple(rows))
-    return Obligation(f"shape {conv} {case.label}", "step", "", lambda: [sp.shape_claim(sp.case_transition(p, case))])
+    p = world.system_params(world.SYSTEM_CONVENTIONS[conv])
+    case = steps.StepCase(tuple(rows))
+    return Obligation(f"shape {conv} {case.label}", "step", "", lambda: [sp.shape_claim(steps.case_transition(p, case))])
 
 
 def test_one_claim_states_a_shape_for_both_callers(fresh_cache):
     """The v2 shape's invariant and checks, then the v1 shape's reference
     parts under the same hypotheses; it proves."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
-    case = sp.StepCase(((0, 0, 0, 1),))
-    claim = sp.shape_claim(sp.case_transition(p, case))
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v2-align"])
+    case = steps.StepCase(((0, 0, 0, 1),))
+    claim = sp.shape_claim(steps.case_transition(p, case))
     names = [n for n, _ in claim.goal]
     assert claim.case == f"step v2-align + v1-align: {case.label}"
     assert names[0].startswith("inv(post): ") and "v1-align: same ck as v2-align" in names
@@ -323,16 +326,15 @@ def test_bug_prefix_hit_takes_group_0_slot_ids_in_every_group(fresh_cache, monke
     original = system.ACTIONS["admit"].apply
 
     def buggy(st, k):
-        group_0 = {n: k["hit_slot_0_" + n.rsplit("_", 1)[1]] for n in k if n.startswith("hit_slot_")}
-        return original(st, {**k, **group_0})
+        return original(st, replace(k, hit_slots=(k.hit_slots[0],) * len(k.hit_slots)))
 
     _plant_action(monkeypatch, "admit", apply=buggy)
     r = _expect_action_failure("system.admit", "refinement")
     v = r.counterexample["values"]
-    _, NR, C = sp.system_params(sp.SYSTEM_CONVENTIONS[r.counterexample["case"].split()[-1]]).shapes()["table"]
+    _, NR, C = world.system_params(world.SYSTEM_CONVENTIONS[r.counterexample["case"].split()[-1]]).shapes()["table"]
     group_1_col_0 = (1 * NR + v["pick.req"]) * C  # flat index of table[1, req, 0]
-    assert v["pick.hit"] >= 1 and v["pick.hit_slot_0_0"] != v["pick.hit_slot_1_0"], v
-    assert v[f"post.table[{group_1_col_0}]"] == v["pick.hit_slot_0_0"], v
+    assert v["pick.hit"] >= 1 and v["pick.hit_slots[0][0]"] != v["pick.hit_slots[1][0]"], v
+    assert v[f"post.table[{group_1_col_0}]"] == v["pick.hit_slots[0][0]"], v
 
 
 def test_bug_free_forgets_the_refcount(fresh_cache, monkeypatch):
@@ -377,9 +379,11 @@ def test_explicit_bmc_finds_the_live_column_counterexample(tmp_path):
         for action, picks in system.enumerate_picks(st, prompts=(3,)):
             if action != "step":
                 continue
-            for r in range(st.p.num_reqs):
-                if picks.get(f"sched_{r}") == 1:
-                    yield action, {**picks, f"live_col_{r}": st.get("N", r) // st.p.geo.block_size}
+            for r, row in enumerate(picks.rows):
+                if row.sched == 1:
+                    rows = list(picks.rows)
+                    rows[r] = replace(row, live_col=st.get("N", r) // st.p.geo.block_size)
+                    yield action, replace(picks, rows=tuple(rows))
 
     p, r = bmc_module.explicit_bmc(depth=6, dropped=("live_col_is_last_block",), extra=first_token_block)
     assert r["status"] == "failed"
@@ -392,7 +396,7 @@ def test_explicit_bmc_finds_the_live_column_counterexample(tmp_path):
 
 
 def test_z3_bmc_counterexample_is_a_replayable_trace():
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"], num_slots=5, num_streams=1)
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v2-align"], num_slots=5, num_streams=1)
     r = bmc_module.run_bmc(p, 2, dropped=("is_prefilling_agrees",))
     assert r.status == "failed" and r.trace is not None
     steps = list(replay_actions(r.trace))
@@ -402,14 +406,14 @@ def test_z3_bmc_counterexample_is_a_replayable_trace():
 
 
 def test_recorded_run_round_trips(tmp_path):
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v1-align"])
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     steps = [("admit", {"req": 0, "stream": 0, "prompt": 3, "hit": 0}),
-             ("step", {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1, "slot_0_0": 1, "slot_1_0": 1}),
-             ("step", {"sched_0": 1, "q_0": 1, "live_col_0": 1, "is_prefilling_0": 1, "slot_0_0": 2, "slot_1_0": 3})]
+             ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}]}),
+             ("step", {"rows": [{"sched": 1, "q": 1, "live_col": 1, "is_prefilling": 1, "slot": [2, 3]}]})]
     path = save(record_run(p, steps), tmp_path / "t.json")
     trace = load(path)
     assert set(trace) == {"#meta", "params", "states", "actions"}
-    assert len(trace["states"]) == 4 and trace["actions"][1]["picks"]["q_0"] == 2
+    assert len(trace["states"]) == 4 and trace["actions"][1]["picks"]["rows"][0]["q"] == 2
     assert all(diff == [] for _, _, diff in replay_actions(trace))
     assert "published" in explain(path)
 
@@ -418,12 +422,12 @@ def test_an_impossible_step_shape_is_reported_vacuous():
     """Teeth of the per-case non-vacuity of system.step/step_batch: a prefill
     chunk that stays in column 0 admits no state (its position would be 0,
     which has no live column), and prove says which case is vacuous."""
-    p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
-    impossible = sp.StepCase(((0, 1, 0, 0),))
-    assert (1, 0, 0) not in sp.row_shapes(p)
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v2-align"])
+    impossible = steps.StepCase(((0, 1, 0, 0),))
+    assert (1, 0, 0) not in steps.row_shapes(p)
 
     def build():
-        yield sp.preservation_claim(sp.case_transition(p, impossible), impossible.label)
+        yield sp.preservation_claim(steps.case_transition(p, impossible), impossible.label)
 
     r = prove(Obligation("impossible shape", "step", "", build, every_case=True))
     assert r.status == "failed" and r.detail.startswith("vacuous case: r0 prefill live 0->0"), r.detail
@@ -441,3 +445,15 @@ def test_the_slot_layout_lemma_can_fail(monkeypatch):
     monkeypatch.setattr(sp, "pinned_layout_is_general", never_shared)
     r = prove(REGISTRY["system.shapes_cover"])
     assert r.status == "failed" and r.counterexample["violated"] == ["slot ids as pinned, up to renaming"]
+
+def test_a_bit_mask_for_the_ring_modulo_is_caught_by_the_odd_ring():
+    """The spec's ring modulo replaced by a bit mask (``x & (R - 1)``): on the
+    other worlds' ring of 4 rows the two agree, so only a world whose ring is
+    not a power of two (``system.bmc_odd_ring``) can see it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(postprocess_module, "cmod", lambda a, b: a & (b - 1))
+        masked = prove(REGISTRY["system.bmc_odd_ring"])
+        _, ring4 = bmc_module.explicit_bmc(**{**bmc_module.ODD_RING_DOMAIN, "geo": world.SYSTEM_GEOMETRY, "depth": 4})
+    assert masked.status == "failed" and "inv: no_token_dropped" in masked.counterexample["violated"][0], masked
+    assert masked.counterexample["trace"]["actions"], masked.counterexample
+    assert ring4["status"] == "proved"  # the same depth on a ring of 4: the mask is invisible there

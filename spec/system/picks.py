@@ -1,0 +1,181 @@
+"""The nondeterministic choices of the system actions, as typed records.
+
+Each action's picks are one record: :class:`AdmitPicks`, :class:`FreePicks`,
+or :class:`StepPicks` with one :class:`RowPick` per request. Leaves are
+vocabulary values (ints in the concrete simulation, Z3 terms in proofs).
+
+A record has a readable JSON form (:func:`picks_json`: nested objects and
+lists, as saved in traces) and a flat one (:func:`flat_picks`: one entry per
+leaf, named by its path, e.g. ``rows[1].slot[0]``), which names the proofs'
+variables and each leaf's domain (:class:`PickSpec`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Callable, Union
+
+from .state import SystemParams
+
+
+@dataclass(frozen=True)
+class PickSpec:
+    """One leaf of an action's picks, named by its path, with its domain ``[lo, hi]``."""
+
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
+class AdmitPicks:
+    """A waiting request ``req`` arrives with a ``prompt``-token prompt of
+    token stream ``stream``; the prefix cache serves its first ``hit``
+    blocks from ``hit_slots[g][c]`` (group ``g``, column ``c < hit``)."""
+
+    req: Any
+    stream: Any
+    prompt: Any
+    hit: Any
+    hit_slots: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
+class FreePicks:
+    """Running request ``req`` finishes or is preempted."""
+
+    req: Any
+
+
+@dataclass(frozen=True)
+class RowPick:
+    """One request's part of an engine step: whether it is scheduled
+    (``sched``), its query length ``q``, accepted count ``acc``, live column
+    and ``is_prefilling`` flag; per cache group the fresh slot the pool
+    hands out (``slot[g]``) and whether the column is kept null (``null[g]``)."""
+
+    sched: Any
+    q: Any
+    acc: Any
+    live_col: Any
+    is_prefilling: Any
+    slot: tuple[Any, ...]
+    null: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class StepPicks:
+    """An engine step: one :class:`RowPick` per request."""
+
+    rows: tuple[RowPick, ...]
+
+
+Picks = Union[AdmitPicks, FreePicks, StepPicks]
+
+
+def admit_specs(p: SystemParams) -> list[PickSpec]:
+    out = [PickSpec("req", 0, p.num_reqs - 1), PickSpec("stream", 0, p.num_streams - 1),
+           PickSpec("prompt", 1, p.max_len), PickSpec("hit", 0, p.num_cols - 1)]
+    return out + [PickSpec(f"hit_slots[{g}][{c}]", 1, p.num_slots - 1)
+                  for g in range(p.groups) for c in range(p.num_cols - 1)]
+
+
+def free_specs(p: SystemParams) -> list[PickSpec]:
+    return [PickSpec("req", 0, p.num_reqs - 1)]
+
+
+def step_specs(p: SystemParams) -> list[PickSpec]:
+    out = []
+    for r in range(p.num_reqs):
+        row = f"rows[{r}]"
+        out += [PickSpec(f"{row}.sched", 0, 1), PickSpec(f"{row}.q", 0, p.max_len),
+                PickSpec(f"{row}.acc", 0, int(p.geo.window)), PickSpec(f"{row}.live_col", 0, p.num_cols - 1),
+                PickSpec(f"{row}.is_prefilling", 0, 1)]
+        out += [PickSpec(f"{row}.slot[{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
+        out += [PickSpec(f"{row}.null[{g}]", 0, 1) for g in range(p.groups)]
+    return out
+
+
+def _record(cls: type, d: dict) -> Any:
+    """``cls`` from its JSON form (lists become tuples, rows records)."""
+    def tup(x: Any) -> Any:
+        return tuple(tup(v) for v in x) if isinstance(x, list) else x
+
+    if cls is StepPicks:
+        return StepPicks(tuple(_record(RowPick, row) for row in d["rows"]))
+    # a list field with no leaves (hit_slots of a one-column table) has no flat entry
+    return cls(**{f.name: tup(d.get(f.name, [])) for f in fields(cls)})
+
+
+_PATH = re.compile(r"(\w+)|\[(\d+)\]")
+
+
+def _unflatten(flat: dict[str, Any]) -> dict:
+    """The nested JSON form of flat ``{path: value}`` entries."""
+    root: dict = {}
+    for path, value in flat.items():
+        keys: list[Any] = [int(i) if i else name for name, i in _PATH.findall(path)]
+        node: Any = root
+        for key, nxt in zip(keys, keys[1:]):
+            if isinstance(node, dict):
+                node = node.setdefault(key, [] if isinstance(nxt, int) else {})
+            else:
+                while len(node) <= key:
+                    node.append(None)
+                if node[key] is None:
+                    node[key] = [] if isinstance(nxt, int) else {}
+                node = node[key]
+        last = keys[-1]
+        if isinstance(node, dict):
+            node[last] = value
+        else:
+            while len(node) <= last:
+                node.append(None)
+            node[last] = value
+    return root
+
+
+def picks_from_flat(cls: type, flat: dict[str, Any]) -> Any:
+    """The ``cls`` record whose leaves are ``flat``'s values by path (every leaf given)."""
+    return _record(cls, _unflatten(flat))
+
+
+def picks_json(picks: Any, leaf: Callable[[Any], Any] = lambda x: x) -> dict:
+    """The readable JSON form of a picks record, ``leaf`` applied to every value."""
+    def walk(x: Any) -> Any:
+        if is_dataclass(x):
+            return {f.name: walk(getattr(x, f.name)) for f in fields(x)}
+        if isinstance(x, (list, tuple)):
+            return [walk(v) for v in x]
+        return leaf(x)
+
+    return walk(picks)
+
+
+def flat_picks(picks: Any) -> dict[str, Any]:
+    """Every leaf of a picks record (or of its JSON form) by path, e.g. ``rows[0].q``."""
+    out: dict[str, Any] = {}
+
+    def walk(x: Any, path: str) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{path}.{k}" if path else k)
+        elif isinstance(x, (list, tuple)):
+            for i, v in enumerate(x):
+                walk(v, f"{path}[{i}]")
+        else:
+            out[path] = x
+
+    walk(picks if isinstance(picks, dict) else picks_json(picks), "")
+    return out
+
+
+def idle_row(p: SystemParams) -> RowPick:
+    """The picks of a request a step does not schedule (every leaf at its domain's low end)."""
+    return RowPick(0, 0, 0, 0, 0, (1,) * p.groups, (0,) * p.groups)
+
+
+def step_of(p: SystemParams, rows: dict[int, RowPick]) -> StepPicks:
+    """A step scheduling ``rows`` (by request), every other request idle."""
+    return StepPicks(tuple(rows.get(r, idle_row(p)) for r in range(p.num_reqs)))

@@ -1,0 +1,79 @@
+"""The worlds the system obligations run in, and the symbolic states and picks they use.
+
+The geometry, sizes and conventions are concrete (constexprs stay concrete so
+the problems stay linear); every state variable and pick is symbolic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.system import ACTIONS, Picks, State, SystemParams, initial_state, picks_from_flat
+from replayssm.spec.vocab import conj
+
+from .terms import named_int
+
+SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
+"""Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""
+
+SYSTEM_CONVENTIONS: dict[str, Conventions] = {
+    "v1-align": Conventions(cumulative=False, post_step=False, has_idx_mapping=False,
+                            materialize_prefixes=True, live_col_is_zero=False),
+    "v2-align": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                            materialize_prefixes=True, live_col_is_zero=False),
+    "v1-none": Conventions(cumulative=False, post_step=False, has_idx_mapping=False,
+                           materialize_prefixes=False, live_col_is_zero=True),
+    "v2-none": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                           materialize_prefixes=False, live_col_is_zero=True),
+}
+"""Both callers in both modes (v2 swaps batch rows, so its ``idx_mapping`` is
+a real permutation). ``postprocess.conventions_agree`` covers the remaining
+query/count combinations at the kernel level."""
+
+
+def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, **kw: Any) -> SystemParams:
+    kw = {"num_cols": 2, "num_slots": 7, **kw}
+    return SystemParams(geo, conv, swap_rows=conv.has_idx_mapping, **kw)
+
+
+def symbolic_state(p: SystemParams, tag: str) -> State:
+    """A state whose every variable is the Z3 integer ``<tag>.<name>[i]``."""
+    return State(p, {k: [named_int(f"{tag}.{k}[{i}]") for i in range(len(v))]
+                      for k, v in initial_state(p).v.items()})
+
+
+def symbolic_picks(p: SystemParams, action: str, tag: str) -> Picks:
+    """``action``'s picks record with every leaf the Z3 integer ``<tag>.<path>``."""
+    a = ACTIONS[action]
+    return picks_from_flat(a.record, {s.name: named_int(f"{tag}.{s.name}") for s in a.picks(p)})
+
+
+def group_parts(parts: Iterable[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+    """Labelled conjuncts with one name merged into one goal part."""
+    merged: dict[str, list] = {}
+    for n, t in parts:
+        merged.setdefault(prefix + n, []).append(t)
+    return [(n, conj(*ts)) for n, ts in merged.items()]
+
+
+
+REFERENCE_CALLER: dict[str, str] = {"v1-align": "v2-align", "v1-none": "v2-none"}
+"""A v1 step shape is proved through the v2 step of the same shape and mode
+(``system_proofs.reference_claim``): v1 and v2 differ only in how the worker
+lays the rows out for the kernels (per-row or cumulative queries, counts
+before or after the step, rows in request order or swapped through
+``idx_mapping``)."""
+
+DIRECT = tuple(label for label in SYSTEM_CONVENTIONS if label not in REFERENCE_CALLER)
+"""The callers whose step shapes are proved against the invariant itself."""
+
+ALIGN = tuple(label for label, conv in SYSTEM_CONVENTIONS.items() if conv.materialize_prefixes)
+"""The system conventions in align mode (the ones that publish and plan)."""
+
+
+def convention_label(conv: Conventions) -> str:
+    """The name of a system convention in :data:`SYSTEM_CONVENTIONS`."""
+    return next(label for label, c in SYSTEM_CONVENTIONS.items() if c == conv)
+
