@@ -234,7 +234,7 @@ def test_explain_draws_a_system_counterexample_of_prove(tmp_path: Path, capsys: 
     """An inductive-step counterexample (a caller assumption dropped) is saved
     with its run, and ``explain`` draws the run with ring diagrams instead of
     dumping every state variable."""
-    from replayssm.verify import system_proofs as sp
+    from replayssm.verify import system_probes as sp
     from replayssm.verify.obligation import prove, save_counterexample
 
     name = sorted(sp.PROBES)[0]
@@ -253,13 +253,13 @@ def test_explain_draws_launch_traces(tmp_path: Path, capsys: pytest.CaptureFixtu
     """The fuzzer's traces (here: the launches of a system run, with and
     without their recorded states) render step by step with ring rows."""
     from replayssm.fuzz.system_traces import launch_trace
-    from replayssm.verify import system_proofs as sp
+    from replayssm.verify import system_world as sp
     from replayssm.verify.traces import record_run
 
     p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
     system = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
-                            ("step", {"sched_0": 1, "q_0": 2, "live_col_0": 0, "is_prefilling_0": 1,
-                                      "slot_0_0": 1, "slot_1_0": 1})])
+                            ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                                                "slot": [1, 1]}]})])
     launches = launch_trace(system)
     first = launches["actions"][0]
     assert first["name"] == "set_state" and "states" not in launches
