@@ -153,6 +153,24 @@ def picks_json(picks: Any, leaf: Callable[[Any], Any] = lambda x: x) -> dict:
     return walk(picks)
 
 
+def leaf_values(picks: Any) -> list[Any]:
+    """Every leaf of a picks record, in the order of :func:`flat_picks`."""
+    out: list[Any] = []
+
+    def walk(x: Any) -> None:
+        if is_dataclass(x):
+            for f in fields(x):
+                walk(getattr(x, f.name))
+        elif isinstance(x, tuple):
+            for v in x:
+                walk(v)
+        else:
+            out.append(x)
+
+    walk(picks)
+    return out
+
+
 def flat_picks(picks: Any) -> dict[str, Any]:
     """Every leaf of a picks record (or of its JSON form) by path, e.g. ``rows[0].q``."""
     out: dict[str, Any] = {}

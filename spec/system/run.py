@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from ..geometry import Conventions, require_int
 from .action import Action, Outcome
-from .picks import Picks, PickSpec, flat_picks, picks_from_flat
+from .picks import Picks, PickSpec, flat_picks, leaf_values, picks_from_flat
 from .actions import ACTIONS
 from .state import State, SystemParams
 from .step import check_dropped
@@ -38,6 +38,11 @@ def checked_picks(p: SystemParams, action: str, picks: Picks | dict) -> Picks:
     ``ValueError`` naming it; so is an unknown action."""
     a = _action(action)
     specs = _pick_specs(p, action)
+    if isinstance(picks, a.record):
+        leaves = leaf_values(picks)
+        if len(leaves) == len(specs) and all(type(v) is int and s.lo <= v <= s.hi
+                                             for v, s in zip(leaves, specs.values())):
+            return picks  # the generators' records: checked without rebuilding them
     if not isinstance(picks, (dict, a.record)):
         raise ValueError(f"{action}: picks must be a {a.record.__name__} or its JSON form, got {type(picks).__name__}")
     given = flat_picks(picks)

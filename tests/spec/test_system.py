@@ -14,6 +14,7 @@ from replayssm.spec.system import (
     SystemParams,
     StepRefused,
     check_invariants,
+    default_picks,
     failed_checks,
     initial_state,
     needs_fresh_slot,
@@ -170,3 +171,21 @@ def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
                                          env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, computed + q == prompt))):
                             admitted.add((q, acc, live))
             assert listed == admitted, (prompt, computed, sorted(listed ^ admitted))
+
+
+@pytest.mark.parametrize("action", ["admit", "step", "free"])
+def test_picks_records_round_trip_and_list_their_leaves_in_domain_order(action):
+    """A picks record's leaves come in the order its action declares their
+    domains (``checked_picks`` checks a record leaf by leaf against them),
+    and its JSON form rebuilds the same record."""
+    from replayssm.spec.system import ACTIONS, flat_picks, picks_from_flat, picks_json
+    from replayssm.spec.system.picks import leaf_values
+
+    p = SystemParams(GEO, V2)
+    picks = default_picks(p, action)
+    assert list(flat_picks(picks)) == [s.name for s in ACTIONS[action].picks(p)]
+    assert leaf_values(picks) == list(flat_picks(picks).values())
+    assert picks_from_flat(ACTIONS[action].record, flat_picks(picks_json(picks))) == picks
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\]"):
+        run_action(initial_state(p), action, picks_from_flat(ACTIONS[action].record,
+                                                             {**flat_picks(picks), next(iter(flat_picks(picks))): -1}))
