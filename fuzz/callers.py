@@ -436,13 +436,19 @@ class Callers:
         """Copy-on-write of the trackers for some moved live columns."""
         if not self.features.block_copies:
             return []
+        return self._moved_column_copies(batch_rows, lambda: draw(hs.booleans()))
+
+    def _moved_column_copies(self, batch_rows: list, copied: Callable[[], bool]) -> list:
+        """The tracker copies ``[group, source slot, destination slot]`` of the rows whose live
+        column moves and for which ``copied()`` says yes (asked once per such row); their plans
+        are marked copied."""
         copies = []
         for row in batch_rows:
             if row is None:
                 continue
             r, plan = row
             src = self._source_col(r)
-            if src >= 0 and src != plan.live_col and draw(hs.booleans()):
+            if src >= 0 and src != plan.live_col and copied():
                 for g in range(len(self.free)):
                     s, d = r.cols[g][src], r.cols[g][plan.live_col]
                     if s != self.geo.pad_slot and d != self.geo.pad_slot:

@@ -69,19 +69,7 @@ class ReviewCallers(Callers):
     def _block_copies(self, draw: Any, batch_rows: list) -> list:
         if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
             return []  # the block copy moves state and ring only
-        copies = []
-        for row in batch_rows:
-            if row is None:
-                continue
-            r, plan = row
-            src = self._source_col(r)
-            if src >= 0 and src != plan.live_col:
-                for g in range(len(self.free)):
-                    s, d = r.cols[g][src], r.cols[g][plan.live_col]
-                    if s != self.geo.pad_slot and d != self.geo.pad_slot:
-                        copies.append([g, s, d])
-                plan.copied = True
-        return copies
+        return self._moved_column_copies(batch_rows, lambda: True)  # every moved column is copied
 
     def _plan_row(self, draw: Any, r: Any) -> Any:
         plan = super()._plan_row(draw, r)
