@@ -27,15 +27,20 @@ from .launcher import Discrepancy, compare
 Draw = Callable[[Any], Any]
 
 
-def _decode_row_fits(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
-    """A decode row longer than ``min(W, R - W)`` that still fits a block."""
-    lo = min(c.geo.window, c.geo.max_step) + 1
-    hi = min(c.geo.block_size, c.max_model_len - r.computed)
+def _decode_row_of_length(plan: Any, draw: Draw, lo: int, hi: int) -> bool:
+    """Make a decode row schedule ``lo..hi`` tokens and accept ``1..query_len`` of them
+    (False, the plan untouched, for a prefill row or an empty range)."""
     if plan.prefilling or lo > hi:
         return False
     plan.query_len = draw(hs.integers(lo, hi))
     plan.accepted = draw(hs.integers(1, plan.query_len))
     return True
+
+
+def _decode_row_fits(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
+    """A decode row longer than ``min(W, R - W)`` that still fits a block."""
+    return _decode_row_of_length(plan, draw, min(c.geo.window, c.geo.max_step) + 1,
+                                 min(c.geo.block_size, c.max_model_len - r.computed))
 
 
 def _accepted_within_row(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
@@ -62,13 +67,8 @@ def _row_nonempty(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
 
 def _decode_within_block(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
     """A decode row longer than a block that the ring still holds."""
-    lo = c.geo.block_size + 1
-    hi = min(c.geo.window, c.geo.max_step, c.max_model_len - r.computed)
-    if plan.prefilling or lo > hi:
-        return False
-    plan.query_len = draw(hs.integers(lo, hi))
-    plan.accepted = draw(hs.integers(1, plan.query_len))
-    return True
+    return _decode_row_of_length(plan, draw, c.geo.block_size + 1,
+                                 min(c.geo.window, c.geo.max_step, c.max_model_len - r.computed))
 
 
 def _live_col_is_last_block(c: Any, r: Any, plan: Any, draw: Draw) -> bool:

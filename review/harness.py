@@ -164,18 +164,26 @@ class Harness:
                   NUM_LAYERS=setup.layers_per_group[group])
         return ns
 
+    def launched_params(self, launch: Launch) -> list[str] | None:
+        """The parameters of the kernel ``launch`` runs; None when the launch is skipped (its
+        ``if_defined`` kernel is absent); a :class:`ReviewInputError` when the target lacks the kernel."""
+        if launch.if_defined is not None and kernel_params(self.module, launch.if_defined) is None:
+            return None
+        params = kernel_params(self.module, launch.kernel)
+        if params is None:
+            raise ReviewInputError(f"missing kernel: the {self.api.name} API launches {launch.kernel}, "
+                                   f"which the target does not define")
+        return params
+
     def check_bindings(self) -> None:
         """Every parameter of every kernel the API launches has a provider (else a
         :class:`ReviewInputError` naming the kernel and the parameter), before any launch."""
         conv = self.setup.conventions
         for phase in self.api.phases.values():
             for launch in phase.launches:
-                if launch.if_defined is not None and kernel_params(self.module, launch.if_defined) is None:
-                    continue
-                params = kernel_params(self.module, launch.kernel)
+                params = self.launched_params(launch)
                 if params is None:
-                    raise ReviewInputError(f"missing kernel: the {self.api.name} API launches {launch.kernel}, "
-                                           f"which the target does not define")
+                    continue
                 ns = self.namespace(dict.fromkeys(CALLER_VECTORS), conv, launch, 0)
                 for p in params:
                     if launch.inputs.get(p, p) not in ns:
@@ -185,12 +193,9 @@ class Harness:
     def launch(self, launch: Launch, inputs: dict[str, Any], conv: Any, arenas: tuple[Arena, ...] = ()) -> None:
         """Launch ``launch`` (once per group for group scope) with every parameter bound by name;
         after each kernel, ``arenas`` are checked (:class:`GuardViolation` on a violation)."""
-        if launch.if_defined is not None and kernel_params(self.module, launch.if_defined) is None:
-            return
-        params = kernel_params(self.module, launch.kernel)
+        params = self.launched_params(launch)
         if params is None:
-            raise ReviewInputError(f"missing kernel: the {self.api.name} API launches {launch.kernel}, "
-                                   f"which the target does not define")
+            return
         grid = launch.grid
         if launch.grid_if_defined and kernel_params(self.module, launch.grid_if_defined[0]) is not None:
             grid = launch.grid_if_defined[1]
