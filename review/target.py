@@ -30,6 +30,13 @@ class ReviewInputError(ValueError):
     """The version, its options or its launch API cannot be reviewed (exit 2)."""
 
 
+def import_failure(error: BaseException) -> str:
+    """What went wrong importing a target, in words: the error, or the ``sys.exit`` it called."""
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) while being imported"
+    return f"{type(error).__name__}: {error}"
+
+
 def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
     """Execute the ``.py`` file at ``path`` with the vLLM stub injected."""
     path = Path(path)
@@ -56,9 +63,9 @@ def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
                 f"{label} file {str(path)!r} imports a vLLM name the stub lacks ({e}); "
                 f"the stub provides: {', '.join(sorted(vllm_stub.PROVIDED))}") from e
         raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
-    except Exception as e:  # the file's own top-level error
+    except (Exception, SystemExit) as e:  # the file's own top-level error, sys.exit included
         del sys.modules[name]
-        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
+        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {import_failure(e)}") from e
     return module
 
 
@@ -81,8 +88,8 @@ def load_version(name: str, label: str = "--impl") -> ModuleType:
         return load_docs_page(name, label)
     try:
         return importlib.import_module(name)
-    except Exception as e:
-        raise ReviewInputError(f"{label} module {name!r} cannot be imported: {type(e).__name__}: {e}") from e
+    except (Exception, SystemExit) as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
+        raise ReviewInputError(f"{label} module {name!r} cannot be imported: {import_failure(e)}") from e
 
 
 def file_at_ref(repo: str | Path, ref: str, path: str, label: str) -> Path:
