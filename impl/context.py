@@ -39,6 +39,20 @@ class _ReplaySSMMaterializeTables(NamedTuple):
     state_scale_slot_strides: torch.Tensor
 
 
+class StepInputs(NamedTuple):
+    """One step's postprocess inputs, checked (the parameters of :meth:`ReplaySSMModelContext.postprocess`)."""
+
+    idx_mapping: torch.Tensor | None
+    query_metadata: torch.Tensor
+    query_metadata_is_cumulative: bool
+    num_computed_tokens: torch.Tensor
+    num_computed_is_post_step: bool
+    num_accepted_tokens: torch.Tensor
+    is_prefilling: torch.Tensor
+    live_cols: torch.Tensor | None
+    num_reqs: int
+
+
 @dataclass
 class ReplaySSMModelContext:
     """One replay plan shared by all cache groups, each with its own slots and trackers.
@@ -240,11 +254,21 @@ class ReplaySSMModelContext:
         )
         if num_reqs == 0:
             return
-        grid = (num_reqs, len(self.block_tables))
-        has_mapping = idx_mapping is not None
+        self._commit_and_plan(StepInputs(
+            idx_mapping, query_metadata, query_metadata_is_cumulative, num_computed_tokens,
+            num_computed_is_post_step, num_accepted_tokens, is_prefilling, live_cols, num_reqs,
+        ))
+        if self.materialize_prefixes:
+            self._materialize()
+
+    def _commit_and_plan(self, step: StepInputs) -> None:
+        """The launches of :meth:`postprocess` on checked inputs (``num_reqs > 0``): the commit
+        and the plan, then (align mode) the work list; the materialize is the caller's."""
+        grid = (step.num_reqs, len(self.block_tables))
+        has_mapping = step.idx_mapping is not None
         _postprocess_replayssm_kernel[grid](
-            idx_mapping, query_metadata, num_computed_tokens, num_accepted_tokens,
-            is_prefilling, live_cols,
+            step.idx_mapping, step.query_metadata, step.num_computed_tokens, step.num_accepted_tokens,
+            step.is_prefilling, step.live_cols,
             self.block_table_ptrs, self.ring_start_ptrs, self.num_committed_ptrs,
             self.src_slots_ptrs, self.dst_slots_ptrs,
             self.plan_ring_start, self.plan_flush_count,
@@ -252,13 +276,12 @@ class ReplaySSMModelContext:
             MAX_NUM_REQS=self.max_num_reqs, MAMBA_BLOCK_SIZE=self.mamba_block_size,
             LOGICAL_WINDOW=self.logical_window, RING_BUFFER_LEN=self.ring_buffer_len,
             PAD_SLOT_ID=NULL_BLOCK_ID,
-            QUERY_METADATA_IS_CUMULATIVE=query_metadata_is_cumulative, HAS_IDX_MAPPING=has_mapping,
-            NUM_COMPUTED_IS_POST_STEP=num_computed_is_post_step, LIVE_COL_IS_ZERO=live_cols is None,
+            QUERY_METADATA_IS_CUMULATIVE=step.query_metadata_is_cumulative, HAS_IDX_MAPPING=has_mapping,
+            NUM_COMPUTED_IS_POST_STEP=step.num_computed_is_post_step, LIVE_COL_IS_ZERO=step.live_cols is None,
             MATERIALIZE_PREFIXES=self.materialize_prefixes,
         )
         if self.materialize_prefixes:
-            self.compact(num_reqs)
-            self._materialize()
+            self.compact(step.num_reqs)
 
     def compact(self, num_reqs: int) -> None:
         """Rebuild ``active_request_indices`` from ``plan_flush_count`` for rows below ``num_reqs``."""

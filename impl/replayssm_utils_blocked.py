@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import triton
 
+from . import replayssm_utils as _reference_facade
 from .context_blocked import RowBlockedModelContext as ReplaySSMModelContext
 from .kernels_blocked import _postprocess_replayssm_blocked_kernel
 from .replayssm_utils import (
@@ -64,22 +65,4 @@ class _RowBlockedLaunch:
 
 _postprocess_replayssm_kernel = _RowBlockedLaunch(KERNEL_LEVEL_ROWS_PER_PROGRAM)
 
-__all__ = [
-    "NULL_BLOCK_ID",
-    "KVCacheConfig",
-    "KVCacheGroupSpec",
-    "MambaBase",
-    "MambaConfig",
-    "MambaSpec",
-    "ReplaySSMModelContext",
-    "_ReplaySSMMaterializeTables",
-    "_compact_replayssm_requests_kernel",
-    "_load_replayssm_materialize",
-    "_postprocess_replayssm_kernel",
-    "_reinterpret_u64_as_i64",
-    "_reset_new_replayssm_slots_kernel",
-    "extract_layer_index",
-    "get_replayssm_block_copy_tensors",
-    "initialize_replayssm_ring_trackers",
-    "mamba_state_copy_boundary",
-]
+__all__ = list(_reference_facade.__all__)  # its names; ReplaySSMModelContext and the postprocess kernel rebound here
