@@ -9,7 +9,8 @@ class with its methods; the re-printed methods, whose first parameter is
 ``self``, are dropped) under a header with the module's imports, its vLLM
 imports (served by the stub package) and the four module-local helpers the
 page does not print. Those helpers are written here from how the page uses
-them: a named tuple of the materialize call's eleven leading tables, int64
+them: a named tuple of the materialize call's eleven leading tables (its
+fields those of ours, :mod:`replayssm.impl.replayssm_utils`), int64
 tables of data addresses (as bare addresses, the way vLLM builds them, not
 registered anywhere) and of slot strides, and the lazy FlashInfer import.
 """
@@ -18,7 +19,12 @@ from __future__ import annotations
 
 import ast
 
+from replayssm.impl.replayssm_utils import _ReplaySSMMaterializeTables
+
 MARKER = "Source code in "
+
+_TABLE_FIELDS = "".join(f"    {name}: torch.Tensor\n" for name in _ReplaySSMMaterializeTables._fields)
+"""The materialize call's leading tables, in argument order: the fields of our named tuple."""
 
 HEADER = '''
 from collections.abc import Callable, Mapping, Sequence
@@ -36,17 +42,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, MambaSpec
 
 
 class _ReplaySSMMaterializeTables(NamedTuple):
-    state_ptrs: torch.Tensor
-    state_slot_strides: torch.Tensor
-    x_cache_ptrs: torch.Tensor
-    x_cache_slot_strides: torch.Tensor
-    B_cache_ptrs: torch.Tensor
-    B_cache_slot_strides: torch.Tensor
-    dt_cache_ptrs: torch.Tensor
-    dt_cache_slot_strides: torch.Tensor
-    A_ptrs: torch.Tensor
-    state_scale_ptrs: torch.Tensor
-    state_scale_slot_strides: torch.Tensor
+''' + _TABLE_FIELDS + '''
 
 
 def _cuda_i64_ptrs(tensors):
