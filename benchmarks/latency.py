@@ -9,7 +9,7 @@ mode, the v1 and v2 callers' conventions) it times, in one run and
 interleaved: the reference's two kernels (``_postprocess_replayssm_kernel``
 then ``_compact_replayssm_requests_kernel``, cut from the page
 ``$REPLAYSSM_REFERENCE``, default ``../shared/reference/vllm-replayssm_utils.txt``),
-ours (the same two launches from ``replayssm.impl.kernels``), the row-blocked
+ours (the same two launches, through the facade ``replayssm.impl.replayssm_utils``), the row-blocked
 kernel (``replayssm.impl.kernels_blocked``, the compaction in the same launch)
 at several rows per program and warps (``blocked rR wW``), and at the
 context's default with the compaction as its own launch (``... + compaction``);
@@ -125,18 +125,18 @@ class Step:
 
     def blocked(self, block: int, warps: int, fused: bool = True):
         """The row-blocked kernel, the compaction in the same launch or after it."""
-        from replayssm.impl.kernels import _compact_replayssm_requests_kernel
-        from replayssm.impl.kernels_blocked import _postprocess_replayssm_blocked_kernel
+        from replayssm.impl import replayssm_utils as ours
+        from replayssm.impl.kernels_blocked import postprocess_replayssm_blocked_kernel
 
         args = self._args()
 
         def run() -> None:
-            _postprocess_replayssm_blocked_kernel[(triton.cdiv(self.rows, block) + fused, self.groups)](
+            postprocess_replayssm_blocked_kernel[(triton.cdiv(self.rows, block) + fused, self.groups)](
                 *args, self.plan[2], self.strides, self.num_layers, self.rows, **self.constexprs,
                 ROWS_PER_PROGRAM=block, COMPACT=fused, COMPACT_BLOCK=triton.next_power_of_2(self.rows),
                 num_warps=warps)
             if not fused:
-                _compact_replayssm_requests_kernel[(1,)](
+                ours._compact_replayssm_requests_kernel[(1,)](
                     self.plan[1], self.plan[2], self.rows,
                     MAX_NUM_REQS=self.rows, BLOCK_SIZE=triton.next_power_of_2(self.rows))
         return run
@@ -163,8 +163,7 @@ def _empty_launches(n: int):
 
 def variants(step: Step, reference) -> dict:
     """The timed variants of one step, by name."""
-    from replayssm.impl import kernels as ours
-
+    from replayssm.impl import replayssm_utils as ours  # the reference's names
     from replayssm.impl.kernels_blocked import DEFAULT_ROWS_PER_PROGRAM, num_warps_for
 
     out = {"reference": step.two_launches(reference), "ours": step.two_launches(ours)}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import triton
 
 from .context import NULL_BLOCK_ID, ReplaySSMModelContext, StepInputs
-from .kernels_blocked import DEFAULT_ROWS_PER_PROGRAM, _postprocess_replayssm_blocked_kernel, num_warps_for
+from .kernels_blocked import DEFAULT_ROWS_PER_PROGRAM, postprocess_replayssm_blocked_kernel, num_warps_for
 from .validation import check_int_range
 
 
@@ -36,7 +36,7 @@ class RowBlockedModelContext(ReplaySSMModelContext):
         rows = self.rows_block
         compact = self.materialize_prefixes
         grid = (triton.cdiv(step.num_reqs, rows) + compact, len(self.block_tables))
-        _postprocess_replayssm_blocked_kernel[grid](
+        postprocess_replayssm_blocked_kernel[grid](
             step.idx_mapping, step.query_metadata, step.num_computed_tokens, step.num_accepted_tokens,
             step.is_prefilling, step.live_cols,
             self.block_table_ptrs, self.ring_start_ptrs, self.num_committed_ptrs,

@@ -1,6 +1,6 @@
 """Row-blocked postprocess: many batch rows per program, compaction in the same launch.
 
-``_postprocess_replayssm_blocked_kernel`` computes what
+``postprocess_replayssm_blocked_kernel`` computes what
 ``_postprocess_replayssm_kernel`` computes (same parameters and constexprs,
 same final memory), but one program handles ``ROWS_PER_PROGRAM`` consecutive
 batch rows of one cache group as vector lanes, statement by statement in the
@@ -91,7 +91,7 @@ def _decode_rows(
 
 
 @triton.jit(do_not_specialize=["num_reqs"])
-def _postprocess_replayssm_blocked_kernel(
+def postprocess_replayssm_blocked_kernel(
     idx_mapping,
     query_metadata,
     num_computed_tokens,

@@ -20,7 +20,7 @@ import triton
 
 from . import replayssm_utils as _reference_facade
 from .context_blocked import RowBlockedModelContext as ReplaySSMModelContext
-from .kernels_blocked import _postprocess_replayssm_blocked_kernel
+from .kernels_blocked import postprocess_replayssm_blocked_kernel
 from .replayssm_utils import (
     NULL_BLOCK_ID,
     KVCacheConfig,
@@ -55,7 +55,7 @@ class _RowBlockedLaunch:
 
         def launch(*args: object, **constexprs: object) -> None:
             plan_and_tables, tables_tail = args[:13], args[13:]
-            _postprocess_replayssm_blocked_kernel[(triton.cdiv(num_reqs, rows), groups)](
+            postprocess_replayssm_blocked_kernel[(triton.cdiv(num_reqs, rows), groups)](
                 *plan_and_tables, None, *tables_tail, num_reqs,
                 **constexprs, ROWS_PER_PROGRAM=rows, COMPACT=False, COMPACT_BLOCK=1,
             )

@@ -67,7 +67,7 @@ def _mutant_context(tmp_path: Path, name: str) -> type:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module._postprocess_replayssm_blocked_kernel
+    return module.postprocess_replayssm_blocked_kernel
 
 
 SINGLE_ROW_EXAMPLES = [getattr(test_impl_postprocess, name) for name in dir(test_impl_postprocess)
@@ -104,7 +104,7 @@ def _caught(run) -> bool:
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_teeth_planted_bug_in_blocked_kernel_is_caught(device: torch.device, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    monkeypatch.setattr(context_blocked, "_postprocess_replayssm_blocked_kernel", _mutant_context(tmp_path, name))
+    monkeypatch.setattr(context_blocked, "postprocess_replayssm_blocked_kernel", _mutant_context(tmp_path, name))
     assert any(_caught(run) for run in _worked_examples(device, monkeypatch)), f"planted bug not caught: {name}"
 
 
