@@ -72,7 +72,7 @@ def test_a_caller_is_proved_through_another_only_on_the_same_shapes(monkeypatch)
     p = world.system_params(world.SYSTEM_CONVENTIONS["v2-align"])
     t = steps.case_transition(p, steps.StepCase(((0, 0, 0, 0),)))
     with pytest.raises(ValueError, match="v1-align covers another situation than v2-align"):
-        sp.shape_claim(t, lambda u: u.picks["acc_0"] == (1 if u.p.conv.has_idx_mapping else 2))
+        sp.shape_claim(t, lambda u: u.picks.rows[0].acc == (1 if u.p.conv.has_idx_mapping else 2))
 
 
 @pytest.mark.parametrize("conv,rows", [
