@@ -171,7 +171,9 @@ def test_an_interrupt_stops_the_workers_and_writes_the_partial_report(signum: in
     assert proc.returncode == status, (out, err)
     assert "Traceback" not in err and "interrupted by" in out and "obligations proved" in out
     saved = json.loads(report.read_text())
-    assert saved["interrupted"] is True and "system.step" in saved["not_finished"]
+    # which of the two is still running 2 s in depends on the machine's speed: system.step alone may finish
+    assert saved["interrupted"] is True and saved["not_finished"]
+    assert set(saved["not_finished"]) <= {"system.step", "system.step_batch"}
     time.sleep(0.5)
     assert not [w for w in workers if _alive(w)], "workers left running"
 
