@@ -26,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from provenance import commit
+from provenance import bad_options, commit
 
 PER_VARIANT = """
 import json, sys, time
@@ -79,12 +79,9 @@ def main() -> int:
     p.add_argument("--impl", default=None, metavar="MODULE_OR_FILE", help="time a target's kernels (default: ours)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    for flag, value in (("--repeat", args.repeat), ("--jobs", args.jobs)):
-        if value < 1:
-            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
-            return 2
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        print(f"error: --out's folder {Path(args.out).resolve().parent} does not exist", file=sys.stderr)
+    error = bad_options({"--repeat": args.repeat, "--jobs": args.jobs}, args.out)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     import triton
     import z3

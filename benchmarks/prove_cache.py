@@ -29,7 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from provenance import REPO, commit
+from provenance import REPO, bad_options, commit, emit
 
 CHANGED_FILE = REPO / "spec" / "boundary.py"
 BEFORE, AFTER = "cdiv(aligned, block_size) - 1", "cdiv(aligned, block_size) + (-1)"
@@ -63,8 +63,9 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        print(f"error: --out's folder {Path(args.out).resolve().parent} does not exist", file=sys.stderr)
+    error = bad_options({"--jobs": args.jobs}, args.out)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     source = CHANGED_FILE.read_text()
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", str(CHANGED_FILE)],
@@ -93,10 +94,7 @@ def main() -> int:
         print(f"one-line change: {report['runs']['one-line change']['wall_seconds']} s, re-proved "
               f"{report['runs']['one-line change']['obligations_with_cases_solved']}", file=sys.stderr, flush=True)
         report["runs"]["warm again"] = prove(cache, args.jobs, out)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(report, args.out)
     return 0
 
 

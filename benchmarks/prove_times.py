@@ -15,7 +15,6 @@ run's seconds and the median per set.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -23,9 +22,8 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
-from provenance import commit
+from provenance import bad_options, commit, emit
 
 INDUCTIVE = ["system.initial", "system.admit", "system.free", "system.step", "system.step_batch",
              "system.shapes_cover"]
@@ -63,12 +61,9 @@ def main() -> int:
     p.add_argument("--only", default=None, metavar="TEXT",
                    help="time only the sets whose label contains TEXT (e.g. 'inductive')")
     args = p.parse_args()
-    for flag, value in (("--repeat", args.repeat), ("--jobs", args.jobs)):
-        if value < 1:
-            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
-            return 2
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        print(f"error: --out's folder {Path(args.out).resolve().parent} does not exist", file=sys.stderr)
+    error = bad_options({"--repeat": args.repeat, "--jobs": args.jobs}, args.out)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     import z3
 
@@ -89,11 +84,7 @@ def main() -> int:
             print(f"{label}: run {i + 1}/{args.repeat} {runs[-1]} s ({time.perf_counter() - start:.1f} s with start-up)",
                   file=sys.stderr, flush=True)
         report["sets"][label] = {"seconds": runs, "median": statistics.median(runs)}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(report, args.out)
     return 0
 
 

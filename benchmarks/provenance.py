@@ -1,7 +1,8 @@
-"""Where a benchmark's figures come from: the commit of the tree it ran on."""
+"""What every benchmark shares: the commit of the tree it ran on, its option checks, its JSON report."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -18,3 +19,22 @@ def commit() -> str:
     except OSError:  # no git on this machine
         return "unknown"
     return (head or "unknown") + ("+changes" if dirty.stdout.strip() else "")
+
+
+def bad_options(counts: dict[str, int], out: str | None) -> str | None:
+    """The error for a count below 1 (``counts`` maps each flag to its value)
+    or an ``--out`` whose folder does not exist, else ``None``."""
+    for flag, value in counts.items():
+        if value < 1:
+            return f"error: {flag} must be >= 1, got {value}"
+    if out and not Path(out).resolve().parent.is_dir():
+        return f"error: --out's folder {Path(out).resolve().parent} does not exist"
+    return None
+
+
+def emit(report: dict, out: str | None) -> None:
+    """Print ``report`` as JSON, and write it to ``out`` when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")

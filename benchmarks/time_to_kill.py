@@ -30,7 +30,7 @@ from pathlib import Path
 
 # the sibling module, also when this folder is off sys.path (python3 -P, as the GPU scripts run Python)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, commit  # noqa: E402
+from provenance import REPO, commit, emit  # noqa: E402
 
 PLANTED = {
     "store one past the active list": (
@@ -135,10 +135,7 @@ def main() -> int:
            "goals": {"median_seconds": GOAL_MEDIAN_SECONDS, "max_seconds": GOAL_MAX_SECONDS,
                      "met": statistics.median(seconds) <= GOAL_MEDIAN_SECONDS and max(seconds) <= GOAL_MAX_SECONDS
                      and all(r["killed"] for r in runs)}}
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(out, args.out)
     return 0
 
 
