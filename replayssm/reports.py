@@ -51,9 +51,9 @@ def check_output_file(path: str | None, option: str, stdout_ok: bool = False) ->
     ``stdout_ok``."""
     if path is None or stdout_ok and path == STDOUT:
         return
-    if path == "":
+    if path == "" or path == STDOUT:
         raise UsageError(f"{option} needs a file name (or - for standard output)" if stdout_ok
-                         else f"{option} needs a file name")
+                         else f"{option} needs a file name (- for standard output is --json's only)")
     target = Path(path)
     if target.is_dir():
         raise UsageError(f"{option} {path!r} is a folder; give a file name")
@@ -109,20 +109,22 @@ class JunitCase:
     failure: str | None = None
     """None when it passed; else the message (the counterexample, the trace)."""
     kind: str = "failure"
-    """``failure`` (a finding) or ``error`` (it could not be checked)."""
+    """``failure`` (a finding), ``error`` (it could not be checked) or ``skipped``
+    (not run, ``failure`` says why)."""
 
 
 def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> str:
     """A JUnit XML document with one test suite ``suite`` of ``cases``."""
     failures = sum(c.failure is not None and c.kind == "failure" for c in cases)
     errors = sum(c.failure is not None and c.kind == "error" for c in cases) + int(interrupted)
+    skipped = sum(c.failure is not None and c.kind == "skipped" for c in cases)
     seconds = sum(c.seconds for c in cases)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f"<testsuites tests={quoteattr(str(len(cases)))} failures={quoteattr(str(failures))} "
              f"errors={quoteattr(str(errors))} time={quoteattr(f'{seconds:.3f}')}>",
              f"  <testsuite name={quoteattr(suite)} tests={quoteattr(str(len(cases)))} "
              f"failures={quoteattr(str(failures))} errors={quoteattr(str(errors))} "
-             f"time={quoteattr(f'{seconds:.3f}')}>"]
+             f"skipped={quoteattr(str(skipped))} time={quoteattr(f'{seconds:.3f}')}>"]
     for c in cases:
         head = f"    <testcase classname={quoteattr(suite)} name={quoteattr(c.name)} time={quoteattr(f'{c.seconds:.3f}')}"
         if c.failure is None:

@@ -239,6 +239,27 @@ def is_review_trace(path: str) -> bool:
     return isinstance(meta, dict) and meta.get("format") == TRACE_FORMAT
 
 
+def describe_rows(step: Step) -> str:
+    """A step's scheduled rows in one line: each request's phase, computed count ``N``,
+    query length ``q``, accepted tokens and live column."""
+    return "; ".join(f"req {r.rid} {'prefill' if r.prefilling else 'decode'} N={r.computed_before} q={r.query_len} "
+                     f"accepted={r.accepted} live_col={r.live_col}" for r in step.rows if r is not None)
+
+
+def describe_schedule(path: str) -> list[str]:
+    """A review trace's counterexample as text, without running it: its system
+    (geometry, conventions, layers, dropped assumptions) and its caller schedule,
+    one line per step."""
+    trace = json.loads(Path(path).read_text())
+    params, meta = trace["params"], trace["#meta"]
+    conventions = ", ".join(f"{k}={v}" for k, v in params["conventions"].items())
+    lines = [f"system: geometry {params['geometry']}, layers per group {params['layers_per_group']}",
+             f"conventions: {conventions}",
+             f"assumptions dropped: {', '.join(meta.get('dropped', [])) or 'none'}"]
+    lines += [f"step {n}: {describe_rows(Step.from_json(s)) or 'no request'}" for n, s in enumerate(trace["steps"])]
+    return lines
+
+
 def replay(path: str, versions: list[Version], device: str = "cpu") -> tuple[bool, str]:
     """Run a review trace's steps on each version; ``(False, report)`` when a version breaks a property."""
     trace = json.loads(Path(path).read_text())
@@ -250,9 +271,7 @@ def replay(path: str, versions: list[Version], device: str = "cpu") -> tuple[boo
         ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
         for n, s in enumerate(trace["steps"]):
             step = Step.from_json(s)
-            rows = [f"req {r.rid} {'prefill' if r.prefilling else 'decode'} N={r.computed_before} q={r.query_len} "
-                    f"accepted={r.accepted} live_col={r.live_col}" for r in step.rows if r is not None]
-            lines.append(f"{v.label} step {n}: {'; '.join(rows)}")
+            lines.append(f"{v.label} step {n}: {describe_rows(step)}")
             try:
                 run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
             except Finding as f:

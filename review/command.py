@@ -12,7 +12,9 @@ or neutral (both conform). ``--base-ref``/``--head-ref`` read the file at two
 git refs of the checkout that holds it.
 
 Exit codes (the fuzzer's): 0 every verdict passes, 1 a finding (or a
-regression), 2 bad input or set-up, 3 a coverage shortfall.
+regression), 2 bad input or set-up, 3 a coverage shortfall. ``--json`` writes
+the verdicts (schema :data:`REPORT_SCHEMA`), ``--junit`` one test case per
+campaign, probe and comparison (:func:`junit_cases`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from replayssm.reports import STDOUT, JunitCase, check_output_file, check_output_folder, write_json, write_junit
+
+REPORT_SCHEMA = "replayssm-review/1"
+"""The ``schema`` of the ``--json`` report: bumped when a field changes meaning."""
 
 MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
@@ -75,7 +82,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(reproducible whatever the machine's speed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--traces", metavar="DIR", default="out/review", help="where finding traces are saved")
-    p.add_argument("--json", metavar="FILE", help="write the verdicts as JSON")
+    p.add_argument("--json", metavar="FILE", help="write the verdicts as JSON (- for stdout; the progress "
+                   "then goes to stderr)")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per campaign, probe and "
+                   "comparison with --base")
 
 
 def _expand(heads: list[str]) -> list[str]:
@@ -94,8 +104,12 @@ def _label(source: str) -> str:
 
 
 def run(args: argparse.Namespace, out: Any = None) -> int:
-    """The subcommand; returns the exit code."""
-    out = out or sys.stdout
+    """The subcommand; returns the exit code. The output paths are checked
+    first (:class:`replayssm.reports.UsageError`, exit 2, before any work)."""
+    check_output_file(args.json, "--json", stdout_ok=True)
+    check_output_file(args.junit, "--junit")
+    check_output_folder(args.traces, "--traces")
+    out = out or (sys.stderr if args.json == STDOUT else sys.stdout)
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from .target import ReviewInputError
@@ -116,7 +130,9 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
             return 2
     print_table(verdicts, out)
     if args.json:
-        Path(args.json).write_text(json.dumps({"verdicts": [verdict_json(v) for v in verdicts]}, indent=2))
+        write_json(args.json, REPORT_SCHEMA, {"verdicts": [verdict_json(v) for v in verdicts]})
+    if args.junit:
+        write_junit(args.junit, "replayssm-verify review", junit_cases(verdicts))
     statuses = {v.status for v in verdicts}
     return 1 if "finding" in statuses else 3 if "coverage shortfall" in statuses else 0
 
@@ -236,7 +252,9 @@ def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Ver
                 f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
         print(f"  probe without {name}: {said}", file=out, flush=True)
     if base is not None:
+        started = time.perf_counter()
         verdict.differences = differential(base, v, args, traces, out, verdict.findings)
+        verdict.campaign["differential_seconds"] = round(time.perf_counter() - started, 2)
     verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
     return verdict
 
@@ -290,6 +308,48 @@ def verdict_json(v: Verdict) -> dict:
             "properties": v.properties, "findings": v.findings, "assumptions": v.relies_on,
             "kernel_proofs": v.kernel_proofs, "campaign": v.campaign, "differences": v.differences,
             "coverage_shortfall": v.coverage_shortfall}
+
+
+def _counterexample(finding: dict) -> str:
+    """A finding or difference as a JUnit failure text: what broke, its trace and
+    how to replay it, and the trace's system and caller schedule."""
+    from .campaign import describe_schedule
+
+    try:
+        schedule = describe_schedule(finding["trace"])
+    except (OSError, ValueError, KeyError) as e:
+        schedule = [f"(the trace cannot be read: {e})"]
+    return "\n".join([finding["message"], f"trace: {finding['trace']}", f"replay: {finding['replay']}", *schedule])
+
+
+def junit_cases(verdicts: list[Verdict]) -> list[JunitCase]:
+    """Per version: its lifecycle campaign (failed by a finding, an error for a
+    coverage shortfall), one case per assumption probe (failed by a finding that
+    does not depend on the assumption; relying on it passes; skipped when not
+    probed) and, with a base, the comparison (failed by each regression)."""
+    cases = []
+    for v in verdicts:
+        main = [f for f in v.findings if not any(f["trace"] == r.get("independent_finding")
+                                                 for r in v.relies_on.values())]
+        failure = "\n\n".join(_counterexample(f) for f in main) or None
+        kind = "failure"
+        if failure is None and v.coverage_shortfall:
+            failure, kind = "coverage shortfall: " + "; ".join(v.coverage_shortfall), "error"
+        cases.append(JunitCase(f"{v.label}: lifecycle campaign", v.campaign.get("seconds", 0.0), failure, kind))
+        for name, r in v.relies_on.items():
+            case = f"{v.label}: probe without {name}"
+            if r["relied_on"] is None:
+                cases.append(JunitCase(case, 0.0, r["why"], "skipped"))
+                continue
+            own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
+            cases.append(JunitCase(case, r.get("seconds", 0.0),
+                                   "\n\n".join(_counterexample(f) for f in own) or None))
+        if v.differences:
+            regressions = [d for d in v.differences if d["kind"] == "regression"]
+            cases.append(JunitCase(f"{v.label}: against the base (differential)",
+                                   v.campaign.get("differential_seconds", 0.0),
+                                   "\n\n".join(_counterexample(d) for d in regressions) or None))
+    return cases
 
 
 def print_table(verdicts: list[Verdict], out: Any) -> None:

@@ -1,13 +1,17 @@
 """``replayssm-verify review``: planted bugs found per generation, replayable traces,
-differential classification, and bad input rejected with exit 2."""
+differential classification, the JSON and JUnit reports, and bad input rejected
+with exit 2."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
+from replayssm import reports
 from replayssm.cli import main
 from review_corpus import needs_corpus, unmodified, version_path
 
@@ -23,17 +27,37 @@ def _planted(label: str, tmp_path: Path) -> Path:
     return out
 
 
+def _junit(path: Path) -> dict[str, ElementTree.Element]:
+    """The test cases of a JUnit file by name (the file must parse as XML)."""
+    suite = ElementTree.parse(path).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "replayssm-verify review"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert int(suite.get("tests")) == len(cases)
+    return cases
+
+
 @needs_corpus
 @pytest.mark.parametrize("label", ["A1", "B2", "C2", "D3"])
 def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, capsys) -> None:
     planted = _planted(label, tmp_path)
-    report = tmp_path / "review.json"
-    code = main(["review", str(planted), "--examples", "8", "--traces", str(tmp_path / "traces"), "--json", str(report)])
+    report, junit = tmp_path / "review.json", tmp_path / "review.xml"
+    code = main(["review", str(planted), "--examples", "8", "--traces", str(tmp_path / "traces"), "--json", str(report),
+                 "--junit", str(junit)])
     out = capsys.readouterr().out
     assert code == 1, out
-    verdict = json.loads(report.read_text())["verdicts"][0]
+    document = json.loads(report.read_text())
+    assert document["schema"] == "replayssm-review/1"
+    verdict = document["verdicts"][0]
     assert verdict["status"] == "finding" and verdict["api"] == label[0]
     trace = verdict["findings"][0]["trace"]
+    cases = _junit(junit)  # the campaign fails with the counterexample; the probes were not run
+    failure = cases[f"{label}_planted: lifecycle campaign"].find("failure")
+    steps = len(json.loads(Path(trace).read_text())["steps"])
+    assert failure is not None and failure.get("message") == verdict["findings"][0]["message"]
+    assert f"trace: {trace}" in failure.text and f"step {steps - 1}: req " in failure.text
+    assert "conventions: cumulative=" in failure.text
+    probes = [c for n, c in cases.items() if ": probe without " in n]
+    assert len(probes) == 3 and all(c.find("skipped") is not None for c in probes)
     assert main(["replay", trace]) == 1
     assert "finding reproduced" in capsys.readouterr().out
     assert main(["replay", trace, "--impl", str(version_path(label))]) == 0
@@ -43,11 +67,48 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
 def test_differential_review_calls_a_regression(tmp_path: Path, capsys) -> None:
     planted = _planted("D2", tmp_path)
     report = tmp_path / "review.json"
+    junit = tmp_path / "review.xml"
     code = main(["review", str(planted), "--base", str(version_path("D2")), "--examples", "4",
-                 "--traces", str(tmp_path / "traces"), "--json", str(report)])
+                 "--traces", str(tmp_path / "traces"), "--json", str(report), "--junit", str(junit)])
     assert code == 1
-    kinds = [d["kind"] for d in json.loads(report.read_text())["verdicts"][0]["differences"]]
+    differences = json.loads(report.read_text())["verdicts"][0]["differences"]
+    kinds = [d["kind"] for d in differences]
     assert kinds[0] == "regression" and kinds[-1] == "neutral"
+    failure = _junit(junit)["D2_planted: against the base (differential)"].find("failure")
+    assert failure is not None and failure.get("message") == differences[0]["message"]
+    assert f"replay: {differences[0]['replay']}" in failure.text and "step 0: req " in failure.text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--json", "{tmp}/missing/r.json"], "--json '{tmp}/missing/r.json': the folder"),
+    (["--json", "{tmp}"], "--json '{tmp}' is a folder; give a file name"),
+    (["--junit", "{tmp}/missing/r.xml"], "--junit '{tmp}/missing/r.xml': the folder"),
+    (["--junit", "{tmp}/file/r.xml"], "--junit '{tmp}/file/r.xml': the folder"),
+    (["--junit", "-"], "--junit needs a file name (- for standard output is --json's only)"),
+    (["--traces", "{tmp}/file"], "--traces '{tmp}/file' is a file, not a folder"),
+])
+def test_output_misuse_is_exit_2_before_any_work(argv: list, message: str, tmp_path: Path, capsys) -> None:
+    """The output paths are checked before the version is even loaded (this one does not parse)."""
+    head = tmp_path / "ssu_dispatch.py"
+    head.write_text("def broken(:\n")
+    (tmp_path / "file").write_text("")
+    assert main(["review", str(head), *[a.format(tmp=tmp_path) for a in argv]]) == 2
+    captured = capsys.readouterr()
+    assert message.format(tmp=tmp_path) in captured.err and "does not parse" not in captured.err, captured
+    assert "reviewing" not in captured.out
+
+
+def test_a_read_only_junit_folder_is_exit_2_before_any_work(tmp_path: Path, monkeypatch, capsys) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: the permission bits are read through os.access
+        real = os.access
+        monkeypatch.setattr(reports.os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+    head = tmp_path / "ssu_dispatch.py"
+    head.write_text("def broken(:\n")
+    assert main(["review", str(head), "--junit", str(folder / "r.xml")]) == 2
+    assert "--junit" in (err := capsys.readouterr().err) and "not writable" in err
 
 
 @needs_corpus
@@ -85,7 +146,7 @@ def test_unknown_signature_is_named(tmp_path: Path, capsys) -> None:
 
 
 @needs_corpus
-def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path) -> None:
+def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path, capsys) -> None:
     import subprocess
 
     repo = tmp_path / "vllm"
@@ -97,10 +158,18 @@ def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path) -> None
         (target / "ssu_dispatch.py").write_text(unmodified(label, tmp_path).read_text())
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-qm", label], check=True)
-    report = tmp_path / "review.json"
+    junit = tmp_path / "review.xml"
     code = main(["review", str(target / "ssu_dispatch.py"), "--base-ref", "HEAD~1", "--head-ref", "HEAD",
-                 "--examples", "1", "--traces", str(tmp_path / "traces"), "--json", str(report)])
-    verdict = json.loads(report.read_text())["verdicts"][0]
+                 "--examples", "1", "--traces", str(tmp_path / "traces"), "--json", "-", "--junit", str(junit)])
+    captured = capsys.readouterr()  # --json -: the report alone on stdout, the progress on stderr
+    document = json.loads(captured.out)
+    assert document["schema"] == "replayssm-review/1" and "reviewing ssu_dispatch" in captured.err
+    verdict = document["verdicts"][0]
     assert code in (0, 3) and verdict["api"] == "D"
     assert [d["kind"] for d in verdict["differences"]] == ["neutral"]
+    cases = _junit(junit)  # nothing fails: a shortfall of --examples 1 is an error, never a failure
+    assert len(cases) == 5 and not any(c.find("failure") is not None for c in cases.values())
+    assert cases["ssu_dispatch: against the base (differential)"].find("error") is None
+    shortfall = cases["ssu_dispatch: lifecycle campaign"].find("error")
+    assert (shortfall is not None) == (code == 3)
     assert main(["review", str(target / "ssu_dispatch.py"), "--head-ref", "no-such-ref"]) == 2

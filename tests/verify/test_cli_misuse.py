@@ -46,6 +46,7 @@ def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--jobs", "100000"], "--jobs must be in [1, 256], got 100000"),
     (["--jobs", "0"], "--jobs must be in [1, 256], got 0"),
     (["--only", "no.such"], "--only 'no.such' matches no obligation; known:"),
+    (["--junit", "-"], "--junit needs a file name (- for standard output is --json's only)"),
 ])
 def test_prove_misuse_is_reported_before_any_work(args: list[str], message: str, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch,
