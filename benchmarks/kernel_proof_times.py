@@ -6,9 +6,10 @@ Each repeat runs ``replayssm-verify prove --kernels --no-cache --jobs N`` in
 a fresh process (imports, case building and solving included: the cold time the
 acceptance bound of 10 s on 2 cores is about). Then one fresh process times
 every kernel x constexpr variant alone (its four obligations, its programs
-built from nothing) for the median per variant (bound: 1 s). Prints and
-writes one JSON object with the date, machine, versions, command and every
-figure. Run it on a quiet machine: the figures are wall times.
+built from nothing) for the median per variant (bound: 1 s). Prints a table
+of the figures against those bounds, and one JSON object with the date,
+machine, versions, command and every figure: to ``--out`` when given, else
+after the table. Run it on a quiet machine: the figures are wall times.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from provenance import bad_options, commit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import bad_options, commit  # noqa: E402
+
+COLD_BOUND_S = 10.0
+"""The acceptance bound on a cold ``prove --kernels`` (2 cores)."""
+VARIANT_BOUND_S = 1.0
+"""The acceptance bound on one kernel variant's four obligations."""
 
 PER_VARIANT = """
 import json, sys, time
@@ -72,6 +81,28 @@ def cold_run(jobs: int, impl: str | None) -> tuple[float, float, dict]:
         return seconds, cpu, json.loads(out.read_text())
 
 
+def table(report: dict) -> str:
+    """The report for people: the cold runs against :data:`COLD_BOUND_S`, then
+    one row per kernel variant (slowest first) against :data:`VARIANT_BOUND_S`."""
+
+    def verdict(seconds: float, bound: float) -> str:
+        return "within" if seconds <= bound else "OVER"
+
+    runs = ", ".join(f"{w:.2f} s wall / {c:.2f} s CPU" for w, c in zip(report["cold_runs_s"], report["cold_cpu_s"]))
+    lines = [f"{report['date']}  {report['machine']} ({report['cpus']} CPUs)  commit {report['commit']}  "
+             f"Python {report['python']}, Z3 {report['z3']}, Triton {report['triton']}  impl {report['impl']}",
+             f"cold prove --kernels --jobs {report['jobs']}: median {report['cold_median_s']:.2f} s wall "
+             f"({verdict(report['cold_median_s'], COLD_BOUND_S)} the {COLD_BOUND_S:.0f} s bound), "
+             f"CPU median {report['cold_cpu_median_s']:.2f} s; runs: {runs}",
+             f"per variant ({report['variants']}; bound {VARIANT_BOUND_S:.0f} s): median "
+             f"{report['per_variant_median_s']:.3f} s, max {report['per_variant_max_s']:.3f} s"]
+    variants = sorted(report["per_variant_s"].items(), key=lambda kv: -kv[1])
+    width = max(len(name) for name, _ in variants)
+    lines += [f"  {'variant'.ljust(width)}  seconds"]
+    lines += [f"  {name.ljust(width)}  {seconds:7.3f}  {verdict(seconds, VARIANT_BOUND_S)}" for name, seconds in variants]
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeat", type=int, default=3)
@@ -108,12 +139,11 @@ def main() -> int:
     report.update(per_variant_s={k: round(v, 4) for k, v in variants.items()},
                   per_variant_median_s=round(statistics.median(variants.values()), 4),
                   per_variant_max_s=round(max(variants.values()), 4), variants=len(variants))
-    print(f"cold median {report['cold_median_s']:.2f} s over {args.repeat} runs ({args.jobs} jobs); "
-          f"per variant: median {report['per_variant_median_s']:.3f} s, max {report['per_variant_max_s']:.3f} s "
-          f"over {len(variants)} variants")
+    print(table(report))
     text = json.dumps(report, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")
+        print(f"the JSON report: {args.out}")
     else:
         print(text)
     return 0

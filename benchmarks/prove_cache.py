@@ -29,7 +29,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from provenance import REPO, bad_options, commit, emit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import REPO, bad_options, commit, emit  # noqa: E402
 
 CHANGED_FILE = REPO / "spec" / "boundary.py"
 BEFORE, AFTER = "cdiv(aligned, block_size) - 1", "cdiv(aligned, block_size) + (-1)"

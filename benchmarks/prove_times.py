@@ -22,8 +22,12 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
-from provenance import bad_options, commit, emit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import bad_options, commit, emit  # noqa: E402
 
 INDUCTIVE = ["system.initial", "system.admit", "system.free", "system.step", "system.step_batch",
              "system.shapes_cover"]

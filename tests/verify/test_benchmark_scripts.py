@@ -1,0 +1,46 @@
+"""The benchmark scripts start as the GPU scripts run them (``python3 -P`` from
+another folder: their sibling ``provenance`` module must still import), and
+``kernel_proof_times.py`` prints a table for people besides its JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name != "provenance.py")
+
+
+def _run(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-P", *argv], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_starts_under_python_dash_p(script: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / script), "--help", cwd=tmp_path)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("script", ["prove_times.py", "kernel_proof_times.py", "prove_cache.py"])
+def test_the_proof_benchmarks_check_their_options_under_python_dash_p(script: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / script), "--jobs", "0", cwd=tmp_path)
+    assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr, done.stderr
+
+
+def test_kernel_proof_times_prints_a_table_of_the_figures() -> None:
+    spec = importlib.util.spec_from_file_location("kernel_proof_times", BENCHMARKS / "kernel_proof_times.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = json.loads((BENCHMARKS.parent / "docs" / "results" / "kernel_proof_times.json").read_text())
+    report["per_variant_s"]["migration slow"] = 1.5  # one variant over its bound
+    text = module.table(report)
+    assert f"median {report['cold_median_s']:.2f} s wall" in text and "the 10 s bound" in text
+    rows = [line.split() for line in text.splitlines() if line.startswith("  ") and not line.split()[0] == "variant"]
+    assert len(rows) == len(report["per_variant_s"])
+    assert rows[0][:2] == ["migration", "slow"] and rows[0][-1] == "OVER"
+    assert all(r[-1] == "within" for r in rows[1:])
