@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.reports import check_output_file, check_output_folder
@@ -27,6 +28,7 @@ from replayssm.spec.geometry import Conventions
 
 from .actions import TRACE_ID, Action, action_from_json, action_to_json
 from .containment import check_drop, compare_outside
+from .example_db import Namespaced
 from .launcher import Setup, SpecSide
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
@@ -104,6 +106,11 @@ class CampaignConfig:
     shrink_seconds: float | None = None
     drop: str | None = None
     """A per-request caller assumption broken on purpose (:mod:`.containment`)."""
+    database: str | None = None
+    """The folder of the Hypothesis example database the workers share (:mod:`.example_db`); None: none."""
+    ray: str | None = None
+    """Run the workers as Ray tasks (:mod:`.ray_pool`): a cluster's address, or "" for a local Ray;
+    None: the local process pool. With Ray, ``jobs`` None is one worker per GPU (cuda) or CPU the cluster has."""
 
     @property
     def watchdog_seconds(self) -> float:
@@ -117,17 +124,18 @@ class CampaignConfig:
         return {"impl": self.impl or DEFAULT_TARGET, "level": self.level, "device": self.device, "seed": self.seed,
                 "profile": self.profile, "budget": {"examples": self.examples, "max_steps": self.max_steps},
                 "jobs": self.jobs, "watchdog_seconds": self.watchdog_seconds, "shrink_seconds": self.shrink_limit,
-                "drop": self.drop}
+                "drop": self.drop, "database": self.database, **({"ray": self.ray} if self.ray is not None else {})}
 
 
-def _settings(examples: int, max_steps: int) -> settings:
+def _settings(examples: int, max_steps: int, database: ExampleDatabase | None = None) -> settings:
+    """With a ``database``, Hypothesis first replays the examples stored in it."""
     return settings(
         max_examples=examples,
         stateful_step_count=max_steps,
         deadline=None,
-        database=None,
+        database=database,
         suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
+        phases=[Phase.reuse] * (database is not None) + [Phase.generate, Phase.shrink],
         report_multiple_bugs=False,
     )
 
@@ -240,12 +248,15 @@ def check_device(device: str) -> None:
 def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
     """The campaign's target, or a :class:`SetupError` naming what is wrong
     with the device, the budget, the output paths, the target or the level."""
-    check_device(config.device)
+    if config.ray is None or config.device != "cuda":  # under Ray the workers' machines need CUDA, not this one
+        check_device(config.device)
     for name in ("examples", "max_steps"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SetupError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or not 1 <= config.jobs <= MAX_JOBS:
+    if config.ray is not None and config.jobs is None:
+        pass  # one worker per GPU or CPU of the cluster, counted once connected (.ray_pool)
+    elif isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or not 1 <= config.jobs <= MAX_JOBS:
         raise SetupError(f"--jobs must be in [1, {MAX_JOBS}] (one worker per convention combination at most), "
                          f"got {config.jobs!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
@@ -263,7 +274,13 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
     try:
         check_output_file(json_path, "--json", stdout_ok=True)
         check_output_folder(config.failures_dir, "--failures")
-        return load_target(config.impl, cuda=config.device == "cuda", level=config.level)
+        if config.database is not None:
+            check_output_folder(config.database, "--database")
+        if config.ray is not None:
+            from .ray_pool import require_ray
+
+            require_ray()
+        return load_target(config.impl, cuda=config.device == "cuda" and config.ray is None, level=config.level)
     except ValueError as e:
         raise SetupError(str(e)) from e
 
@@ -277,25 +294,30 @@ def _limit_shrinking(seconds: float) -> None:
         engine.MAX_SHRINKING_SECONDS = seconds
 
 
-def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None) -> dict:
+def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None,
+               database: ExampleDatabase | None = None) -> dict:
     """One process's share of a campaign: every ``jobs``-th convention
     combination of :func:`combinations_of`, each with its share of the
     examples (so every combination is reached whatever the example count),
     until the first finding. Returns statistics and findings (each with its
-    shrunk trace). ``target``: the loaded implementation (loaded here when None)."""
+    shrunk trace). ``target``: the loaded implementation (loaded here when None);
+    ``database``: the shared example database (default: ``config.database``'s folder, if any)."""
     target = target if target is not None else check_setup(config)
     _limit_shrinking(config.shrink_limit)
     if reporter is not None:
         reporter.ready()
     combos = Conventions.all()
     per_combo = examples_per_combination(config.examples)
+    if database is None and config.database is not None:
+        database = DirectoryBasedExampleDatabase(config.database)
     stats, findings = Statistics(), []
     start = time.perf_counter()
     for n in combinations_of(worker, config.jobs):
         seed = config.seed * 1000 + n
         machine = _machine(config, target, seed, combos[n], stats, reporter)
         try:
-            run_state_machine_as_test(machine, settings=_settings(per_combo, config.max_steps))
+            run_state_machine_as_test(machine, settings=_settings(
+                per_combo, config.max_steps, None if database is None else Namespaced(database, f"combination {n}")))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
             findings.append(_shrunk_finding(machine, seed, n, e))
             break
@@ -407,6 +429,12 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     :class:`SetupError` before any work."""
     start = time.perf_counter()
     target = check_setup(config, json_path)
+    pool = None
+    if config.ray is not None:
+        from .ray_pool import RayPool
+
+        pool = RayPool(config, out)  # connected (else a SetupError), with jobs counted from the cluster
+        config = pool.config
     examples = examples_per_combination(config.examples) * len(Conventions.all())
     print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
@@ -421,13 +449,16 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
         s = _merge([c.stats for c in supervisor.children if c.stats])
         progress.update(s.examples, s.request_steps, len(campaign.findings))
 
-    fork = config.device != "cuda"
-    supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), config.watchdog_seconds,
-                            on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
+    fork = config.device != "cuda" and pool is None
+    callbacks = {"on_fault": campaign.fault, "on_failing": campaign.failing, "on_tick": tick}
+    supervisor = pool.supervisor(**callbacks) if pool else Supervisor(
+        multiprocessing.get_context("fork" if fork else "spawn"), config.watchdog_seconds, **callbacks)
     campaign.supervisor = supervisor
     for w in range(config.jobs):
         supervisor.start(w, run_worker, (config, w, target if fork else None))
     supervisor.run()
+    if pool:
+        pool.close()
     progress.close()
     parts, errors = [], []
     for child in supervisor.children:

@@ -227,6 +227,12 @@ def _fuzz(args: argparse.Namespace) -> int:
             print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
             return 2
     check_output_file(args.junit, "--junit")
+    if args.numeric and (args.ray is not None or args.database is not None):
+        print(f"error: --{'ray' if args.ray is not None else 'database'} does not apply to --numeric "
+              "(one process, no example database)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.jobs is None and args.ray is None:
+        args.jobs = min(2, usable_cpus())
     if args.numeric:
         from replayssm.fuzz.numeric import run_numeric_command
 
@@ -236,6 +242,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         examples=args.examples or profile["examples"], max_steps=args.max_steps or profile["max_steps"],
         seed=args.seed, jobs=args.jobs, failures_dir=args.failures, level=args.level, profile=args.profile,
         watchdog=args.watchdog, shrink_seconds=args.shrink_seconds, drop=args.drop,
+        database=args.database, ray=args.ray,
     )
     out = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON then
     try:
@@ -358,8 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "combinations (default: the profile's)")
     f.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--jobs", type=int, default=min(2, usable_cpus()),
-                   help="worker processes, 1 to 32 (one per convention combination at most)")
+    f.add_argument("--jobs", type=int, help="workers, 1 to 32 (one per convention combination at most; default: "
+                   "2 or this machine's CPUs if fewer; with --ray, one per GPU (cuda) or CPU of the cluster)")
+    f.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the workers as Ray tasks, one GPU (cuda) or CPU each: on the cluster at ADDRESS, "
+                   "or on a Ray started here without it (needs the extra: pip install -e '.[cluster]')")
+    f.add_argument("--database", metavar="DIR", help="the Hypothesis example database the workers share: "
+                   "failures found are stored there and replayed first by the next campaign (with --ray: a "
+                   "folder on this machine)")
     f.add_argument("--watchdog", type=_seconds, metavar="SECONDS",
                    help="a launch running longer is a hang finding (default: per device and profile, docs/fuzz.md)")
     f.add_argument("--shrink-seconds", type=_seconds, metavar="SECONDS",

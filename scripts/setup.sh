@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e .
+# The cluster extra (Ray) lets CI run `fuzz --ray` on a local Ray (tests/fuzz/test_ray.py).
+python3 -m pip install -q --disable-pip-version-check -e ".[cluster]"

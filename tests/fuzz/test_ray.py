@@ -1,0 +1,149 @@
+"""``fuzz --ray``: the campaign's workers as Ray tasks on a local Ray (CPU), merged like the local pool's.
+
+Teeth: a planted bug (the checkpoint's ``% RING_BUFFER_LEN`` written as a bit
+mask, wrong for rings of 20 or 5 rows) is found through Ray tasks, saved as a
+trace that ``replay`` reproduces; the summary's request-steps are the sum of
+what the workers report; the failure stored in the shared example database is
+what a later campaign of one example per combination finds (without the
+database, that campaign finds nothing); an interrupt stops every task and
+writes the partial summary. Without Ray installed, ``--ray`` is exit 2 before
+any work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replayssm.cli import main
+from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.fuzz.replay import replay
+from replayssm.fuzz.target import DEFAULT_TARGET
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("ray", reason="the cluster extra is not installed (pip install -e '.[cluster]')")
+
+WORKER_LINE = re.compile(r"worker (\d) \(.*\) ended: (\d+) examples, (\d+) request-steps")
+
+
+def plant(folder: Path, old: str, new: str) -> str:
+    """A copy of the kernel module with ``old`` replaced by ``new`` (once), as an --impl file."""
+    source = (REPO / "impl" / "kernels.py").read_text()
+    assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
+    path = folder / "planted_kernels.py"
+    path.write_text(source.replace(old, new))
+    return str(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _fuzz(tmp_path: Path, target: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "replayssm.cli", "fuzz", "--ray", "--jobs", "2", "--impl", target,
+         "--examples", "64", "--max-steps", "12", "--json", str(tmp_path / "s.json"),
+         "--failures", str(tmp_path / "f"), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def test_a_planted_bug_is_found_through_ray_tasks_and_the_database_passes_it_on(tmp_path: Path) -> None:
+    target = plant(tmp_path, "% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
+    database = tmp_path / "db"
+    proc = _fuzz(tmp_path, target, "--database", str(database), "--shrink-seconds", "5")
+    text, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 1, text
+    assert "Ray: a local Ray, 1 node(s)" in text and "2 task(s) of one CPU each" in text, text
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["config"]["ray"] == "" and summary["config"]["jobs"] == 2
+    assert summary["status"] == "finding" and len(summary["findings"]) == 1, summary["findings"]
+    finding = summary["findings"][0]
+    assert finding["kind"] == "discrepancy" and finding["shrunk"], finding
+    workers = {int(w): (int(e), int(r)) for w, e, r in WORKER_LINE.findall(text)}
+    assert sorted(workers) == [0, 1], text
+    assert summary["request_steps"] == sum(r for _, r in workers.values()) > 0, (summary["request_steps"], workers)
+    assert summary["examples"] == sum(e for e, _ in workers.values())
+    trace = json.loads(Path(finding["trace"]).read_text())
+    assert trace["#meta"]["impl"] == target and len(trace["actions"]) == finding["actions"]
+    ok, report = replay(finding["trace"], target, "cpu")
+    assert not ok and "discrepancy reproduced" in report, report
+    ok, report = replay(finding["trace"], DEFAULT_TARGET, "cpu")
+    assert ok, report
+
+    # One example per combination, the simplest, finds nothing; the stored failure is replayed first.
+    def again(db: Path | None) -> dict:
+        return run_campaign(CampaignConfig(target, "cpu", 32, 12, seed=5, jobs=1, failures_dir=str(tmp_path / "g"),
+                                           shrink_seconds=1, database=db and str(db)))
+    assert not again(None)["findings"], "the control campaign must not find the bug by itself"
+    found = again(database)["findings"]
+    assert found and found[0]["combination"] == finding["combination"], found
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143)])
+def test_an_interrupt_cancels_the_tasks_and_writes_the_partial_summary(tmp_path: Path, signum: int,
+                                                                      code: int) -> None:
+    target = plant(tmp_path, "% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
+    proc = _fuzz(tmp_path, target, "--shrink-seconds", "600")
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if "hit a failure" in line:
+            break
+    processes = _descendants(proc.pid)
+    proc.send_signal(signum)
+    rest, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + rest
+    assert proc.returncode == code, text
+    assert f"INTERRUPTED by {signal.Signals(signum).name}" in text and "rules:" in text, text
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["interrupted"] and summary["exit_code"] == code and summary["request_steps"] > 0
+    assert len(summary["findings"]) == 1 and not summary["findings"][0]["shrunk"], summary["findings"]
+    ok, report = replay(summary["findings"][0]["trace"], target, "cpu")
+    assert not ok and "discrepancy reproduced" in report, report
+    assert processes and not [p for p in processes if _alive(p)], "a Ray process or a worker survived"
+
+
+def test_without_ray_the_option_is_exit_2_before_any_work(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    code = main(["fuzz", "--ray", "--failures", str(tmp_path / "f"), "--json", str(tmp_path / "s.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--ray needs Ray" in err and "pip install" in err and "[cluster]" in err, err
+    assert not (tmp_path / "f").exists() and not (tmp_path / "s.json").exists()
+
+
+def test_ray_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["fuzz", "--numeric", "--ray"]) == 2
+    assert "--ray does not apply to --numeric" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    code = main(["fuzz", "--database", str(tmp_path / "file"), "--failures", str(tmp_path / "f")])
+    assert code == 2 and "--database" in capsys.readouterr().err
