@@ -31,7 +31,7 @@ from .trace_checks import TRACE_FORMAT, TRACE_MAJOR
 TRACE_ID = f"{TRACE_FORMAT}/{TRACE_MAJOR}"
 """``#meta.format`` of the traces the fuzzer writes (:mod:`.trace_checks`
 accepts any minor version of this major); the action shape above is the one
-of version 1."""
+of versions 1 and 2 alike (2 changed system traces only)."""
 
 STATE_BUFFERS = (
     "ring_start",

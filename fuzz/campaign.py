@@ -33,7 +33,7 @@ from .launcher import Setup, SpecSide
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET, load_target
-from .trace_checks import check_format, check_sizes
+from .trace_checks import check_format, check_sizes, trace_kind
 from .workers import Child, Reporter, Supervisor
 
 PROFILES = {
@@ -515,7 +515,7 @@ def load_trace(path: str) -> dict:
         raise ValueError("not a replayable trace: it needs a params object and an actions list")
     if not isinstance(trace.get("#meta", {}), dict):
         raise ValueError(f"trace.#meta must be an object, got {trace['#meta']!r}")
-    check_format(trace.get("#meta", {}))
+    check_format(trace.get("#meta", {}), trace_kind(trace))
     check_sizes(trace["params"])
     for n, action in enumerate(trace["actions"]):
         caller = action.get("caller", []) if isinstance(action, dict) else None

@@ -1,8 +1,9 @@
 """What a trace file must satisfy before anything is allocated or run for it.
 
 A trace names its format in ``#meta.format`` (``replayssm-trace/<major>``,
-optionally ``.<minor>``); a reader accepts its own major version only, since a
-new major version changes what fields mean. Its sizes are bounded
+optionally ``.<minor>``); a reader accepts the major versions whose layout it
+knows for the trace's kind (:data:`READABLE_MAJORS`), since a new major
+version changes what fields mean. Its sizes are bounded
 (:data:`SIZE_LIMITS`) so that a mistyped or hostile trace is an error naming
 the field, not an allocation that exhausts the machine or a failure blamed on
 the implementation.
@@ -14,8 +15,15 @@ import math
 from typing import Any
 
 TRACE_FORMAT = "replayssm-trace"
-TRACE_MAJOR = 1
-"""The trace format this version reads and writes: ``replayssm-trace/1``."""
+TRACE_MAJOR = 2
+"""The trace format this version writes: ``replayssm-trace/2``."""
+
+READABLE_MAJORS = {"launch": (1, 2), "system": (2,)}
+"""The major versions read, per kind of trace (:func:`trace_kind`). Major 2
+changed the picks of a system trace's actions from flat names (``"sched_0"``,
+``"slot_0_1"``) to the nested records of ``spec.system.picks`` (``{"rows":
+[{"sched": 1, "slot": [5, 5], ...}]}``); launch traces kept their layout, so
+a ``/1`` one still reads."""
 
 SIZE_LIMITS = {
     "num_slots": 1 << 20,
@@ -33,15 +41,28 @@ MAX_TABLE_ENTRIES = 1 << 24
 """The most block-table entries (groups x rows x columns) a trace may ask for."""
 
 
-def check_format(meta: Any) -> None:
-    """A ``ValueError`` unless ``meta["format"]`` is ``replayssm-trace/1`` or ``/1.<minor>``."""
+def trace_kind(trace: Any) -> str:
+    """``launch`` for a trace of kernel launches (the fuzzer's: its params
+    name ``layers_per_group``), ``system`` for a run of the system model
+    (``verify.traces``)."""
+    params = trace.get("params") if isinstance(trace, dict) else None
+    return "launch" if isinstance(params, dict) and "layers_per_group" in params else "system"
+
+
+def check_format(meta: Any, kind: str) -> None:
+    """A ``ValueError`` unless ``meta["format"]`` is ``replayssm-trace/<major>``
+    or ``/<major>.<minor>`` with a major this version reads for a ``kind``
+    trace (:data:`READABLE_MAJORS`); a system trace of major 1 is told why."""
     fmt = meta.get("format") if isinstance(meta, dict) else None
     if not isinstance(fmt, str) or not fmt.startswith(f"{TRACE_FORMAT}/"):
         raise ValueError(f"trace #meta.format must be {TRACE_FORMAT}/{TRACE_MAJOR}, got {fmt!r}")
     major = fmt.split("/", 1)[1].split(".", 1)[0]
-    if major != str(TRACE_MAJOR):
-        raise ValueError(f"trace format {fmt} is not supported: this version reads {TRACE_FORMAT}/{TRACE_MAJOR} "
-                         f"(any minor version) only")
+    majors = READABLE_MAJORS[kind]
+    if major not in [str(m) for m in majors]:
+        why = (" (its picks are flat names such as sched_0 and slot_0_1; since /2 they are nested records: "
+               "save the trace again with this version)" if kind == "system" and major == "1" else "")
+        raise ValueError(f"trace format {fmt} is not supported for a {kind} trace{why}: this version reads "
+                         f"{' and '.join(f'{TRACE_FORMAT}/{m}' for m in majors)} (any minor version) only")
 
 
 def _bounded(value: Any, field: str, limit: int) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 import z3
 
+from replayssm.fuzz.trace_checks import TRACE_FORMAT, TRACE_MAJOR, check_format
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system import (
     GARBAGE,
@@ -37,7 +38,9 @@ from replayssm.spec.system import (
 
 from .terms import lift
 
-FORMAT = "replayssm-trace/1"
+FORMAT = f"{TRACE_FORMAT}/{TRACE_MAJOR}"
+"""``#meta.format`` of the system traces written here (picks as nested records
+since major 2; a trace of another major is rejected, naming it)."""
 
 
 def params_json(p: SystemParams) -> dict:
@@ -123,6 +126,7 @@ def _meta(trace: dict) -> dict:
     meta = trace.get("#meta", {})
     if not isinstance(meta, dict):
         raise ValueError(f"trace.#meta must be an object, got {meta!r}")
+    check_format(meta, "system")
     return meta
 
 

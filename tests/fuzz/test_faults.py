@@ -250,9 +250,9 @@ def saved_trace(tmp_path: Path) -> dict:
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t["#meta"].update(format="replayssm-trace/2"), "replayssm-trace/2 is not supported"),
+    (lambda t: t["#meta"].update(format="replayssm-trace/3"), "replayssm-trace/3 is not supported"),
     (lambda t: t["#meta"].update(format="replayssm-trace/9.1"), "replayssm-trace/9.1 is not supported"),
-    (lambda t: t["#meta"].pop("format"), "#meta.format must be replayssm-trace/1"),
+    (lambda t: t["#meta"].pop("format"), "#meta.format must be replayssm-trace/2"),
     (lambda t: t.update(actions=[], states=[]), "no launch actions"),
     (lambda t: t["params"].update(num_slots=3e9), "params.num_slots must be an int in [1, 1048576], got 3000000000.0"),
     (lambda t: t["params"].update(num_slots=3_000_000_000), "params.num_slots must be an int in [1, 1048576]"),
