@@ -22,51 +22,88 @@ runs on every launch) this layer adds:
   truth of its own token stream, elementwise within an error bound carried
   with every slot: the sum of the bounds of the operations that produced it.
 
-A planted fault (``PLANTS``) breaks one numeric operation while leaving every
-integer buffer as the spec says, so only this layer can catch it.
+Every tensor of the layer (states, bounds, rings, token data, the truth)
+lives on the campaign's device; the host reads the trackers once per step and
+one vector of worst ratios per check pass. A planted fault (``PLANTS``) breaks
+one numeric operation while leaving every integer buffer as the spec says, so
+only this layer can catch it. The campaign around it: :mod:`.numeric_campaign`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import torch
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import reject
-from hypothesis import seed as hypothesis_seed
-from hypothesis.stateful import run_state_machine_as_test
-
-from replayssm.spec.geometry import Conventions
+from hypothesis import strategies as hs
+from hypothesis.stateful import initialize
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
+from .callers import GEOMETRIES, Features, systems
 from .launcher import ContextSide, Setup, _CacheSpec, _Layer
-from .machine import Failure, ReplaySSMMachine, Statistics
-from .numeric_math import CPU_DIMS, Dims, Tokens, TokenStreams, prefill, replay, replay_exact
+from .machine import ReplaySSMMachine
+from .numeric_math import SIZINGS, Dims, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
 
 PLANTS = ("plan one row short", "ring start off by one", "dropped checkpoint")
 """Numeric-only faults the teeth plant: the materialize call replays one row
 fewer than the plan says, or starts one ring row late; the decode forward skips
-the fold its checkpoint decision calls for."""
+the fold its checkpoint decision calls for (with FlashInfer's kernel: the
+state it folded is put back)."""
+MATERIALIZE_PLANTS = PLANTS[:2]
+"""The plants that only show where materialize runs (align mode)."""
+
+
+class BudgetSpent(BaseException):
+    """The running convention combination's share of the time budget is spent
+    (a BaseException so that Hypothesis stops at once instead of shrinking)."""
 
 
 @dataclass
 class NumericStats:
-    """What the numeric checks saw, merged over runs."""
+    """What the numeric checks saw, merged over runs, and the first finding
+    (kept in case the budget stops Hypothesis while it shrinks)."""
 
     checks: int = 0
     worst_ratio: float = 0.0
     worst_abs: float = 0.0
     forwards: dict[str, int] = field(default_factory=dict)
+    first_failure: str | None = None
 
-    def saw(self, ratio: float, diff: float) -> None:
-        self.checks += 1
-        self.worst_ratio = max(self.worst_ratio, ratio)
-        self.worst_abs = max(self.worst_abs, diff)
+    def saw(self, ratios: list[float], diffs: list[float]) -> None:
+        self.checks += len(ratios)
+        self.worst_ratio = max([self.worst_ratio, *ratios])
+        self.worst_abs = max([self.worst_abs, *diffs])
+
+    def count(self, kind: str) -> None:
+        self.forwards[kind] = self.forwards.get(kind, 0) + 1
+
+
+@dataclass
+class Budget:
+    """The running combination's deadline (``time.perf_counter`` seconds, None:
+    none) and the progress report every ``every`` seconds."""
+
+    deadline: float | None = None
+    report: Callable[[], None] | None = None
+    every: float = 10.0
+    last: float = field(default_factory=time.perf_counter)
+
+    def tick(self) -> None:
+        """Report when due; raise :class:`BudgetSpent` past the deadline."""
+        now = time.perf_counter()
+        if self.report is not None and now - self.last >= self.every:
+            self.last = now
+            self.report()
+        if self.deadline is not None and now > self.deadline:
+            raise BudgetSpent
+
+
+Trackers = list[tuple[list[int], list[int]]]
+"""Per group, the host copy of (ring_start, num_committed) per slot."""
 
 
 class NumericContextSide(ContextSide):
@@ -93,18 +130,23 @@ class NumericContextSide(ContextSide):
                          torch.zeros(slots, d.heads, ring, d.dim, dtype=torch.bfloat16, device=device),
                          torch.zeros(slots, d.heads, ring, device=device),
                          torch.zeros(slots, d.groups, ring, d.dstate, dtype=torch.bfloat16, device=device)]
-                mixers.append(_Layer(cache, streams.a[index].to(device), geo.window, pair))
+                mixers.append(_Layer(cache, streams.a[index], geo.window, pair))
                 index += 1
             self.tables.append(table)
             self.trackers.append(pair)
             self.layers.append(mixers)
             grouped.append((mixers, spec, table))
+        self.flat = [(g, i, layer) for g, layers in enumerate(self.layers) for i, layer in enumerate(layers)]
+        """Every layer with its group and index in the group, in stream-data order."""
         self.ctx = module.ReplaySSMModelContext.create(grouped, geo.max_num_reqs)
         self.ctx.materialize_backend = "torch" if device.type == "cpu" else "flashinfer"
-        if plant in ("plan one row short", "ring start off by one"):
+        if plant in MATERIALIZE_PLANTS:
             self.ctx._materialize = self._planted_materialize
-        self.bounds = [[torch.zeros(slots, d.heads, d.dim, d.dstate, dtype=torch.float64) for _ in g]
+        self.bounds = [[torch.zeros(slots, d.heads, d.dim, d.dstate, dtype=torch.float64, device=device) for _ in g]
                        for g in self.layers]
+
+    def host_trackers(self) -> Trackers:
+        return [(start.tolist(), committed.tolist()) for start, committed in self.trackers]
 
     # -- pages ------------------------------------------------------------------
     def _copy_pages(self, group: int, src: int, dst: int) -> None:
@@ -138,10 +180,10 @@ class NumericContextSide(ContextSide):
 
     def postprocess(self, action: Postprocess) -> None:
         """The launch, then the bound of every slot its materialize wrote."""
-        before = [[(layer.kv_cache[1].clone(), bound.clone()) for layer, bound in zip(g, b)]
-                  for g, b in zip(self.layers, self.bounds)]
+        materializes = self.setup.conventions.materialize_prefixes and action.num_reqs
+        before = [layer.kv_cache[1].clone() for _, _, layer in self.flat] if materializes else []
         super().postprocess(action)
-        if self.setup.conventions.materialize_prefixes and action.num_reqs:
+        if materializes:
             self._bound_materialized(before)
 
     # -- materialize -----------------------------------------------------------------
@@ -162,93 +204,93 @@ class NumericContextSide(ContextSide):
 
     def _ring_rows(self, layer: _Layer, slot: int, start: int, count: int) -> Tokens:
         """Ring rows ``start .. start + count - 1`` of ``slot`` (one conditional
-        subtraction of R, as the kernels index)."""
+        subtraction of R, as the kernels index), as float32 on the device."""
         ring = self.setup.geometry.ring_len
         rows = [r - ring if r >= ring else r for r in range(start, start + count)]
         x, dt, b = layer.kv_cache[2][slot], layer.kv_cache[3][slot], layer.kv_cache[4][slot]
-        return Tokens(x[:, rows].transpose(0, 1).float().cpu(), b[:, rows].transpose(0, 1).float().cpu(),
-                      dt[:, rows].transpose(0, 1).float().cpu())
+        return Tokens(x[:, rows].transpose(0, 1).float(), b[:, rows].transpose(0, 1).float(),
+                      dt[:, rows].transpose(0, 1).float())
 
-    def _bound_materialized(self, before: list) -> None:
+    def _bound_materialized(self, before: list[torch.Tensor]) -> None:
         """The bound of each slot materialize wrote: its source's plus the replay's."""
         ctx, hpg = self.ctx, self.dims.heads_per_group
         active = ctx.active_request_indices.tolist()
         starts, counts = ctx.plan_ring_start.tolist(), ctx.plan_flush_count.tolist()
         src_rows, dst_rows = ctx.src_slots.tolist(), ctx.dst_slots.tolist()
-        flat = [(g, i) for g, layers in enumerate(self.layers) for i in range(len(layers))]
         pad = self.setup.geometry.pad_slot
         for b in active[:active.index(-1) if -1 in active else len(active)]:
-            for layer_index, (g, i) in enumerate(flat):
+            for layer_index, (g, i, layer) in enumerate(self.flat):
                 src, dst = src_rows[layer_index][b], dst_rows[layer_index][b]
                 if src == pad or dst == pad:
                     continue
-                state, bound = before[g][i]
-                layer = self.layers[g][i]
                 rows = self._ring_rows(layer, src, starts[b], counts[b])
-                _, added = replay(state[src].cpu(), rows, layer.A.cpu(), hpg, self.dims.state_dtype)
-                self.bounds[g][i][dst] = bound[src] + added
+                _, added = replay(before[layer_index][src], rows, layer.A, hpg, self.dims.state_dtype)
+                self.bounds[g][i][dst] = self.bounds[g][i][src] + added
 
     # -- the forward pass ------------------------------------------------------------
     def forward(self, rows: list[dict], stats: NumericStats) -> None:
         """Each scheduled row's forward pass on its live slot (see the module doc)."""
+        trackers = self.host_trackers()
         for row in rows:
-            kind = "prefill" if row["prefilling"] else "decode"
-            stats.forwards[kind] = stats.forwards.get(kind, 0) + 1
-            for g, layers in enumerate(self.layers):
-                for i, layer in enumerate(layers):
-                    index = sum(len(x) for x in self.layers[:g]) + i
-                    if row["prefilling"]:
-                        self._prefill(row, g, i, index, layer, stats)
-                    elif self.forward_backend == "flashinfer":
-                        self._decode_flashinfer(row, g, i, index, layer, stats)
-                    else:
-                        self._decode(row, g, i, index, layer, stats)
+            stats.count("prefill" if row["prefilling"] else "decode")
+            for index, (g, i, layer) in enumerate(self.flat):
+                slot = row["cols"][g][row["live_col"]]
+                live = slot, trackers[g][0][slot], trackers[g][1][slot]
+                if row["prefilling"]:
+                    self._prefill(row, g, i, index, layer, live)
+                elif self.forward_backend == "flashinfer":
+                    self._decode_flashinfer(row, g, i, index, layer, live, stats)
+                else:
+                    self._decode(row, g, i, index, layer, live, stats)
 
-    def _live(self, row: dict, g: int) -> tuple[int, int, int]:
-        slot = row["cols"][g][row["live_col"]]
-        start, committed = self.trackers[g][0][slot].item(), self.trackers[g][1][slot].item()
-        return slot, start, committed
+    def _step_tokens(self, row: dict, index: int) -> Tokens:
+        """A decode row's ``T`` inputs: the request's next ``accepted`` tokens, then rejected drafts."""
+        true = self.streams.tokens(index, row["stream"], row["computed"] + 1, row["accepted"])
+        junk = self.streams.garbage(row["q"] - row["accepted"])
+        return Tokens(torch.cat([true.x, junk.x]), torch.cat([true.B, junk.B]), torch.cat([true.dt, junk.dt]))
 
-    def _decode(self, row: dict, g: int, i: int, index: int, layer: _Layer, stats: NumericStats) -> None:
-        geo, d = self.setup.geometry, self.dims
-        slot, start, committed = self._live(row, g)
-        state = layer.kv_cache[1]
+    def _fold(self, layer: _Layer, live: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The live state with its committed rows folded in (the torch
+        reference of the checkpoint) and the bound the fold adds."""
+        slot, start, committed = live
+        rows = self._ring_rows(layer, slot, start, committed)
+        return replay(layer.kv_cache[1][slot], rows, layer.A, self.dims.heads_per_group, self.dims.state_dtype)
+
+    def _decode(self, row: dict, g: int, i: int, index: int, layer: _Layer, live: tuple[int, int, int],
+                stats: NumericStats) -> None:
+        geo = self.setup.geometry
+        slot, start, committed = live
         if committed + row["q"] > geo.window:
-            stats.forwards["checkpoint"] = stats.forwards.get("checkpoint", 0) + 1
+            stats.count("checkpoint")
             if self.plant != "dropped checkpoint":
-                rows = self._ring_rows(layer, slot, start, committed)
-                folded, added = replay(state[slot].cpu(), rows, layer.A.cpu(), d.heads_per_group, d.state_dtype)
-                state[slot] = folded.to(self.device)
+                layer.kv_cache[1][slot], added = self._fold(layer, live)
                 self.bounds[g][i][slot] += added
-        accepted = row["accepted"]
-        true = self.streams.tokens(index, row["stream"], row["computed"] + 1, accepted)
-        junk = self.streams.garbage(row["q"] - accepted)
-        for k in range(row["q"]):
-            src, t = (true, k) if k < accepted else (junk, k - accepted)
-            r = start + committed + k
-            r = r - geo.ring_len if r >= geo.ring_len else r
-            layer.kv_cache[2][slot, :, r] = src.x[t].to(self.device, torch.bfloat16)
-            layer.kv_cache[3][slot, :, r] = src.dt[t].to(self.device)
-            layer.kv_cache[4][slot, :, r] = src.B[t].to(self.device, torch.bfloat16)
+        step = self._step_tokens(row, index)
+        rows = [r - geo.ring_len if r >= geo.ring_len else r
+                for r in range(start + committed, start + committed + row["q"])]
+        layer.kv_cache[2][slot][:, rows] = step.x.transpose(0, 1).to(torch.bfloat16)
+        layer.kv_cache[3][slot][:, rows] = step.dt.transpose(0, 1)
+        layer.kv_cache[4][slot][:, rows] = step.B.transpose(0, 1).to(torch.bfloat16)
 
-    def _decode_flashinfer(self, row: dict, g: int, i: int, index: int, layer: _Layer, stats: NumericStats) -> None:
+    def _decode_flashinfer(self, row: dict, g: int, i: int, index: int, layer: _Layer, live: tuple[int, int, int],
+                           stats: NumericStats) -> None:
         """The decode row through FlashInfer's ``checkpointing_ssu`` (varlen, one
         row, the implementation's tracker tensors, the layer's caches)."""
         from flashinfer.mamba import checkpointing_ssu
 
         geo, d, dev = self.setup.geometry, self.dims, self.device
-        slot, start, committed = self._live(row, g)
-        q, accepted = row["q"], row["accepted"]
+        slot, start, committed = live
+        q = row["q"]
+        kept = None
         if committed + q > geo.window:
-            stats.forwards["checkpoint"] = stats.forwards.get("checkpoint", 0) + 1
-            rows = self._ring_rows(layer, slot, start, committed)
-            _, added = replay(layer.kv_cache[1][slot].cpu(), rows, layer.A.cpu(), d.heads_per_group, d.state_dtype)
-            self.bounds[g][i][slot] += added
-        true = self.streams.tokens(index, row["stream"], row["computed"] + 1, accepted)
-        junk = self.streams.garbage(q - accepted)
-        x = torch.cat([true.x, junk.x])[None].to(dev, torch.bfloat16)
-        b = torch.cat([true.B, junk.B])[None].to(dev, torch.bfloat16)
-        dt = torch.cat([true.dt, junk.dt])[None, :, :, None].to(dev).expand(1, q, d.heads, d.dim)
+            stats.count("checkpoint")
+            if self.plant == "dropped checkpoint":
+                kept = layer.kv_cache[1][slot].clone()
+            else:
+                self.bounds[g][i][slot] += self._fold(layer, live)[1]
+        step = self._step_tokens(row, index)
+        x, b = step.x[None].to(torch.bfloat16), step.B[None].to(torch.bfloat16)
+        dt = step.dt[None, :, :, None].expand(1, q, d.heads, d.dim)
         a = layer.A[:, None, None].expand(d.heads, d.dim, d.dstate)
         out = torch.empty(1, q, d.heads, d.dim, dtype=torch.bfloat16, device=dev)
         start_t, committed_t = self.trackers[g]
@@ -258,22 +300,22 @@ class NumericContextSide(ContextSide):
             pad_slot_id=geo.pad_slot, cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=dev),
             max_seqlen=geo.ring_len - geo.window, algorithm="monolith",
         )
+        if kept is not None:
+            layer.kv_cache[1][slot] = kept
 
-    def _prefill(self, row: dict, g: int, i: int, index: int, layer: _Layer, stats: NumericStats) -> None:
+    def _prefill(self, row: dict, g: int, i: int, index: int, layer: _Layer, live: tuple[int, int, int]) -> None:
         geo, d, conv = self.setup.geometry, self.dims, self.setup.conventions
-        slot, start, committed = self._live(row, g)
+        slot = live[0]
         state, bound = layer.kv_cache[1], self.bounds[g][i]
-        a = layer.A.cpu()
         before = row["computed"]
         if before > 0:
-            rows = self._ring_rows(layer, slot, start, committed)
-            s0, added = replay(state[slot].cpu(), rows, a, d.heads_per_group, d.state_dtype)
+            s0, added = self._fold(layer, live)
             b0 = bound[slot] + added
         else:
-            s0 = torch.zeros(d.heads, d.dim, d.dstate, dtype=d.state_dtype)
-            b0 = torch.zeros(s0.shape, dtype=torch.float64)
+            s0 = torch.zeros(d.heads, d.dim, d.dstate, dtype=d.state_dtype, device=self.device)
+            b0 = torch.zeros(s0.shape, dtype=torch.float64, device=self.device)
         tokens = self.streams.tokens(index, row["stream"], before + 1, row["q"])
-        states, bounds = prefill(s0, tokens, a, d.heads_per_group, d.state_dtype, b0)
+        states, bounds = prefill(s0, tokens, layer.A, d.heads_per_group, d.state_dtype, b0)
         end = before + row["q"]
         if conv.materialize_prefixes:
             bs = geo.block_size
@@ -281,61 +323,73 @@ class NumericContextSide(ContextSide):
                 target = row["cols"][g][col]
                 if target != geo.pad_slot:
                     at = min((col + 1) * bs, end) - before - 1
-                    state[target], bound[target] = states[at].to(self.device), bounds[at]
+                    state[target], bound[target] = states[at], bounds[at]
         else:
-            state[slot], bound[slot] = states[-1].to(self.device), bounds[-1]
+            state[slot], bound[slot] = states[-1], bounds[-1]
 
     # -- the checks --------------------------------------------------------------------
-    def check(self, g: int, i: int, index: int, slot: int, stream: int, position: int, replayed: bool,
-              what: str, stats: NumericStats) -> str | None:
-        """Compare one slot (replayed over its committed rows when ``replayed``)
-        with the truth at ``position``; a message when outside the bound."""
+    def distance(self, g: int, i: int, index: int, slot: int, stream: int, position: int,
+                 trackers: Trackers | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One slot's elementwise distance from the truth at ``position`` and its
+        bound (the slot replayed over its committed rows when ``trackers`` is given)."""
         layer = self.layers[g][i]
-        state = layer.kv_cache[1][slot].cpu()
-        if replayed:
-            start, committed = self.trackers[g][0][slot].item(), self.trackers[g][1][slot].item()
-            got = replay_exact(state, self._ring_rows(layer, slot, start, committed), layer.A.cpu(),
-                               self.dims.heads_per_group)
+        state = layer.kv_cache[1][slot]
+        if trackers is not None:
+            rows = self._ring_rows(layer, slot, trackers[g][0][slot], trackers[g][1][slot])
+            got = replay_exact(state, rows, layer.A, self.dims.heads_per_group)
         else:
             got = state.double()
-        want = self.streams.truth[index, stream, position]
-        diff = (got - want).abs()
-        bound = self.bounds[g][i][slot] + 1e-12 * (1 + want.abs())
-        ratio = float((diff / bound).max())
-        stats.saw(ratio, float(diff.max()))
-        if ratio > 1:
-            worst = int((diff / bound).argmax())
-            return (f"{what}: group {g} layer {i} slot {slot} (stream {stream}, position {position}) differs from "
-                    f"the float64 truth by up to {float(diff.max()):.3e}, {ratio:.1f} times its bound "
-                    f"(worst element {worst}: {float(diff.flatten()[worst]):.3e} > {float(bound.flatten()[worst]):.3e})")
-        return None
+        want = self.streams.truth(index, stream, position)
+        return (got - want).abs(), self.bounds[g][i][slot] + 1e-12 * (1 + want.abs())
 
 
 class NumericMachine(ReplaySSMMachine):
-    """The stateful machine with the numeric layer (set ``dims``, ``plant``,
-    ``numeric_seed`` and ``numeric`` on a subclass; the level is the context's).
-    The numeric side replaces the context side before the first launch; each
-    postprocess action is preceded by the forward pass of its rows, read from
-    the action and the callers' requests."""
+    """The stateful machine with the numeric layer (set ``sizing``, ``plant``,
+    ``numeric_seed``, ``numeric`` and ``budget`` on a subclass; the level is
+    the context's). Drawn systems are fitted to the sizing; the numeric side
+    replaces the context side before the first launch; each postprocess
+    action is preceded by the forward pass of its rows, read from the action
+    and the callers' requests."""
 
     level = "context"
-    dims: Dims = CPU_DIMS
+    sizing: Sizing = SIZINGS["small"]
     plant: str | None = None
     forward: str = "torch"
-    windows: tuple[int, ...] | None = None
-    """The logical windows to run (others are rejected): FlashInfer's kernels are built per window."""
     numeric_seed: int = 0
     numeric: NumericStats = NumericStats()
+    budget: Budget = Budget()
+
+    @classmethod
+    def fit(cls, system: tuple[Setup, Features]) -> tuple[Setup, Features]:
+        """A drawn system within the sizing: a geometry of an allowed window
+        (the first such of ``GEOMETRIES`` replaces another) and capped layers."""
+        setup, features = system
+        sizing, geo = cls.sizing, setup.geometry
+        if sizing.windows is not None and geo.window not in sizing.windows:
+            geo = next(x for x in GEOMETRIES if x.window in sizing.windows)
+        layers = setup.layers_per_group
+        if sizing.layers_per_group is not None:
+            layers = tuple(min(n, cap) for n, cap in zip(layers, sizing.layers_per_group))
+        return dataclasses.replace(setup, geometry=geo, layers_per_group=layers), features
+
+    @initialize(system=hs.runner().flatmap(lambda machine: systems(machine.conventions).map(machine.fit)),
+                data=hs.data())
+    def build_system(self, system: tuple[Setup, Features], data: Any) -> None:
+        self.budget.tick()
+        super().build_system(system, data)
+
+    def _fail(self, message: str, kind: str = "invariant") -> None:
+        if self.numeric.first_failure is None:
+            self.numeric.first_failure = f"{kind}: {message}"
+        super()._fail(message, kind)
 
     def _numeric_side(self) -> NumericContextSide:
         if not isinstance(self.impl, NumericContextSide):
-            geo, layers = self.setup.geometry, self.setup.layers_per_group
-            if self.windows is not None and geo.window not in self.windows:
-                reject()
+            geo, layers, dims = self.setup.geometry, self.setup.layers_per_group, self.sizing.dims
             # Token data from the system's shape: the same example gets the same numbers when replayed.
             seed = zlib.crc32(repr((self.numeric_seed, geo, self.setup.conventions.label(), layers)).encode())
-            streams = TokenStreams(self.dims, sum(layers), 2, self.setup.num_cols * geo.block_size, seed)
-            self.impl = NumericContextSide(self.setup, self.target, self.device, self.dims, streams, self.plant,
+            streams = TokenStreams(dims, sum(layers), 2, self.setup.num_cols * geo.block_size, seed, self.device)
+            self.impl = NumericContextSide(self.setup, self.target, self.device, dims, streams, self.plant,
                                            self.forward)
         return self.impl
 
@@ -359,6 +413,7 @@ class NumericMachine(ReplaySSMMachine):
         return rows
 
     def execute(self, action: Action) -> None:
+        self.budget.tick()
         side = self._numeric_side()
         if isinstance(action, Postprocess):
             t0 = time.perf_counter()
@@ -369,116 +424,32 @@ class NumericMachine(ReplaySSMMachine):
             self._check_numbers()
 
     def _check_numbers(self) -> None:
+        """Every live slot (replayed) and published slot against the truth: one
+        host read of the worst ratios; the message names up to six slots outside."""
         impl, geo = self.impl, self.setup.geometry
-        flat = [(g, i) for g, n in enumerate(self.setup.layers_per_group) for i in range(n)]
-        problems = []
+        trackers = impl.host_trackers()
+        checks = []
         for r in self.callers.requests.values():
-            if r.live_col < 0:
-                continue
-            for index, (g, i) in enumerate(flat):
-                problems.append(impl.check(g, i, index, r.cols[g][r.live_col], r.stream, r.computed, True,
-                                           f"request {r.rid}'s live slot", self.numeric))
+            if r.live_col >= 0:
+                checks += [(f"request {r.rid}'s live slot", g, i, index, r.cols[g][r.live_col], r.stream,
+                            r.computed, trackers) for index, (g, i, _) in enumerate(impl.flat)]
         for (stream, col), slots in self.callers.published.items():
-            for index, (g, i) in enumerate(flat):
-                problems.append(impl.check(g, i, index, slots[g], stream, (col + 1) * geo.block_size, False,
-                                           f"published block {col}", self.numeric))
-        problems = [p for p in problems if p]
+            checks += [(f"published block {col}", g, i, index, slots[g], stream, (col + 1) * geo.block_size, None)
+                       for index, (g, i, _) in enumerate(impl.flat)]
+        if not checks:
+            return
+        measured = [impl.distance(*c[1:]) for c in checks]
+        ratios = torch.stack([(diff / bound).amax() for diff, bound in measured]).tolist()
+        diffs = torch.stack([diff.amax() for diff, _ in measured]).tolist()
+        self.numeric.saw(ratios, diffs)
+        problems = []
+        for (what, g, i, _, slot, stream, position, _), (diff, bound), ratio in zip(checks, measured, ratios):
+            if ratio > 1 and len(problems) < 6:
+                worst = int((diff / bound).argmax())
+                problems.append(
+                    f"{what}: group {g} layer {i} slot {slot} (stream {stream}, position {position}) differs from "
+                    f"the float64 truth by up to {float(diff.max()):.3e}, {ratio:.1f} times its bound "
+                    f"(worst element {worst}: {float(diff.flatten()[worst]):.3e} > "
+                    f"{float(bound.flatten()[worst]):.3e})")
         if problems:
-            raise Failure("numeric check failed:\n  " + "\n  ".join(problems[:6]), "numeric")
-
-
-@dataclass(frozen=True)
-class NumericConfig:
-    """One numeric campaign."""
-
-    impl: str | None
-    device: str
-    examples: int
-    max_steps: int
-    seed: int
-    dims: Dims = CPU_DIMS
-    plant: str | None = None
-    shrink: bool = True
-    forward: str = "torch"
-    """The decode forward: ``torch`` (the reference) or ``flashinfer`` (``checkpointing_ssu``, CUDA)."""
-    windows: tuple[int, ...] | None = None
-    seconds: float | None = None
-    """Start no further convention combination after this long (None: run them all)."""
-
-
-def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = None, progress: Any = None) -> dict:
-    """Run the numeric campaign in this process (every convention combination,
-    ``examples`` spread over them); returns its statistics, and the failure
-    message when one was found (``failure`` is None otherwise). ``progress``:
-    a stream that gets one line per finished combination."""
-    from .target import load_target
-
-    if config.plant is not None and config.plant not in PLANTS:
-        raise ValueError(f"plant must be one of {PLANTS}, got {config.plant!r}")
-    target = load_target(config.impl, cuda=config.device == "cuda", level="context")
-    combos = conventions or Conventions.all()
-    per_combo = max(1, -(-config.examples // len(combos)))
-    stats, numeric = Statistics(), NumericStats()
-    start = time.perf_counter()
-    failure = None
-    for n, conv in enumerate(combos):
-        if config.seconds is not None and time.perf_counter() - start > config.seconds:
-            break
-        attrs = {"target": target, "device": torch.device(config.device), "stats": stats, "numeric": numeric,
-                 "conventions": (conv,), "dims": config.dims, "plant": config.plant, "last_trace": None,
-                 "numeric_seed": config.seed, "forward": config.forward, "windows": config.windows}
-        machine = hypothesis_seed(config.seed * 1000 + n)(type("Numeric", (NumericMachine,), attrs))
-        try:
-            run_state_machine_as_test(machine, settings=settings(
-                max_examples=per_combo, stateful_step_count=config.max_steps, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck),
-                phases=[Phase.generate, Phase.shrink] if config.shrink else [Phase.generate],
-                report_multiple_bugs=False))
-        except Failure as e:
-            failure = f"{e.kind}: {e}"
-            break
-        finally:
-            if progress is not None:
-                print(f"  combination {n + 1}/{len(combos)} ({conv.label()}): {stats.examples} runs, "
-                      f"{stats.request_steps} request-steps, {numeric.checks} slot checks, "
-                      f"{time.perf_counter() - start:.1f} s", file=progress, flush=True)
-    return {"combinations": n + 1 if combos else 0, "examples": stats.examples, "request_steps": stats.request_steps,
-            "seconds": round(time.perf_counter() - start, 3), "checks": numeric.checks,
-            "worst_error_over_bound": numeric.worst_ratio, "worst_abs_error": numeric.worst_abs,
-            "forwards": numeric.forwards, "state_dtype": str(config.dims.state_dtype).replace("torch.", ""),
-            "dims": [config.dims.heads, config.dims.dim, config.dims.dstate, config.dims.groups],
-            "forward": config.forward, "device": config.device,
-            "plant": config.plant, "failure": failure}
-
-
-def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
-    """``replayssm-verify fuzz --numeric`` (always the context level): run,
-    print the summary (and write ``--json``); exit 0 passed, 1 a finding, 2 a
-    set-up error."""
-    import dataclasses
-    import json
-    import sys
-
-    from .numeric_math import CUDA_DIMS
-
-    dims = dataclasses.replace(CUDA_DIMS if args.device == "cuda" else CPU_DIMS,
-                               state_dtype=getattr(torch, args.state_dtype))
-    cuda = args.device == "cuda"
-    # On CUDA: FlashInfer's decode kernel and materialize, built for the window of 16 only.
-    config = NumericConfig(args.impl, args.device, examples, max_steps, args.seed, dims,
-                           forward=args.numeric_forward or ("flashinfer" if cuda else "torch"),
-                           windows=(16,) if cuda else None, seconds=args.numeric_seconds)
-    try:
-        result = run_numeric(config, progress=sys.stdout)
-    except ValueError as e:  # a bad --impl or device
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"numeric campaign ({result['state_dtype']} state, {dims.heads} heads x {dims.dim} x {dims.dstate}, "
-          f"{config.forward} decode forward on {config.device}): "
-          f"{result['examples']} runs, {result['request_steps']} request-steps, {result['checks']} slot checks, "
-          f"forward {result['forwards']}, worst error / bound {result['worst_error_over_bound']:.3f} "
-          f"(worst |error| {result['worst_abs_error']:.3e}), {result['seconds']:.1f} s")
-    print(f"FAILED: {result['failure']}" if result["failure"] else "PASSED")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
-    return 1 if result["failure"] else 0
+            self._fail("numeric check failed:\n  " + "\n  ".join(problems), "numeric")

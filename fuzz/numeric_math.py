@@ -6,7 +6,8 @@ A request's tokens carry Mamba2 inputs per layer: ``x`` (heads x dim) and
 a processed ``dt`` per head (float32, positive). A layer has one ``a < 0`` per
 head. The state after ``n`` tokens, from a zero state, is
 ``S_n = S_{n-1} * exp(a dt_n) + dt_n x_n (outer) B_n``; :class:`TokenStreams`
-computes it in float64 for every position (the truth).
+computes it in float64, on the campaign's device, for the positions the
+checks ask for (the truth).
 
 The float32 references follow FlashInfer's rounding steps (design note
 section 7, ``docs/gpu.md``): a replay of ``K`` ring rows scans ``a dt`` in
@@ -53,6 +54,27 @@ CUDA_DIMS = Dims(heads=6, dim=64, dstate=128, groups=2, state_dtype=torch.float3
 """The FlashInfer specialization the GPU scripts build (``checkpointing_ssu``, ``replayssm_materialize``)."""
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """The shape of a numeric campaign's systems: the layer dims, the logical
+    windows it runs (others are mapped onto the first allowed geometry) and
+    at most how many layers each cache group has (the groups past the caps'
+    length dropped); None: as drawn."""
+
+    dims: Dims
+    windows: tuple[int, ...] | None = None
+    layers_per_group: tuple[int, ...] | None = None
+
+
+SIZINGS = {
+    "small": Sizing(CPU_DIMS),
+    "realistic": Sizing(CUDA_DIMS, windows=(16,), layers_per_group=(2, 1)),
+}
+"""``fuzz --numeric-dims``: small dims with every drawn geometry and layer
+count (the CPU default), or FlashInfer's built specialization (window 16
+only) with at most three layers in two groups (the CUDA default)."""
+
+
 @dataclass
 class Tokens:
     """Inputs of consecutive tokens of one layer: ``x`` (T, H, D), ``B``
@@ -64,41 +86,47 @@ class Tokens:
 
 
 class TokenStreams:
-    """Every stream's tokens and truth states, per layer, positions ``1..length``."""
+    """Every stream's tokens per layer, positions ``1..length``, on ``device``,
+    and the float64 truth of any position (computed on demand, cached)."""
 
-    def __init__(self, dims: Dims, num_layers: int, num_streams: int, length: int, seed: int) -> None:
+    def __init__(self, dims: Dims, num_layers: int, num_streams: int, length: int, seed: int,
+                 device: torch.device | str = "cpu") -> None:
         g = torch.Generator().manual_seed(seed)
-        self.dims, self.length = dims, length
+        self.dims, self.length, self.device = dims, length, torch.device(device)
         h, d, n, grp = dims.heads, dims.dim, dims.dstate, dims.groups
         shape = (num_layers, num_streams, length + 1)
-        self.x = torch.randn(*shape, h, d, generator=g).to(torch.bfloat16).float()
-        self.B = torch.randn(*shape, grp, n, generator=g).to(torch.bfloat16).float()
-        self.dt = torch.rand(*shape, h, generator=g) * 0.4 + 0.05
-        self.a = -(torch.rand(num_layers, h, generator=g) * 1.5 + 0.1)
+        self.x = torch.randn(*shape, h, d, generator=g).to(torch.bfloat16).float().to(device)
+        self.B = torch.randn(*shape, grp, n, generator=g).to(torch.bfloat16).float().to(device)
+        self.dt = (torch.rand(*shape, h, generator=g) * 0.4 + 0.05).to(device)
+        self.a = (-(torch.rand(num_layers, h, generator=g) * 1.5 + 0.1)).to(device)
         self.garbage_gen = torch.Generator().manual_seed(seed + 1)
-        truth = torch.zeros(*shape, h, d, n, dtype=torch.float64)
-        for t in range(1, length + 1):
-            x, b, dt = self.x[:, :, t].double(), self._per_head(self.B[:, :, t]).double(), self.dt[:, :, t].double()
-            decay = torch.exp(self.a.double()[:, None, :] * dt)
-            truth[:, :, t] = truth[:, :, t - 1] * decay[..., None, None] + \
-                (dt[..., None, None] * x[..., :, None] * b[..., None, :])
-        self.truth = truth
-
-    def _per_head(self, b: torch.Tensor) -> torch.Tensor:
-        """B rows (..., G, N) repeated for each head of their group: (..., H, N)."""
-        return b.repeat_interleave(self.dims.heads_per_group, dim=-2)
+        self._truth: dict[tuple[int, int], dict[int, torch.Tensor]] = {}
 
     def tokens(self, layer: int, stream: int, first: int, count: int) -> Tokens:
         """Tokens ``first .. first + count - 1`` of ``stream`` (positions from 1)."""
         sl = slice(first, first + count)
         return Tokens(self.x[layer, stream, sl], self.B[layer, stream, sl], self.dt[layer, stream, sl])
 
+    def truth(self, layer: int, stream: int, position: int) -> torch.Tensor:
+        """The float64 state of ``stream`` in ``layer`` after ``position``
+        tokens: advanced exactly from the nearest earlier position asked
+        before (the zero state at 0), then kept."""
+        known = self._truth.setdefault((layer, stream), {})
+        if position not in known:
+            d = self.dims
+            base = max((p for p in known if p < position), default=0)
+            start = known.get(base, torch.zeros(d.heads, d.dim, d.dstate, dtype=torch.float64, device=self.device))
+            known[position] = replay_exact(start, self.tokens(layer, stream, base + 1, position - base),
+                                           self.a[layer], d.heads_per_group)
+        return known[position]
+
     def garbage(self, count: int) -> Tokens:
         """Rejected draft tokens: inputs that belong to no stream."""
         d = self.dims
         x = torch.randn(count, d.heads, d.dim, generator=self.garbage_gen).to(torch.bfloat16).float()
         b = torch.randn(count, d.groups, d.dstate, generator=self.garbage_gen).to(torch.bfloat16).float()
-        return Tokens(x, b, torch.rand(count, d.heads, generator=self.garbage_gen) * 0.4 + 0.05)
+        dt = torch.rand(count, d.heads, generator=self.garbage_gen) * 0.4 + 0.05
+        return Tokens(x.to(self.device), b.to(self.device), dt.to(self.device))
 
 
 def _rounding(state_dtype: torch.dtype, magnitude: torch.Tensor) -> torch.Tensor:
@@ -117,7 +145,7 @@ def replay(state: torch.Tensor, rows: Tokens, a: torch.Tensor, heads_per_group: 
     replay adds (float64, elementwise)."""
     k = rows.dt.shape[0]
     if k == 0:
-        return state.clone(), torch.zeros(state.shape, dtype=torch.float64)
+        return state.clone(), torch.zeros(state.shape, dtype=torch.float64, device=state.device)
     x = rows.x.transpose(0, 1).float()                                            # (H, K, D)
     b = rows.B.repeat_interleave(heads_per_group, dim=1).transpose(0, 1).float()  # (H, K, N)
     dt = rows.dt.transpose(0, 1).float()                                          # (H, K)
@@ -176,12 +204,17 @@ def prefill(state: torch.Tensor, tokens: Tokens, a: torch.Tensor, heads_per_grou
 
 
 def replay_exact(state: torch.Tensor, rows: Tokens, a: torch.Tensor, heads_per_group: int) -> torch.Tensor:
-    """``state`` advanced by ``rows`` in float64, token by token (for the
-    checks: the rows are exact data, so this adds no error worth counting)."""
+    """``state`` advanced by ``rows`` in float64 (for the truth and the
+    checks: the rows are exact data, so this adds no error worth counting),
+    in closed form: ``S exp(a sum dt) + sum_k exp(a sum_{j>k} dt_j) dt_k x_k (outer) B_k``."""
     s = state.double()
-    b_rows = rows.B.repeat_interleave(heads_per_group, dim=1).double()
-    for t in range(rows.dt.shape[0]):
-        dt = rows.dt[t].double()
-        s = s * torch.exp(a.double() * dt)[:, None, None] + dt[:, None, None] * rows.x[t].double()[:, :, None] \
-            * b_rows[t][:, None, :]
-    return s
+    if rows.dt.shape[0] == 0:
+        return s
+    dt = rows.dt.double().transpose(0, 1)                                             # (H, K)
+    later = torch.flip(torch.cumsum(torch.flip(dt, [1]), dim=1), [1]) - dt            # sum of dt_j, j > k
+    a64 = a.double()[:, None]
+    coeff = torch.exp(a64 * later) * dt
+    x = rows.x.double().transpose(0, 1)                                               # (H, K, D)
+    b = rows.B.double().repeat_interleave(heads_per_group, dim=1).transpose(0, 1)     # (H, K, N)
+    decay = torch.exp(a64[:, 0] * dt.sum(dim=1))[:, None, None]
+    return s * decay + torch.einsum("hkd,hkn->hdn", x, b * coeff[:, :, None])

@@ -234,7 +234,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     if args.jobs is None and args.ray is None:
         args.jobs = min(2, usable_cpus())
     if args.numeric:
-        from replayssm.fuzz.numeric import run_numeric_command
+        from replayssm.fuzz.numeric_campaign import run_numeric_command
 
         return run_numeric_command(args, args.examples or profile["examples"], args.max_steps or profile["max_steps"])
     config = CampaignConfig(
@@ -358,7 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--numeric-forward", choices=["torch", "flashinfer"],
                    help="with --numeric: the decode forward (default: flashinfer on cuda, torch on cpu)")
     f.add_argument("--numeric-seconds", type=float,
-                   help="with --numeric: start no further convention combination after this many seconds")
+                   help="with --numeric: the time budget; each convention combination stops at its share")
+    f.add_argument("--numeric-dims", choices=["small", "realistic"],
+                   help="with --numeric: 2 heads x 4 x 4 with every geometry, or 6 heads x 64 x 128 in 2 groups, "
+                        "window 16, <= 3 layers (default: realistic on cuda, small on cpu)")
+    f.add_argument("--numeric-plant", choices=["plan one row short", "ring start off by one", "dropped checkpoint"],
+                   help="with --numeric: plant a numeric-only fault (a tooth: the run must find it)")
     f.add_argument("--level", choices=["kernel", "context"], default="kernel",
                    help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
     f.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "

@@ -6,12 +6,18 @@ buffers still agree with the spec)."""
 from __future__ import annotations
 
 import dataclasses
+import io
+import sys
+import time
+import types
 
 import pytest
 import torch
 
-from replayssm.fuzz.numeric import PLANTS, NumericConfig, run_numeric
-from replayssm.fuzz.numeric_math import CPU_DIMS, TokenStreams, prefill, replay, replay_exact
+from replayssm.fuzz.numeric import PLANTS
+from replayssm.fuzz.numeric_campaign import NumericConfig, run_numeric
+from replayssm.cli import build_parser, main
+from replayssm.fuzz.numeric_math import CPU_DIMS, SIZINGS, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
 from replayssm.spec.geometry import Conventions
 
 ALIGN = [c for c in Conventions.all() if c.materialize_prefixes]
@@ -21,7 +27,7 @@ ALIGN = [c for c in Conventions.all() if c.materialize_prefixes]
 def test_numeric_campaign_stays_within_the_bound(dtype: torch.dtype) -> None:
     dims = dataclasses.replace(CPU_DIMS, state_dtype=dtype)
     conventions = [ALIGN[0], ALIGN[-1], [c for c in Conventions.all() if not c.materialize_prefixes][0]]
-    result = run_numeric(NumericConfig(None, "cpu", 36, 10, seed=4, dims=dims), conventions)
+    result = run_numeric(NumericConfig(None, "cpu", 36, 10, seed=4, sizing=Sizing(dims)), conventions)
     assert result["failure"] is None, result["failure"]
     assert result["checks"] > 100 and result["forwards"].get("checkpoint", 0) > 0
     assert 0 < result["worst_error_over_bound"] <= 1
@@ -37,14 +43,85 @@ def test_teeth_planted_numeric_fault_is_caught(plant: str) -> None:
 def test_replay_and_prefill_agree_with_the_float64_truth_within_their_bounds() -> None:
     streams = TokenStreams(CPU_DIMS, 1, 1, 12, seed=9)
     a, hpg = streams.a[0], CPU_DIMS.heads_per_group
+    # The truth (asked out of order, so that it is advanced from cached positions) is the token-by-token recurrence.
+    recurrence = [torch.zeros(2, 4, 4, dtype=torch.float64)]
+    for n in range(1, 13):
+        t = streams.tokens(0, 0, n, 1)
+        b = t.B[0].double().repeat_interleave(hpg, dim=0)
+        recurrence.append(recurrence[-1] * torch.exp(a.double() * t.dt[0].double())[:, None, None]
+                          + t.dt[0].double()[:, None, None] * t.x[0].double()[:, :, None] * b[:, None, :])
+    for n in (5, 12, 3, 7, 12, 1):
+        assert torch.allclose(streams.truth(0, 0, n), recurrence[n], rtol=1e-12, atol=1e-12)
     states, bounds = prefill(torch.zeros(2, 4, 4), streams.tokens(0, 0, 1, 5), a, hpg, torch.float32,
                              torch.zeros(2, 4, 4, dtype=torch.float64))
     for n, (s, b) in enumerate(zip(states, bounds), start=1):
-        assert ((s.double() - streams.truth[0, 0, n]).abs() <= b).all()
+        assert ((s.double() - recurrence[n]).abs() <= b).all()
     replayed, added = replay(states[-1], streams.tokens(0, 0, 6, 7), a, hpg, torch.bfloat16)
-    assert ((replayed.double() - streams.truth[0, 0, 12]).abs() <= bounds[-1] + added).all()
-    exact = replay_exact(streams.truth[0, 0, 5], streams.tokens(0, 0, 6, 7), a, hpg)
-    assert torch.allclose(exact, streams.truth[0, 0, 12], rtol=1e-12, atol=1e-12)
+    assert ((replayed.double() - recurrence[12]).abs() <= bounds[-1] + added).all()
+    exact = replay_exact(recurrence[5], streams.tokens(0, 0, 6, 7), a, hpg)
+    assert torch.allclose(exact, recurrence[12], rtol=1e-12, atol=1e-12)
     # Teeth of the bound itself: a replay one row short is far outside it.
     short, _ = replay(states[-1], streams.tokens(0, 0, 6, 6), a, hpg, torch.bfloat16)
-    assert ((short.double() - streams.truth[0, 0, 12]).abs() > bounds[-1] + added).any()
+    assert ((short.double() - recurrence[12]).abs() > bounds[-1] + added).any()
+
+
+def test_budget_stops_a_realistic_campaign_with_its_counts() -> None:
+    """FlashInfer's dims (window 16, <= 2 + 1 layers) with the torch forward on
+    CPU: the budget cuts every combination at its share, the summary counts
+    what ran and the progress lines and partial summaries came out."""
+    lines, reports = io.StringIO(), []
+    config = NumericConfig(None, "cpu", 10_000, 8, seed=1, sizing=SIZINGS["realistic"], seconds=8)
+    t0 = time.perf_counter()
+    result = run_numeric(config, ALIGN[:2], progress=lines, report=reports.append)
+    assert time.perf_counter() - t0 < 8 + 30  # one step may overrun the share; not a whole campaign
+    assert result["failure"] is None, result["failure"]
+    assert result["finished"] and result["stopped"] == "budget" and result["combinations_cut_by_budget"] == 2
+    assert result["request_steps"] > 0 and result["checks"] > 0 and 0 < result["worst_error_over_bound"] <= 1
+    assert result["dims"] == [6, 64, 128, 2] and result["windows"] == (16,)
+    assert "combination 2/2" in lines.getvalue() and reports and not reports[-1]["finished"]
+
+
+def test_cli_numeric_options() -> None:
+    parser = build_parser()
+    plant = next(a for a in parser._subparsers._group_actions[0].choices["fuzz"]._actions
+                 if a.dest == "numeric_plant")
+    assert tuple(plant.choices) == PLANTS
+    assert main(["fuzz", "--numeric", "--numeric-seconds", "0"]) == 2
+    assert main(["fuzz", "--numeric", "--numeric-forward", "flashinfer"]) == 2
+
+
+def _checkpointing_ssu_stand_in(state, x_cache, B_cache, dt_cache, ring_start, committed, x, dt, A, B, C, out, *,
+                                state_batch_indices, pad_slot_id, cu_seqlens, max_seqlen, algorithm) -> None:
+    """The decode kernel's contract in torch, with FlashInfer's argument list
+    (one varlen row): fold the committed rows when ``committed + T > W``, append the T rows."""
+    slot, q, ring = int(state_batch_indices[0]), int(cu_seqlens[1]), x_cache.shape[2]
+    start, count, hpg = int(ring_start[slot]), int(committed[slot]), state.shape[1] // B_cache.shape[1]
+    if count + q > ring - max_seqlen:
+        rows = [(start + k) % ring for k in range(count)]
+        held = Tokens(x_cache[slot][:, rows].transpose(0, 1).float(), B_cache[slot][:, rows].transpose(0, 1).float(),
+                      dt_cache[slot][:, rows].transpose(0, 1))
+        state[slot] = replay(state[slot], held, A[:, 0, 0], hpg, state.dtype)[0]
+    rows = [(start + count + k) % ring for k in range(q)]
+    x_cache[slot][:, rows] = x[0].transpose(0, 1)
+    dt_cache[slot][:, rows] = dt[0, :, :, 0].transpose(0, 1)
+    B_cache[slot][:, rows] = B[0].transpose(0, 1)
+
+
+@pytest.mark.parametrize("plant", [None, "dropped checkpoint"])
+def test_flashinfer_forward_path_with_a_torch_stand_in(plant: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA path's plumbing (the call, the bound of its fold, the planted
+    drop that puts the folded state back) on CPU, FlashInfer's kernel replaced
+    by its contract: within the bound, and the drop caught."""
+    fake = types.ModuleType("flashinfer.mamba")
+    fake.checkpointing_ssu = _checkpointing_ssu_stand_in
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.mamba", fake)
+    none = [c for c in Conventions.all() if not c.materialize_prefixes]
+    config = NumericConfig(None, "cpu", 24, 12, seed=3, plant=plant, shrink=False, forward="flashinfer")
+    result = run_numeric(config, [none[0], ALIGN[1]])
+    assert result["forwards"].get("checkpoint", 0) > 0 and result["flashinfer_ready_seconds"] is not None
+    if plant is None:
+        assert result["failure"] is None, result["failure"]
+        assert 0 < result["worst_error_over_bound"] <= 1
+    else:
+        assert (result["failure"] or "").startswith("numeric: numeric check failed"), result["failure"]

@@ -1,0 +1,234 @@
+"""The numeric campaign (``replayssm-verify fuzz --numeric``): the numeric
+machine (:mod:`.numeric`) over every convention combination, in one process,
+within a time budget.
+
+With a budget (``--numeric-seconds``) each combination gets an equal share of
+the time left when it starts and stops at its share, mid-example if need be
+(:class:`.numeric.BudgetSpent`); a campaign that ran out of time is a result
+with its counts (``stopped: budget``), not an error. A progress line is
+printed after each combination and every 10 seconds within one, and the JSON
+summary is rewritten with each line (``finished: false`` until the end), so a
+run killed from outside still leaves its counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.stateful import run_state_machine_as_test
+
+from replayssm.spec.geometry import Conventions
+
+from .machine import Failure, Statistics
+from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
+from .numeric_math import SIZINGS, Sizing
+
+EXIT_PASSED, EXIT_FINDING, EXIT_USAGE, EXIT_COVERAGE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class NumericConfig:
+    """One numeric campaign."""
+
+    impl: str | None
+    device: str
+    examples: int
+    max_steps: int
+    seed: int
+    sizing: Sizing = SIZINGS["small"]
+    plant: str | None = None
+    shrink: bool = True
+    forward: str = "torch"
+    """The decode forward: ``torch`` (the reference) or ``flashinfer`` (``checkpointing_ssu``, CUDA)."""
+    seconds: float | None = None
+    """The time budget (None: none): each combination stops at its equal share of what is left."""
+
+
+def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
+    """Load (or JIT-build) FlashInfer's ``checkpointing_ssu`` for the sizing's
+    dims and window with one call on scratch caches; the seconds it took.
+    Raises ValueError when FlashInfer cannot be imported or run."""
+    try:
+        from flashinfer.mamba import checkpointing_ssu
+    except ImportError as e:
+        raise ValueError(f"--numeric-forward flashinfer needs an importable FlashInfer: {e}") from None
+    d, t0 = sizing.dims, time.perf_counter()
+    window = (sizing.windows or (16,))[0]
+    ring, q = window + 4, 1
+
+    def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.zeros(*shape, dtype=dtype, device=device)
+
+    ints = zeros(2, dtype=torch.int32)
+    x, b = zeros(1, q, d.heads, d.dim, dtype=torch.bfloat16), zeros(1, q, d.groups, d.dstate, dtype=torch.bfloat16)
+    checkpointing_ssu(
+        zeros(2, d.heads, d.dim, d.dstate, dtype=d.state_dtype), zeros(2, d.heads, ring, d.dim, dtype=torch.bfloat16),
+        zeros(2, d.groups, ring, d.dstate, dtype=torch.bfloat16), zeros(2, d.heads, ring), ints, ints.clone(),
+        x, zeros(1, q, d.heads, 1).expand(1, q, d.heads, d.dim),
+        -torch.ones(d.heads, device=device)[:, None, None].expand(d.heads, d.dim, d.dstate),
+        b, b.clone(), zeros(1, q, d.heads, d.dim, dtype=torch.bfloat16),
+        state_batch_indices=torch.tensor([1], dtype=torch.int32, device=device), pad_slot_id=-1,
+        cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=device), max_seqlen=ring - window,
+        algorithm="monolith")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
+class _Run:
+    """One campaign's counters and its summary."""
+
+    def __init__(self, config: NumericConfig, combos: list[Conventions]) -> None:
+        self.config, self.combos = config, combos
+        self.stats, self.numeric = Statistics(), NumericStats()
+        self.start = time.perf_counter()
+        self.done = self.cut = 0
+        self.failure: str | None = None
+        self.ready_seconds: float | None = None
+
+    def line(self, what: str) -> str:
+        n = self.numeric
+        return (f"  [{time.perf_counter() - self.start:.1f} s] {what}: {self.stats.examples} runs, "
+                f"{self.stats.request_steps} request-steps, {n.checks} slot checks, "
+                f"worst error / bound {n.worst_ratio:.3f}")
+
+    def summary(self, finished: bool) -> dict:
+        c, dims = self.config, self.config.sizing.dims
+        stopped = None if not finished else ("failure" if self.failure else
+                                             "budget" if self.cut or self.done < len(self.combos) else "complete")
+        return {"finished": finished, "stopped": stopped, "combinations": self.done,
+                "combinations_total": len(self.combos), "combinations_cut_by_budget": self.cut,
+                "examples": self.stats.examples, "request_steps": self.stats.request_steps,
+                "seconds": round(time.perf_counter() - self.start, 3), "budget_seconds": c.seconds,
+                "flashinfer_ready_seconds": None if self.ready_seconds is None else round(self.ready_seconds, 3),
+                "checks": self.numeric.checks, "worst_error_over_bound": self.numeric.worst_ratio,
+                "worst_abs_error": self.numeric.worst_abs, "forwards": dict(self.numeric.forwards),
+                "state_dtype": str(dims.state_dtype).replace("torch.", ""),
+                "dims": [dims.heads, dims.dim, dims.dstate, dims.groups],
+                "windows": c.sizing.windows, "layers_per_group_cap": c.sizing.layers_per_group,
+                "forward": c.forward, "device": c.device, "seed": c.seed, "plant": c.plant, "failure": self.failure}
+
+
+def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = None, progress: Any = None,
+                report: Callable[[dict], None] | None = None) -> dict:
+    """Run the numeric campaign in this process (every convention combination,
+    ``examples`` spread over them, within ``config.seconds``; with a plant
+    in materialize, the align-mode ones); returns its
+    summary, whose ``failure`` is the finding's message (None: none).
+    ``progress``: a stream for the progress lines; ``report``: called with the
+    summary so far at each progress line. Raises ValueError on a bad
+    ``--impl``, plant or FlashInfer set-up (before any example)."""
+    from .target import load_target
+
+    if config.plant is not None and config.plant not in PLANTS:
+        raise ValueError(f"--numeric-plant must be one of {', '.join(PLANTS)}; got {config.plant!r}")
+    device = torch.device(config.device)
+    target = load_target(config.impl, cuda=device.type == "cuda", level="context")
+    combos = [c for c in conventions or Conventions.all()
+              if c.materialize_prefixes or config.plant not in MATERIALIZE_PLANTS]
+    run = _Run(config, combos)
+    if report is not None:
+        report(run.summary(False))  # a run killed while FlashInfer builds leaves this
+    if config.forward == "flashinfer":
+        run.ready_seconds = ready_flashinfer(config.sizing, device)
+        run.start = time.perf_counter()  # the budget is the campaign's, not the module build's
+
+    def show(what: str) -> None:
+        if progress is not None:
+            print(run.line(what), file=progress, flush=True)
+        if report is not None:
+            report(run.summary(False))
+
+    budget = Budget(report=lambda: show(f"combination {run.done + 1}/{len(combos)} running"))
+    per_combo = max(1, -(-config.examples // len(combos)))
+    for n, conv in enumerate(combos):
+        if config.seconds is not None:
+            left = config.seconds - (time.perf_counter() - run.start)
+            if left <= 0:
+                break
+            budget.deadline = time.perf_counter() + left / (len(combos) - n)
+        attrs = {"target": target, "device": device, "stats": run.stats, "numeric": run.numeric, "budget": budget,
+                 "conventions": (conv,), "sizing": config.sizing, "plant": config.plant, "last_trace": None,
+                 "numeric_seed": config.seed, "forward": config.forward}
+        machine = hypothesis_seed(config.seed * 1000 + n)(type("Numeric", (NumericMachine,), attrs))
+        try:
+            run_state_machine_as_test(machine, settings=settings(
+                max_examples=per_combo, stateful_step_count=config.max_steps, deadline=None, database=None,
+                suppress_health_check=list(HealthCheck),
+                phases=[Phase.generate, Phase.shrink] if config.shrink else [Phase.generate],
+                report_multiple_bugs=False))
+        except Failure as e:
+            run.failure = f"{e.kind}: {e}"
+        except BudgetSpent:
+            run.cut += 1
+            if run.numeric.first_failure is not None:
+                run.failure = f"{run.numeric.first_failure}\n(not shrunk: the budget ran out while shrinking)"
+        except Exception as e:  # the implementation or FlashInfer raised: a finding with its error
+            run.failure = f"error: {type(e).__name__}: {e}"
+        run.done = n + 1
+        show(f"combination {n + 1}/{len(combos)} ({conv.label()}) done")
+        if run.failure:
+            break
+    return run.summary(True)
+
+
+def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
+    """``replayssm-verify fuzz --numeric`` (always the context level): run,
+    print progress and the summary (and keep ``--json`` current); exit 0
+    passed, 1 a finding, 2 a set-up or usage error, 3 nothing was checked."""
+    cuda = args.device == "cuda"
+    sizing = SIZINGS[args.numeric_dims or ("realistic" if cuda else "small")]
+    sizing = dataclasses.replace(sizing, dims=dataclasses.replace(sizing.dims,
+                                                                  state_dtype=getattr(torch, args.state_dtype)))
+    forward = args.numeric_forward or ("flashinfer" if cuda else "torch")
+    if forward == "flashinfer" and not cuda:
+        print("error: --numeric-forward flashinfer needs --device cuda", file=sys.stderr)
+        return EXIT_USAGE
+    if args.numeric_seconds is not None and not args.numeric_seconds > 0:
+        print(f"error: --numeric-seconds must be > 0, got {args.numeric_seconds}", file=sys.stderr)
+        return EXIT_USAGE
+    config = NumericConfig(args.impl, args.device, examples, max_steps, args.seed, sizing,
+                           plant=args.numeric_plant, shrink=args.numeric_plant is None, forward=forward,
+                           seconds=args.numeric_seconds)
+
+    def write(summary: dict) -> None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(summary, indent=2))
+
+    d = sizing.dims
+    print(f"numeric campaign: {d.state_dtype} state, {d.heads} heads x {d.dim} x {d.dstate} in {d.groups} groups, "
+          f"{forward} decode forward on {args.device}, {examples} examples x <= {max_steps} steps, "
+          f"budget {args.numeric_seconds or 'none'} s" + (f", plant: {args.numeric_plant}" if args.numeric_plant
+                                                          else ""), flush=True)
+    try:
+        result = run_numeric(config, progress=sys.stdout, report=write)
+    except ValueError as e:  # a bad --impl, plant or FlashInfer set-up
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    write(result)
+    ready = result["flashinfer_ready_seconds"]
+    print(f"numeric campaign ({result['state_dtype']} state, {d.heads} heads x {d.dim} x {d.dstate}, "
+          f"{forward} decode forward on {args.device}"
+          + (f", FlashInfer ready in {ready:.1f} s" if ready is not None else "") + "): "
+          f"{result['combinations']}/{result['combinations_total']} combinations "
+          f"({result['combinations_cut_by_budget']} stopped by the budget), "
+          f"{result['examples']} runs, {result['request_steps']} request-steps, {result['checks']} slot checks, "
+          f"forward {result['forwards']}, worst error / bound {result['worst_error_over_bound']:.3f} "
+          f"(worst |error| {result['worst_abs_error']:.3e}), {result['seconds']:.1f} s, stopped: {result['stopped']}")
+    if result["failure"]:
+        print(f"FAILED: {result['failure']}")
+        return EXIT_FINDING
+    if not result["checks"]:
+        print("NOTHING CHECKED: no slot reached a numeric check")
+        return EXIT_COVERAGE
+    print("PASSED")
+    return EXIT_PASSED
