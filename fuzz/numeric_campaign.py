@@ -55,7 +55,8 @@ class NumericConfig:
 
 def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
     """Load (or JIT-build) FlashInfer's ``checkpointing_ssu`` for the sizing's
-    dims and window with one call on scratch caches; the seconds it took.
+    dims and window with one call on scratch caches, and its
+    ``replayssm_materialize`` module; the seconds it took.
     Raises ValueError when FlashInfer cannot be imported or run."""
     try:
         from flashinfer.mamba import checkpointing_ssu
@@ -79,6 +80,12 @@ def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
         state_batch_indices=torch.tensor([1], dtype=torch.int32, device=device), pad_slot_id=-1,
         cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=device), max_seqlen=ring - window,
         algorithm="monolith")
+    try:  # the materialize module of the same specialization (its builder is private: skipped if it moved)
+        from flashinfer.mamba.replayssm_materialize import _module
+
+        _module(d.state_dtype, torch.bfloat16, torch.float32, d.dim, d.dstate, d.heads_per_group, window, 0)
+    except (ImportError, TypeError):
+        pass
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - t0
