@@ -147,3 +147,37 @@ def test_ray_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
     (tmp_path / "file").write_text("")
     code = main(["fuzz", "--database", str(tmp_path / "file"), "--failures", str(tmp_path / "f")])
     assert code == 2 and "--database" in capsys.readouterr().err
+
+
+class _FakeRay:
+    """Stands for ``ray`` where only connecting matters: a cluster of 2 CPUs, or one that cannot be reached."""
+
+    def __init__(self, reachable: bool) -> None:
+        self.reachable, self.shut = reachable, False
+
+    def init(self, address: str | None = None, **kwargs) -> None:
+        if not self.reachable:
+            raise ConnectionError(f"could not connect to {address}")
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": 2.0}
+
+    def nodes(self) -> list:
+        return [{"Alive": True}]
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+@pytest.mark.parametrize("reachable, argv, message", [
+    (False, ["--ray", "10.0.0.1:6379"], "--ray 10.0.0.1:6379: cannot start or reach Ray: ConnectionError"),
+    (True, ["--ray", "--device", "cuda"], "the cluster reports no GPU; --device cuda runs each worker on one GPU"),
+])
+def test_a_cluster_it_cannot_use_is_exit_2_before_any_work(tmp_path: Path, monkeypatch, capsys, reachable: bool,
+                                                          argv: list[str], message: str) -> None:
+    fake = _FakeRay(reachable)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    code = main(["fuzz", *argv, "--failures", str(tmp_path / "f"), "--json", str(tmp_path / "s.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "s.json").exists() and fake.shut == reachable
