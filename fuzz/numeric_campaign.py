@@ -75,7 +75,7 @@ def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
         zeros(2, d.heads, d.dim, d.dstate, dtype=d.state_dtype), zeros(2, d.heads, ring, d.dim, dtype=torch.bfloat16),
         zeros(2, d.groups, ring, d.dstate, dtype=torch.bfloat16), zeros(2, d.heads, ring), ints, ints.clone(),
         x, zeros(1, q, d.heads, 1).expand(1, q, d.heads, d.dim),
-        -torch.ones(d.heads, device=device)[:, None, None].expand(d.heads, d.dim, d.dstate),
+        (-torch.ones(d.heads, device=device))[:, None, None].expand(d.heads, d.dim, d.dstate),
         b, b.clone(), zeros(1, q, d.heads, d.dim, dtype=torch.bfloat16),
         state_batch_indices=torch.tensor([1], dtype=torch.int32, device=device), pad_slot_id=-1,
         cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=device), max_seqlen=ring - window,

@@ -10,7 +10,8 @@
 #     dropped checkpoint, each planted in turn; each must be caught numerically
 #     (exit 1 with a "numeric:" finding) within SECONDS.
 # The FlashInfer modules are JIT-built on first use (~35 s materialize, ~210 s
-# checkpointing_ssu); a workspace carried as .gpu/fiws.tar.xz (a previous
+# checkpointing_ssu; the budget's clock starts after, the timeout allows 420 s
+# for it: a carried workspace was rebuilt anyway on 2026-12-01); a workspace carried as .gpu/fiws.tar.xz (a previous
 # call's $OUT/fiws.tar.xz) is unpacked first, and brought back again.
 #   bash scripts/gpu_numeric.sh [LOGDIR] [SECONDS]      (SECONDS default 150)
 # Logs: numeric_<name>.json (kept current while running) and .log, numeric.txt
@@ -30,7 +31,7 @@ SUMMARY=$LOG/numeric.txt
 
 campaign() {  # name, extra options...
   local name=$1; shift
-  timeout $((BUDGET + 120)) python3 -P -m replayssm.cli fuzz --numeric --device cuda --examples 100000 \
+  timeout $((BUDGET + 420)) python3 -P -m replayssm.cli fuzz --numeric --device cuda --examples 100000 \
     --max-steps 16 --numeric-seconds "$BUDGET" --json "$LOG/numeric_$name.json" "$@" >"$LOG/numeric_$name.log" 2>&1
   echo $? >"$LOG/numeric_$name.rc"
 }
