@@ -40,10 +40,12 @@ from typing import Any, Callable
 
 import torch
 from hypothesis import strategies as hs
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import initialize
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
-from .callers import GEOMETRIES, Features, systems
+from .callers import Features, systems
 from .launcher import ContextSide, Setup, _CacheSpec, _Layer
 from .machine import ReplaySSMMachine
 from .numeric_math import SIZINGS, Dims, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
@@ -93,13 +95,22 @@ class Budget:
     last: float = field(default_factory=time.perf_counter)
 
     def tick(self) -> None:
-        """Report when due; raise :class:`BudgetSpent` past the deadline."""
+        """Report when due; raise :class:`BudgetSpent` past the deadline, except
+        while Hypothesis replays a failing example for its report (one example
+        long: a stop there would read as a flaky test and lose the finding)."""
         now = time.perf_counter()
         if self.report is not None and now - self.last >= self.every:
             self.last = now
             self.report()
-        if self.deadline is not None and now > self.deadline:
+        if self.deadline is not None and now > self.deadline and not _final_replay():
             raise BudgetSpent
+
+
+def _final_replay() -> bool:
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:  # not inside a Hypothesis example
+        return False
 
 
 Trackers = list[tuple[list[int], list[int]]]
@@ -361,16 +372,13 @@ class NumericMachine(ReplaySSMMachine):
 
     @classmethod
     def fit(cls, system: tuple[Setup, Features]) -> tuple[Setup, Features]:
-        """A drawn system within the sizing: a geometry of an allowed window
-        (the first such of ``GEOMETRIES`` replaces another) and capped layers."""
+        """A drawn system within the sizing: one of its geometries
+        (:meth:`Sizing.fit`) and capped layers."""
         setup, features = system
-        sizing, geo = cls.sizing, setup.geometry
-        if sizing.windows is not None and geo.window not in sizing.windows:
-            geo = next(x for x in GEOMETRIES if x.window in sizing.windows)
         layers = setup.layers_per_group
-        if sizing.layers_per_group is not None:
-            layers = tuple(min(n, cap) for n, cap in zip(layers, sizing.layers_per_group))
-        return dataclasses.replace(setup, geometry=geo, layers_per_group=layers), features
+        if cls.sizing.layers_per_group is not None:
+            layers = tuple(min(n, cap) for n, cap in zip(layers, cls.sizing.layers_per_group))
+        return dataclasses.replace(setup, geometry=cls.sizing.fit(setup.geometry), layers_per_group=layers), features
 
     @initialize(system=hs.runner().flatmap(lambda machine: systems(machine.conventions).map(machine.fit)),
                 data=hs.data())

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
-from replayssm.spec.geometry import Conventions
+from replayssm.spec.geometry import Conventions, Geometry
 
 from .machine import Failure, Statistics
 from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
@@ -63,8 +63,8 @@ def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
     except ImportError as e:
         raise ValueError(f"--numeric-forward flashinfer needs an importable FlashInfer: {e}") from None
     d, t0 = sizing.dims, time.perf_counter()
-    window = (sizing.windows or (16,))[0]
-    ring, q = window + 4, 1
+    geometry = (sizing.geometries or (Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),))[0]
+    window, ring, q = geometry.window, geometry.ring_len, 1
 
     def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.zeros(*shape, dtype=dtype, device=device)
@@ -121,7 +121,8 @@ class _Run:
                 "worst_abs_error": self.numeric.worst_abs, "forwards": dict(self.numeric.forwards),
                 "state_dtype": str(dims.state_dtype).replace("torch.", ""),
                 "dims": [dims.heads, dims.dim, dims.dstate, dims.groups],
-                "windows": c.sizing.windows, "layers_per_group_cap": c.sizing.layers_per_group,
+                "geometries": None if c.sizing.geometries is None else
+                [[g.block_size, g.window, g.ring_len] for g in c.sizing.geometries], "layers_per_group_cap": c.sizing.layers_per_group,
                 "forward": c.forward, "device": c.device, "seed": c.seed, "plant": c.plant, "failure": self.failure}
 
 
@@ -156,7 +157,8 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
             report(run.summary(False))
 
     budget = Budget(report=lambda: show(f"combination {run.done + 1}/{len(combos)} running"))
-    per_combo = max(1, -(-config.examples // len(combos)))
+    # Hypothesis's first example of a run is its minimal one (no model step): at least one more.
+    per_combo = max(2, -(-config.examples // len(combos)))
     for n, conv in enumerate(combos):
         if config.seconds is not None:
             left = config.seconds - (time.perf_counter() - run.start)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from replayssm.spec.geometry import Geometry
+
 U_F32 = 2.0**-24
 U_OF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 """Unit roundoff of each state dtype."""
@@ -56,19 +58,33 @@ CUDA_DIMS = Dims(heads=6, dim=64, dstate=128, groups=2, state_dtype=torch.float3
 
 @dataclass(frozen=True)
 class Sizing:
-    """The shape of a numeric campaign's systems: the layer dims, the logical
-    windows it runs (others are mapped onto the first allowed geometry) and
-    at most how many layers each cache group has (the groups past the caps'
-    length dropped); None: as drawn."""
+    """The shape of a numeric campaign's systems: the layer dims, the
+    geometries it runs (a drawn one outside them is replaced by the first
+    whose window is, like the drawn one's, shorter than two blocks or not)
+    and at most how many layers each cache group has (the groups past the
+    caps' length dropped); None: as drawn."""
 
     dims: Dims
-    windows: tuple[int, ...] | None = None
+    geometries: tuple[Geometry, ...] | None = None
     layers_per_group: tuple[int, ...] | None = None
 
+    def fit(self, geometry: Geometry) -> Geometry:
+        """``geometry``, or the one of ``geometries`` that stands for it."""
+        if self.geometries is None or geometry in self.geometries:
+            return geometry
+        short = geometry.window < 2 * geometry.block_size
+        return next((g for g in self.geometries if (g.window < 2 * g.block_size) == short), self.geometries[0])
+
+
+REALISTIC_GEOMETRIES = (Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
+                        Geometry(max_num_reqs=4, block_size=16, window=16, ring_len=20))
+"""FlashInfer's built window (16, T <= 4): vLLM's fuzzed geometry, and blocks
+of 16 for the systems drawn with a window shorter than two blocks (long
+decodes, whose checkpoints then happen in align mode too)."""
 
 SIZINGS = {
     "small": Sizing(CPU_DIMS),
-    "realistic": Sizing(CUDA_DIMS, windows=(16,), layers_per_group=(2, 1)),
+    "realistic": Sizing(CUDA_DIMS, REALISTIC_GEOMETRIES, layers_per_group=(2, 1)),
 }
 """``fuzz --numeric-dims``: small dims with every drawn geometry and layer
 count (the CPU default), or FlashInfer's built specialization (window 16

@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from replayssm.fuzz.numeric import PLANTS
+from replayssm.fuzz.numeric import PLANTS, NumericMachine
 from replayssm.fuzz.numeric_campaign import NumericConfig, run_numeric
 from replayssm.cli import build_parser, main
 from replayssm.fuzz.numeric_math import CPU_DIMS, SIZINGS, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
@@ -77,8 +77,24 @@ def test_budget_stops_a_realistic_campaign_with_its_counts() -> None:
     assert result["failure"] is None, result["failure"]
     assert result["finished"] and result["stopped"] == "budget" and result["combinations_cut_by_budget"] == 2
     assert result["request_steps"] > 0 and result["checks"] > 0 and 0 < result["worst_error_over_bound"] <= 1
-    assert result["dims"] == [6, 64, 128, 2] and result["windows"] == (16,)
+    assert result["dims"] == [6, 64, 128, 2] and result["geometries"] == [[8, 16, 20], [16, 16, 20]]
     assert "combination 2/2" in lines.getvalue() and reports and not reports[-1]["finished"]
+
+
+def test_a_finding_survives_the_budget_running_out_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline passes as the plant is caught: Hypothesis's replay of the
+    failing example must still run to the finding (a stop there reads as a
+    flaky test), and the campaign reports it."""
+    found = NumericMachine._fail
+
+    def fail_then_spend_the_budget(self, message: str, kind: str = "invariant") -> None:
+        self.budget.deadline = 0.0
+        found(self, message, kind)
+
+    monkeypatch.setattr(NumericMachine, "_fail", fail_then_spend_the_budget)
+    config = NumericConfig(None, "cpu", 64, 12, seed=2, plant="plan one row short", shrink=False, seconds=600)
+    result = run_numeric(config, ALIGN[:4])
+    assert (result["failure"] or "").startswith("numeric: numeric check failed"), result["failure"]
 
 
 def test_cli_numeric_options() -> None:
