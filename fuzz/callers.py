@@ -141,18 +141,29 @@ blocks (checkpoints at boundaries, ring wraps, migrations to copied slots)."""
 
 
 @hs.composite
-def systems(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Features]:
-    """One fuzzed system's fixed shape and the caller behaviours its run uses."""
+def shapes(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Aim]:
+    """One fuzzed system's fixed shape, and the aim it was drawn for."""
     conv = draw(hs.sampled_from(conventions))
     moving = conv.materialize_prefixes and not conv.live_col_is_zero
     aim = draw(hs.sampled_from([a for a in AIMS if moving or not a.moving_live_column]))
     geo = draw(hs.sampled_from(aim.geometries))
     num_cols = draw(hs.sampled_from(aim.table_widths))
     layers = tuple(draw(hs.lists(hs.integers(1, 3), min_size=1, max_size=3)))
+    return Setup(geo, conv, layers, num_cols=num_cols, num_slots=NUM_SLOTS), aim
+
+
+@hs.composite
+def features_for(draw: Draw, aim: Aim) -> Features:
+    """The caller behaviours of one run: those ``aim`` fixes, the others drawn."""
     fixed = dict(aim.fixed)
-    features = Features(**{f.name: fixed[f.name] if f.name in fixed else draw(hs.booleans())
-                           for f in fields(Features)})
-    return Setup(geo, conv, layers, num_cols=num_cols, num_slots=NUM_SLOTS), features
+    return Features(**{f.name: fixed[f.name] if f.name in fixed else draw(hs.booleans()) for f in fields(Features)})
+
+
+@hs.composite
+def systems(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Features]:
+    """One fuzzed system's fixed shape and the caller behaviours its run uses."""
+    setup, aim = draw(shapes(conventions))
+    return setup, draw(features_for(aim))
 
 
 @dataclass

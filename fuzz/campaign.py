@@ -29,6 +29,7 @@ from replayssm.spec.geometry import Conventions
 from .actions import TRACE_ID, Action, action_from_json, action_to_json
 from .containment import check_drop, compare_outside
 from .example_db import Namespaced
+from .lockstep import LockstepMachine, check_systems, widen_choices
 from .launcher import Setup, SpecSide
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
@@ -111,6 +112,8 @@ class CampaignConfig:
     ray: str | None = None
     """Run the workers as Ray tasks (:mod:`.ray_pool`): a cluster's address, or "" for a local Ray;
     None: the local process pool. With Ray, ``jobs`` None is one worker per GPU (cuda) or CPU the cluster has."""
+    systems: int = 1
+    """Independent small systems per launch, driven in lockstep (:mod:`.lockstep`)."""
 
     @property
     def watchdog_seconds(self) -> float:
@@ -124,7 +127,8 @@ class CampaignConfig:
         return {"impl": self.impl or DEFAULT_TARGET, "level": self.level, "device": self.device, "seed": self.seed,
                 "profile": self.profile, "budget": {"examples": self.examples, "max_steps": self.max_steps},
                 "jobs": self.jobs, "watchdog_seconds": self.watchdog_seconds, "shrink_seconds": self.shrink_limit,
-                "drop": self.drop, "database": self.database, **({"ray": self.ray} if self.ray is not None else {})}
+                "drop": self.drop, "database": self.database, "systems": self.systems,
+                **({"ray": self.ray} if self.ray is not None else {})}
 
 
 def _settings(examples: int, max_steps: int, database: ExampleDatabase | None = None) -> settings:
@@ -191,8 +195,11 @@ def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
-             "last_trace": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop}
-    return hypothesis_seed(seed)(type("Campaign", (SupervisedMachine,), attrs))
+             "last_trace": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop,
+             "systems": config.systems}
+    widen_choices(config.systems)
+    bases = (SupervisedMachine,) if config.systems == 1 else (SupervisedMachine, LockstepMachine)
+    return hypothesis_seed(seed)(type("Campaign", bases, attrs))
 
 
 class SetupError(ValueError):
@@ -263,6 +270,7 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
         raise SetupError(f"seed must be an int >= 0, got {config.seed!r}")
     try:
         check_drop(config.drop)
+        check_systems(config.systems, config.drop)
     except ValueError as e:
         raise SetupError(str(e)) from e
     if config.profile not in PROFILES:
@@ -333,6 +341,11 @@ def _shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: in
         raise RuntimeError(f"the fuzz harness failed before its run recorded a trace (seed {seed}): "
                            f"{type(error).__name__}: {error}") from error
     described = machine.last_failure or describe_failure(error, None)
+    if getattr(machine, "systems", 1) > 1:  # lockstep: the failing system's own trace (:mod:`.lockstep`)
+        isolated = machine.isolate(described)
+        if isolated is not None:
+            return {**isolated, "combination": combination, "seed": seed, "shrunk": True,
+                    "error": f"{type(error).__name__}: {error}"[:4000]}
     return {**described, "combination": combination, "seed": seed, "shrunk": True,
             "error": f"{type(error).__name__}: {error}"[:4000], "log": {"params": trace["params"],
                                                                           "actions": trace["actions"]}}
@@ -402,6 +415,8 @@ class _Campaign:
         trace["#meta"].update({"seed": found["seed"], "combination": found["combination"], "impl": impl,
                                "level": c.level, "device": c.device, "failure": found["kind"],
                                "error": found.get("error", found["reason"]), "shrunk": found["shrunk"]})
+        if "lockstep" in found:
+            trace["#meta"]["lockstep"] = found["lockstep"]
         name = unique_name(self.name, found["kind"], found["seed"], found["combination"])
         finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
                           len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])

@@ -12,6 +12,7 @@ behaviours are switched on and off per run (swarm testing).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -151,34 +152,49 @@ class ReplaySSMMachine(RuleBasedStateMachine):
     def live_slots_refine_requests(self) -> None:
         """Each running request's live slot holds FlashInfer's view of it in
         every group: ring start, and ``P + committed = N``."""
-        if not hasattr(self, "callers"):
-            return
-        buffers = self.spec.buffers
-        for r in self.callers.requests.values():
-            if r.live_col < 0 or not self.callers.keeps_contract(r):
-                continue
-            for g, cols in enumerate(r.cols):
-                slot = cols[r.live_col]
-                got = (int(buffers["ring_start"][g, slot]), int(buffers["num_committed"][g, slot]))
-                want = (r.ring_start, r.computed - r.checkpoint_pos)
-                if got != want:
-                    self._fail(f"request {r.rid} group {g} live slot {slot}: trackers {got}, "
-                               f"FlashInfer's view (start, N - P) = {want}")
+        if hasattr(self, "callers"):
+            wrong = live_slot_mismatch(self.callers, self.spec.buffers)
+            if wrong:
+                self._fail(wrong)
 
     @invariant()
     def published_slots_stay_canonical(self) -> None:
         """A published slot keeps trackers (0, 0) in every group."""
-        if not hasattr(self, "callers"):
-            return
-        buffers = self.spec.buffers
-        for (stream, col), slots in self.callers.published.items():
-            for g, slot in enumerate(slots):
-                got = (int(buffers["ring_start"][g, slot]), int(buffers["num_committed"][g, slot]))
-                if got != (0, 0) and (g, slot) not in self.callers.tainted_slots:
-                    self._fail(f"published slot {slot} (stream {stream}, column {col}) of group {g} "
-                               f"has trackers {got}")
+        if hasattr(self, "callers"):
+            wrong = published_slot_mismatch(self.callers, self.spec.buffers)
+            if wrong:
+                self._fail(wrong)
 
     def teardown(self) -> None:
         if hasattr(self, "callers"):
             for k, v in self.callers.scenarios.items():
                 self.stats.count(self.stats.scenarios, k, v)
+
+
+def live_slot_mismatch(callers: Callers, buffers: dict, slot: Callable[[int], int] = int) -> str | None:
+    """The first running request (keeping the contract) whose live slot does
+    not hold FlashInfer's view of it, ring start and ``P + committed = N``, in
+    some group of the spec's ``buffers`` (``slot``: where the callers' slot
+    ids sit in those buffers)."""
+    for r in callers.requests.values():
+        if r.live_col < 0 or not callers.keeps_contract(r):
+            continue
+        for g, cols in enumerate(r.cols):
+            at = slot(cols[r.live_col])
+            got = (int(buffers["ring_start"][g, at]), int(buffers["num_committed"][g, at]))
+            want = (r.ring_start, r.computed - r.checkpoint_pos)
+            if got != want:
+                return (f"request {r.rid} group {g} live slot {cols[r.live_col]}: trackers {got}, "
+                        f"FlashInfer's view (start, N - P) = {want}")
+    return None
+
+
+def published_slot_mismatch(callers: Callers, buffers: dict, slot: Callable[[int], int] = int) -> str | None:
+    """The first published slot whose trackers in the spec's ``buffers`` are not (0, 0)."""
+    for (stream, col), slots in callers.published.items():
+        for g, s in enumerate(slots):
+            at = slot(s)
+            got = (int(buffers["ring_start"][g, at]), int(buffers["num_committed"][g, at]))
+            if got != (0, 0) and (g, s) not in callers.tainted_slots:
+                return f"published slot {s} (stream {stream}, column {col}) of group {g} has trackers {got}"
+    return None
