@@ -13,7 +13,7 @@ import json
 import multiprocessing
 import sys
 import time
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, astuple, dataclass, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any, TextIO
@@ -327,9 +327,31 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
             run_state_machine_as_test(machine, settings=_settings(
                 per_combo, config.max_steps, None if database is None else Namespaced(database, f"combination {n}")))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
-            findings.append(_shrunk_finding(machine, seed, n, e))
+            found = _shrunk_finding(machine, seed, n, e)
+            if found.get("lockstep", {}).get("placement") == "together":
+                found = _one_system_search(config, target, seed, n, reporter) or found
+            findings.append(found)
             break
     return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start}
+
+
+def _one_system_search(config: CampaignConfig, target: Any, seed: int, combination: int,
+                       reporter: Reporter | None) -> dict | None:
+    """A lockstep failure that no single system reproduces (one system's rows
+    disturbing another's state) is looked for with one system per launch in
+    the same combination and seed, over as many systems as the lockstep share
+    ran (``systems`` times its examples): that finding, shrunk, or None."""
+    one = replace(config, systems=1)
+    machine = _machine(one, target, seed, Conventions.all()[combination], Statistics(), reporter)
+    try:
+        budget = examples_per_combination(config.examples) * config.systems  # as many systems as the lockstep run's
+        run_state_machine_as_test(machine, settings=_settings(budget, config.max_steps))
+    except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
+        found = _shrunk_finding(machine, seed, combination, e)
+        return {**found, "reason": f"{found['reason']} (searched with one system per launch after a "
+                                   f"{config.systems}-system failure no single system reproduced)",
+                "lockstep": {"systems": config.systems, "system": None, "placement": "searched alone"}}
+    return None
 
 
 def _shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: int, error: Exception) -> dict:

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+from hypothesis import assume
 from hypothesis import strategies as hs
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import initialize, invariant, precondition, rule
@@ -39,6 +40,11 @@ from .machine import Failure, ReplaySSMMachine, live_slot_mismatch, published_sl
 
 MAX_SYSTEMS = 64
 """The most systems one launch carries (``--systems``)."""
+
+IDLE = hs.integers(0, 63)
+"""Each system's first draw: 0 leaves it idle for the whole example (no
+request ever). Generation rarely draws 0; shrinking tries it first, so
+Hypothesis drops every system a failure does not need."""
 
 _CHOICE_BUDGET = _engine.BUFFER_SIZE
 """Hypothesis's budget of drawn choices per example (its engine's ``BUFFER_SIZE``)."""
@@ -133,11 +139,13 @@ class LockstepMachine(ReplaySSMMachine):
         cls.last_run = {"layout": self.layout, "steps": self.steps}
         self.spec = SpecSide(self.setup)
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
+        self.idle = {k for k in range(self.systems) if data.draw(IDLE) == 0}
+        assume(len(self.idle) < self.systems)  # some system runs
         self.group = [Callers(local, data.draw(features_for(aim))) for _ in range(self.systems)]
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {local.conventions.label()}")
-        for callers in self.group:  # every system starts with a request
-            if callers.admit(data.draw):
+        for k, callers in enumerate(self.group):  # every system that runs starts with a request
+            if k not in self.idle and callers.admit(data.draw):
                 self._rule("admit")
 
     def execute(self, action: Action) -> None:
@@ -152,12 +160,13 @@ class LockstepMachine(ReplaySSMMachine):
             where = f"system {k} of {self.systems}" if k is not None else f"none of the {self.systems} systems alone"
             raise Failure(f"{where}: {e}", e.kind) from None
 
-    @precondition(lambda self: any(len(c.requests) < c.geo.max_num_reqs for c in self.group))
+    @precondition(lambda self: any(len(c.requests) < c.geo.max_num_reqs
+                                   for k, c in enumerate(self.group) if k not in self.idle))
     @rule(data=hs.data())
     def admit(self, data: Any) -> None:
         """Each system may admit a request (its own choice, prompt and prefix hit)."""
-        for callers in self.group:
-            if len(callers.requests) < callers.geo.max_num_reqs and data.draw(hs.booleans()) \
+        for k, callers in enumerate(self.group):
+            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and data.draw(hs.booleans()) \
                     and callers.admit(data.draw):
                 self._rule("admit")
 
@@ -230,8 +239,9 @@ class LockstepMachine(ReplaySSMMachine):
         (the lockstep failure) re-judged on the failing system's own trace,
         alone and then in place, the attributed system first (see the module
         docstring). Returns the finding with its ``log`` (params and actions)
-        and ``lockstep`` (systems, system, placement), or None when no single
-        system reproduces it."""
+        and ``lockstep`` (systems, system, placement); when no single system
+        reproduces it, the systems together (``placement`` ``together``, the
+        lockstep run's own trace). None before any run recorded a layout."""
         run = cls.last_run
         if run is None:
             return None
@@ -251,4 +261,5 @@ class LockstepMachine(ReplaySSMMachine):
                     reason = f"system {k} of {layout.systems} ({placement}): {found['reason']}"
                     return {**found, "reason": reason, "log": trace,
                             "lockstep": {"systems": layout.systems, "system": k, "placement": placement}}
-        return None
+        return {**described, "log": {"params": layout.setup.as_json(), "actions": cls.last_trace["actions"]},
+                "lockstep": {"systems": layout.systems, "system": failing, "placement": "together"}}
