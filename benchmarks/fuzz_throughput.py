@@ -1,20 +1,34 @@
-"""Verified request-steps per second: the stateful campaign and the wide runner.
+"""Verified request-steps per second: the stateful campaign (K systems per launch) and the wide runner.
 
-    python3 benchmarks/fuzz_throughput.py --device cpu  [--rows 16 --steps 10 --jobs 2]
-    python3 benchmarks/fuzz_throughput.py --device cuda [--rows 4096 --steps 50 --jobs 8]
+    python3 -P benchmarks/fuzz_throughput.py --device cpu  [--systems 1 8 --repeat 2 --jobs 2 --rows 16 --steps 8]
+    python3 -P benchmarks/fuzz_throughput.py --device cuda --systems 1 64 --jobs 14 --stateful-examples 448 \\
+        --warm --rows 4096 --steps 40 --wide-jobs 8 --out throughput.json
 
-Prints one JSON object: for each runner, request-steps, seconds, verified
-request-steps/s, time in the implementation's kernels and the harness's share
-on top of it ((wall - kernels) / kernels), measured in the same run.
+The stateful campaign runs once per ``--systems`` value (``fuzz --systems K``:
+K independent small systems per launch, docs/fuzz.md) and ``--repeat`` times,
+the values interleaved (K1, K2, K1, K2, ...) so that a load change hits all of
+them alike; each run is a fresh campaign of the same seed (the same examples).
+``--warm`` first runs each campaign once untimed, so that the timed runs find
+every Triton kernel variant they launch compiled (on CUDA each of the 32
+conventions x 6 geometries x K is a compile; the timed runs then load them
+from Triton's cache). A verified request-step is one request advanced one
+step and checked against the spec (padding rows do not count), as in the
+campaign's summary. Reported per K: request-steps, wall seconds and verified
+request-steps/s of each run and their median, CPU seconds (user + sys of the
+campaign's worker processes), the time in the implementation and in the spec
+summed over workers, and the median rate over that of K = 1 measured in the
+same run. The wide runner (``fuzz/wide.py``) runs once after them. Prints
+the JSON report and writes it to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import platform
+import resource
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,7 +38,7 @@ from pathlib import Path
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import commit  # noqa: E402
+from provenance import bad_options, commit, emit  # noqa: E402
 
 
 def _wide(args: tuple) -> dict:
@@ -36,58 +50,120 @@ def _wide(args: tuple) -> dict:
             "discrepancies": r.discrepancies}
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def stateful_run(args: argparse.Namespace, systems: int) -> dict:
+    """One campaign of ``systems`` systems per launch: its counts, wall and CPU time."""
+    from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+
+    config = CampaignConfig(args.impl, args.device, args.stateful_examples, args.stateful_steps, args.seed,
+                            args.jobs, "out/bench-failures", systems=systems)
+    cpu = _children_cpu()
+    with open(os.devnull, "w") as quiet:
+        s = run_campaign(config, out=quiet)
+    wall = s["seconds"]
+    return {"request_steps": s["request_steps"], "examples": s["examples"], "seconds": wall,
+            "request_steps_per_s": round(s["request_steps"] / wall, 1), "cpu_seconds": round(_children_cpu() - cpu, 2),
+            "kernel_seconds": s["kernel_seconds"], "spec_seconds": s["spec_seconds"],
+            "worker_seconds": s["worker_seconds"], "passed": s["passed"],
+            "findings": len(s["findings"]), "missing_scenarios": len(s["missing_scenarios"])}
+
+
+def stateful(args: argparse.Namespace) -> dict:
+    """Every ``--systems`` value, ``--repeat`` times, interleaved; medians and ratios to K = 1."""
+    if args.warm:
+        for k in args.systems:
+            print(f"warm-up: --systems {k}", file=sys.stderr, flush=True)
+            stateful_run(args, k)
+    runs: dict[int, list[dict]] = {k: [] for k in args.systems}
+    for r in range(args.repeat):
+        for k in args.systems:
+            runs[k].append(stateful_run(args, k))
+            print(f"round {r + 1}/{args.repeat}, --systems {k}: {runs[k][-1]['request_steps_per_s']} "
+                  "verified request-steps/s", file=sys.stderr, flush=True)
+    out: dict = {}
+    for k, rs in runs.items():
+        out[str(k)] = {"request_steps_per_s": statistics.median(x["request_steps_per_s"] for x in rs),
+                       "cpu_seconds_per_request_step": round(sum(x["cpu_seconds"] for x in rs)
+                                                             / max(1, sum(x["request_steps"] for x in rs)), 6),
+                       "runs": rs}
+    if 1 in runs:
+        base = out["1"]["request_steps_per_s"]
+        for k in runs:
+            out[str(k)]["over_one_system"] = round(out[str(k)]["request_steps_per_s"] / base, 2) if base else None
+    return out
+
+
+def wide(args: argparse.Namespace) -> dict:
+    """The wide runner on ``--wide-jobs`` processes, one system of ``--rows`` requests each."""
+    ctx = multiprocessing.get_context("spawn" if args.device == "cuda" else "fork")
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.wide_jobs, mp_context=ctx) as pool:
+        parts = list(pool.map(_wide, [(args.impl, args.device, args.rows, args.steps, seed)
+                                      for seed in range(args.wide_jobs)]))
+    wall = time.perf_counter() - start
+    steps = sum(x["request_steps"] for x in parts)
+    kernel = sum(x["kernel_seconds"] for x in parts)
+    busy = sum(x["seconds"] for x in parts)
+    return {"rows": args.rows, "steps_per_process": args.steps, "processes": args.wide_jobs,
+            "request_steps": steps, "seconds": round(wall, 3), "request_steps_per_s": round(steps / wall, 1),
+            "kernel_seconds": round(kernel, 3), "process_seconds": round(busy, 3),
+            "harness_over_kernels": round((busy - kernel) / kernel, 4) if kernel else None,
+            "discrepancies": sum(x["discrepancies"] for x in parts)}
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--impl", default=None)
-    p.add_argument("--rows", type=int, default=16)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--systems", type=int, nargs="+", default=[1, 8],
+                   help="systems per launch of the stateful campaign, one run each per round (default: 1 8)")
+    p.add_argument("--repeat", type=int, default=1, help="rounds over the --systems values")
+    p.add_argument("--warm", action="store_true", help="run each campaign once untimed first (kernel compiles)")
     p.add_argument("--stateful-examples", type=int, default=64)
+    p.add_argument("--stateful-steps", type=int, default=12, help="rules per example")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="campaign worker processes")
+    p.add_argument("--rows", type=int, default=16, help="wide runner: requests per launch")
+    p.add_argument("--steps", type=int, default=10, help="wide runner: steps per process")
+    p.add_argument("--wide-jobs", type=int, help="wide runner processes (default: --jobs)")
+    p.add_argument("--no-wide", action="store_true", help="measure the stateful campaign only")
+    p.add_argument("--out", help="also write the JSON report here")
     args = p.parse_args()
-    for name in ("rows", "steps", "jobs", "stateful_examples"):
-        if getattr(args, name) < 1:
-            print(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}", file=sys.stderr)
-            return 2
+    args.wide_jobs = args.wide_jobs if args.wide_jobs is not None else args.jobs
+    error = bad_options({"--rows": args.rows, "--steps": args.steps, "--jobs": args.jobs, "--repeat": args.repeat,
+                         "--wide-jobs": args.wide_jobs, "--stateful-examples": args.stateful_examples,
+                         "--stateful-steps": args.stateful_steps, **{"--systems": min(args.systems)}}, args.out)
+    if error is None and len(set(args.systems)) != len(args.systems):
+        error = f"error: --systems values must differ, got {args.systems}"
+    if error is None and args.seed < 0:
+        error = f"error: --seed must be >= 0, got {args.seed}"
+    if error is None:
+        from replayssm.fuzz.lockstep import MAX_SYSTEMS
+
+        if max(args.systems) > MAX_SYSTEMS:
+            error = f"error: --systems must be in [1, {MAX_SYSTEMS}], got {max(args.systems)}"
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
     import triton
 
-    from replayssm.fuzz.campaign import CampaignConfig, run_campaign
-
-    out: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-                 "machine": platform.node(), "cpus": os.cpu_count(),
-                 "python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
-                 "device": args.device, "command": " ".join(sys.argv)}
+    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
+                    "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                    "torch": torch.__version__, "triton": triton.__version__, "device": args.device,
+                    "command": " ".join(sys.argv)}
     if args.device == "cuda":
-        out["gpu"] = torch.cuda.get_device_name(0)
-    with open(os.devnull, "w") as quiet:
-        s = run_campaign(CampaignConfig(args.impl, args.device, args.stateful_examples, 12, 0, args.jobs,
-                                        "out/bench-failures"), out=quiet)
-    wall = s["seconds"]
-    out["stateful"] = {"request_steps": s["request_steps"], "seconds": wall,
-                       "request_steps_per_s": round(s["request_steps"] / wall, 1),
-                       "kernel_seconds": s["kernel_seconds"], "spec_seconds": s["spec_seconds"],
-                       "worker_seconds": s["worker_seconds"],
-                       "harness_over_kernels": (round((s["worker_seconds"] - s["kernel_seconds"]) / s["kernel_seconds"], 4)
-                                                if s["kernel_seconds"] else None),
-                       "passed": s["passed"]}
-    ctx = multiprocessing.get_context("spawn" if args.device == "cuda" else "fork")
-    start = time.perf_counter()
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        parts = list(pool.map(_wide, [(args.impl, args.device, args.rows, args.steps, seed) for seed in range(args.jobs)]))
-    wall = time.perf_counter() - start
-    steps = sum(x["request_steps"] for x in parts)
-    kernel = sum(x["kernel_seconds"] for x in parts)
-    busy = sum(x["seconds"] for x in parts)
-    out["wide"] = {"rows": args.rows, "steps_per_process": args.steps, "processes": args.jobs,
-                   "request_steps": steps, "seconds": round(wall, 3),
-                   "request_steps_per_s": round(steps / wall, 1),
-                   "kernel_seconds": round(kernel, 3), "process_seconds": round(busy, 3),
-                   "harness_over_kernels": round((busy - kernel) / kernel, 4) if kernel else None,
-                   "discrepancies": sum(x["discrepancies"] for x in parts)}
-    print(json.dumps(out, indent=2))
+        report["gpu"] = torch.cuda.get_device_name(0)
+    report["stateful"] = stateful(args)
+    if not args.no_wide:
+        report["wide"] = wide(args)
+    emit(report, args.out)
     return 0
 
 

@@ -343,7 +343,7 @@ class Callers:
         if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and draw(hs.booleans()):
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
-        chosen = draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
+        chosen = self._choose_rows(draw, rids)
         rows: list[tuple[Request, RowPlan]] = []
         for rid in chosen:
             r = self.requests[rid]
@@ -357,7 +357,7 @@ class Callers:
         pads = 0
         if conv.has_idx_mapping and self.features.padding_rows:
             pads = draw(hs.integers(0, geo.max_num_reqs - len(rows)))
-        order = draw(hs.permutations(list(range(len(rows)))))
+        order = self._batch_order(draw, len(rows))
         batch_rows: list[tuple[Request, RowPlan] | None] = [rows[i] for i in order]
         for _ in range(pads):
             batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
@@ -373,6 +373,14 @@ class Callers:
         actions.append(replace(self._postprocess_action(batch_rows, table), contained=contained))
         self._advance(batch_rows)
         return actions
+
+    def _choose_rows(self, draw: Draw, rids: list[int]) -> list[int]:
+        """The running requests a step schedules: a non-empty subset of ``rids``."""
+        return draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
+
+    def _batch_order(self, draw: Draw, n: int) -> list[int]:
+        """The batch order of a step's ``n`` scheduled rows: a permutation of ``range(n)``."""
+        return draw(hs.permutations(list(range(n))))
 
     def _req_index(self, batch: int, r: Request) -> int:
         return r.rid if self.setup.conventions.has_idx_mapping else batch

@@ -23,6 +23,7 @@ disturbing another's state) keeps the K-system trace.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,6 +32,7 @@ from hypothesis import assume
 from hypothesis import strategies as hs
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import initialize, invariant, precondition, rule
+from hypothesis.strategies._internal.strategies import SampledFromStrategy
 
 from .actions import TRACE_ID, Action, action_to_json, action_from_json
 from .callers import Callers, features_for, shapes
@@ -67,6 +69,32 @@ def check_systems(systems: Any, drop: str | None) -> None:
                          f"got {systems!r}")
     if systems > 1 and drop:
         raise ValueError(f"--systems must be 1 with --drop (containment judges one system), got {systems}")
+
+
+def primitive_draw(data: Any) -> Callable[[Any], Any]:
+    """``data.draw`` for the callers' draws, cheaper: a bounded
+    ``integers``, ``booleans``, ``just`` or plain ``sampled_from`` is drawn as the
+    primitive choice its strategy would make (the same choice sequence, so
+    the same examples and the same shrinking), without the per-draw
+    bookkeeping of Hypothesis's data object (validation, spans, notes). Any
+    other strategy goes through the conjecture data's own ``draw``."""
+    cd = data.conjecture_data
+
+    def draw(strategy: Any) -> Any:
+        if type(strategy) is SampledFromStrategy and not strategy._transformations:
+            return strategy.elements[cd.draw_integer(0, len(strategy.elements) - 1)]
+        name = getattr(getattr(strategy, "function", None), "__name__", None)
+        args = getattr(strategy, "_LazyStrategy__args", None)
+        if name == "just" and len(args or ()) == 1 and not strategy._LazyStrategy__kwargs:
+            return args[0]  # a choice of one (``sampled_from`` of one element): no choice is drawn
+        if name == "booleans" and args == () and not strategy._LazyStrategy__kwargs:
+            return cd.draw_boolean()
+        if (name == "integers" and len(args or ()) == 2 and not strategy._LazyStrategy__kwargs
+                and all(type(a) is int for a in args) and 0 <= args[1] - args[0] <= 127):
+            return cd.draw_integer(*args)  # wider ranges weight their bounds: left to the strategy
+        return cd.draw(strategy)
+
+    return draw
 
 
 def _trace(params: dict, actions: list[Action]) -> dict:
@@ -114,6 +142,24 @@ def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | 
     return None
 
 
+class LockstepCallers(Callers):
+    """One lockstep system's callers: the same decisions as :class:`Callers`,
+    with the step's choice of rows and their batch order made of primitive
+    choices (see :func:`primitive_draw`): each running request scheduled or
+    not (the first one when none is), and a Fisher-Yates shuffle. Both shrink
+    to the simplest step (one request, in order)."""
+
+    def _choose_rows(self, draw: Callable[[Any], Any], rids: list[int]) -> list[int]:
+        return [r for r in rids if draw(hs.booleans())] or rids[:1]
+
+    def _batch_order(self, draw: Callable[[Any], Any], n: int) -> list[int]:
+        order = list(range(n))
+        for i in range(n - 1):
+            j = draw(hs.integers(i, n - 1))
+            order[i], order[j] = order[j], order[i]
+        return order
+
+
 class LockstepMachine(ReplaySSMMachine):
     """K small systems of one shape, one launch per step for all of them.
     Set ``systems`` (and what :class:`ReplaySSMMachine` needs) on a subclass."""
@@ -141,11 +187,11 @@ class LockstepMachine(ReplaySSMMachine):
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
         self.idle = {k for k in range(self.systems) if data.draw(IDLE) == 0}
         assume(len(self.idle) < self.systems)  # some system runs
-        self.group = [Callers(local, data.draw(features_for(aim))) for _ in range(self.systems)]
+        self.group = [LockstepCallers(local, data.draw(features_for(aim))) for _ in range(self.systems)]
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {local.conventions.label()}")
         for k, callers in enumerate(self.group):  # every system that runs starts with a request
-            if k not in self.idle and callers.admit(data.draw):
+            if k not in self.idle and callers.admit(primitive_draw(data)):
                 self._rule("admit")
 
     def execute(self, action: Action) -> None:
@@ -165,21 +211,23 @@ class LockstepMachine(ReplaySSMMachine):
     @rule(data=hs.data())
     def admit(self, data: Any) -> None:
         """Each system may admit a request (its own choice, prompt and prefix hit)."""
+        draw = primitive_draw(data)
         for k, callers in enumerate(self.group):
-            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and data.draw(hs.booleans()) \
-                    and callers.admit(data.draw):
+            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and draw(hs.booleans()) \
+                    and callers.admit(draw):
                 self._rule("admit")
 
     @precondition(lambda self: any(c.requests for c in self.group))
     @rule(steps=hs.integers(1, 4), data=hs.data())
     def model_steps(self, steps: int, data: Any) -> None:
         """``steps`` model-runner steps of every system, one combined launch each."""
+        draw = primitive_draw(data)
         for _ in range(steps):
             if not any(c.requests for c in self.group):
                 return
             parts: Parts = {}
             for k, callers in enumerate(self.group):
-                actions = callers.step(data.draw) if callers.requests else []
+                actions = callers.step(draw) if callers.requests else []
                 if actions:
                     parts[k] = actions
                     self._rule("model_step")
@@ -192,10 +240,11 @@ class LockstepMachine(ReplaySSMMachine):
                 self.execute(action)
 
     def _leave(self, data: Any, preempt: bool) -> None:
+        draw = primitive_draw(data)
         for callers in self.group:
-            if len(callers.requests) >= 2 and data.draw(hs.booleans()):
+            if len(callers.requests) >= 2 and draw(hs.booleans()):
                 self._rule("preempt" if preempt else "finish")
-                callers.finish(data.draw(hs.sampled_from(sorted(callers.requests))), preempt=preempt)
+                callers.finish(draw(hs.sampled_from(sorted(callers.requests))), preempt=preempt)
 
     @precondition(lambda self: any(len(c.requests) >= 2 for c in self.group))
     @rule(data=hs.data())

@@ -12,16 +12,24 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_throughput.p
 def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-P", str(SCRIPT), "--device", "cpu", "--rows", "2", "--steps", "1",
-         "--jobs", "1", "--stateful-examples", "1"],
+         "--jobs", "1", "--stateful-examples", "1", "--stateful-steps", "4", "--systems", "1", "2"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["commit"] != ""
     assert out["wide"]["request_steps"] == 2 and out["wide"]["discrepancies"] == 0
+    for k in ("1", "2"):
+        run = out["stateful"][k]["runs"][0]
+        assert run["passed"] or run["missing_scenarios"], run  # a finding would fail this
+        assert run["findings"] == 0 and run["examples"] >= 32
+    assert "over_one_system" in out["stateful"]["2"]  # None here: one example per combination only admits
 
 
 def test_benchmark_rejects_bad_option_with_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--rows", "0"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--rows must be >= 1" in done.stderr
+    done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--systems", "1", "65"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--systems must be in [1, 64]" in done.stderr
