@@ -17,13 +17,15 @@ campaign's summary. Reported per K: request-steps, wall seconds and verified
 request-steps/s of each run and their median, CPU seconds (user + sys of the
 campaign's worker processes), the time in the implementation and in the spec
 summed over workers, and the median rate over that of K = 1 measured in the
-same run. The wide runner (``fuzz/wide.py``) runs once after them. Prints
-the JSON report and writes it to ``--out``.
+same run. The wide runner (``fuzz/wide.py``) runs first. Prints the JSON
+report and writes it to ``--out`` (also after each stateful run, with
+``"complete": false`` until the end).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import platform
@@ -72,18 +74,26 @@ def stateful_run(args: argparse.Namespace, systems: int) -> dict:
             "findings": len(s["findings"]), "missing_scenarios": len(s["missing_scenarios"])}
 
 
-def stateful(args: argparse.Namespace) -> dict:
-    """Every ``--systems`` value, ``--repeat`` times, interleaved; medians and ratios to K = 1."""
+def stateful(args: argparse.Namespace, report: dict) -> None:
+    """Every ``--systems`` value, ``--repeat`` times, interleaved; medians and
+    ratios to K = 1 in ``report["stateful"]``, written to ``--out`` after each
+    run (a bounded call that runs out of time keeps what it measured)."""
     if args.warm:
         for k in args.systems:
             print(f"warm-up: --systems {k}", file=sys.stderr, flush=True)
-            stateful_run(args, k)
+            report.setdefault("warm_up", {})[str(k)] = stateful_run(args, k)
     runs: dict[int, list[dict]] = {k: [] for k in args.systems}
     for r in range(args.repeat):
         for k in args.systems:
             runs[k].append(stateful_run(args, k))
             print(f"round {r + 1}/{args.repeat}, --systems {k}: {runs[k][-1]['request_steps_per_s']} "
                   "verified request-steps/s", file=sys.stderr, flush=True)
+            report["stateful"] = _summary({k: rs for k, rs in runs.items() if rs})
+            if args.out:
+                Path(args.out).write_text(json.dumps({**report, "complete": False}, indent=2) + "\n")
+
+
+def _summary(runs: dict[int, list[dict]]) -> dict:
     out: dict = {}
     for k, rs in runs.items():
         out[str(k)] = {"request_steps_per_s": statistics.median(x["request_steps_per_s"] for x in rs),
@@ -160,10 +170,10 @@ def main() -> int:
                     "command": " ".join(sys.argv)}
     if args.device == "cuda":
         report["gpu"] = torch.cuda.get_device_name(0)
-    report["stateful"] = stateful(args)
     if not args.no_wide:
         report["wide"] = wide(args)
-    emit(report, args.out)
+    stateful(args, report)
+    emit({**report, "complete": True}, args.out)
     return 0
 
 

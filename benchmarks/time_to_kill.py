@@ -75,7 +75,7 @@ def planted_file(folder: Path, name: str) -> Path:
     return path
 
 
-def run_one(name: str, seed: int, jobs: int, limit: float) -> dict:
+def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1) -> dict:
     """One campaign against one planted kernel, timed from the process's start."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -83,7 +83,7 @@ def run_one(name: str, seed: int, jobs: int, limit: float) -> dict:
         summary = folder / "summary.json"
         command = [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(impl), "--profile", "ci",
                    "--seed", str(seed), "--jobs", str(jobs), "--json", str(summary), "--failures",
-                   str(folder / "failures")]
+                   str(folder / "failures"), "--systems", str(systems)]
         start = time.perf_counter()
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=limit)
@@ -92,13 +92,16 @@ def run_one(name: str, seed: int, jobs: int, limit: float) -> dict:
             code = None
         wall = time.perf_counter() - start
         result = json.loads(summary.read_text()) if summary.exists() else {}
+        saved = [Path(f) for f in result.get("failures", []) if Path(f).exists()]
+        lockstep = json.loads(saved[0].read_text())["#meta"].get("lockstep") if saved else None
     finding = (result.get("findings") or [None])[0]
     return {"planted": name, "seed": seed, "seconds": round(wall, 2), "exit_code": code, "killed": code == 1,
             "kind": finding["kind"] if finding else None,
             "finding_seconds": finding["seconds"] if finding else None,
             "trace_actions": finding["actions"] if finding else None,
             "shrunk": finding["shrunk"] if finding else None,
-            "reason": finding["reason"] if finding else None}
+            "reason": finding["reason"] if finding else None,
+            "lockstep": lockstep}
 
 
 def main() -> int:
@@ -108,13 +111,14 @@ def main() -> int:
     p.add_argument("--only", metavar="NAME", help="the planted kernels whose name contains NAME")
     p.add_argument("--limit", type=float, default=300.0, help="seconds before a campaign is stopped as not killed")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
+    p.add_argument("--systems", type=int, default=1, help="fuzz --systems K: small systems per launch (default 1)")
     args = p.parse_args()
     names = [n for n in PLANTED if args.only is None or args.only in n]
     if not names:
         print(f"error: --only {args.only!r} matches none of {list(PLANTED)}", file=sys.stderr)
         return 2
-    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds):
-        print("error: --jobs must be >= 1, --limit > 0 and every seed >= 0", file=sys.stderr)
+    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds) or not 1 <= args.systems <= 64:
+        print("error: --jobs must be >= 1, --limit > 0, every seed >= 0 and --systems in [1, 64]", file=sys.stderr)
         return 2
     import torch
     import triton
@@ -122,7 +126,7 @@ def main() -> int:
     runs = []
     for name in names:
         for seed in args.seeds:
-            runs.append(run_one(name, seed, args.jobs, args.limit))
+            runs.append(run_one(name, seed, args.jobs, args.limit, args.systems))
             r = runs[-1]
             print(f"{name:<40} seed {seed}: {r['seconds']:6.1f} s  "
                   f"{r['kind'] or 'NOT KILLED'} {r['reason'] or ''}"[:160], file=sys.stderr, flush=True)
