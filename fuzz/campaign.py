@@ -325,7 +325,7 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
         machine = _machine(config, target, seed, combos[n], stats, reporter)
         try:
             run_state_machine_as_test(machine, settings=_settings(
-                per_combo, config.max_steps, None if database is None else Namespaced(database, f"combination {n}")))
+                per_combo, config.max_steps, None if database is None else Namespaced(database, _namespace(config, n))))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
             found = _shrunk_finding(machine, seed, n, e)
             if found.get("lockstep", {}).get("placement") == "together":
@@ -333,6 +333,11 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
             findings.append(found)
             break
     return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start}
+
+
+def _namespace(config: CampaignConfig, combination: int) -> str:
+    """A combination's key prefix in the example database (a lockstep example means another run)."""
+    return f"combination {combination}" + (f", {config.systems} systems per launch" if config.systems > 1 else "")
 
 
 def _one_system_search(config: CampaignConfig, target: Any, seed: int, combination: int,
