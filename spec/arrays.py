@@ -34,9 +34,27 @@ def _flat(shape: tuple[int, ...], index: tuple) -> Any:
     return flat
 
 
+_PLAIN = frozenset((int, bool))
+
+
 def is_concrete(*xs: Any) -> bool:
     """Every one of ``xs`` is a Python int (or bool), no symbolic term."""
-    return all(isinstance(x, int) for x in xs)
+    return _PLAIN.issuperset(map(type, xs)) or all(isinstance(x, int) for x in xs)
+
+
+def int_offset(shape: tuple[int, ...], index: tuple) -> int | None:
+    """The flat offset of an index of Python ints with one component per
+    dimension (-1 when a component lies outside its dimension); None for any
+    other index, which the general helpers below answer. The concrete
+    simulation's fast path: callers read and write the list directly."""
+    if len(index) != len(shape) or not _PLAIN.issuperset(map(type, index)):
+        return None
+    flat = 0
+    for i, n in zip(index, shape):
+        if not 0 <= i < n:
+            return -1
+        flat = flat * n + i
+    return flat
 
 
 def select(values: list, idx: Any, other: Any = 0) -> Any:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .arrays import fold_and, fold_ite, is_concrete, lookup, update
+from .arrays import fold_and, fold_ite, int_offset, is_concrete, lookup, update
 from .memory import MemoryFault
 from .vocab import conj, disj, negate
 
@@ -69,6 +69,13 @@ class TableMemory:
         g = self._guard(guard)
         if g is False:
             return other
+        if g is True:  # the concrete simulation's fast path
+            shape, vals = self.buffers[buffer]
+            flat = int_offset(shape, index)
+            if flat is not None:
+                if flat < 0:
+                    raise MemoryFault(buffer, index, shape)
+                return vals[flat]
         shape = self._check_bounds(buffer, index, g)
         return fold_ite(g, lookup(self.buffers[buffer][1], shape, index, other), other)
 
@@ -76,6 +83,14 @@ class TableMemory:
         g = self._guard(guard)
         if g is False:
             return
+        if g is True:  # the concrete simulation's fast path
+            shape, vals = self.buffers[buffer]
+            flat = int_offset(shape, index)
+            if flat is not None:
+                if flat < 0:
+                    raise MemoryFault(buffer, index, shape)
+                vals[flat] = value
+                return
         shape = self._check_bounds(buffer, index, g)
         update(self.buffers[buffer][1], shape, index, value, g)
 

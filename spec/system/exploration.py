@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import lru_cache
 from itertools import product
 from typing import Any
 
@@ -117,6 +118,12 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
         choices = [a for a in choices if a != "step"] or ["free"]
 
 
+@lru_cache(maxsize=None)
+def _defaults(p: SystemParams, action: str, given: tuple[tuple[str, int], ...]) -> Picks:
+    """``default_picks`` once per world, action and given picks (records are immutable)."""
+    return default_picks(p, action, **dict(given))
+
+
 def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, Picks]]:
     """Every action a caller may take in ``st`` under every caller assumption,
     for exhaustive bounded exploration. Two reductions keep it finite and
@@ -128,11 +135,11 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
     p = st.p
     for r in range(p.num_reqs):
         if st.get("active", r) == 1:
-            yield "free", default_picks(p, "free", req=r)
+            yield "free", _defaults(p, "free", (("req", r),))
             continue
         for stream in range(p.num_streams):
             for prompt in prompts or range(1, p.max_len + 1):
-                picks = default_picks(p, "admit", req=r, stream=stream, prompt=prompt)
+                picks = _defaults(p, "admit", (("req", r), ("stream", stream), ("prompt", prompt)))
                 yield "admit", picks
                 for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
                     yield "admit", replace(picks, hit=hit, hit_slots=level)
@@ -143,7 +150,7 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             mine += [(row, acc) for row in row_options(st, r)
                      for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
         options.append(mine)
-    idle = default_picks(p, "step")
+    idle = _defaults(p, "step", ())
     for combo in product(*options):
         if not any(combo):
             continue
@@ -183,11 +190,11 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
     key = lambda s: tuple(tuple(v) for v in s.v.values())
     seen = {key(start): None}
     parent: dict[tuple, tuple] = {}
-    frontier = [start]
+    frontier = [(start, key(start))]
     stats = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
     for d in range(depth):
         nxt = []
-        for st in frontier:
+        for st, here in frontier:
             moves = list(enumerate_picks(st, prompts=prompts))
             if extra is not None:
                 moves += list(extra(st))
@@ -204,7 +211,7 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
                     bad += [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
                 if bad:
                     run = [(action, picks)]
-                    cur = key(st)
+                    cur = here
                     while cur in parent:
                         prev, a, pk = parent[cur]
                         run.append((a, pk))
@@ -213,8 +220,8 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
                     return {**stats, "status": "failed", "violated": bad, "run": run[::-1]}
                 if k not in seen:
                     seen[k] = None
-                    parent[k] = (key(st), action, picks)
-                    nxt.append(out.state)
+                    parent[k] = (here, action, picks)
+                    nxt.append((out.state, k))
                     stats["states"] += 1
                     if shares_a_block(out.state):
                         stats["shared_states"] = stats.get("shared_states", 0) + 1

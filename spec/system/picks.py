@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields, is_dataclass
+from functools import lru_cache
 from typing import Any, Callable, Union
 
 from .state import SystemParams
@@ -153,14 +154,19 @@ def picks_json(picks: Any, leaf: Callable[[Any], Any] = lambda x: x) -> dict:
     return walk(picks)
 
 
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def leaf_values(picks: Any) -> list[Any]:
     """Every leaf of a picks record, in the order of :func:`flat_picks`."""
     out: list[Any] = []
 
     def walk(x: Any) -> None:
         if is_dataclass(x):
-            for f in fields(x):
-                walk(getattr(x, f.name))
+            for name in _field_names(type(x)):
+                walk(getattr(x, name))
         elif isinstance(x, tuple):
             for v in x:
                 walk(v)

@@ -9,11 +9,12 @@ ghost, are listed in the package docstring (``spec.system``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from ..arrays import is_concrete, lookup, size, update
+from ..arrays import int_offset, is_concrete, lookup, size, update
 from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
+
+_PLAIN = frozenset((int, bool))
 
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
@@ -64,6 +65,8 @@ class SystemParams:
         require_int("num_streams", self.num_streams, 1)
         if not isinstance(self.swap_rows, bool):
             raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
+        # computed once per world: reading it must not hash the params (the hot path of concrete runs)
+        object.__setattr__(self, "_shape_table", self._shapes())
 
     @property
     def num_reqs(self) -> int:
@@ -92,7 +95,7 @@ class SystemParams:
         return int(self.geo.max_step)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        return _shapes(self)
+        return self._shape_table  # type: ignore[attr-defined]
 
     def _shapes(self) -> dict[str, tuple[int, ...]]:
         NR, G, C, S, R = self.num_reqs, self.groups, self.num_cols, self.num_slots, int(self.geo.ring_len)
@@ -114,12 +117,6 @@ class SystemParams:
                 "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
                 "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
                 "swap_rows": self.swap_rows}
-
-
-@lru_cache(maxsize=None)
-def _shapes(p: SystemParams) -> dict[str, tuple[int, ...]]:
-    return p._shapes()
-
 
 
 @dataclass
@@ -145,11 +142,26 @@ class State:
     def get(self, name: str, *index: Any) -> Any:
         """The entry at ``index``; a symbolic component selects among the
         entries of its dimension only (0 outside the shape)."""
-        return lookup(self.v[name], _shapes(self.p)[name], index)
+        shape = self.p._shape_table[name]  # type: ignore[attr-defined]
+        if len(index) == len(shape) and _PLAIN.issuperset(map(type, index)):  # the concrete fast path
+            flat = 0
+            for i, n in zip(index, shape):
+                if not 0 <= i < n:
+                    return 0
+                flat = flat * n + i
+            return self.v[name][flat]
+        return lookup(self.v[name], shape, index)
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
         """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""
-        update(self.v[name], self.p.shapes()[name], index, value, guard)
+        shape = self.p._shape_table[name]  # type: ignore[attr-defined]
+        if guard is True or guard is False:
+            flat = int_offset(shape, index)
+            if flat is not None:
+                if guard and flat >= 0:
+                    self.v[name][flat] = value
+                return
+        update(self.v[name], shape, index, value, guard)
 
     def as_json(self) -> dict:
         return {k: [int(x) for x in vals] for k, vals in self.v.items()}
