@@ -44,6 +44,8 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import initialize
 
+from replayssm.spec.flashinfer import kernel_checkpoints
+
 from .actions import Action, BlockCopy, Migrate, Postprocess
 from .callers import Features, systems
 from .launcher import ContextSide, Setup, _CacheSpec, _Layer
@@ -271,7 +273,7 @@ class NumericContextSide(ContextSide):
                 stats: NumericStats) -> None:
         geo = self.setup.geometry
         slot, start, committed = live
-        if committed + row["q"] > geo.window:
+        if kernel_checkpoints(committed, row["q"], geo.window):
             stats.count("checkpoint")
             if self.plant != "dropped checkpoint":
                 layer.kv_cache[1][slot], added = self._fold(layer, live)
@@ -293,7 +295,7 @@ class NumericContextSide(ContextSide):
         slot, start, committed = live
         q = row["q"]
         kept = None
-        if committed + q > geo.window:
+        if kernel_checkpoints(committed, q, geo.window):
             stats.count("checkpoint")
             if self.plant == "dropped checkpoint":
                 kept = layer.kv_cache[1][slot].clone()

@@ -30,7 +30,7 @@ from replayssm.spec.geometry import Conventions, Geometry
 
 from .machine import Failure, Statistics
 from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
-from .numeric_math import SIZINGS, Sizing
+from .numeric_math import SIZINGS, Dims, Sizing
 
 EXIT_PASSED, EXIT_FINDING, EXIT_USAGE, EXIT_COVERAGE = 0, 1, 2, 3
 
@@ -57,19 +57,35 @@ def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
     """Load (or JIT-build) FlashInfer's ``checkpointing_ssu`` for the sizing's
     dims and window with one call on scratch caches, and its
     ``replayssm_materialize`` module; the seconds it took.
-    Raises ValueError when FlashInfer cannot be imported or run."""
+    Raises ValueError when FlashInfer cannot be imported, built or run."""
     try:
         from flashinfer.mamba import checkpointing_ssu
     except ImportError as e:
         raise ValueError(f"--numeric-forward flashinfer needs an importable FlashInfer: {e}") from None
     d, t0 = sizing.dims, time.perf_counter()
     geometry = (sizing.geometries or (Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),))[0]
-    window, ring, q = geometry.window, geometry.ring_len, 1
+    try:
+        _scratch_decode(checkpointing_ssu, d, device, geometry.window, geometry.ring_len)
+    except Exception as e:  # noqa: BLE001 - a build or launch failure of the set-up, before any example
+        raise ValueError(f"FlashInfer's checkpointing_ssu failed on scratch inputs: {type(e).__name__}: {e}") from e
+    try:  # the materialize module of the same specialization (its builder is private: skipped if it moved)
+        from flashinfer.mamba.replayssm_materialize import _module
 
+        _module(d.state_dtype, torch.bfloat16, torch.float32, d.dim, d.dstate, d.heads_per_group, geometry.window, 0)
+    except (ImportError, TypeError):
+        pass
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
+def _scratch_decode(checkpointing_ssu: Callable[..., Any], d: Dims, device: torch.device, window: int,
+                    ring: int) -> None:
+    """One decode token of slot 1 of a two-slot cache of zeros (the varlen call the forward makes)."""
     def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.zeros(*shape, dtype=dtype, device=device)
 
-    ints = zeros(2, dtype=torch.int32)
+    q, ints = 1, zeros(2, dtype=torch.int32)
     x, b = zeros(1, q, d.heads, d.dim, dtype=torch.bfloat16), zeros(1, q, d.groups, d.dstate, dtype=torch.bfloat16)
     checkpointing_ssu(
         zeros(2, d.heads, d.dim, d.dstate, dtype=d.state_dtype), zeros(2, d.heads, ring, d.dim, dtype=torch.bfloat16),
@@ -80,15 +96,6 @@ def ready_flashinfer(sizing: Sizing, device: torch.device) -> float:
         state_batch_indices=torch.tensor([1], dtype=torch.int32, device=device), pad_slot_id=-1,
         cu_seqlens=torch.tensor([0, q], dtype=torch.int32, device=device), max_seqlen=ring - window,
         algorithm="monolith")
-    try:  # the materialize module of the same specialization (its builder is private: skipped if it moved)
-        from flashinfer.mamba.replayssm_materialize import _module
-
-        _module(d.state_dtype, torch.bfloat16, torch.float32, d.dim, d.dstate, d.heads_per_group, window, 0)
-    except (ImportError, TypeError):
-        pass
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
 
 
 class _Run:

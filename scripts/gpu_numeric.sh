@@ -20,10 +20,18 @@ set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 BUDGET=${2:-150}
 ROOT=$(pwd)
-mkdir -p "$LOG"
+mkdir -p "$LOG" && LOG=$(cd "$LOG" && pwd)  # absolute: the runs start in /tmp
 SECONDS=0
 source "$ROOT/scripts/gpu_env.sh" || exit 2
-[ -f "$ROOT/.gpu/fiws.tar.xz" ] && tar -xJf "$ROOT/.gpu/fiws.tar.xz" -C /tmp
+if [ -f "$ROOT/.gpu/fiws.tar.xz" ]; then
+  tar -xJf "$ROOT/.gpu/fiws.tar.xz" -C /tmp
+  # FlashInfer leaves the freshness of a built module to ninja, whose recorded
+  # dependencies include the tvm-ffi headers pip has just installed with
+  # today's mtimes (pip does not keep a wheel's): the carried modules were
+  # rebuilt for that alone (19:30 UTC). Same wheel and bundle every call, so
+  # their files get one fixed old mtime and ninja finds the modules up to date.
+  find /tmp/site /tmp/fib -exec touch -h -d '2026-01-01 00:00' {} +
+fi
 echo "set-up: ${SECONDS}s"
 cd /tmp
 SUMMARY=$LOG/numeric.txt

@@ -81,6 +81,18 @@ def test_budget_stops_a_realistic_campaign_with_its_counts() -> None:
     assert "combination 2/2" in lines.getvalue() and reports and not reports[-1]["finished"]
 
 
+def test_a_failing_flashinfer_set_up_is_a_set_up_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuses(*args, **kwargs) -> None:
+        raise AssertionError("A.stride(0) must be 1, got 8192")
+
+    fake = types.ModuleType("flashinfer.mamba")
+    fake.checkpointing_ssu = refuses
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.mamba", fake)
+    with pytest.raises(ValueError, match="checkpointing_ssu failed on scratch inputs: AssertionError: A.stride"):
+        run_numeric(NumericConfig(None, "cpu", 4, 4, seed=0, forward="flashinfer"), ALIGN[:1])
+
+
 def test_a_finding_survives_the_budget_running_out_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The deadline passes as the plant is caught: Hypothesis's replay of the
     failing example must still run to the finding (a stop there reads as a
@@ -110,6 +122,7 @@ def _checkpointing_ssu_stand_in(state, x_cache, B_cache, dt_cache, ring_start, c
                                 state_batch_indices, pad_slot_id, cu_seqlens, max_seqlen, algorithm) -> None:
     """The decode kernel's contract in torch, with FlashInfer's argument list
     (one varlen row): fold the committed rows when ``committed + T > W``, append the T rows."""
+    assert A.stride(0) == 1, f"A.stride(0) must be 1, got {A.stride(0)}"  # FlashInfer's check, seen on the H200
     slot, q, ring = int(state_batch_indices[0]), int(cu_seqlens[1]), x_cache.shape[2]
     start, count, hpg = int(ring_start[slot]), int(committed[slot]), state.shape[1] // B_cache.shape[1]
     if count + q > ring - max_seqlen:
