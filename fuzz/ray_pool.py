@@ -177,6 +177,7 @@ class RayPool:
         self.signal: int | None = None
         where = config.ray or "a local Ray"
         self._handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        started = time.perf_counter()
         try:
             self.ray.init(address=config.ray or None, include_dashboard=False, logging_level=logging.ERROR,
                           configure_logging=True)
@@ -194,9 +195,10 @@ class RayPool:
                              f"{config.device} runs each worker on one {unit}")
         self.config = config if config.jobs is not None else dataclasses.replace(
             config, jobs=min(available, MAX_JOBS))
-        print(f"Ray: {where}, {nodes} node(s), {gpus} GPU(s), {cpus} CPU(s); {self.config.jobs} task(s) of one "
-              f"{unit} each" + (f" ({available} {unit}(s): the rest wait for a free one)"
-                                if self.config.jobs > available else ""), file=out, flush=True)
+        print(f"Ray: {where} ({'reached' if config.ray else 'started'} in {time.perf_counter() - started:.1f} s), "
+              f"{nodes} node(s), {gpus} GPU(s), {cpus} CPU(s); {self.config.jobs} task(s) of one {unit} each"
+              + (f" ({available} {unit}(s): the rest wait for a free one)" if self.config.jobs > available else ""),
+              file=out, flush=True)
         self._catch_signals()  # after ray.init, which sets its own for SIGTERM
         self.children: list[Child] = []
         self._tasks: dict[Any, Child] = {}

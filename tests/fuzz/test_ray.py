@@ -82,7 +82,8 @@ def test_a_planted_bug_is_found_through_ray_tasks_and_the_database_passes_it_on(
     proc = _fuzz(tmp_path, target, "--database", str(database), "--shrink-seconds", "5")
     text, _ = proc.communicate(timeout=240)
     assert proc.returncode == 1, text
-    assert "Ray: a local Ray, 1 node(s)" in text and "2 task(s) of one CPU each" in text, text
+    assert re.search(r"Ray: a local Ray \(started in [0-9.]+ s\), 1 node\(s\), 0 GPU\(s\), \d+ CPU\(s\); "
+                     r"2 task\(s\) of one CPU each", text), text
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["config"]["ray"] == "" and summary["config"]["jobs"] == 2
     assert summary["status"] == "finding" and len(summary["findings"]) == 1, summary["findings"]
