@@ -3,7 +3,8 @@
 # machine's GPU(s), one Ray task per GPU, then the same campaign through the local process pool
 # with one worker per GPU for comparison. Needs .gpu-ray/ (bash scripts/make_ray_bundle.sh); not
 # the FlashInfer bundle (.gpu/): the kernel level launches our Triton kernels only.
-#   bash scripts/gpu_ray.sh [LOGDIR ($OUT)] [SECONDS FOR THE RAY CAMPAIGN (100)] [FOR THE LOCAL ONE (60)]
+#   bash scripts/gpu_ray.sh [LOGDIR ($OUT)] [SECONDS FOR THE RAY CAMPAIGN (100)] [FOR THE LOCAL ONE (60)] [FUZZ OPTIONS...]
+# (further fuzz options, e.g. --systems 16, go to both campaigns)
 # Both run the same campaign (96 examples x <= 20 steps, seed 0) with as many workers as GPUs, so when
 # both finish, their summaries hold the same statistics (each combination's Hypothesis run is seeded).
 # Writes LOGDIR/fuzz_ray.json (+ .log), LOGDIR/fuzz_local.json (+ .log), LOGDIR/env.txt.
@@ -11,6 +12,7 @@ set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 RAY_BUDGET=${2:-100}
 LOCAL_BUDGET=${3:-60}
+shift $(( $# < 3 ? $# : 3 ))
 ROOT=$(pwd)
 mkdir -p "$LOG" /tmp/rayb
 tar -xJf "$ROOT/.gpu-ray/ray_bundle.tar.xz" -C /tmp/rayb ||
@@ -30,7 +32,7 @@ GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
   torch.__version__, 'triton', triton.__version__, 'hypothesis', hypothesis.__version__)"; echo "GPUs: $GPUS"
   git -C "$ROOT" rev-parse HEAD 2>/dev/null; } > "$LOG/env.txt" 2>&1
 cat "$LOG/env.txt"
-FUZZ=(fuzz --device cuda --profile dev --examples 96 --max-steps 20 --seed 0 --watchdog 120)
+FUZZ=(fuzz --device cuda --profile dev --examples 96 --max-steps 20 --seed 0 --watchdog 120 "$@")
 SECONDS=0
 timeout "$RAY_BUDGET" python3 -P -m replayssm.cli "${FUZZ[@]}" --ray --json "$LOG/fuzz_ray.json" \
   --failures "$LOG/failures_ray" --database "$LOG/db" 2>&1 | tee "$LOG/fuzz_ray.log"
