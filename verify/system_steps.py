@@ -104,20 +104,26 @@ class Transition:
     shape: list[Any] = field(default_factory=list)
     case: StepCase | None = None
     """The step shape a :func:`case_transition` narrows the general step to."""
+    shown: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`show`'s values, listed once (every claim about the transition shows them)."""
 
     @property
     def post(self) -> State:
         return self.outcome.state
 
     def show(self) -> dict[str, Any]:
-        out: dict[str, Any] = {f"pick.{k}": v for k, v in flat_picks(self.picks).items()}
-        for name, vals in self.pre.v.items():
-            if name in ("ring",):
-                continue
-            for i, v in enumerate(vals):
-                out[f"pre.{name}[{i}]"] = v
-                out[f"post.{name}[{i}]"] = self.post.v[name][i]
-        return out
+        """The picks, and every variable but the ring before and after: a
+        counterexample's values (a fresh dict each call; the claims extend it)."""
+        if self.shown is None:
+            out: dict[str, Any] = {f"pick.{k}": v for k, v in flat_picks(self.picks).items()}
+            for name, vals in self.pre.v.items():
+                if name in ("ring",):
+                    continue
+                for i, v in enumerate(vals):
+                    out[f"pre.{name}[{i}]"] = v
+                    out[f"post.{name}[{i}]"] = self.post.v[name][i]
+            self.shown = out
+        return dict(self.shown)
 
 
 def transition_from(p: SystemParams, action: str, pre: State, picks: Picks) -> Transition:

@@ -12,9 +12,10 @@ from replayssm.verify.terms import named_int
 X = named_int("test.x")
 
 
-def _claims(goals: list[list[tuple[str, object]]], cover: object = True, preprocess: bool = False):
-    return lambda: [Claim(goal, [("x positive", X > 0)], cover, f"case {i}", {"x": X}, preprocess=preprocess)
-                    for i, goal in enumerate(goals)]
+def _claims(goals: list[list[tuple[str, object]]], cover: object = True, preprocess: bool = False,
+            whole_goal: bool = False):
+    return lambda: [Claim(goal, [("x positive", X > 0)], cover, f"case {i}", {"x": X}, preprocess=preprocess,
+                          whole_goal=whole_goal) for i, goal in enumerate(goals)]
 
 
 BASE = [[("non-negative", X >= 0), ("positive", X > 0)], [("above -1", X > -1)]]
@@ -78,6 +79,19 @@ def test_the_first_failing_part_in_order_is_reported() -> None:
                                                  preprocess=True))
     r = prove(ob)
     assert r.status == "failed" and "first" in r.counterexample["violated"]
+    assert r.counterexample["values"]["x"] <= 2
+
+
+@pytest.mark.parametrize("whole_goal", [False, True])
+def test_a_whole_goal_claim_gets_the_per_part_verdict(whole_goal: bool) -> None:
+    """One query for the whole goal first: a failing part is still found,
+    and named as the first violated part in order, as part by part."""
+    good = Obligation("t.whole_good", "t", "", _claims(BASE, whole_goal=whole_goal))
+    bad = Obligation("t.whole_bad", "t", "", _claims([[("ok", X > 0), ("first", X > 2), ("second", X > 1)]],
+                                                     whole_goal=whole_goal))
+    assert prove(good).status == "proved"
+    r = prove(bad)
+    assert r.status == "failed" and r.counterexample["violated"][0] == "first"
     assert r.counterexample["values"]["x"] <= 2
 
 
