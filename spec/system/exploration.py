@@ -127,11 +127,13 @@ def _defaults(p: SystemParams, action: str, given: tuple[tuple[str, int], ...]) 
 def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, Picks]]:
     """Every action a caller may take in ``st`` under every caller assumption,
     for exhaustive bounded exploration. Two reductions keep it finite and
-    small, both sound by symmetry of slot ids (they are only compared for
-    equality): a fresh block is the lowest free slot of each group, and a
-    prefix hit takes the lowest matching registered slot. A prefill row's
-    accepted count is 0 (the step ignores it). ``prompts`` limits the prompt
-    lengths admitted (default: all)."""
+    small: a fresh block is the lowest free slot of each group, and a prefix
+    hit takes the lowest matching registered slot. They choose one slot
+    where the pool may hand out any: free slots can differ (one still holds
+    a registered prefix, or stale trackers), so this is one policy of the
+    pool's, not a symmetry (docs/system.md, BMC, says what the others would
+    cost). A prefill row's accepted count is 0 (the step ignores it).
+    ``prompts`` limits the prompt lengths admitted (default: all)."""
     p = st.p
     for r in range(p.num_reqs):
         if st.get("active", r) == 1:
