@@ -9,13 +9,17 @@
 #   - the three teeth, float32: a plan one row short, a ring start off by one and a
 #     dropped checkpoint, each planted in turn; each must be caught numerically
 #     (exit 1 with a "numeric:" finding) within SECONDS.
-# The FlashInfer modules are JIT-built on first use (~35 s materialize, ~210 s
-# checkpointing_ssu; the budget's clock starts after, the timeout allows 420 s
-# for it: a carried workspace was rebuilt anyway on 2026-12-01); a workspace carried as .gpu/fiws.tar.xz (a previous
-# call's $OUT/fiws.tar.xz) is unpacked first, and brought back again.
+# The FlashInfer modules are JIT-built on first use (~35 s materialize, ~230-250 s
+# checkpointing_ssu; the budget's clock starts after, and the timeout allows
+# 420 s for it); a workspace carried as .gpu/fiws.tar.xz (a previous call's
+# $OUT/fiws.tar.xz) is unpacked first, with the mtimes ninja needs to find it
+# up to date, and brought back again.
 #   bash scripts/gpu_numeric.sh [LOGDIR] [SECONDS]      (SECONDS default 150)
-# Logs: numeric_<name>.json (kept current while running) and .log, numeric.txt
-# (one line per run and its verdict). The fuzz CLI imports z3: carry its wheel in .gpu/whl.
+# Comes back (few files: the device tool brings back a limited number):
+# numeric.txt (one line per run: counts and verdict), numeric.json (every run's
+# summary with its exit status), numeric.log (every run's console output),
+# numeric_runs.tar.gz (the per-run files), fiws.tar.xz.
+# The fuzz CLI imports z3: carry its wheel in .gpu/whl.
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 BUDGET=${2:-150}
@@ -36,12 +40,14 @@ echo "set-up: ${SECONDS}s"
 cd /tmp
 SUMMARY=$LOG/numeric.txt
 : >"$SUMMARY"
+RUNS=/tmp/numeric_runs  # per-run files, packed at the end
+rm -rf "$RUNS" && mkdir -p "$RUNS"
 
 campaign() {  # name, extra options...
   local name=$1; shift
   timeout $((BUDGET + 420)) python3 -P -m replayssm.cli fuzz --numeric --device cuda --examples 100000 \
-    --max-steps 16 --numeric-seconds "$BUDGET" --json "$LOG/numeric_$name.json" "$@" >"$LOG/numeric_$name.log" 2>&1
-  echo $? >"$LOG/numeric_$name.rc"
+    --max-steps 16 --numeric-seconds "$BUDGET" --json "$RUNS/numeric_$name.json" "$@" >"$RUNS/numeric_$name.log" 2>&1
+  echo $? >"$RUNS/numeric_$name.rc"
 }
 TEETH=("plan one row short" "ring start off by one" "dropped checkpoint")
 campaign float32 --state-dtype float32 &
@@ -53,8 +59,8 @@ wait
 echo "campaigns done: ${SECONDS}s"
 
 verdict() {  # name, expectation (passed|caught)
-  local rc; rc=$(cat "$LOG/numeric_$1.rc")
-  local got; got=$(python3 - "$LOG/numeric_$1.json" "$rc" "$2" <<'EOF'
+  local rc; rc=$(cat "$RUNS/numeric_$1.rc")
+  local got; got=$(python3 - "$RUNS/numeric_$1.json" "$rc" "$2" <<'EOF'
 import json, sys
 path, rc, want = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
@@ -79,6 +85,19 @@ EOF
 verdict float32 passed
 verdict bfloat16 passed
 for plant in "${TEETH[@]}"; do verdict "tooth_${plant// /_}" caught; done
+python3 - "$RUNS" >"$LOG/numeric.json" <<'PY'
+import json, pathlib, sys
+runs = {}
+for rc in sorted(pathlib.Path(sys.argv[1]).glob("numeric_*.rc")):
+    try:
+        summary = json.loads(rc.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        summary = None
+    runs[rc.stem.removeprefix("numeric_")] = {"exit": int(rc.read_text()), "summary": summary}
+print(json.dumps(runs, indent=2))
+PY
+for f in "$RUNS"/numeric_*.log; do echo "=== $(basename "$f")"; cat "$f"; done >"$LOG/numeric.log"
+tar -czf "$LOG/numeric_runs.tar.gz" -C "$RUNS" .
 tar -cJf "$LOG/fiws.tar.xz" -C /tmp fiws 2>/dev/null
 echo "total: ${SECONDS}s"
 cd "$ROOT"

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
+import json
 import sys
 import time
 import types
+from collections.abc import Callable
 
 import pytest
 import torch
 
-from replayssm.fuzz.numeric import PLANTS, NumericMachine
-from replayssm.fuzz.numeric_campaign import NumericConfig, run_numeric
 from replayssm.cli import build_parser, main
+from replayssm.fuzz import numeric, numeric_campaign
+from replayssm.fuzz.numeric import PLANTS, Budget, NumericMachine
+from replayssm.fuzz.numeric_campaign import NumericConfig, run_numeric
 from replayssm.fuzz.numeric_math import CPU_DIMS, SIZINGS, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
 from replayssm.spec.geometry import Conventions
 
@@ -107,6 +111,52 @@ def test_a_finding_survives_the_budget_running_out_after_it(monkeypatch: pytest.
     config = NumericConfig(None, "cpu", 64, 12, seed=2, plant="plan one row short", shrink=False, seconds=600)
     result = run_numeric(config, ALIGN[:4])
     assert (result["failure"] or "").startswith("numeric: numeric check failed"), result["failure"]
+
+
+def _stop_from_tick(k: int) -> Callable[[Budget], None]:
+    """A budget check that finds the budget spent from its ``k``-th call on
+    (outside Hypothesis's replay of a failing example), whatever the clock says."""
+    calls = itertools.count(1)
+
+    def tick(self: Budget) -> None:
+        if next(calls) >= k and not numeric._final_replay():
+            raise numeric.BudgetSpent
+
+    return tick
+
+
+@pytest.mark.parametrize("k", [130, 190])
+def test_a_budget_stop_mid_way_is_a_result(k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped mid-example after dozens of examples (where Hypothesis runs
+    prefixes it explored before): the counts, no failure."""
+    monkeypatch.setattr(Budget, "tick", _stop_from_tick(k))
+    result = run_numeric(NumericConfig(None, "cpu", 200, 12, seed=0, seconds=1000), ALIGN[:1])
+    assert result["finished"] and result["stopped"] == "budget" and result["failure"] is None, result["failure"]
+    assert result["combinations_cut_by_budget"] == 1 and result["examples"] > 20 and result["checks"] > 0
+
+
+def test_cli_budget_stop_exits_0_with_the_counts(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Budget, "tick", _stop_from_tick(130))  # then at once in every later combination
+    summary = tmp_path / "numeric.json"
+    assert main(["fuzz", "--numeric", "--examples", "6400", "--max-steps", "12", "--numeric-seconds", "1000",
+                 "--json", str(summary)]) == 0
+    result = json.loads(summary.read_text())
+    assert result["finished"] and result["stopped"] == "budget" and result["failure"] is None
+    assert result["combinations_cut_by_budget"] == 32 and result["request_steps"] > 0 and result["checks"] > 0
+
+
+def test_teeth_a_plain_exception_as_the_budget_stop_reads_as_flaky(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the stop being a KeyboardInterrupt avoids: a BaseException at the
+    same point is recorded by Hypothesis as the run's end, and the run reads as
+    flaky data generation (so the test above exercises that point)."""
+    class PlainStop(BaseException):
+        pass
+
+    monkeypatch.setattr(numeric, "BudgetSpent", PlainStop)
+    monkeypatch.setattr(numeric_campaign, "BudgetSpent", PlainStop)
+    monkeypatch.setattr(Budget, "tick", _stop_from_tick(130))
+    result = run_numeric(NumericConfig(None, "cpu", 200, 12, seed=0, seconds=1000), ALIGN[:1])
+    assert (result["failure"] or "").startswith("error: FlakyStrategyDefinition"), result["failure"]
 
 
 def test_cli_numeric_options() -> None:
