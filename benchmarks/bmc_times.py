@@ -24,8 +24,12 @@ import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
-from provenance import bad_options, emit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import bad_options, emit  # noqa: E402
 
 OBLIGATIONS = ("system.bmc", "system.bmc_odd_ring", "system.bmc_symbolic")
 
@@ -50,12 +54,16 @@ print(json.dumps({"status": [r.status for r in results], "wall": wall, "cpu": us
 """
 
 
-def tree_of(python: str) -> dict:
-    """Where ``python`` imports the package from, and that tree's commit."""
+def tree_of(python: str) -> dict | str:
+    """Where ``python`` imports the package from and that tree's commit, or
+    the error naming ``--python`` when it cannot run or import the package."""
     code = "import replayssm.verify as v, os; print(os.path.dirname(os.path.dirname(v.__file__)))"
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    except OSError as e:
+        return f"error: --python {python!r} cannot run: {e}"
     if out.returncode != 0:
-        raise SystemExit(f"error: --python {python} cannot import replayssm: {out.stderr.strip()}")
+        return f"error: --python {python!r} cannot import replayssm: {out.stderr.strip().splitlines()[-1:]}"
     root = out.stdout.strip()
     head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
@@ -85,10 +93,15 @@ def main() -> int:
         print(error, file=sys.stderr)
         return 2
     pythons = args.python or [sys.executable]
+    trees = {py: tree_of(py) for py in pythons}
+    for tree in trees.values():
+        if isinstance(tree, str):
+            print(tree, file=sys.stderr)
+            return 2
     report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
                     "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                     "python": platform.python_version(), "command": " ".join(sys.argv),
-                    "trees": {py: {**tree_of(py), "obligations": {}} for py in pythons}}
+                    "trees": {py: {**tree, "obligations": {}} for py, tree in trees.items()}}
     for r in range(args.repeat):
         for name in OBLIGATIONS:
             for py in pythons:

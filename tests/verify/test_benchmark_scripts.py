@@ -32,6 +32,13 @@ def test_the_proof_benchmarks_check_their_options_under_python_dash_p(script: st
     assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("argv, message", [(["--repeat", "0"], "--repeat must be >= 1, got 0"),
+                                           (["--python", "/nonexistent/python"], "--python '/nonexistent/python'")])
+def test_bmc_times_checks_its_options_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / "bmc_times.py"), *argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "run 1/" not in done.stderr, done.stderr
+
+
 def test_kernel_proof_times_prints_a_table_of_the_figures() -> None:
     spec = importlib.util.spec_from_file_location("kernel_proof_times", BENCHMARKS / "kernel_proof_times.py")
     module = importlib.util.module_from_spec(spec)
