@@ -32,6 +32,7 @@ from hypothesis import assume
 from hypothesis import strategies as hs
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import initialize, invariant, precondition, rule
+from hypothesis.strategies._internal.misc import JustStrategy
 from hypothesis.strategies._internal.strategies import SampledFromStrategy
 
 from .actions import TRACE_ID, Action, action_to_json, action_from_json
@@ -42,6 +43,11 @@ from .machine import Failure, ReplaySSMMachine, live_slot_mismatch, published_sl
 
 MAX_SYSTEMS = 64
 """The most systems one launch carries (``--systems``)."""
+
+SCHEDULED = hs.integers(0, 3)
+"""Whether a running request takes part in a step: any value but 0, as a
+scheduler runs most running requests every step (more verified rows per
+step for the same per-step costs); 0, where shrinking starts, leaves it out."""
 
 IDLE = hs.integers(0, 63)
 """Each system's first draw: 0 leaves it idle for the whole example (no
@@ -85,8 +91,8 @@ def primitive_draw(data: Any) -> Callable[[Any], Any]:
             return strategy.elements[cd.draw_integer(0, len(strategy.elements) - 1)]
         name = getattr(getattr(strategy, "function", None), "__name__", None)
         args = getattr(strategy, "_LazyStrategy__args", None)
-        if name == "just" and len(args or ()) == 1 and not strategy._LazyStrategy__kwargs:
-            return args[0]  # a choice of one (``sampled_from`` of one element): no choice is drawn
+        if type(strategy) is JustStrategy:
+            return strategy.value  # a choice of one (``sampled_from`` of one element): no choice is drawn
         if name == "booleans" and args == () and not strategy._LazyStrategy__kwargs:
             return cd.draw_boolean()
         if (name == "integers" and len(args or ()) == 2 and not strategy._LazyStrategy__kwargs
@@ -146,11 +152,11 @@ class LockstepCallers(Callers):
     """One lockstep system's callers: the same decisions as :class:`Callers`,
     with the step's choice of rows and their batch order made of primitive
     choices (see :func:`primitive_draw`): each running request scheduled or
-    not (the first one when none is), and a Fisher-Yates shuffle. Both shrink
-    to the simplest step (one request, in order)."""
+    not (:data:`SCHEDULED`; the first one when none is), and a Fisher-Yates
+    shuffle. Both shrink to the simplest step (one request, in order)."""
 
     def _choose_rows(self, draw: Callable[[Any], Any], rids: list[int]) -> list[int]:
-        return [r for r in rids if draw(hs.booleans())] or rids[:1]
+        return [r for r in rids if draw(SCHEDULED) > 0] or rids[:1]
 
     def _batch_order(self, draw: Callable[[Any], Any], n: int) -> list[int]:
         order = list(range(n))

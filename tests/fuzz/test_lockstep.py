@@ -22,7 +22,7 @@ from replayssm.fuzz.actions import Postprocess
 from replayssm.fuzz.callers import Callers, features_for, shapes
 from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
 from replayssm.fuzz.launcher import SpecSide
-from replayssm.fuzz.lockstep import MAX_SYSTEMS
+from replayssm.fuzz.lockstep import IDLE, MAX_SYSTEMS, SCHEDULED, primitive_draw
 from replayssm.fuzz.lockstep_layout import Layout, combine
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
@@ -68,6 +68,25 @@ def test_the_oracle_over_a_combined_launch_is_each_systems_oracle(data, conv: Co
             break
 
 
+@settings(max_examples=5, deadline=None, database=None)
+@given(data=hs.data())
+def test_the_callers_draws_take_the_primitive_path(data) -> None:
+    """The draws the callers make never reach Hypothesis's strategy machinery
+    (its cost was most of the harness's): a Hypothesis upgrade that changes
+    the strategies' shape would fail here, not slow the campaign silently."""
+    draw = primitive_draw(data)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a callers' draw went through ConjectureData.draw")
+
+    data.conjecture_data.draw = refuse
+    assert 0 <= draw(hs.integers(0, 5)) <= 5 and draw(hs.integers(3, 3)) == 3
+    assert draw(hs.booleans()) in (False, True)
+    assert draw(hs.sampled_from([1, 2, 3])) in (1, 2, 3) and draw(hs.sampled_from(range(4, 6))) in (4, 5)
+    assert draw(hs.sampled_from([7])) == 7 and draw(hs.just(8)) == 8
+    assert draw(IDLE) in range(64) and draw(SCHEDULED) in range(4)
+
+
 def _postprocess_callers(trace: dict) -> list[str]:
     return [line for a in trace["actions"] if a["name"] == "postprocess" for line in a.get("caller", [])
             if line != "padding"]
@@ -104,7 +123,7 @@ def test_a_bug_every_system_reaches_is_reported_as_one_system_alone(tmp_path: Pa
     writes them, shrunk, that replays."""
     target = mutant("% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
     result = run_campaign(CampaignConfig(target, "cpu", 64, 12, seed=0, jobs=1, failures_dir=str(tmp_path),
-                                         systems=SYSTEMS, shrink_seconds=60))
+                                         systems=SYSTEMS, shrink_seconds=20))
     assert result["failures"], "the fuzzer missed a bit mask on a non-power-of-two ring"
     trace = json.loads(Path(result["failures"][0]).read_text())
     assert trace["#meta"]["lockstep"]["placement"] == "alone"
