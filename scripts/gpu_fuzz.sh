@@ -7,7 +7,8 @@
 # CAMPAIGN_SECONDS 0 skips the campaign: the benchmark alone, bounded to
 # BENCH_SECONDS (default 220 s; it writes LOGDIR/throughput.json after each
 # run, so a cut-short call keeps what it measured). SYSTEMS defaults to 64.
-# Benchmark sizes: STATEFUL_EXAMPLES (224), STATEFUL_STEPS (12), WIDE_ROWS (4096), WIDE_STEPS (40).
+# Benchmark sizes: STATEFUL_EXAMPLES (448), STATEFUL_STEPS (12), WIDE_ROWS (4096), WIDE_STEPS (40);
+# JOBS: campaign workers (default: min(14, nproc)).
 # The fuzz CLI imports z3: carry the z3-solver wheel in .gpu/whl (docs/gpu.md).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
@@ -17,7 +18,7 @@ ROOT=$(pwd)
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)
 source "$ROOT/scripts/gpu_env.sh" || exit 2
-JOBS=$(( $(nproc) > 14 ? 14 : $(nproc) ))
+JOBS=${JOBS:-$(( $(nproc) > 14 ? 14 : $(nproc) ))}
 cd /tmp
 SECONDS=0
 if [ "$BUDGET" -gt 0 ]; then
@@ -27,7 +28,7 @@ if [ "$BUDGET" -gt 0 ]; then
 fi
 SECONDS=0
 timeout "${BENCH_SECONDS:-220}" python3 -P "$ROOT/benchmarks/fuzz_throughput.py" --device cuda \
-  --systems 1 "$SYSTEMS" --warm --jobs "$JOBS" --stateful-examples "${STATEFUL_EXAMPLES:-224}" \
+  --systems 1 "$SYSTEMS" --warm --jobs "$JOBS" --stateful-examples "${STATEFUL_EXAMPLES:-448}" \
   --stateful-steps "${STATEFUL_STEPS:-12}" --rows "${WIDE_ROWS:-4096}" --steps "${WIDE_STEPS:-40}" --wide-jobs 8 \
   --out "$LOG/throughput.json" 2>&1 | tee "$LOG/throughput.log"
 echo "benchmark: exit ${PIPESTATUS[0]}, ${SECONDS}s"
