@@ -24,6 +24,11 @@ from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, 
 
 DTYPES = {tl.int1: "i1", tl.int32: "i32", tl.int64: "i64"}
 
+BUILTIN_JIT = (tl.cumsum, tl.sum, tl.max, tl.min, tl.zeros_like)
+"""``tl`` functions written as jit functions in Triton's own library that are
+interpreted here by their semantics rather than inlined (their bodies use
+``tl.reduce``/``tl.full``, outside the subset)."""
+
 
 class PointerType:
     """``tl.pointer_type(elem)`` as a cast target."""
@@ -111,11 +116,14 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
     if ptr is None:
         raise TypeError("tl.load through a None argument")
 
+    lanes: list[int] = []
+
     def one(p: Any, m: Any, o: Any) -> Scalar:
         if not isinstance(p, Pointer):
             raise TypeError(f"tl.load of a {type(p).__name__}, not a pointer")
         g = both(run.guard(frame), _mask_term(m))
         before = len(run.mem.accesses)
+        lanes.append(before)
         raw = run.mem.load(p.buffer, _syms(p.index), Sym(g), 0)
         _log(run, before)
         role = _roles(run).get(p.buffer)
@@ -132,7 +140,10 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
             return Scalar(value if z3.is_true(g) else mk_ite(g, value, as_bool_term(fallback)), "i1")
         return Scalar(value if z3.is_true(g) else mk_ite(g, value, as_int_term(fallback)), p.elem)
 
-    return lanewise(one, ptr, mask, other)
+    value = lanewise(one, ptr, mask, other)
+    if isinstance(ptr, Block):
+        run.block_loads.append(lanes)
+    return value
 
 
 def undefined(dtype: str) -> Scalar:
@@ -188,6 +199,29 @@ def _scan(run: Any, x: Any, axis: Any, total: bool) -> Any:
         run.note(acc, dtype)
         out.append(Scalar(acc, dtype))
     return out[-1] if total else Block(tuple(out))
+
+
+def reduce_extremum(kind: str, x: Any, axis: Any = None, return_indices: Any = False,
+                    keep_dims: Any = False) -> Scalar:
+    """``tl.max`` / ``tl.min`` of a 1-D block along axis 0: the largest
+    (smallest) lane, of the lanes' element type. A scalar reduces to itself."""
+    if axis not in (0, None) or return_indices or keep_dims:
+        raise TypeError(f"tl.{kind} other than over axis 0 of a 1-D block (without indices or kept dimensions)")
+    if not isinstance(x, Block):
+        return as_scalar(x)
+    lanes = [as_scalar(v) for v in x.lanes]
+    if not lanes or any(v.dtype == "i1" for v in lanes):
+        raise TypeError(f"tl.{kind} of an empty or boolean block")
+    best = lanes[0]
+    for v in lanes[1:]:
+        best = extremum(kind, best, v)
+    return best
+
+
+def zeros_like(x: Any) -> Any:
+    """``tl.zeros_like``: zero in every lane, of each lane's element type."""
+    return lanewise(lambda v: Scalar(lift(0), as_scalar(v).dtype) if as_scalar(v).dtype != "i1"
+                    else Scalar(lift(False), "i1"), x)
 
 
 def loop_bounds(run: Any, it: ast.expr, frame: Any) -> tuple[Any, Any, int]:
@@ -253,7 +287,7 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
         if name == "to":
             return to(run, value, args[0] if args else kwargs["dtype"])
         raise TypeError(f"method .{name}() of a tensor")
-    if is_jit(fn) and fn not in (tl.cumsum, tl.sum):
+    if is_jit(fn) and fn not in BUILTIN_JIT:
         return run.inline(fn, args, kwargs, e)
     if fn is tl.program_id:
         axis = concrete(args[0] if args else kwargs["axis"])
@@ -274,6 +308,10 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
         return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=False)
     if fn is tl.sum:
         return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=True)
+    if fn in (tl.max, tl.min):
+        return reduce_extremum("max" if fn is tl.max else "min", *args, **kwargs)
+    if fn is tl.zeros_like:
+        return zeros_like(*args)
     if fn is tl.cast:
         return to(run, args[0], args[1] if len(args) > 1 else kwargs["dtype"])
     if fn is tl.pointer_type:

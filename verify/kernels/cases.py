@@ -47,6 +47,11 @@ class KernelCase:
     show: dict
     spec: Any = None
     constexprs: dict = field(default_factory=dict)
+    block: Any = None
+    """The spec rows of a row-blocked program (``blocked.BlockSpec``)."""
+    required: tuple = ()
+    """Behavioural assumptions this case's equivalence needs as a precondition
+    of the kernel's contract (not reported as optional)."""
 
     @property
     def mem(self) -> SymbolicMemory:

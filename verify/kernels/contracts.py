@@ -70,3 +70,9 @@ class Launch:
     """How many iterations a runtime-bounded loop whose iterations depend on
     each other is unrolled to (the memory-safety obligation proves the loop
     runs no longer)."""
+    facts: tuple = ()
+    """Conditions on the program ids and sizes that every obligation of the
+    case assumes (which part of the grid this program is in). A runtime
+    ``if`` whose condition they decide runs only the branch they leave
+    (sound: each obligation assumes them; the other branch's accesses
+    would all be guarded by a condition the assumptions refute)."""

@@ -69,6 +69,9 @@ class KernelRun:
     intermediates: list = field(default_factory=list)
     where: dict = field(default_factory=dict)
     block_stores: list = field(default_factory=list)
+    """The access of each lane of every store through a block of pointers, in lane order."""
+    block_loads: list = field(default_factory=list)
+    """The same for loads."""
     loop_bounds: list = field(default_factory=list)
     """``(trip count, bound, guard, line, file)`` of each unrolled loop."""
     line: int = 0
@@ -179,6 +182,10 @@ class KernelRun:
         if not isinstance(cond, Scalar):
             raise self.unsupported(f"if on {type(cond).__name__}", s)
         c = as_bool_term(cond)
+        decided = self._decided(c)
+        if decided is not None:
+            self._body(s.body if decided else s.orelse, frame)
+            return
         before, done0 = dict(frame.vars), frame.done
         branches = []
         for taken, body in ((c, s.body), (mk_not(c), s.orelse)):
@@ -199,6 +206,20 @@ class KernelRun:
             t = td if td is not None else lift(False)
             e = ed if ed is not None else lift(False)
             frame.done = mk_ite(c, t, e)
+
+    def _decided(self, c: Any) -> bool | None:
+        """The branch the launch's facts leave for condition ``c``, or None
+        when they leave both (no facts: always None)."""
+        if not self.launch.facts:
+            return None
+        from .kmemory import disjoint
+
+        facts = mk_and([lift(f) for f in self.launch.facts])
+        if disjoint(facts, c):
+            return False
+        if disjoint(facts, mk_not(c)):
+            return True
+        return None
 
     # -- loops ---------------------------------------------------------------
     def _for(self, s: ast.For, frame: Frame) -> None:
@@ -279,11 +300,11 @@ class KernelRun:
     def _mark(self) -> tuple:
         m = self.mem
         return (len(m.accesses), dict(m.current), set(m._family_written), len(self.intermediates),
-                dict(self.where), len(self.block_stores))
+                dict(self.where), len(self.block_stores), len(self.block_loads))
 
     def _rewind(self, mark: tuple) -> None:
         m = self.mem
-        accesses, current, family, intermediates, where, stores = mark
+        accesses, current, family, intermediates, where, stores, loads = mark
         del m.accesses[accesses:]
         m.current.clear()
         m.current.update(current)
@@ -293,6 +314,7 @@ class KernelRun:
         self.where.clear()
         self.where.update(where)
         del self.block_stores[stores:]
+        del self.block_loads[loads:]
 
     # -- expressions ---------------------------------------------------------
     def _expr(self, e: ast.expr, frame: Frame) -> Any:

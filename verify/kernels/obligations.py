@@ -19,12 +19,13 @@ from typing import Any
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
-from replayssm.spec.vocab import conj, implies, negate
+from replayssm.spec.vocab import conj, disj, implies, negate
 
 from ..goals import TRACKERS
 from ..obligation import REGISTRY, Claim, obligation
 from ..scenarios import GEOMETRIES, INVARIANT_TRACKER_RANGE, migration_case, postprocess_case
 from ..terms import Sym, lift, named_int
+from . import blocked
 from .cases import KERNELS, KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
 from .source import Unsupported
 from .values import RANGES
@@ -51,6 +52,10 @@ assume: a kernel equal to the spec only under some of them is reported with
 exactly those."""
 
 OURS = "replayssm.impl.kernels"
+
+ROLES = {**KERNELS, "blocked": blocked.KERNEL}
+"""Every kernel the obligations know, by role: the reference API's three and
+our row-blocked postprocess (``impl/kernels_blocked.py``)."""
 
 PREPROCESSED = ("memory_safety", "int32", "conflicts")
 """Obligations whose cases are checked as one query after Z3's equation
@@ -94,6 +99,8 @@ def variants(role: str) -> list[tuple[str, tuple]]:
     compaction: ``MAX_NUM_REQS`` 1 to 9 (``BLOCK_SIZE`` its next power of two)."""
     if role == "compaction":
         return [(f"MAX_NUM_REQS={cap}", (cap,)) for cap in range(1, 10)]
+    if role == "blocked":
+        return blocked_variants()
     if role == "migration":
         return [(f"{g} {'map' if m else 'nomap'}", (m, geo)) for g, geo in GEOMETRIES.items() for m in (False, True)]
     geometries = list(GEOMETRIES.items())
@@ -105,6 +112,23 @@ def variants(role: str) -> list[tuple[str, tuple]]:
     return out
 
 
+def blocked_variants() -> list[tuple[str, tuple]]:
+    """The row-blocked kernel (``blocked.ROWS`` rows per program): a row
+    block's program under every postprocess variant (``COMPACT`` as deployed:
+    in align mode), and the work-list program of a ``COMPACT`` launch under
+    the 16 align-mode combinations, in the two geometries of at most 3 rows
+    (its spec runs every row below ``MAX_NUM_REQS``)."""
+    rows = [(f"{kind} {label}", ("rows", *params, kind == "rows")) for label, params in variants("postprocess")
+            for kind in ("rows", "last rows")]
+    small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 3]
+    work = []
+    for conv in Conventions.all():
+        if conv.materialize_prefixes:
+            gname, geo = small[(conv.cumulative + conv.post_step + conv.has_idx_mapping + conv.live_col_is_zero) % 2]
+            work.append((f"work list {gname} {conv.label()}", ("work list", conv, geo)))
+    return rows + work
+
+
 _CASES: dict[tuple, KernelCase] = {}
 
 
@@ -112,10 +136,16 @@ def kernel_case(module: ModuleType, role: str, label: str, params: tuple) -> Ker
     """The (cached) single-program case of ``role`` for one variant."""
     key = (module.__name__, role, label)
     if key not in _CASES:
-        jit = getattr(module, KERNELS[role])
-        build = {"postprocess": postprocess_kernel_case, "migration": migration_kernel_case,
-                 "compaction": compaction_kernel_case}[role]
-        _CASES[key] = build(jit, *params, label)
+        jit = getattr(module, ROLES[role])
+        if role == "blocked":
+            if params[0] == "rows":
+                _CASES[key] = blocked.rows_case(jit, *params[1:3], label, full=params[3])
+            else:
+                _CASES[key] = blocked.compaction_case(jit, *params[1:], label)
+        else:
+            build = {"postprocess": postprocess_kernel_case, "migration": migration_kernel_case,
+                     "compaction": compaction_kernel_case}[role]
+            _CASES[key] = build(jit, *params, label)
     return _CASES[key]
 
 
@@ -180,9 +210,10 @@ def lane_parts(case: KernelCase) -> list[Part]:
         where = _at(case, lanes[0])
         for j, a in enumerate(accesses):
             for k in range(j + 1, len(accesses)):
-                parts.append(Part(f"lanes {j} and {k} of the store at {where[0]}:{where[1]} write distinct cells",
-                                  negate(_same_cell(a, accesses[k])), where, case.mem.program,
-                                  {"index": tuple(a.index)}))
+                b = accesses[k]
+                parts.append(Part(f"lanes {j} and {k} of the store at {where[0]}:{where[1]} write distinct cells "
+                                  "or one value", implies(_same_cell(a, b), a.value == b.value), where,
+                                  case.mem.program, {"index": tuple(a.index), "values": (a.value, b.value)}))
     return parts
 
 
@@ -234,6 +265,26 @@ def _pair(module: ModuleType, role: str, label: str, params: tuple) -> tuple[Ker
     return kp, kq, race_claim(label, kp.spec, sq)
 
 
+def _blocked_pair(module: ModuleType, label: str, params: tuple) -> tuple[KernelCase, KernelCase, list]:
+    """Two programs of one blocked launch over one memory: ``p`` (a row block,
+    or the work-list program) and a row block ``q``, with the spec's race
+    assumptions between their rows, stated at each program's kernel stores."""
+    jit = getattr(module, ROLES["blocked"])
+    kind, conv, geo = params[:3]
+    p = kernel_case(module, "blocked", label, params)
+    q = blocked.rows_case(jit, conv, geo, label, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes,
+                          full=None)
+    facts = p.assumptions + q.assumptions
+    if kind == "rows":
+        facts += blocked.kernel_exclusive(p.block, q.run, True) + blocked.kernel_exclusive(q.block, p.run, True)
+        gp, gq = p.block.group, q.block.group
+        base = [[p.spec.mem.initial(b, (g,)) for b in ("packed_base", "num_layers")] for g in (gp, gq)]
+        facts.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
+            base[0][0], base[0][1], base[1][0], base[1][1], geo.max_num_reqs, gp == gq)))
+        facts.append(("distinct_programs", disj(p.block.block != q.block.block, gp != gq)))
+    return p, q, facts
+
+
 def _aliasing(role: str, p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
     """The spec's launch assumptions instantiated at the kernel's own stores:
     what the spec allows two programs to share, stated on the cells the
@@ -251,10 +302,10 @@ def _aliasing(role: str, p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
     return out
 
 
-def kernel_claims(module: ModuleType, role: str, prop: str) -> Iterator[KernelClaim]:
-    """The cases of obligation ``prop`` of kernel ``role`` in ``module``."""
-    for label, params in variants(role):
-        yield _one(module, role, prop, label, params)
+def kernel_claim(module: ModuleType, role: str, prop: str, label: str) -> KernelClaim:
+    """The case of obligation ``prop`` of kernel ``role`` for variant ``label`` alone."""
+    params = dict(variants(role))[label]
+    return _one(module, role, prop, label, params)
 
 
 def _one(module: ModuleType, role: str, prop: str, label: str, params: tuple) -> KernelClaim:
@@ -267,6 +318,14 @@ def _one(module: ModuleType, role: str, prop: str, label: str, params: tuple) ->
 
 
 def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) -> KernelClaim:
+    if prop == "conflicts" and role == "blocked":
+        p, q, facts = _blocked_pair(module, label, params)
+        parts = conflict_parts(p, q)
+        if p.block is not None:
+            parts += [Part(n, t, _at(p, i), "p", terms) for n, t, terms, i in blocked.lane_conflicts(p)]
+        show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
+        claim = Claim([(x.name, x.term) for x in parts], facts, p.cover, label, preprocess=True)
+        return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     if prop == "conflicts" and role != "compaction":
         p, q, spec_claim = _pair(module, role, label, params)
         facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
@@ -279,10 +338,13 @@ def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) 
     case = kernel_case(module, role, label, params)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts}[prop](case)
+    if prop == "equivalence" and case.block is not None:
+        parts = [Part(n, t, ("", 0), case.mem.program, terms) for n, t, terms in blocked.lane_equivalence(case)]
     assumptions, optional = case.assumptions, []
     if prop == "equivalence":
-        assumptions = [a for a in case.assumptions if a[0] not in OPTIONAL]
-        optional = [a for a in case.assumptions if a[0] in OPTIONAL]
+        optional_here = [n for n in OPTIONAL if n not in case.required]
+        assumptions = [a for a in case.assumptions if a[0] not in optional_here]
+        optional = [a for a in case.assumptions if a[0] in optional_here]
     claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label,
                   preprocess=prop in PREPROCESSED)
     return KernelClaim(role, prop, claim, parts, [case], optional, show=case.show)
@@ -292,8 +354,8 @@ def obligation_name(role: str, prop: str, target: str = "") -> str:
     return f"kernel.{role}.{prop}" + (f"@{target}" if target else "")
 
 
-_TARGETS: dict[str, ModuleType] = {}
-"""Module of each registered target label ("" for ours)."""
+_TARGETS: dict[tuple[str, str], ModuleType] = {}
+"""Module of each registered target label ("" for ours) and role."""
 
 
 def kernel_sources(module: ModuleType) -> tuple[str, ...]:
@@ -304,7 +366,7 @@ def kernel_sources(module: ModuleType) -> tuple[str, ...]:
     from .source import is_jit, python_function
 
     files = set()
-    for kernel in KERNELS.values():
+    for kernel in ROLES.values():
         jit = getattr(module, kernel, None)
         if jit is None:
             continue
@@ -319,11 +381,11 @@ def kernel_sources(module: ModuleType) -> tuple[str, ...]:
 
 def register(module: ModuleType, target: str = "") -> list[str]:
     """Register every kernel obligation for ``module`` (label ``target``); returns their names."""
-    _TARGETS[target] = module
     names = []
-    for role, kernel in KERNELS.items():
+    for role, kernel in ROLES.items():
         if not hasattr(module, kernel):
             continue
+        _TARGETS[target, role] = module
         for prop, statement in PROPERTIES.items():
             name = obligation_name(role, prop, target)
             if name not in REGISTRY:
@@ -367,7 +429,7 @@ def parse_name(name: str) -> tuple[ModuleType, str, str]:
     """``(module, role, prop)`` of a kernel obligation's name."""
     base, _, target = name.partition("@")
     _, role, prop = base.split(".")
-    return _TARGETS[target], role, prop
+    return _TARGETS[target, role], role, prop
 
 
 def _ours() -> ModuleType:
@@ -377,3 +439,7 @@ def _ours() -> ModuleType:
 
 
 register(_ours())
+"""Our row-blocked kernel (``replayssm.impl.kernels_blocked``) is not
+registered here: its 80 variants cost about 20 times the reference kernels'
+49 (``docs/kernel-proofs.md``), so ``prove --kernels --impl
+replayssm.impl.kernels_blocked`` selects them explicitly."""

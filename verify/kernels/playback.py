@@ -243,6 +243,8 @@ def _spec_run(trace: dict, buffers: dict) -> str:
     try:
         if action["name"] == "postprocess":
             postprocess_launch(buffers, geo, conv, n)
+            if _blocked(trace) and trace["#meta"]["compact"]:
+                compact_launch(buffers, geo, n)
         elif action["name"] == "migrate":
             migrate_launch(buffers, geo, conv.has_idx_mapping, n)
         else:
@@ -289,6 +291,8 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
             module._reset_new_replayssm_slots_kernel[(n, groups)](
                 idx, per_request("src_cols"), per_request("dst_cols"), ptrs["block_table"], ptrs["ring_start"],
                 ptrs["num_committed"], strides, PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None)
+    elif _blocked(trace):
+        out.update(_blocked_run(trace, module, buffers, arena, ptrs, strides, idx, per_request, table, log, result))
     else:
         flat = {b: arena.flat(b, buffers[b], i32) for b in ("src_slots", "dst_slots", "plan_ring_start",
                                                             "plan_flush_count", "num_layers")}
@@ -310,6 +314,35 @@ def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.n
     return out, result, log
 
 
+def _blocked(trace: dict) -> bool:
+    return "rows_per_program" in trace.get("#meta", {})
+
+
+def _blocked_run(trace: dict, module: Any, buffers: dict, arena: Arena, ptrs: dict, strides: Any, idx: Any,
+                 per_request: Any, table: Any, log: list, result: Playback) -> dict:
+    """The row-blocked kernel's launch: ``cdiv(num_reqs, rows) + compact`` row blocks per group."""
+    import torch
+
+    geo, conv, layers, *_ = _setup(trace)
+    meta, n = trace["#meta"], trace["actions"][1]["picks"]["num_reqs"]
+    rows, compact = int(meta["rows_per_program"]), bool(meta["compact"])
+    names = ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count", "active_request_indices", "num_layers")
+    flat = {b: arena.flat(b, buffers[b], torch.int32) for b in names}
+    packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
+              for b in ("src_slots", "dst_slots")}
+    with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
+        getattr(module, meta["kernel"])[(-(-n // rows) + compact, len(layers))](
+            idx, per_request("query_metadata"), per_request("num_computed_tokens"),
+            per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),
+            per_request("live_cols"), ptrs["block_table"], ptrs["ring_start"], ptrs["num_committed"],
+            packed["src_slots"], packed["dst_slots"], flat["plan_ring_start"], flat["plan_flush_count"],
+            flat["active_request_indices"], strides, flat["num_layers"], n, MAX_NUM_REQS=geo.max_num_reqs,
+            MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window, RING_BUFFER_LEN=geo.ring_len,
+            PAD_SLOT_ID=geo.pad_slot, **conv.as_constexprs(), ROWS_PER_PROGRAM=rows, COMPACT=compact,
+            COMPACT_BLOCK=next_power_of_2(geo.max_num_reqs))
+    return {b: flat[b].numpy().copy() for b in names[:5]}
+
+
 def playback(trace: dict, module: Any) -> Playback:
     """Run the trace's launch on ``module``'s kernel and on the spec; compare."""
     if os.environ.get("TRITON_INTERPRET") != "1":
@@ -320,8 +353,11 @@ def playback(trace: dict, module: Any) -> Playback:
     final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()})
     result.spec_fault = fault
     result.conflicts += conflicts(log)
+    compared = trace.get("#meta", {}).get("compared")
     if not fault:
         for b, impl in final.items():
+            if compared is not None and b not in compared:
+                continue
             s = spec[b]
             impl = impl.reshape(s.shape)
             for cell in zip(*np.nonzero(s != impl)):

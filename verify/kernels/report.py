@@ -25,16 +25,17 @@ from replayssm.spec.vocab import conj, implies
 
 from ..obligation import TIMEOUT_MS, _value
 from ..terms import lift
-from .cases import KERNELS
-from .obligations import KernelClaim, kernel_claims, parse_name
+from .obligations import ROLES as KERNELS
+from .obligations import KernelClaim, kernel_claim, parse_name
 
-ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact"}
+ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact", "blocked": "postprocess"}
 INPUTS = {
     "postprocess": ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
                     "live_cols"),
     "migration": ("idx_mapping", "src_cols", "dst_cols"),
     "compaction": (),
 }
+INPUTS["blocked"] = INPUTS["postprocess"]
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
 
@@ -64,12 +65,12 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
     if kc.role == "compaction":
         return []
     sz = case.spec.sizes
-    mem = case.spec_mem
+    mem = _initial_memory(case)
     rows = case.constexprs["geometry"].max_num_reqs
     layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
     out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= SMALL_SLOTS,
            sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows)]
-    if kc.role == "postprocess":
+    if kc.role in ("postprocess", "blocked"):
         base = 0
         for g, n in enumerate(layers):
             out += [n >= 1, n <= 2, mem.initial("packed_base", (g,)) == base]
@@ -80,6 +81,12 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
     return out + _every_cell(case, groups, min(rows, rows_limit or rows), cols_limit)
 
 
+def _initial_memory(case: Any) -> Any:
+    """The memory holding the launch's initial arrays: the spec scenario's
+    (for the row-blocked work list, the rows' one, not the compaction's)."""
+    return case.spec.mem if hasattr(case.spec, "mem") else case.spec_mem
+
+
 def _every_cell(case: Any, groups: int, rows: int, cols: int) -> list:
     """The memory's part of the caller contract at every cell of the small
     launch, not only at the cells the proof's terms read: a loop's read is one
@@ -88,7 +95,7 @@ def _every_cell(case: Any, groups: int, rows: int, cols: int) -> list:
     from replayssm.spec import assumptions as env
     from replayssm.spec.flashinfer import tracker_in_range
 
-    sz, mem, geo = case.spec.sizes, case.spec_mem, case.constexprs["geometry"]
+    sz, mem, geo = case.spec.sizes, _initial_memory(case), case.constexprs["geometry"]
     out = []
     for g in range(groups):
         for b in range(rows):
@@ -204,7 +211,7 @@ def _cells(m: z3.ModelRef, mem: Any, buffer: str, shape: tuple, default: np.ndar
 def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> dict:
     """The model as a fuzz trace: ``set_state`` of the state buffers, then the launch."""
     case = kc.cases[0]
-    mem = case.spec_mem
+    mem = _initial_memory(case)
     if kc.role == "compaction":
         cap = case.constexprs["MAX_NUM_REQS"]
         params = {"geometry": {"max_num_reqs": cap, "block_size": 1, "window": 1, "ring_len": 2, "pad_slot": 0},
@@ -221,7 +228,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
         geo = case.constexprs["geometry"]
         groups, num_cols, num_slots = (_eval(m, x) for x in (sz.groups, sz.num_cols, sz.num_slots))
         layers = [max(1, _eval(m, mem.initial("num_layers", (g,)))) for g in range(groups)] \
-            if kc.role == "postprocess" else [1] * groups
+            if kc.role in ("postprocess", "blocked") else [1] * groups
         conv = {k: bool(case.constexprs.get(c, False)) for k, c in (
             ("cumulative", "QUERY_METADATA_IS_CUMULATIVE"), ("post_step", "NUM_COMPUTED_IS_POST_STEP"),
             ("has_idx_mapping", "HAS_IDX_MAPPING"), ("materialize_prefixes", "MATERIALIZE_PREFIXES"),
@@ -243,6 +250,11 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
     set_state = {"name": "set_state", "caller": ["the memory before the launch"], "picks": state}
     meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": KERNELS[kc.role],
             "property": kc.prop, "impl": impl}
+    if kc.role == "blocked":
+        meta.update(rows_per_program=case.constexprs["ROWS_PER_PROGRAM"], compact=case.constexprs["COMPACT"])
+        if case.block is None:
+            # the work-list program's case says nothing of the row blocks' inputs
+            meta["compared"] = ["active_request_indices"]
     return {"params": params, "actions": [set_state, action], "#meta": meta}
 
 
@@ -255,7 +267,7 @@ def _geometry(params: dict) -> Any:
 def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
     """Rebuild obligation ``name``'s case ``case_label`` and explain its failure."""
     module, role, prop = parse_name(name)
-    kc = next(k for k in kernel_claims(module, role, prop) if k.claim.case == case_label)
+    kc = kernel_claim(module, role, prop, case_label)
     if kc.unsupported is not None:
         return Finding(f"  {kc.unsupported}")
     found = counterexample_model(kc)

@@ -22,11 +22,15 @@ def kernel_obligations(impl: str | None, only: str | None = None) -> list[str]:
     if impl is None:
         names = [n for n in REGISTRY if n.startswith("kernel.") and "@" not in n]
     else:
-        from replayssm.fuzz.target import load_target
+        from replayssm.review.target import load_version
 
-        names = register(load_target(impl), target_label(impl))
+        from .obligations import ROLES
+
+        # any module with one of the kernels: the reference's, or our row-blocked one
+        names = register(load_version(impl, "--impl"), target_label(impl))
         if not names:
-            raise ValueError(f"--impl {impl!r} has none of the kernels the proofs know")
+            raise ValueError(f"--impl {impl!r} has none of the kernels the proofs know "
+                             f"({', '.join(ROLES.values())})")
     chosen = [n for n in names if only is None or only in n]
     if not chosen:
         raise ValueError(f"--only {only!r} matches no kernel obligation; known: {', '.join(names)}")

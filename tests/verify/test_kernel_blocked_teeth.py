@@ -1,0 +1,108 @@
+"""Teeth of the row-blocked kernel's obligations (``kernel.blocked.*``).
+
+Each planted one-line change to a copy of ``impl/kernels_blocked.py`` is
+caught by the obligation it names, in the named variant (proving that one
+case keeps the test fast; the obligation proves every variant in ``prove``),
+and its counterexample replays on the real (mutated) blocked kernel under
+Triton's interpreter. The correct kernel shows no failure on the same trace.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from replayssm.impl import kernels_blocked
+from replayssm.verify.kernels.obligations import PROPERTIES, kernel_claim, register, variants
+from replayssm.verify.kernels.playback import playback
+from replayssm.verify.kernels.report import explain
+from replayssm.verify.obligation import Obligation, prove
+
+BLOCKED_FILE = Path(kernels_blocked.__file__)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """``old`` becomes ``new``; ``caught_by`` is the property; ``case`` the variant."""
+
+    name: str
+    old: str
+    new: str
+    caught_by: str
+    case: str
+
+
+ROWS_ALIGN = "rows odd len/pre/nomap/align/live"
+ROWS_ALIGN_MAP = "rows unit len/pre/map/align/live"
+ROWS_NONE = "rows odd len/post/nomap/none/live"
+WORK_LIST = "work list odd len/pre/nomap/align/live"
+
+MUTANTS = [
+    Mutant("prefill reset one column past the row",
+           "col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE) - 1, 0)",
+           "col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE), 0)", "memory_safety", ROWS_ALIGN),
+    Mutant("reset loop one short", "tl.max(span, axis=0))", "tl.max(span, axis=0) - 1)", "equivalence",
+           ROWS_ALIGN_MAP),
+    Mutant("reset loop to the narrowest row", "tl.max(span, axis=0))", "tl.min(span, axis=0))", "equivalence",
+           ROWS_ALIGN_MAP),
+    Mutant("padding rows write layer slots", "tl.store(layer_src + entry, src_value, mask=real)",
+           "tl.store(layer_src + entry, src_value, mask=launched)", "equivalence", ROWS_ALIGN_MAP),
+    Mutant("live update not masked to decode rows", "committed_new, mask=decode)",
+           "committed_new, mask=real & has_live)", "equivalence", ROWS_NONE),
+    Mutant("every lane reads the first row's table", "table_rows = table + rows * stride",
+           "table_rows = table + first_row * stride", "equivalence", ROWS_NONE),
+    Mutant("the plan written by every group", "if group == 0:\n            tl.store(plan_ring_start",
+           "if group >= 0:\n            tl.store(plan_ring_start", "conflicts", ROWS_ALIGN_MAP),
+    Mutant("lanes decode one live slot", "start_prev = tl.load(ring_start_of + live_slot, mask=decode, other=0)",
+           "start_prev = tl.load(ring_start_of + live_slot + rows - first_row, mask=decode, other=0)",
+           "memory_safety", ROWS_NONE),
+    Mutant("work list stored one past the list", "inside = rows < MAX_NUM_REQS", "inside = rows <= MAX_NUM_REQS",
+           "memory_safety", WORK_LIST),
+    Mutant("work list pads from one past the count", "(rows >= total)", "(rows > total)", "equivalence", WORK_LIST),
+    Mutant("work list drops prefill copies", "(~is_prefill | (live_col != target_col))", "~is_prefill",
+           "equivalence", WORK_LIST),
+    Mutant("reset start through an overflowing product", "col_lo = pos_before // MAMBA_BLOCK_SIZE",
+           "col_lo = pos_before * 2147483647 // 2147483647 // MAMBA_BLOCK_SIZE", "int32", ROWS_ALIGN),
+]
+
+
+def load_mutant(m: Mutant, folder: Path) -> tuple[object, Path]:
+    """A copy of the blocked kernels with ``m`` planted, imported from its own file."""
+    source = BLOCKED_FILE.read_text()
+    assert source.count(m.old) == 1, f"{m.name}: the snippet occurs {source.count(m.old)} times"
+    stem = "mutant_blocked_" + "".join(c if c.isalnum() else "_" for c in m.name)
+    path = folder / f"{stem}.py"
+    path.write_text(source.replace(m.old, m.new).replace("from .kernels import", "from replayssm.impl.kernels import"))
+    spec = importlib.util.spec_from_file_location(stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[stem] = module
+    spec.loader.exec_module(module)
+    return module, path
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
+    module, path = load_mutant(mutant, tmp_path)
+    label = path.stem
+    register(module, label)
+    name = f"kernel.blocked.{mutant.caught_by}@{label}"
+    claim = kernel_claim(module, "blocked", mutant.caught_by, mutant.case).claim
+    result = prove(Obligation(name, "blocked", "", lambda: [claim]))
+    assert result.status == "failed", f"{mutant.name}: {name} {result.status}"
+    finding = explain(name, mutant.case, str(path))
+    assert finding.trace is not None, finding.text
+    seen = playback(finding.trace, module)
+    assert seen.reproduces(mutant.caught_by), f"{mutant.name}: not reproduced\n{finding.text}\n{seen.report()}"
+    assert not playback(finding.trace, kernels_blocked).reproduces(mutant.caught_by), \
+        f"{mutant.name}: the correct kernel fails the same trace"
+
+
+def test_every_blocked_obligation_has_a_planted_bug_and_every_variant_a_case():
+    assert sorted(set(PROPERTIES) - {m.caught_by for m in MUTANTS}) == []
+    labels = [label for label, _ in variants("blocked")]
+    assert {m.case for m in MUTANTS} <= set(labels)
+    assert len(labels) == 2 * len(variants("postprocess")) + 16

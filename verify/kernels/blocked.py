@@ -1,0 +1,340 @@
+"""The row-blocked postprocess kernel (``impl/kernels_blocked.py``) beside the spec.
+
+One program ``(block, group)`` of ``postprocess_replayssm_blocked_kernel``
+handles rows ``block * ROWS .. block * ROWS + ROWS - 1`` as vector lanes;
+with ``COMPACT`` the program after the last row block writes the work list.
+Its spec is the reference launch's: the spec program of each of those rows
+(``spec/postprocess.py``), and for the work-list program the compaction
+(``spec/compaction.py``) of the plan those rows leave.
+
+**Rows of a block** (:func:`rows_case`): ``ROWS`` spec rows over one set of
+initial arrays, each on its own memory (as two programs of a launch are in
+the race obligations). Three kinds of block: full (every row below
+``num_reqs``), the last with one row (``ROWS = 2``: the only partial block),
+and, for the conflict obligation's second program, any block (each row's
+assumptions conditional on the row being launched).
+
+- *equivalence*, per lane: lane ``i``'s writes (:class:`LaneMemory`) leave
+  the memory row ``i``'s spec program leaves; a lane past ``num_reqs``
+  writes nothing. A loop store's "some iteration hits the cell" is re-indexed
+  from the lane's iteration to the column (:func:`realigned_hit`), so the
+  quantified terms line up with the spec's loop over columns;
+- *conflicts*, between lanes of one program (:func:`lane_conflicts`, any two
+  statements, not only two lanes of one store) and between two programs, as
+  between two programs of the reference launch, under the same caller
+  assumption (``exclusive_decode_live_slot``, instantiated at the kernel's
+  stores of the other lane or program).
+
+Per-lane equivalence and conflict freedom between lanes give the program's
+equivalence with its rows run one after another, in any order, as per-program
+equivalence and conflict freedom give the reference launch's.
+
+**Why ``ROWS = 2`` covers the deployed 128.** Every statement of the kernel
+is lane-wise (lane ``i`` computes from row ``first_row + i`` only), except
+the bound of the prefill reset loop, ``tl.max`` of the lanes' spans, under
+which each lane masks the iterations to its own span. A lane's effect
+depends on the other lanes only through that bound (the proof covers every
+bound at least the lane's own span: the other lane's span is arbitrary) and
+through memory, where the lane-pair conflict obligation speaks of an
+arbitrary pair of rows of one block. A program of 128 lanes is therefore 128
+rows each behaving as lane 0 or 1 of the proof, every pair of them as the
+proved pair. A partial block of 2 to 127 rows is covered the same way (its
+launched lanes as a full block's, the others as the partial block's lane 1).
+This is an argument about the kernel's shape, not a proof over 128 lanes
+(``docs/kernel-proofs.md``).
+
+**The work-list program** (:func:`compaction_case`): its spec runs the
+postprocess spec of every row ``0 .. MAX_NUM_REQS - 1`` below ``num_reqs``
+in group 0 and compacts the plan they leave; group 0 only writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.compaction import compact_program
+from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.launch import next_power_of_2
+from replayssm.spec.vocab import conj, disj, implies, negate
+
+from ..goals import TRACKERS
+from ..memory import SymbolicMemory
+from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, memory_facts, postprocess_case
+from ..terms import lift, named_int
+from .cases import KernelCase, postprocess_launch, run_kernel
+from .contracts import BufferArg, Launch, ScalarArg
+
+ROWS = 2
+"""Rows per program (lanes) the obligations are proved for."""
+
+KERNEL = "postprocess_replayssm_blocked_kernel"
+
+
+def hit(w: Any, cell: tuple) -> Any:
+    """Whether write ``w`` lands on ``cell``: the very term ``SymbolicMemory.final`` builds."""
+    target = [lift(i) for i in cell]
+    h = z3.And(lift(w.guard), *[lift(i) == t for i, t in zip(w.index, target)])
+    return z3.Exists([lift(v) for v in w.loop_vars], h) if w.loop_vars else h
+
+
+@dataclass
+class GuardedMemory(SymbolicMemory):
+    """A memory whose every store also needs ``when`` (a program that writes only in group 0)."""
+
+    when: Any = True
+
+    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+        super().store(buffer, index, value, conj(guard, self.when))
+
+
+@dataclass
+class BlockSpec:
+    """The spec rows of one row block, and whether each is launched."""
+
+    rows: list[PostprocessCase]
+    launched: list
+    block: Any
+    group: Any
+    assumptions: list = field(default_factory=list)
+
+
+def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Any,
+                   compact: bool, facts: tuple) -> Launch:
+    """The blocked kernel's arguments: the reference postprocess kernel's, the
+    work list after the plan, ``num_reqs`` last; its constexprs and ``ROWS``."""
+    base = postprocess_launch(spec_mem, conv, geo, "p")
+    args = base.args[:13] + [BufferArg("active_request_indices")] + base.args[13:] + [ScalarArg(num_reqs)]
+    constexprs = {**base.constexprs, "ROWS_PER_PROGRAM": ROWS, "COMPACT": compact,
+                  "COMPACT_BLOCK": next_power_of_2(geo.max_num_reqs)}
+    return Launch(args, constexprs, program_ids, facts=facts)
+
+
+def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, sizes: Any = None,
+               full: bool | None = True) -> BlockSpec:
+    """``ROWS`` spec rows ``block_<program> * ROWS + i`` of group ``group_<program>``:
+    all below ``num_reqs`` (``full``), only the first (the last block, partial),
+    or (None) each row launched where it is below ``num_reqs``, its
+    assumptions conditional on that (any row block; for the conflict
+    obligation's second program, whose queries have no quantifiers)."""
+    block, group = named_int(f"block_{program}"), named_int(f"group_{program}")
+    rows: list[PostprocessCase] = []
+    for i in range(ROWS):
+        rows.append(postprocess_case(conv, geo, program=f"{program}{i}", arrays=arrays,
+                                     sizes=sizes if sizes is not None else (rows[0].sizes if rows else None)))
+    sz = rows[0].sizes
+    if full is None:
+        launched = [True] + [r.trace.batch < sz.num_reqs for r in rows[1:]]
+    else:
+        launched = [True] * ROWS if full else [True] + [False] * (ROWS - 1)
+    placed = conj(block >= 0, *[conj(r.trace.batch == block * ROWS + i, r.trace.group == group)
+                                for i, r in enumerate(rows)])
+    a = [("rows_of_the_block", placed)]
+    for r, on in zip(rows, launched):
+        if on is True:
+            a += list(r.assumptions)
+        elif on is False:
+            a.append((env.BATCH_IN_LAUNCH.name, r.trace.batch >= sz.num_reqs))
+        else:
+            a += [(n, implies(on, t)) for n, t in r.assumptions]
+    return BlockSpec(rows, launched, block, group, a)
+
+
+def equivalence_cell(buffer: str, dims: int) -> tuple:
+    """The arbitrary cell the equivalence obligation compares (``equivalence_parts``)."""
+    return tuple(named_int(f"cell_{buffer}_{d}") for d in range(dims))
+
+
+@dataclass
+class LaneMemory:
+    """The kernel memory seen by one lane: the writes of that lane's lanes of
+    block stores and every write that is not a block store's."""
+
+    mem: SymbolicMemory
+    lanes: dict
+    lane: int
+
+    @property
+    def shapes(self) -> Any:
+        return self.mem.shapes
+
+    @property
+    def writes(self) -> list:
+        return [a for i, a in enumerate(self.mem.accesses)
+                if a.kind == "write" and self.lanes.get(i, self.lane) == self.lane]
+
+    def final(self, buffer: str, index: tuple) -> Any:
+        value = lift(self.mem.initial(buffer, index))
+        for w in self.writes:
+            if w.buffer == buffer:
+                value = z3.If(realigned_hit(w, index), lift(w.value), value)
+        return value
+
+
+def realigned_hit(w: Any, cell: tuple) -> Any:
+    """:func:`hit`, its loop variable ``k`` renamed to ``v - offset`` where the
+    write reads a table at an innermost index ``offset + k`` (the lane's
+    first column plus the iteration): the same set of iterations (a shift is
+    a bijection of the integers), now indexed by the column as the spec's
+    loop is, which Z3 matches without searching for the shift."""
+    if len(w.loop_vars) != 1:
+        return hit(w, cell)
+    k = lift(w.loop_vars[0])
+    body = z3.And(lift(w.guard), *[lift(i) == lift(t) for i, t in zip(w.index, cell)])
+    offset = _offset(body, k)
+    if offset is None:
+        return hit(w, cell)
+    return z3.Exists([k], z3.simplify(z3.substitute(body, (k, k - offset))))
+
+
+def _offset(term: Any, k: Any) -> Any:
+    """``e`` when ``term`` reads an array at an innermost index ``e + k`` (``e`` free of ``k``)."""
+    from .evaluator import _subterms
+
+    for t in _subterms(term):
+        if z3.is_select(t):
+            last = t.children()[-1]
+            rest = z3.simplify(last - k)
+            if any(x.eq(k) for x in _subterms(last)) and not any(x.eq(k) for x in _subterms(rest)):
+                return rest
+    return None
+
+
+def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict]]:
+    """Per lane ``i``: the kernel's writes of lane ``i`` leave the memory row
+    ``i``'s spec program leaves (the initial memory when the row is past
+    ``num_reqs``), at an arbitrary cell of every buffer either writes."""
+    spec, lanes = case.block, lane_of(case.run)
+    out = []
+    for i, (row, on) in enumerate(zip(spec.rows, spec.launched)):
+        kernel = LaneMemory(case.mem, lanes, i)
+        written = dict.fromkeys(([w.buffer for w in row.mem.writes] if on else []) + [w.buffer for w in kernel.writes])
+        for b in written:
+            shape = case.mem.shapes[b]
+            cell = equivalence_cell(b, len(shape))
+            inside = conj(*[conj(x >= 0, x < n) for x, n in zip(cell, shape)])
+            k = kernel.final(b, cell)
+            if on:
+                s = lift(row.mem.final(b, cell))
+                out.append((f"{b} after lane {i} equals row {i}'s spec", implies(inside, k == s),
+                            {"cell": cell, "kernel": k, "spec": s}))
+            else:
+                s = lift(row.mem.initial(b, cell))
+                out.append((f"{b} after lane {i}, past num_reqs, is untouched", implies(inside, k == s),
+                            {"cell": cell, "kernel": k, "spec": s}))
+    return out
+
+
+def lane_conflicts(case: KernelCase) -> list[tuple[str, Any, dict]]:
+    """Two lanes of one program never meet in memory, whatever the statements:
+    no cell written by both with different values, none read by one and
+    written by the other (so the program equals its rows in any order)."""
+    lanes = lane_of(case.run)
+    acc = [(i, a, lanes[i]) for i, a in enumerate(case.mem.accesses) if i in lanes]
+    written = {a.buffer for _, a, _ in acc if a.kind == "write"}
+    out = []
+    for x, (i, a, la) in enumerate(acc):
+        for j, b, lb in acc[x + 1:]:
+            if la == lb or a.buffer != b.buffer or a.buffer not in written:
+                continue
+            same = conj(a.guard, b.guard, *[u == v for u, v in zip(a.index, b.index)])
+            if a.kind == b.kind == "write":
+                out.append((f"{a.buffer} written by lanes {la} and {lb} with one value",
+                            implies(same, a.value == b.value), {"index": tuple(a.index)}, i))
+            elif a.kind != b.kind:
+                out.append((f"{a.buffer} read by lane {la if a.kind == 'read' else lb} is not written by lane "
+                            f"{lb if a.kind == 'read' else la}", negate(same), {"index": tuple(a.index)}, i))
+    return out
+
+
+def lane_of(run: Any) -> dict[int, int]:
+    """The lane of every access a load or store through a block of pointers
+    made (its position in the block); accesses through a scalar pointer are every lane's."""
+    return {i: lane for lanes in run.block_stores + run.block_loads for lane, i in enumerate(lanes)}
+
+
+def kernel_exclusive(spec: BlockSpec, run: Any, other_program: bool) -> list[tuple[str, Any]]:
+    """``exclusive_decode_live_slot`` of each row of ``spec`` against the
+    kernel tracker writes of another lane (``other_program``: of every lane
+    of another program), at the cell each write designates."""
+    out = []
+    lanes = lane_of(run)
+    for i, w in enumerate(run.mem.accesses):
+        if w.kind != "write" or w.buffer not in TRACKERS:
+            continue
+        for a, (me, on) in enumerate(zip(spec.rows, spec.launched)):
+            if on is False or (not other_program and lanes.get(i, a) == a):
+                continue
+            same_group = conj(on, w.guard, w.index[0] == spec.group)
+            out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
+                me.trace.live_slot, me.trace.decode, w.index[1], me.geo.pad_slot))))
+    return out
+
+
+def _show(spec: BlockSpec) -> dict:
+    out = {"block": spec.block}
+    for i, r in enumerate(spec.rows):
+        out.update({f"row{i}.{k}": v for k, v in r.show().items()})
+    return out
+
+
+def rows_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
+              arrays: dict | None = None, sizes: Any = None, full: bool | None = True) -> KernelCase:
+    """A row block's program ``(block_<program>, group_<program>)`` (``block * ROWS < num_reqs``)."""
+    spec = block_spec(conv, geo, program, arrays if arrays is not None else {}, sizes, full)
+    row0 = spec.rows[0]
+    sz = row0.sizes
+    facts = (lift(spec.block >= 0), lift(spec.block * ROWS < sz.num_reqs) if full is None else
+             lift(spec.block * ROWS + ROWS <= sz.num_reqs) if full else lift(spec.block * ROWS + 1 == sz.num_reqs))
+    launch = blocked_launch(row0.mem, conv, geo, (spec.block, spec.group), sz.num_reqs,
+                            conv.materialize_prefixes, facts)
+    run = run_kernel(jit, launch, row0.mem, program)
+    assumptions = spec.assumptions + memory_facts(run.mem, geo, sz)
+    assumptions += kernel_exclusive(spec, run, other_program=False)
+    cover = disj(*[conj(on, r.trace.wants_materialize if conv.materialize_prefixes else r.trace.decode)
+                   for r, on in zip(spec.rows, spec.launched) if on is not False])
+    case = KernelCase("blocked", label, row0.mem, run, assumptions,
+                      cover, _show(spec), row0, {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": ROWS,
+                                                 "COMPACT": conv.materialize_prefixes})
+    case.block = spec
+    return case
+
+
+def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> KernelCase:
+    """The work-list program ``(cdiv(num_reqs, ROWS), group)`` of a ``COMPACT`` launch."""
+    arrays: dict = {}
+    cap = geo.max_num_reqs
+    rows = [postprocess_case(conv, geo, program="r0", arrays=arrays)]
+    sz = rows[0].sizes
+    rows += [postprocess_case(conv, geo, program=f"r{i}", arrays=arrays, sizes=sz) for i in range(1, cap)]
+    block, group = named_int("block_c"), named_int("group_c")
+    launched = [r.trace.batch < sz.num_reqs for r in rows]
+    a = [("work_list_program", conj(block * ROWS >= sz.num_reqs, (block - 1) * ROWS < sz.num_reqs, group >= 0,
+                                    group < sz.groups, sz.num_reqs >= 0, sz.num_reqs <= cap)),
+         ("rows_of_group_0", conj(*[conj(r.trace.batch == i, r.trace.group == 0) for i, r in enumerate(rows)]))]
+    for r, on in zip(rows, launched):
+        a += [(n, implies(on, t)) for n, t in r.assumptions]
+    flush = z3.Const("plan_flush_count_after_rows", z3.ArraySort(z3.IntSort(), z3.IntSort()))
+    for i, r in enumerate(rows):
+        flush = z3.Store(flush, i, lift(r.mem.final("plan_flush_count", (i,))))
+    shapes = {"plan_flush_count": (cap,), "active_request_indices": (cap,)}
+    spec_mem = GuardedMemory(shapes, {"plan_flush_count": flush,
+                                      "active_request_indices": rows[0].mem.array("active_request_indices")},
+                             "spec", when=group == 0)
+    trace = compact_program(spec_mem, cap, sz.num_reqs, next_power_of_2(cap))
+    facts = (lift(block * ROWS >= sz.num_reqs), lift(block >= 0))
+    launch = blocked_launch(rows[0].mem, conv, geo, (block, group), sz.num_reqs, True, facts)
+    run = run_kernel(jit, launch, rows[0].mem, "p")
+    a += memory_facts(run.mem, geo, sz)
+    show = {"num_reqs": sz.num_reqs, "group": group}
+    for i, r in enumerate(rows):
+        show.update({f"row{i}.{k}": v for k, v in r.show().items() if k in ("prefilling", "computed_before",
+                                                                            "query_len", "live_col", "plan_flush")})
+    case = KernelCase("blocked", label, spec_mem, run, a, conj(group == 0, trace.num_active >= 1), show, rows[0],
+                      {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": ROWS, "COMPACT": True})
+    # a row publishes whatever its trackers hold only when they are in range
+    case.required = (INVARIANT_TRACKER_RANGE,)
+    return case
