@@ -292,7 +292,7 @@ def rows_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program
     launch = blocked_launch(row0.mem, conv, geo, (spec.block, spec.group), sz.num_reqs,
                             conv.materialize_prefixes, facts)
     run = run_kernel(jit, launch, row0.mem, program)
-    assumptions = spec.assumptions + [("launch_facts", conj(*facts))] + memory_facts(run.mem, geo, sz)
+    assumptions = spec.assumptions + [("launch_facts", z3.And(*facts))] + memory_facts(run.mem, geo, sz)
     assumptions += kernel_exclusive(spec, run, other_program=False)
     cover = disj(*[conj(on, r.trace.wants_materialize if conv.materialize_prefixes else r.trace.decode)
                    for r, on in zip(spec.rows, spec.launched) if on is not False])
@@ -328,7 +328,7 @@ def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> K
     facts = (lift(block * ROWS >= sz.num_reqs), lift(block >= 0))
     launch = blocked_launch(rows[0].mem, conv, geo, (block, group), sz.num_reqs, True, facts)
     run = run_kernel(jit, launch, rows[0].mem, "p")
-    a += [("launch_facts", conj(*facts))] + memory_facts(run.mem, geo, sz)
+    a += [("launch_facts", z3.And(*facts))] + memory_facts(run.mem, geo, sz)
     show = {"num_reqs": sz.num_reqs, "group": group}
     for i, r in enumerate(rows):
         show.update({f"row{i}.{k}": v for k, v in r.show().items() if k in ("prefilling", "computed_before",
