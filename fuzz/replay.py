@@ -12,13 +12,15 @@ from __future__ import annotations
 import multiprocessing
 from typing import Any
 
+from replayssm.interrupts import Interrupted
+
 from .actions import SetState, action_to_json
 from .campaign import WATCHDOG_SECONDS, check_device, load_trace, spec_states, trace_actions
 from .containment import compare_outside
 from .guards import GuardViolation
 from .launcher import LEVELS, Setup, SpecSide
 from .target import DEFAULT_TARGET, load_target
-from .workers import Interrupted, Reporter, Supervisor
+from .workers import Reporter, Supervisor
 
 
 def _recorded(meta: dict, key: str, default: str) -> str:

@@ -18,7 +18,8 @@ that has not landed ``watchdog`` seconds after it was announced is a hang; a
 child whose process ends without a result died (an exit status or a signal).
 Either way the parent kills the child's whole process group and hands back the
 log up to that launch, which is the finding's trace. SIGINT and SIGTERM stop
-every child the same way and end the supervision early.
+every child the same way and end the supervision early (a caller then raises
+:class:`~replayssm.interrupts.Interrupted`, as :func:`.replay.replay` does).
 """
 
 from __future__ import annotations
@@ -37,14 +38,6 @@ STATS_EVERY_SECONDS = 1.0
 
 POLL_SECONDS = 0.25
 """The parent's longest wait between checks of the watchdog and of signals."""
-
-
-class Interrupted(Exception):
-    """SIGINT or SIGTERM stopped a supervised run; ``signum`` says which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 class Reporter:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from replayssm.interrupts import Interrupted, interruptible, stop_interrupting
 from replayssm.reports import (
     EXIT_COVERAGE,
     EXIT_FINDING,
@@ -31,30 +29,6 @@ from replayssm.reports import (
 )
 from replayssm.verify.obligation import Obligation, Result, render_scenario, save_counterexample
 from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, discharge, usable_cpus
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: stop, report what finished, exit 128 + signal.
-    Not an ``Exception``, so that no obligation takes it for its own failure."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """Within: SIGINT and SIGTERM raise :class:`Interrupted` in the main thread."""
-
-    def raise_interrupted(signum: int, frame: Any) -> None:
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _check_prove_args(args: argparse.Namespace) -> None:
@@ -158,7 +132,7 @@ def _prove(args: argparse.Namespace) -> int:
     saved: list[str] = []
     start = time.perf_counter()
     status = EXIT_PASSED
-    with _interruptible():
+    with interruptible():
         print(f"proving {len(report.order)} obligations with {args.jobs} worker(s)"
               f"{', proof cache ' + cache if cache else ', no proof cache'}", file=args.out, flush=True)
         try:
@@ -168,10 +142,11 @@ def _prove(args: argparse.Namespace) -> int:
         except Interrupted as e:
             run.close()
             report.interrupted = True
-            status = EXIT_SIGINT if e.signum == signal.SIGINT else EXIT_SIGTERM
-            print(f"interrupted by {e}: the workers were stopped", file=args.out, flush=True)
+            status = e.status
+            print(f"{e}: the workers were stopped", file=args.out, flush=True)
         except LemmaCycle as e:
             raise UsageError(str(e)) from None
+        stop_interrupting()  # the work is over: a signal must not cut the report short
         report.seconds = time.perf_counter() - start
         print(report.summary(), file=args.out, flush=True)
         if args.json:
@@ -274,8 +249,6 @@ def _fuzz(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from replayssm.fuzz.workers import Interrupted
-
     _interpreter_for(args.device or _recorded_device(args.file))
     from replayssm.fuzz.replay import replay
     from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
@@ -297,7 +270,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     except Interrupted as e:
         print(f"replay {e}", file=sys.stderr)
-        return 128 + e.signum
+        return e.status
     print(report)
     return 0 if ok else 1
 

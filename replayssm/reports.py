@@ -119,10 +119,11 @@ def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> 
     errors = sum(c.failure is not None and c.kind == "error" for c in cases) + int(interrupted)
     skipped = sum(c.failure is not None and c.kind == "skipped" for c in cases)
     seconds = sum(c.seconds for c in cases)
+    tests = len(cases) + int(interrupted)  # the "interrupted" case below is one of them
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f"<testsuites tests={quoteattr(str(len(cases)))} failures={quoteattr(str(failures))} "
+             f"<testsuites tests={quoteattr(str(tests))} failures={quoteattr(str(failures))} "
              f"errors={quoteattr(str(errors))} time={quoteattr(f'{seconds:.3f}')}>",
-             f"  <testsuite name={quoteattr(suite)} tests={quoteattr(str(len(cases)))} "
+             f"  <testsuite name={quoteattr(suite)} tests={quoteattr(str(tests))} "
              f"failures={quoteattr(str(failures))} errors={quoteattr(str(errors))} "
              f"skipped={quoteattr(str(skipped))} time={quoteattr(f'{seconds:.3f}')}>"]
     for c in cases:

@@ -11,7 +11,9 @@ is shrunk by Hypothesis and saved as a review trace, which :func:`replay` runs
 again without the callers.
 
 Campaigns are time-boxed: the convention combinations take turns, a few
-examples each, until the budget is spent.
+examples each, until the budget is spent. The first failure is kept as first
+seen, so that an interrupt while Hypothesis shrinks it still saves its trace
+(:attr:`Outcome.shrunk` false; see :mod:`replayssm.interrupts`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, settings
@@ -33,6 +35,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from replayssm.fuzz.callers import Features
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.machine import GEOMETRIES
+from replayssm.interrupts import Interrupted
 from replayssm.spec.geometry import Conventions
 
 from .adapters import Api
@@ -86,7 +89,8 @@ def _state_copies(dropped: frozenset[str]) -> bool:
 
 class LifecycleMachine(RuleBasedStateMachine):
     """Set ``versions`` (one, or base and head), ``device``, ``conventions``,
-    ``dropped`` and ``tally`` on a subclass."""
+    ``dropped``, ``tally`` and (for the progress line of a failure)
+    ``progress``/``shrinking`` on a subclass."""
 
     versions: tuple[Version, ...]
     device: torch.device = torch.device("cpu")
@@ -94,6 +98,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     dropped: frozenset[str] = frozenset()
     tally: Tally = Tally()
     last_trace: dict | None = None
+    first_failure: tuple[dict, Exception] | None = None
+    """The first failing example's trace and failure, as Hypothesis first saw it."""
+    progress: TextIO | None = None
+    shrinking: str = ""
 
     @initialize(data=st.data())
     def build_system(self, data: Any) -> None:
@@ -148,15 +156,25 @@ class LifecycleMachine(RuleBasedStateMachine):
                     newly[i] = self.broken[i] = f
         if len(self.sides) == 1:
             if newly[0] is not None:
-                raise newly[0]
+                raise self._failed(newly[0])
             return
         (base, head) = newly
         if base is not None and head is not None:
             self.tally.both_broke += 1
         elif base is not None and self.broken[1] is None:
-            raise Difference("fix", base, "base")
+            raise self._failed(Difference("fix", base, "base"))
         elif head is not None and self.broken[0] is None:
-            raise Difference("regression", head, "head")
+            raise self._failed(Difference("regression", head, "head"))
+
+    def _failed(self, error: Finding | Difference) -> Finding | Difference:
+        """``error``, after noting the campaign's first failure (and saying so on the progress output)."""
+        cls = type(self)
+        if cls.first_failure is None:
+            cls.first_failure = (self.trace, error)
+            if cls.progress is not None:
+                print(f"    counterexample found ({_prop(error)} broken){cls.shrinking}", file=cls.progress,
+                      flush=True)
+        return error
 
     @precondition(lambda self: len(self.callers.requests) >= 2)
     @rule(data=st.data())
@@ -168,6 +186,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if hasattr(self, "callers"):
             for k, v in self.callers.scenarios.items():
                 self.tally.scenarios[k] = self.tally.scenarios.get(k, 0) + v
+
+
+def _prop(error: Finding | Difference) -> str:
+    return (error.finding if isinstance(error, Difference) else error).prop
 
 
 def _settings(examples: int, max_steps: int, shrink: bool) -> settings:
@@ -187,38 +209,58 @@ class Outcome:
     kind: str | None = None
     prop: str | None = None
     trace: str | None = None
+    shrunk: bool = False
+    """Whether Hypothesis shrank the failure (false for an interrupted campaign's, saved as first seen)."""
 
 
 def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
              device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
              examples_per_turn: int = 2, align_only: bool = False, shrink: bool = True,
-             examples: int | None = None) -> Outcome:
+             examples: int | None = None, progress: TextIO | None = None) -> Outcome:
     """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found
     (``align_only``: only the conventions that publish prefixes, where live columns move;
     ``shrink``: let Hypothesis shrink a failure before it is saved; ``examples``: run that many
-    examples whatever the clock says, for a reproducible campaign)."""
+    examples whatever the clock says, for a reproducible campaign; ``progress``: where to say
+    that a counterexample was found). An :class:`~replayssm.interrupts.Interrupted` passes
+    with the campaign so far as its ``partial`` :class:`Outcome`, the first failure (if any)
+    saved as first seen."""
     start, tally = time.perf_counter(), Tally()
     combos = [c for c in Conventions.all() if c.materialize_prefixes or not align_only]
     turn = 0
     turns = None if examples is None else -(-examples // examples_per_turn)
-    while (time.perf_counter() - start < budget) if turns is None else turn < turns:
-        conv = combos[(seed + turn) % len(combos)]
-        attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
-                 "dropped": dropped, "tally": tally, "last_trace": None}
-        machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))
-        turn += 1
-        saved = hypothesis_engine.MAX_SHRINKING_SECONDS  # Hypothesis's only bound on shrinking time
-        hypothesis_engine.MAX_SHRINKING_SECONDS = max(SHRINK_SECONDS_MIN, budget / 2)
-        try:
-            run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
-        except (Finding, Difference) as e:
-            path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{seed * 1000 + turn - 1}")
-            kind = e.kind if isinstance(e, Difference) else "finding"
-            prop = (e.finding if isinstance(e, Difference) else e).prop
-            return Outcome(tally, time.perf_counter() - start, str(e), kind, prop, path)
-        finally:
-            hypothesis_engine.MAX_SHRINKING_SECONDS = saved
+    shrink_seconds = max(SHRINK_SECONDS_MIN, budget / 2)
+    shrinking = f"; shrinking it (at most {shrink_seconds:.0f} s)" if shrink else ""
+    machine = None
+    try:
+        while (time.perf_counter() - start < budget) if turns is None else turn < turns:
+            conv = combos[(seed + turn) % len(combos)]
+            attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
+                     "dropped": dropped, "tally": tally, "last_trace": None, "first_failure": None,
+                     "progress": progress, "shrinking": shrinking}
+            machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))
+            turn += 1
+            saved = hypothesis_engine.MAX_SHRINKING_SECONDS  # Hypothesis's only bound on shrinking time
+            hypothesis_engine.MAX_SHRINKING_SECONDS = shrink_seconds
+            try:
+                run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
+            except (Finding, Difference) as e:
+                path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{seed * 1000 + turn - 1}")
+                return Outcome(tally, time.perf_counter() - start, str(e), _kind(e), _prop(e), path, shrink)
+            finally:
+                hypothesis_engine.MAX_SHRINKING_SECONDS = saved
+    except Interrupted as e:
+        e.partial = Outcome(tally, time.perf_counter() - start)
+        if machine is not None and machine.first_failure is not None:
+            trace, error = machine.first_failure
+            name = f"{tag}-seed{seed * 1000 + turn - 1}-unshrunk"
+            e.partial = Outcome(tally, e.partial.seconds, str(error), _kind(error), _prop(error),
+                                _save(trace, error, out_dir, name))
+        raise
     return Outcome(tally, time.perf_counter() - start)
+
+
+def _kind(error: Finding | Difference) -> str:
+    return error.kind if isinstance(error, Difference) else "finding"
 
 
 def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str:

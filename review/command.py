@@ -28,7 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replayssm.reports import STDOUT, JunitCase, check_output_file, check_output_folder, write_json, write_junit
+from replayssm.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
+from replayssm.reports import (
+    EXIT_COVERAGE,
+    EXIT_FINDING,
+    EXIT_PASSED,
+    EXIT_USAGE,
+    STDOUT,
+    JunitCase,
+    check_output_file,
+    check_output_folder,
+    write_json,
+    write_junit,
+)
 
 REPORT_SCHEMA = "replayssm-review/1"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning."""
@@ -41,6 +53,14 @@ REQUIRED_SCENARIOS = ("checkpoint",)
 
 CAMPAIGN_SHARE = 0.5
 """The share of ``--budget`` the lifecycle campaign gets; the probes share the rest."""
+
+LIFECYCLE = "lifecycle campaign"
+DIFFERENTIAL = "against the base (differential)"
+"""The parts of a version's review besides its probes (``probe without NAME``),
+as :attr:`Verdict.unfinished` and the JUnit test cases name them."""
+
+SUITE = "replayssm-verify review"
+"""The JUnit test suite's name."""
 
 
 @dataclass
@@ -58,11 +78,16 @@ class Verdict:
     campaign: dict = field(default_factory=dict)
     differences: list[dict] = field(default_factory=list)
     coverage_shortfall: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    """The parts of the review not done (an interrupt): :data:`LIFECYCLE`,
+    ``probe without NAME``, :data:`DIFFERENTIAL`."""
 
     @property
     def status(self) -> str:
         if self.findings or any(d["kind"] == "regression" for d in self.differences):
             return "finding"
+        if self.unfinished:
+            return "interrupted"
         return "coverage shortfall" if self.coverage_shortfall else "pass"
 
 
@@ -105,7 +130,11 @@ def _label(source: str) -> str:
 
 def run(args: argparse.Namespace, out: Any = None) -> int:
     """The subcommand; returns the exit code. The output paths are checked
-    first (:class:`replayssm.reports.UsageError`, exit 2, before any work)."""
+    first (:class:`replayssm.reports.UsageError`, exit 2, before any work).
+    SIGINT or SIGTERM (once the versions start loading) ends the review:
+    the worker processes are stopped, the verdicts so far printed and
+    written with ``"interrupted": true`` and the parts not finished named,
+    every finding's trace kept, and the status is 130 or 143."""
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
     check_output_folder(args.traces, "--traces")
@@ -114,27 +143,37 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from .target import ReviewInputError
 
-    try:
-        versions, base = _load(args)
-    except ReviewInputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    verdicts = []
-    for v in versions:
-        size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
-        print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
+    verdicts: list[Verdict] = []
+    not_reviewed: list[str] = list(args.head)
+    interrupted: Interrupted | None = None
+    with interruptible():
         try:
-            verdicts.append(review_version(v, args, base, out))
+            versions, base = _load(args)
+            not_reviewed = [v.label for v in versions]
+            for v in versions:
+                size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
+                print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
+                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary))
+                not_reviewed.pop(0)
+                review_version(verdicts[-1], v, args, base, out)
         except ReviewInputError as e:
             print(f"error: {e}", file=sys.stderr)
-            return 2
-    print_table(verdicts, out)
-    if args.json:
-        write_json(args.json, REPORT_SCHEMA, {"verdicts": [verdict_json(v) for v in verdicts]})
-    if args.junit:
-        write_junit(args.junit, "replayssm-verify review", junit_cases(verdicts))
+            return EXIT_USAGE
+        except Interrupted as e:
+            interrupted = e
+            workers = stop_children()
+            print(f"{e}: the review stopped" + (f", {workers} worker process(es) ended" if workers else ""),
+                  file=out, flush=True)
+        stop_interrupting()  # the work is over: a signal must not cut the report short
+        print_table(verdicts, out)
+        if interrupted is not None:
+            print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
+        written = write_reports(args, verdicts, interrupted is not None, not_reviewed)
+    if interrupted is not None:
+        return interrupted.status
     statuses = {v.status for v in verdicts}
-    return 1 if "finding" in statuses else 3 if "coverage shortfall" in statuses else 0
+    status = EXIT_FINDING if "finding" in statuses else EXIT_COVERAGE if "coverage shortfall" in statuses else EXIT_PASSED
+    return status if written or status == EXIT_FINDING else EXIT_USAGE
 
 
 def _load(args: argparse.Namespace) -> tuple[list, Any]:
@@ -202,72 +241,112 @@ def _in_checkout(path: str) -> tuple[Path, str]:
     return top, str(p.relative_to(top))
 
 
-def review_version(v: Any, args: argparse.Namespace, base: Any, out: Any) -> Verdict:
-    """Proofs, the lifecycle campaign, the probes and (with ``base``) the differential campaign of ``v``."""
-    from .campaign import campaign
-    from .kernel_proofs import kernel_proofs
-    from .lifecycle import DROPPABLE, PROPERTIES
-    from .probes import confirm, probe_summary
+def _finding(prop: str, message: str, trace: str, source: str, shrunk: bool) -> dict:
+    return {"property": prop, "message": message, "trace": trace, "shrunk": shrunk,
+            "replay": f"replayssm-verify replay {trace} --impl {source}"}
 
-    verdict = Verdict(v.label, v.source, v.api.name, v.api.summary)
-    traces = Path(args.traces)
-    verdict.kernel_proofs = kernel_proofs(v.module, v.api, v.source)
-    kp = verdict.kernel_proofs
-    print(f"  kernel proofs: {'run them with ' + kp['command'] if kp['applies'] else 'none apply (' + kp['why'] + ')'}",
-          file=out, flush=True)
-    start = time.perf_counter()
-    main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
-                    device=args.device, examples=args.examples)
+
+def _note_lifecycle(verdict: Verdict, main: Any, source: str, interrupted: bool) -> None:
+    """The lifecycle campaign's outcome ``main`` in ``verdict`` (``interrupted``: the campaign so far)."""
+    from .lifecycle import PROPERTIES
+
     verdict.campaign = {"examples": main.tally.examples, "steps": main.tally.steps,
                         "request_steps": main.tally.request_steps, "seconds": round(main.seconds, 2),
                         "scenarios": main.tally.scenarios}
-    verdict.properties = {p: "held" for p in PROPERTIES}
+    verdict.properties = {p: "held so far" if interrupted else "held" for p in PROPERTIES}
     if main.failure:
         verdict.properties[main.prop] = "broken"
-        verdict.findings.append({"property": main.prop, "message": main.failure, "trace": main.trace,
-                                 "replay": f"replayssm-verify replay {main.trace} --impl {v.source}"})
-    else:
+        verdict.findings.append(_finding(main.prop, main.failure, main.trace, source, main.shrunk))
+    elif not interrupted:
         if main.tally.request_steps < MIN_REQUEST_STEPS:
             verdict.coverage_shortfall.append(f"{main.tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
         verdict.coverage_shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not main.tally.scenarios.get(s)]
-    print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
-          f"{main.failure or 'every property held'}", file=out, flush=True)
-    share = args.budget * (1 - CAMPAIGN_SHARE) / len(DROPPABLE)
-    for name, align_only in DROPPABLE.items():
-        if main.failure:
-            verdict.relies_on[name] = {"relied_on": None, "why": "not probed: the version breaks a property "
-                                       "with every assumption kept"}
-            continue
-        probe = campaign((v,), budget=share, seed=args.seed, out_dir=traces, tag=f"{v.label}-without-{name}",
-                         device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False,
-                         examples=args.examples)
-        relied, independent = (False, None) if probe.trace is None else confirm(probe.trace, name, v, args.device)
-        verdict.relies_on[name] = {**probe_summary(relied, probe.prop, probe.trace, independent),
-                                   "seconds": round(probe.seconds, 2)}
-        if independent:
-            verdict.properties[probe.prop] = "broken"
-            verdict.findings.append({"property": probe.prop, "message": probe.failure, "trace": independent,
-                                     "replay": f"replayssm-verify replay {independent} --impl {v.source}"})
-        said = (f"relied on ({probe.prop}, {probe.trace})" if relied else
-                f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
-        print(f"  probe without {name}: {said}", file=out, flush=True)
-    if base is not None:
-        started = time.perf_counter()
-        verdict.differences = differential(base, v, args, traces, out, verdict.findings)
-        verdict.campaign["differential_seconds"] = round(time.perf_counter() - started, 2)
-    verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
-    return verdict
 
 
-def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any,
-                 head_findings: list[dict]) -> list[dict]:
-    """Behavioural differences between ``base`` and ``head``: head's findings replayed on
-    base (a regression where base passes), base's own campaign's finding replayed on head
-    (a fix where head passes), then a campaign of both on shared caller schedules for the
-    rest of the budget. Ends with the count of request-steps where both conform (neutral)."""
+def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any, out: Any) -> None:
+    """Fill ``verdict`` with the proofs, the lifecycle campaign, the probes and
+    (with ``base``) the differential campaign of ``v``, part by part:
+    ``verdict.unfinished`` names the parts not done yet, so that an
+    :class:`~replayssm.interrupts.Interrupted` leaves the verdict holding
+    what was reviewed so far (of a campaign cut short, its tally and its
+    first failure as first seen, its trace saved)."""
+    from .campaign import Outcome, Tally, campaign
+    from .kernel_proofs import kernel_proofs
+    from .lifecycle import DROPPABLE
+    from .probes import confirm, probe_summary
+
+    verdict.unfinished = [LIFECYCLE, *(f"probe without {name}" for name in DROPPABLE),
+                          *([DIFFERENTIAL] if base is not None else [])]
+    traces = Path(args.traces)
+    start = time.perf_counter()
+    try:
+        try:
+            verdict.kernel_proofs = kp = kernel_proofs(v.module, v.api, v.source)
+            print(f"  kernel proofs: {'run them with ' + kp['command'] if kp['applies'] else 'none apply (' + kp['why'] + ')'}",
+                  file=out, flush=True)
+            main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
+                            device=args.device, examples=args.examples, progress=out)
+        except Interrupted as e:  # before the campaign started, it had judged nothing
+            _note_lifecycle(verdict, e.partial or Outcome(Tally(), 0.0), v.source, interrupted=True)
+            raise
+        _note_lifecycle(verdict, main, v.source, interrupted=False)
+        verdict.unfinished.remove(LIFECYCLE)
+        print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
+              f"{main.failure or 'every property held'}", file=out, flush=True)
+        share = args.budget * (1 - CAMPAIGN_SHARE) / len(DROPPABLE)
+        for name, align_only in DROPPABLE.items():
+            part = f"probe without {name}"
+            if main.failure:
+                verdict.relies_on[name] = {"relied_on": None, "why": "not probed: the version breaks a property "
+                                           "with every assumption kept"}
+                verdict.unfinished.remove(part)
+                continue
+            probe = None
+            try:
+                probe = campaign((v,), budget=share, seed=args.seed, out_dir=traces, tag=f"{v.label}-without-{name}",
+                                 device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False,
+                                 examples=args.examples)
+                relied, independent = (False, None) if probe.trace is None else confirm(probe.trace, name, v,
+                                                                                      args.device)
+            except Interrupted as e:
+                probe = probe or e.partial
+                if probe is not None and probe.trace is not None:
+                    verdict.relies_on[name] = {"relied_on": None, "property": probe.prop, "trace": probe.trace,
+                                               "why": "interrupted before its counterexample was replayed with "
+                                               "the assumption kept", "seconds": round(probe.seconds, 2)}
+                raise
+            verdict.relies_on[name] = {**probe_summary(relied, probe.prop, probe.trace, independent),
+                                       "seconds": round(probe.seconds, 2)}
+            if independent:
+                verdict.properties[probe.prop] = "broken"
+                verdict.findings.append(_finding(probe.prop, probe.failure, independent, v.source, shrunk=False))
+            verdict.unfinished.remove(part)
+            said = (f"relied on ({probe.prop}, {probe.trace})" if relied else
+                    f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
+            print(f"  {part}: {said}", file=out, flush=True)
+        if base is not None:
+            started = time.perf_counter()
+            try:
+                differential(base, v, args, traces, out, verdict)
+            finally:
+                verdict.campaign["differential_seconds"] = round(time.perf_counter() - started, 2)
+            verdict.unfinished.remove(DIFFERENTIAL)
+    finally:
+        verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
+
+
+def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict) -> None:
+    """Behavioural differences between ``base`` and ``head``, appended to
+    ``verdict.differences`` as they are found: head's findings replayed on
+    base (a regression where base passes), base's own campaign's finding
+    replayed on head (a fix where head passes), then a campaign of both on
+    shared caller schedules for the rest of the budget. Ends with the count
+    of request-steps where both conform (neutral), also when interrupted
+    (then the count so far; a difference its campaign was shrinking is
+    noted as first seen)."""
     from .campaign import campaign, replay
 
-    found: list[dict] = []
+    found = verdict.differences
     seen: set = set()
 
     def note(kind: str, prop: str | None, message: str, trace: str) -> None:
@@ -278,36 +357,45 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
                       "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
 
-    for f in head_findings:
-        if replay(f["trace"], [base], args.device)[0]:
-            note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
-    start = time.perf_counter()
-    own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
-                   device=args.device, examples=args.examples)
-    if own.trace is not None and replay(own.trace, [head], args.device)[0]:
-        note("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
     neutral_steps, turn = 0, 0
-    while True:
-        spent = time.perf_counter() - start
-        o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
-                     out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
-                     examples=args.examples)
-        turn += 1
-        neutral_steps += o.tally.request_steps
-        if o.failure is not None:
-            note(o.kind, o.prop, o.failure, o.trace)
-        if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
-            break
-    found.append({"kind": "neutral", "request_steps": neutral_steps,
-                  "message": "request-steps on which base and head both conform"})
-    return found
+    try:
+        for f in list(verdict.findings):
+            if replay(f["trace"], [base], args.device)[0]:
+                note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
+        start = time.perf_counter()
+        own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
+                       device=args.device, examples=args.examples, progress=out)
+        if own.trace is not None and replay(own.trace, [head], args.device)[0]:
+            note("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
+        while True:
+            spent = time.perf_counter() - start
+            try:
+                o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
+                             out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
+                             examples=args.examples, progress=out)
+            except Interrupted as e:
+                if e.partial is not None:
+                    neutral_steps += e.partial.tally.request_steps
+                    if e.partial.failure is not None:
+                        note(e.partial.kind, e.partial.prop, f"{e.partial.failure} (as first seen: interrupted "
+                             "while shrinking)", e.partial.trace)
+                raise
+            turn += 1
+            neutral_steps += o.tally.request_steps
+            if o.failure is not None:
+                note(o.kind, o.prop, o.failure, o.trace)
+            if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
+                break
+    finally:
+        found.append({"kind": "neutral", "request_steps": neutral_steps,
+                      "message": "request-steps on which base and head both conform"})
 
 
 def verdict_json(v: Verdict) -> dict:
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
             "properties": v.properties, "findings": v.findings, "assumptions": v.relies_on,
             "kernel_proofs": v.kernel_proofs, "campaign": v.campaign, "differences": v.differences,
-            "coverage_shortfall": v.coverage_shortfall}
+            "coverage_shortfall": v.coverage_shortfall, "unfinished": v.unfinished}
 
 
 def _counterexample(finding: dict) -> str:
@@ -322,33 +410,43 @@ def _counterexample(finding: dict) -> str:
     return "\n".join([finding["message"], f"trace: {finding['trace']}", f"replay: {finding['replay']}", *schedule])
 
 
-def junit_cases(verdicts: list[Verdict]) -> list[JunitCase]:
+def junit_cases(verdicts: list[Verdict], not_reviewed: list[str] = ()) -> list[JunitCase]:
     """Per version: its lifecycle campaign (failed by a finding, an error for a
     coverage shortfall), one case per assumption probe (failed by a finding that
     does not depend on the assumption; relying on it passes; skipped when not
-    probed) and, with a base, the comparison (failed by each regression)."""
+    probed) and, with a base, the comparison (failed by each regression). After
+    an interrupt, a part not finished is ``skipped`` with what it had done,
+    unless it already failed, and each version not reviewed is one skipped case."""
     cases = []
     for v in verdicts:
         main = [f for f in v.findings if not any(f["trace"] == r.get("independent_finding")
                                                  for r in v.relies_on.values())]
         failure = "\n\n".join(_counterexample(f) for f in main) or None
         kind = "failure"
-        if failure is None and v.coverage_shortfall:
+        if failure is None and LIFECYCLE in v.unfinished:
+            failure, kind = f"interrupted after {v.campaign.get('request_steps', 0)} request-steps", "skipped"
+        elif failure is None and v.coverage_shortfall:
             failure, kind = "coverage shortfall: " + "; ".join(v.coverage_shortfall), "error"
-        cases.append(JunitCase(f"{v.label}: lifecycle campaign", v.campaign.get("seconds", 0.0), failure, kind))
-        for name, r in v.relies_on.items():
-            case = f"{v.label}: probe without {name}"
-            if r["relied_on"] is None:
-                cases.append(JunitCase(case, 0.0, r["why"], "skipped"))
+        cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
+        probes = [*v.relies_on, *(p.removeprefix("probe without ") for p in v.unfinished
+                                  if p.startswith("probe without ") and p.removeprefix("probe without ") not in v.relies_on)]
+        for name in probes:
+            case, r = f"{v.label}: probe without {name}", v.relies_on.get(name)
+            if r is None or r["relied_on"] is None:
+                why = r["why"] if r is not None else "interrupted before it ran"
+                cases.append(JunitCase(case, 0.0 if r is None else r.get("seconds", 0.0), why, "skipped"))
                 continue
             own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
-            cases.append(JunitCase(case, r.get("seconds", 0.0),
-                                   "\n\n".join(_counterexample(f) for f in own) or None))
-        if v.differences:
+            cases.append(JunitCase(case, r.get("seconds", 0.0), "\n\n".join(_counterexample(f) for f in own) or None))
+        if v.differences or DIFFERENTIAL in v.unfinished:
             regressions = [d for d in v.differences if d["kind"] == "regression"]
-            cases.append(JunitCase(f"{v.label}: against the base (differential)",
-                                   v.campaign.get("differential_seconds", 0.0),
-                                   "\n\n".join(_counterexample(d) for d in regressions) or None))
+            failure, kind = "\n\n".join(_counterexample(d) for d in regressions) or None, "failure"
+            if failure is None and DIFFERENTIAL in v.unfinished:
+                failure, kind = "interrupted before the comparison finished", "skipped"
+            cases.append(JunitCase(f"{v.label}: {DIFFERENTIAL}", v.campaign.get("differential_seconds", 0.0),
+                                   failure, kind))
+    cases += [JunitCase(f"{label}: not reviewed", 0.0, "interrupted before this version was reviewed", "skipped")
+              for label in not_reviewed]
     return cases
 
 
@@ -356,17 +454,57 @@ def print_table(verdicts: list[Verdict], out: Any) -> None:
     """The verdict table: version, API, properties, assumptions relied on, findings."""
     rows = [("version", "API", "properties", "relies on", "verdict", "findings / traces")]
     for v in verdicts:
-        held = [p for p, s in v.properties.items() if s == "held"]
-        broken = [p for p, s in v.properties.items() if s != "held"]
-        props = f"{len(held)}/{len(v.properties)} held" + (f"; broken: {', '.join(broken)}" if broken else "")
+        held = [p for p, s in v.properties.items() if s != "broken"]
+        broken = [p for p, s in v.properties.items() if s == "broken"]
+        props = (f"{len(held)}/{len(v.properties)} held{' so far' if LIFECYCLE in v.unfinished else ''}"
+                 + (f"; broken: {', '.join(broken)}" if broken else ""))
         relied = ", ".join(a for a, r in v.relies_on.items() if r["relied_on"]) or (
             "not probed" if v.findings else "-")
-        notes = [f["trace"] for f in v.findings] + [f"{d['kind']}: {d['trace']}" for d in v.differences
-                                                   if d["kind"] != "neutral"] + v.coverage_shortfall
+        notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") for f in v.findings]
+                 + [f"{d['kind']}: {d['trace']}" for d in v.differences if d["kind"] != "neutral"]
+                 + v.coverage_shortfall)
         rows.append((v.label, v.api, props, relied, v.status, "; ".join(notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+
+
+def interrupted_summary(e: Interrupted, verdicts: list[Verdict], not_reviewed: list[str]) -> str:
+    """After an interrupt: how much was reviewed, each version's parts not
+    finished, and the versions not reviewed."""
+    whole = sum(not v.unfinished for v in verdicts)
+    lines = [f"{e}: {whole} of {len(verdicts) + len(not_reviewed)} version(s) reviewed in full"]
+    for v in verdicts:
+        if v.unfinished:
+            lines.append(f"  {v.label}: {v.campaign.get('request_steps', 0)} request-steps judged, "
+                         f"{len(v.findings)} finding(s) so far; not finished: {', '.join(v.unfinished)}")
+    if not_reviewed:
+        lines.append(f"  not reviewed: {', '.join(not_reviewed)}")
+    return "\n".join(lines)
+
+
+def write_reports(args: argparse.Namespace, verdicts: list[Verdict], interrupted: bool,
+                  not_reviewed: list[str]) -> bool:
+    """Write ``--json`` and ``--junit`` (each that was asked for). One that
+    cannot be written (its folder removed during the review) is reported,
+    naming the option, the other still written; returns whether both were."""
+    document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,
+                "not_finished": [f"{v.label}: {p}" for v in verdicts for p in v.unfinished],
+                "not_reviewed": not_reviewed}
+    written = True
+    for option, path, write in (
+            ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
+            ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
+                                                        interrupted))):
+        if not path:
+            continue
+        try:
+            write()
+        except OSError as e:
+            print(f"error: {option} {path}: cannot write the report: {e} (the table above lists every "
+                  f"finding, its trace under --traces {args.traces})", file=sys.stderr)
+            written = False
+    return written
 
 
 def replay_trace(args: argparse.Namespace) -> int:

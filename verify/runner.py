@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from replayssm.interrupts import stop_children
+
 from .obligation import REGISTRY, Result, merge_shards, prove
 from .proof_cache import ProofCache
 
@@ -117,14 +119,7 @@ def _worker_signals() -> None:
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End every worker of ``pool`` now (SIGTERM, then SIGKILL to those
     still alive a second later) and drop the work not started."""
-    workers = [p for p in multiprocessing.active_children()]
-    for p in workers:
-        p.terminate()
-    for p in workers:
-        p.join(1)
-        if p.is_alive():
-            p.kill()
-            p.join()
+    stop_children()
     pool.shutdown(wait=False, cancel_futures=True)
 
 
