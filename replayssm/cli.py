@@ -9,7 +9,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from replayssm.interrupts import Interrupted, interruptible, stop_interrupting
 from replayssm.reports import (

@@ -12,9 +12,9 @@ or neutral (both conform). ``--base-ref``/``--head-ref`` read the file at two
 git refs of the checkout that holds it.
 
 Exit codes (the fuzzer's): 0 every verdict passes, 1 a finding (or a
-regression), 2 bad input or set-up, 3 a coverage shortfall. ``--json`` writes
-the verdicts (schema :data:`REPORT_SCHEMA`), ``--junit`` one test case per
-campaign, probe and comparison (:func:`junit_cases`).
+regression), 2 bad input or set-up, 3 a coverage shortfall, 130/143
+interrupted by SIGINT/SIGTERM (the verdicts so far written). What it prints
+and writes: :mod:`.verdicts`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,11 @@ from replayssm.reports import (
     EXIT_PASSED,
     EXIT_USAGE,
     STDOUT,
-    JunitCase,
     check_output_file,
     check_output_folder,
-    write_json,
-    write_junit,
 )
 
-REPORT_SCHEMA = "replayssm-review/1"
-"""The ``schema`` of the ``--json`` report: bumped when a field changes meaning."""
+from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, interrupted_summary, print_table, write_reports
 
 MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
@@ -53,43 +48,6 @@ REQUIRED_SCENARIOS = ("checkpoint",)
 
 CAMPAIGN_SHARE = 0.5
 """The share of ``--budget`` the lifecycle campaign gets; the probes share the rest."""
-
-LIFECYCLE = "lifecycle campaign"
-DIFFERENTIAL = "against the base (differential)"
-"""The parts of a version's review besides its probes (``probe without NAME``),
-as :attr:`Verdict.unfinished` and the JUnit test cases name them."""
-
-SUITE = "replayssm-verify review"
-"""The JUnit test suite's name."""
-
-
-@dataclass
-class Verdict:
-    """One version's review."""
-
-    label: str
-    source: str
-    api: str
-    summary: str
-    properties: dict[str, str] = field(default_factory=dict)
-    findings: list[dict] = field(default_factory=list)
-    relies_on: dict[str, Any] = field(default_factory=dict)
-    kernel_proofs: Any = None
-    campaign: dict = field(default_factory=dict)
-    differences: list[dict] = field(default_factory=list)
-    coverage_shortfall: list[str] = field(default_factory=list)
-    unfinished: list[str] = field(default_factory=list)
-    """The parts of the review not done (an interrupt): :data:`LIFECYCLE`,
-    ``probe without NAME``, :data:`DIFFERENTIAL`."""
-
-    @property
-    def status(self) -> str:
-        if self.findings or any(d["kind"] == "regression" for d in self.differences):
-            return "finding"
-        if self.unfinished:
-            return "interrupted"
-        return "coverage shortfall" if self.coverage_shortfall else "pass"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``review`` subcommand's options."""
@@ -144,17 +102,15 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     from .target import ReviewInputError
 
     verdicts: list[Verdict] = []
-    not_reviewed: list[str] = list(args.head)
+    versions: list | None = None
     interrupted: Interrupted | None = None
     with interruptible():
         try:
             versions, base = _load(args)
-            not_reviewed = [v.label for v in versions]
             for v in versions:
                 size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
+                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(base)))
                 print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
-                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary))
-                not_reviewed.pop(0)
                 review_version(verdicts[-1], v, args, base, out)
         except ReviewInputError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -165,6 +121,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
             print(f"{e}: the review stopped" + (f", {workers} worker process(es) ended" if workers else ""),
                   file=out, flush=True)
         stop_interrupting()  # the work is over: a signal must not cut the report short
+        not_reviewed = list(args.head) if versions is None else [v.label for v in versions[len(verdicts):]]
         print_table(verdicts, out)
         if interrupted is not None:
             print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
@@ -263,20 +220,25 @@ def _note_lifecycle(verdict: Verdict, main: Any, source: str, interrupted: bool)
         verdict.coverage_shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not main.tally.scenarios.get(s)]
 
 
+def planned_parts(base: Any) -> list[str]:
+    """The parts of a version's review, as :attr:`Verdict.unfinished` names them."""
+    from .lifecycle import DROPPABLE
+
+    return [LIFECYCLE, *(f"probe without {name}" for name in DROPPABLE), *([DIFFERENTIAL] if base is not None else [])]
+
+
 def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any, out: Any) -> None:
     """Fill ``verdict`` with the proofs, the lifecycle campaign, the probes and
-    (with ``base``) the differential campaign of ``v``, part by part:
-    ``verdict.unfinished`` names the parts not done yet, so that an
-    :class:`~replayssm.interrupts.Interrupted` leaves the verdict holding
-    what was reviewed so far (of a campaign cut short, its tally and its
-    first failure as first seen, its trace saved)."""
-    from .campaign import Outcome, Tally, campaign
+    (with ``base``) the differential campaign of ``v``, part by part, taking
+    each from ``verdict.unfinished`` (:func:`planned_parts`) once it is done,
+    so that an :class:`~replayssm.interrupts.Interrupted` leaves the verdict
+    holding what was reviewed so far (of a campaign cut short, its tally and
+    its first failure as first seen, its trace saved)."""
+    from .campaign import campaign
     from .kernel_proofs import kernel_proofs
     from .lifecycle import DROPPABLE
     from .probes import confirm, probe_summary
 
-    verdict.unfinished = [LIFECYCLE, *(f"probe without {name}" for name in DROPPABLE),
-                          *([DIFFERENTIAL] if base is not None else [])]
     traces = Path(args.traces)
     start = time.perf_counter()
     try:
@@ -286,8 +248,9 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
                   file=out, flush=True)
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
                             device=args.device, examples=args.examples, progress=out)
-        except Interrupted as e:  # before the campaign started, it had judged nothing
-            _note_lifecycle(verdict, e.partial or Outcome(Tally(), 0.0), v.source, interrupted=True)
+        except Interrupted as e:
+            if e.partial is not None:  # else the campaign had not started: nothing was judged
+                _note_lifecycle(verdict, e.partial, v.source, interrupted=True)
             raise
         _note_lifecycle(verdict, main, v.source, interrupted=False)
         verdict.unfinished.remove(LIFECYCLE)
@@ -389,122 +352,6 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
     finally:
         found.append({"kind": "neutral", "request_steps": neutral_steps,
                       "message": "request-steps on which base and head both conform"})
-
-
-def verdict_json(v: Verdict) -> dict:
-    return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": v.findings, "assumptions": v.relies_on,
-            "kernel_proofs": v.kernel_proofs, "campaign": v.campaign, "differences": v.differences,
-            "coverage_shortfall": v.coverage_shortfall, "unfinished": v.unfinished}
-
-
-def _counterexample(finding: dict) -> str:
-    """A finding or difference as a JUnit failure text: what broke, its trace and
-    how to replay it, and the trace's system and caller schedule."""
-    from .campaign import describe_schedule
-
-    try:
-        schedule = describe_schedule(finding["trace"])
-    except (OSError, ValueError, KeyError) as e:
-        schedule = [f"(the trace cannot be read: {e})"]
-    return "\n".join([finding["message"], f"trace: {finding['trace']}", f"replay: {finding['replay']}", *schedule])
-
-
-def junit_cases(verdicts: list[Verdict], not_reviewed: list[str] = ()) -> list[JunitCase]:
-    """Per version: its lifecycle campaign (failed by a finding, an error for a
-    coverage shortfall), one case per assumption probe (failed by a finding that
-    does not depend on the assumption; relying on it passes; skipped when not
-    probed) and, with a base, the comparison (failed by each regression). After
-    an interrupt, a part not finished is ``skipped`` with what it had done,
-    unless it already failed, and each version not reviewed is one skipped case."""
-    cases = []
-    for v in verdicts:
-        main = [f for f in v.findings if not any(f["trace"] == r.get("independent_finding")
-                                                 for r in v.relies_on.values())]
-        failure = "\n\n".join(_counterexample(f) for f in main) or None
-        kind = "failure"
-        if failure is None and LIFECYCLE in v.unfinished:
-            failure, kind = f"interrupted after {v.campaign.get('request_steps', 0)} request-steps", "skipped"
-        elif failure is None and v.coverage_shortfall:
-            failure, kind = "coverage shortfall: " + "; ".join(v.coverage_shortfall), "error"
-        cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
-        probes = [*v.relies_on, *(p.removeprefix("probe without ") for p in v.unfinished
-                                  if p.startswith("probe without ") and p.removeprefix("probe without ") not in v.relies_on)]
-        for name in probes:
-            case, r = f"{v.label}: probe without {name}", v.relies_on.get(name)
-            if r is None or r["relied_on"] is None:
-                why = r["why"] if r is not None else "interrupted before it ran"
-                cases.append(JunitCase(case, 0.0 if r is None else r.get("seconds", 0.0), why, "skipped"))
-                continue
-            own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
-            cases.append(JunitCase(case, r.get("seconds", 0.0), "\n\n".join(_counterexample(f) for f in own) or None))
-        if v.differences or DIFFERENTIAL in v.unfinished:
-            regressions = [d for d in v.differences if d["kind"] == "regression"]
-            failure, kind = "\n\n".join(_counterexample(d) for d in regressions) or None, "failure"
-            if failure is None and DIFFERENTIAL in v.unfinished:
-                failure, kind = "interrupted before the comparison finished", "skipped"
-            cases.append(JunitCase(f"{v.label}: {DIFFERENTIAL}", v.campaign.get("differential_seconds", 0.0),
-                                   failure, kind))
-    cases += [JunitCase(f"{label}: not reviewed", 0.0, "interrupted before this version was reviewed", "skipped")
-              for label in not_reviewed]
-    return cases
-
-
-def print_table(verdicts: list[Verdict], out: Any) -> None:
-    """The verdict table: version, API, properties, assumptions relied on, findings."""
-    rows = [("version", "API", "properties", "relies on", "verdict", "findings / traces")]
-    for v in verdicts:
-        held = [p for p, s in v.properties.items() if s != "broken"]
-        broken = [p for p, s in v.properties.items() if s == "broken"]
-        props = (f"{len(held)}/{len(v.properties)} held{' so far' if LIFECYCLE in v.unfinished else ''}"
-                 + (f"; broken: {', '.join(broken)}" if broken else ""))
-        relied = ", ".join(a for a, r in v.relies_on.items() if r["relied_on"]) or (
-            "not probed" if v.findings else "-")
-        notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") for f in v.findings]
-                 + [f"{d['kind']}: {d['trace']}" for d in v.differences if d["kind"] != "neutral"]
-                 + v.coverage_shortfall)
-        rows.append((v.label, v.api, props, relied, v.status, "; ".join(notes) or "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
-
-
-def interrupted_summary(e: Interrupted, verdicts: list[Verdict], not_reviewed: list[str]) -> str:
-    """After an interrupt: how much was reviewed, each version's parts not
-    finished, and the versions not reviewed."""
-    whole = sum(not v.unfinished for v in verdicts)
-    lines = [f"{e}: {whole} of {len(verdicts) + len(not_reviewed)} version(s) reviewed in full"]
-    for v in verdicts:
-        if v.unfinished:
-            lines.append(f"  {v.label}: {v.campaign.get('request_steps', 0)} request-steps judged, "
-                         f"{len(v.findings)} finding(s) so far; not finished: {', '.join(v.unfinished)}")
-    if not_reviewed:
-        lines.append(f"  not reviewed: {', '.join(not_reviewed)}")
-    return "\n".join(lines)
-
-
-def write_reports(args: argparse.Namespace, verdicts: list[Verdict], interrupted: bool,
-                  not_reviewed: list[str]) -> bool:
-    """Write ``--json`` and ``--junit`` (each that was asked for). One that
-    cannot be written (its folder removed during the review) is reported,
-    naming the option, the other still written; returns whether both were."""
-    document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,
-                "not_finished": [f"{v.label}: {p}" for v in verdicts for p in v.unfinished],
-                "not_reviewed": not_reviewed}
-    written = True
-    for option, path, write in (
-            ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
-            ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
-                                                        interrupted))):
-        if not path:
-            continue
-        try:
-            write()
-        except OSError as e:
-            print(f"error: {option} {path}: cannot write the report: {e} (the table above lists every "
-                  f"finding, its trace under --traces {args.traces})", file=sys.stderr)
-            written = False
-    return written
 
 
 def replay_trace(args: argparse.Namespace) -> int:
