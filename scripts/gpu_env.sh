@@ -7,14 +7,19 @@
 ROOT=${ROOT:-$(pwd)}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
-mkdir -p /tmp/fib && tar -xJf "$ROOT/.gpu/flashinfer_bundle.tar.xz" -C /tmp/fib &&
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.gpu/whl/*.whl ||
-  { echo "bundle setup failed"; return 2; }
+# Done once per machine (a marker file): several scripts may run side by side in one
+# call, and re-unpacking or re-linking under a running one would break its imports.
 SHIM=/tmp/replayssm_shim
-rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
-for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
-# Every top-level mapping of pyproject.toml's package-dir ("replayssm.X" = "DIR").
-sed -n 's/^"replayssm\.\([a-z_]*\)" = "\([a-z_]*\)"$/\1 \2/p' "$ROOT/pyproject.toml" |
-  while read -r name dir; do ln -s "$ROOT/$dir" "$SHIM/replayssm/$name"; done
+if [ ! -f /tmp/gpu_env.ready ]; then
+  mkdir -p /tmp/fib && tar -xJf "$ROOT/.gpu/flashinfer_bundle.tar.xz" -C /tmp/fib &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.gpu/whl/*.whl ||
+    { echo "bundle setup failed"; return 2; }
+  rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
+  for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
+  # Every top-level mapping of pyproject.toml's package-dir ("replayssm.X" = "DIR").
+  sed -n 's/^"replayssm\.\([a-z_]*\)" = "\([a-z_]*\)"$/\1 \2/p' "$ROOT/pyproject.toml" |
+    while read -r name dir; do ln -s "$ROOT/$dir" "$SHIM/replayssm/$name"; done
+  touch /tmp/gpu_env.ready
+fi
 export PYTHONPATH=$SHIM:/tmp/fib:/tmp/site:${PYTHONPATH:-}
 export FLASHINFER_WORKSPACE_BASE=/tmp/fiws

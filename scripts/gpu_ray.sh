@@ -18,7 +18,7 @@ mkdir -p "$LOG" /tmp/rayb
 tar -xJf "$ROOT/.gpu-ray/ray_bundle.tar.xz" -C /tmp/rayb ||
   { echo "no Ray bundle: run bash scripts/make_ray_bundle.sh and carry .gpu-ray"; exit 2; }
 # The packages of pyproject.toml through a symlink shim, as scripts/gpu_env.sh maps them.
-SHIM=/tmp/replayssm_shim
+SHIM=/tmp/replayssm_shim_ray  # its own: gpu_env.sh's may be in use by a script beside it
 rm -rf "$SHIM" && mkdir -p "$SHIM/replayssm"
 for f in "$ROOT"/replayssm/*; do ln -s "$f" "$SHIM/replayssm/"; done
 sed -n 's/^"replayssm\.\([a-z_]*\)" = "\([a-z_]*\)"$/\1 \2/p' "$ROOT/pyproject.toml" |
