@@ -121,3 +121,40 @@ def test_a_report_whose_folder_went_away_is_an_error_naming_the_option(found: bo
     assert f"error: --json {gone / 'r.json'}: cannot write the report" in captured.err
     assert "Traceback" not in captured.err and ("finding" if found else "pass") in captured.out
     assert (tmp_path / "r.xml").exists()
+
+
+@needs_corpus
+def test_an_interrupt_during_the_comparison_keeps_the_differences_so_far(tmp_path: Path, monkeypatch,
+                                                                         capsys) -> None:
+    """The comparison with ``--base`` cut short while it shrinks a regression:
+    the regression as first seen and the neutral request-steps so far are in
+    the report, the comparison is not finished, and the status is 143. (The
+    campaigns are stand-ins that pass, then raise the interrupt as a real
+    campaign does, with what it had done.)"""
+    from replayssm.interrupts import Interrupted
+    from replayssm.review import campaign as campaign_module
+    from replayssm.review.campaign import Outcome, Tally
+
+    trace = str(tmp_path / "review-D2-vs-D2-0-seed7919000-unshrunk.json")
+
+    def campaign(versions, **kwargs) -> Outcome:
+        if len(versions) == 2:
+            e = Interrupted(signal.SIGTERM)
+            e.partial = Outcome(Tally(request_steps=7), 1.0, "regression: head breaks materialize: planted",
+                                "regression", "materialize", trace)
+            raise e
+        return Outcome(Tally(request_steps=30, scenarios={"checkpoint": 1}), 1.0)
+
+    monkeypatch.setattr(campaign_module, "campaign", campaign)
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main(["review", str(version_path("D2")), "--base", str(version_path("D1")), "--traces", str(tmp_path),
+                 "--json", str(report), "--junit", str(junit)])
+    assert code == 143, capsys.readouterr()
+    document = json.loads(report.read_text())
+    assert document["interrupted"] and document["not_finished"] == ["D2: against the base (differential)"]
+    (verdict,) = document["verdicts"]
+    assert verdict["status"] == "finding" and [d["kind"] for d in verdict["differences"]] == ["regression", "neutral"]
+    assert verdict["differences"][0]["trace"] == trace and verdict["differences"][1]["request_steps"] == 7
+    case = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
+    assert case["D2: against the base (differential)"].find("failure") is not None
+    assert case["D2: lifecycle campaign"].find("failure") is None and case["interrupted"].find("error") is not None
