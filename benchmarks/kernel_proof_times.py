@@ -44,10 +44,10 @@ from replayssm.verify.obligation import Obligation, prove
 impl = sys.argv[1] if len(sys.argv) > 1 else None
 module = O._ours()
 if impl:
-    from replayssm.fuzz.target import load_target
-    module = load_target(impl)
+    from replayssm.review.target import load_version
+    module = load_version(impl, "--impl")
 times = {}
-for role in O.KERNELS:
+for role in [r for r, kernel in O.ROLES.items() if hasattr(module, kernel)]:
     for label, params in O.variants(role):
         O._CASES.clear()
         start = time.perf_counter()

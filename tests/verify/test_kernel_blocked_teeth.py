@@ -57,7 +57,7 @@ MUTANTS = [
            "table_rows = table + first_row * stride", "equivalence", ROWS_NONE),
     Mutant("the plan written by every group", "if group == 0:\n            tl.store(plan_ring_start",
            "if group >= 0:\n            tl.store(plan_ring_start", "conflicts", ROWS_ALIGN_MAP),
-    Mutant("lanes decode one live slot", "start_prev = tl.load(ring_start_of + live_slot, mask=decode, other=0)",
+    Mutant("lanes read the live slot shifted by their lane", "start_prev = tl.load(ring_start_of + live_slot, mask=decode, other=0)",
            "start_prev = tl.load(ring_start_of + live_slot + rows - first_row, mask=decode, other=0)",
            "memory_safety", ROWS_NONE),
     Mutant("work list stored one past the list", "inside = rows < MAX_NUM_REQS", "inside = rows <= MAX_NUM_REQS",
