@@ -14,6 +14,12 @@ shards). On a loaded machine the CPU and the summed obligation seconds are the
 figures to compare; the wall time only when the machine is quiet. Prints and
 writes one JSON object: every run, the medians per tree, and the obligations
 whose median changed most.
+
+With ``--sequential`` a run is instead one process proving the obligations
+one after the other (lemmas reused as ``prove`` reuses them), and each
+obligation's figure is its CPU seconds in that process: the per-obligation
+comparison a loaded machine does not distort (the first obligation to build
+a shared context pays for it, in both trees alike).
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from provenance import bad_options, emit
+# The sibling module, also under ``python3 -P`` (which leaves the script's
+# folder off ``sys.path``; the GPU scripts run Python that way).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import bad_options, emit  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -54,6 +63,40 @@ def cold_prove(python: str, jobs: int, only: str | None) -> dict:
             raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
         report = json.loads(out.read_text())
     seconds = {o["name"]: o["seconds"] for o in report["obligations"]}
+    return {"wall": round(wall, 2), "cpu": round(cpu, 2), "obligation_seconds": round(sum(seconds.values()), 2),
+            "obligations": seconds}
+
+
+SEQUENTIAL = """
+import json, sys, time
+from replayssm.verify.catalog import obligations
+from replayssm.verify.obligation import REGISTRY, prove
+only = sys.argv[1] or None
+names, done, cpu = [ob.name for ob in obligations(only)], set(), {}
+for n in names:
+    lemmas = [REGISTRY[m] for m in REGISTRY[n].lemmas if m in done]
+    start = time.process_time()
+    r = prove(REGISTRY[n], (0, 1), lemmas)
+    cpu[n] = round(time.process_time() - start, 3)
+    if r.status != "proved":
+        sys.exit(f"{n}: {r.status} {r.detail}")
+    done.add(n)
+print(json.dumps(cpu))
+"""
+"""One process proving the obligations one after the other (the lemmas of
+each that came before reused, as ``prove`` does), printing each one's CPU
+seconds: per-obligation figures a loaded machine does not inflate."""
+
+
+def sequential_prove(python: str, only: str | None) -> dict:
+    """One :data:`SEQUENTIAL` run with ``python``'s tree: wall, CPU and each obligation's CPU seconds."""
+    cmd = [python, "-c", SEQUENTIAL, only or ""]
+    cpu, start = children_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    if done.returncode != 0:
+        raise SystemExit(f"{python} (sequential proofs) exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    seconds = json.loads(done.stdout.strip().splitlines()[-1])
     return {"wall": round(wall, 2), "cpu": round(cpu, 2), "obligation_seconds": round(sum(seconds.values()), 2),
             "obligations": seconds}
 
@@ -90,6 +133,9 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default=None, metavar="TEXT", help="prove only the obligations whose name contains TEXT")
+    p.add_argument("--sequential", action="store_true",
+                   help="instead of prove --jobs N: one process proving the obligations in order, each one's CPU "
+                        "seconds (in-process, so no load inflates them; --jobs is then unused)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     trees = parse_trees(args.tree)
@@ -103,7 +149,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {label: [] for label in trees}
     for i in range(args.repeat):
         for label, python in trees.items():
-            runs[label].append(cold_prove(python, args.jobs, args.only))
+            runs[label].append(sequential_prove(python, args.only) if args.sequential
+                               else cold_prove(python, args.jobs, args.only))
             r = runs[label][-1]
             print(f"{label} run {i + 1}/{args.repeat}: wall {r['wall']} s, CPU {r['cpu']} s, "
                   f"obligations {r['obligation_seconds']} s", file=sys.stderr, flush=True)
@@ -114,7 +161,7 @@ def main() -> int:
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
               "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
               "load_average": os.getloadavg(), "python": platform.python_version(), "z3": z3.get_version_string(),
-              "jobs": args.jobs, "only": args.only, "command": " ".join(sys.argv), "trees": trees,
+              "jobs": None if args.sequential else args.jobs, "only": args.only, "sequential": args.sequential, "command": " ".join(sys.argv), "trees": trees,
               "medians": {label: {k: v for k, v in m.items() if k != "obligations"} for label, m in summary.items()},
               f"largest changes ({last} - {first}, median s)": dict(sorted(change.items(), key=lambda kv: kv[1])[:15]),
               "per_obligation_medians": {label: m["obligations"] for label, m in summary.items()},

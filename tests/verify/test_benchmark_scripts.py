@@ -51,3 +51,14 @@ def test_kernel_proof_times_prints_a_table_of_the_figures() -> None:
     assert len(rows) == len(report["per_variant_s"])
     assert rows[0][:2] == ["migration", "slow"] and rows[0][-1] == "OVER"
     assert all(r[-1] == "within" for r in rows[1:])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tree", "before=/no/such/python", "--tree", f"after={sys.executable}"], "is not an executable interpreter"),
+    (["--tree", f"after={sys.executable}"], "give --tree at least twice"),
+    (["--tree", "before", "--tree", f"after={sys.executable}"], "give LABEL=PYTHON"),
+    (["--tree", f"a={sys.executable}", "--tree", f"b={sys.executable}", "--repeat", "0"], "--repeat must be >= 1, got 0"),
+])
+def test_prove_before_after_checks_its_options_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / "prove_before_after.py"), *argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
