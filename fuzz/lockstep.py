@@ -89,14 +89,15 @@ def primitive_draw(data: Any) -> Callable[[Any], Any]:
     def draw(strategy: Any) -> Any:
         if type(strategy) is SampledFromStrategy and not strategy._transformations:
             return strategy.elements[cd.draw_integer(0, len(strategy.elements) - 1)]
-        name = getattr(getattr(strategy, "function", None), "__name__", None)
-        args = getattr(strategy, "_LazyStrategy__args", None)
         if type(strategy) is JustStrategy:
             return strategy.value  # a choice of one (``sampled_from`` of one element): no choice is drawn
-        if name == "booleans" and args == () and not strategy._LazyStrategy__kwargs:
+        name = getattr(getattr(strategy, "function", None), "__name__", None)
+        args = getattr(strategy, "_LazyStrategy__args", None)
+        plain = not getattr(strategy, "_LazyStrategy__kwargs", True)  # a lazy strategy without keywords
+        if name == "booleans" and args == () and plain:
             return cd.draw_boolean()
-        if (name == "integers" and len(args or ()) == 2 and not strategy._LazyStrategy__kwargs
-                and all(type(a) is int for a in args) and 0 <= args[1] - args[0] <= 127):
+        if (name == "integers" and plain and len(args or ()) == 2 and all(type(a) is int for a in args)
+                and 0 <= args[1] - args[0] <= 127):
             return cd.draw_integer(*args)  # wider ranges weight their bounds: left to the strategy
         return cd.draw(strategy)
 
