@@ -134,6 +134,22 @@ def test_a_bug_every_system_reaches_is_reported_as_one_system_alone(tmp_path: Pa
     assert not ok and "discrepancy reproduced" in report, report
 
 
+def test_a_memory_finding_is_isolated_to_one_system_by_rerunning(tmp_path: Path, mutant) -> None:
+    """A guard violation names a buffer, not a system: the systems that ran
+    are re-judged one by one (alone first) and the first that reproduces it
+    is the finding, which replays as a memory finding."""
+    target = mutant("    valid_live = valid_live_col & (live_slot != PAD_SLOT_ID)\n",
+                    "    valid_live = valid_live_col & (live_slot != PAD_SLOT_ID)\n"
+                    "    tl.store(block_table_row + live_col, PAD_SLOT_ID, mask=valid_live)\n")
+    result = run_campaign(CampaignConfig(target, "cpu", 64, 8, seed=0, jobs=1, failures_dir=str(tmp_path),
+                                         systems=SYSTEMS))
+    assert result["failures"] and result["findings"][0]["kind"] == "memory"
+    trace = json.loads(Path(result["failures"][0]).read_text())
+    assert trace["#meta"]["lockstep"]["placement"] == "alone" and trace["params"]["num_slots"] == 48
+    ok, report = replay(result["failures"][0], target, "cpu")
+    assert not ok and "memory finding reproduced" in report, report
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--systems", "0"], f"--systems must be an int in [1, {MAX_SYSTEMS}]"),
     (["--systems", str(MAX_SYSTEMS + 1)], f"--systems must be an int in [1, {MAX_SYSTEMS}]"),
