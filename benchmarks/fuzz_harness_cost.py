@@ -5,7 +5,7 @@
 Runs the campaign's state machine (``fuzz --systems K``; one process, no
 worker supervision) with the implementation side replaced by a second copy
 of the spec, over 4 convention combinations (0, 13, 22, 31) with
-``--examples`` examples each and 12 rules per example: what is left is the
+``--examples`` examples each and ``--steps`` rules per example (12): what is left is the
 harness (Hypothesis's draws and bookkeeping, the callers, the layout, the
 spec, the comparison, the invariants), which on a GPU runs beside the
 kernels in every worker. Reports per K the request-steps, the CPU seconds of
@@ -31,7 +31,7 @@ COMBINATIONS = (0, 13, 22, 31)
 """Convention combinations run per K: none, align with idx_mapping, and the two extremes."""
 
 
-def harness_cost(systems: int, examples: int) -> dict:
+def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
     """Request-steps and CPU seconds of the state machine with a spec for an implementation."""
     from hypothesis.stateful import run_state_machine_as_test
 
@@ -49,14 +49,14 @@ def harness_cost(systems: int, examples: int) -> dict:
 
     for module in (launcher, lockstep, machine):
         module.LEVELS = {**module.LEVELS, "kernel": SecondSpec}
-    config = CampaignConfig(None, "cpu", 32 * examples, 12, 0, 1, "out/bench-failures", systems=systems)
+    config = CampaignConfig(None, "cpu", 32 * examples, steps, 0, 1, "out/bench-failures", systems=systems)
     stats = Statistics()
     cpu = time.process_time()
     for n in COMBINATIONS:
         run_state_machine_as_test(_machine(config, None, n, Conventions.all()[n], stats, None),
-                                  settings=_settings(examples, 12))
+                                  settings=_settings(examples, steps))
     cpu = time.process_time() - cpu
-    return {"systems": systems, "examples": stats.examples, "request_steps": stats.request_steps,
+    return {"systems": systems, "steps": steps, "examples": stats.examples, "request_steps": stats.request_steps,
             "cpu_seconds": round(cpu, 2),
             "cpu_ms_per_request_step": round(1000 * cpu / stats.request_steps, 3) if stats.request_steps else None,
             "spec_seconds": round(stats.spec_seconds, 2), "second_spec_seconds": round(stats.kernel_seconds, 2)}
@@ -66,11 +66,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", type=int, nargs="+", default=[1, 16, 64])
     p.add_argument("--examples", type=int, default=8, help="examples per convention combination")
+    p.add_argument("--steps", type=int, default=12, help="rules per example")
     p.add_argument("--out", help="also write the JSON report here")
     args = p.parse_args()
-    error = bad_options({"--examples": args.examples, "--systems": min(args.systems)}, args.out)
-    if error is None and max(args.systems) > 64:
-        error = f"error: --systems must be in [1, 64], got {max(args.systems)}"
+    error = bad_options({"--examples": args.examples, "--steps": args.steps, "--systems": min(args.systems)}, args.out)
+    if error is None and max(args.systems) > 256:
+        error = f"error: --systems must be in [1, 256], got {max(args.systems)}"
     if error:
         print(error, file=sys.stderr)
         return 2
@@ -80,7 +81,7 @@ def main() -> int:
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
               "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
               "torch": torch.__version__, "command": " ".join(sys.argv),
-              "runs": [harness_cost(k, args.examples) for k in args.systems]}
+              "runs": [harness_cost(k, args.examples, args.steps) for k in args.systems]}
     emit(report, args.out)
     return 0
 

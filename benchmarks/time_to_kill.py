@@ -117,8 +117,8 @@ def main() -> int:
     if not names:
         print(f"error: --only {args.only!r} matches none of {list(PLANTED)}", file=sys.stderr)
         return 2
-    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds) or not 1 <= args.systems <= 64:
-        print("error: --jobs must be >= 1, --limit > 0, every seed >= 0 and --systems in [1, 64]", file=sys.stderr)
+    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds) or not 1 <= args.systems <= 256:
+        print("error: --jobs must be >= 1, --limit > 0, every seed >= 0 and --systems in [1, 256]", file=sys.stderr)
         return 2
     import torch
     import triton

@@ -41,7 +41,7 @@ from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
 from .machine import Failure, ReplaySSMMachine, live_slot_mismatch, published_slot_mismatch
 
-MAX_SYSTEMS = 64
+MAX_SYSTEMS = 256
 """The most systems one launch carries (``--systems``)."""
 
 SCHEDULED = hs.integers(0, 3)

@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--drop", metavar="NAME", help="break this caller assumption (a name in spec/assumptions.py's "
                    "PER_REQUEST) for some requests and judge the others by containment")
     f.add_argument("--systems", type=int, default=1, metavar="K",
-                   help="independent small systems per launch, 1 to 64, driven in lockstep by one example; a "
+                   help="independent small systems per launch, 1 to 256, driven in lockstep by one example; a "
                    "finding is still one system's trace (default 1; docs/fuzz.md)")
     f.set_defaults(run=_fuzz)
 

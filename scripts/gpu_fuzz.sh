@@ -8,7 +8,9 @@
 # BENCH_SECONDS (default 220 s; it writes LOGDIR/throughput.json after each
 # run, so a cut-short call keeps what it measured). SYSTEMS defaults to 64.
 # Benchmark sizes: STATEFUL_EXAMPLES (448), STATEFUL_STEPS (12), WIDE_ROWS (4096), WIDE_STEPS (40);
-# JOBS: campaign workers (default: min(14, nproc)).
+# JOBS: campaign workers (default: min(14, nproc)); SYSTEMS_LIST: the --systems
+# values benchmarked (default "1 SYSTEMS"); WARM: "--warm" (default) or "" (no
+# untimed first run); REPEAT: timed rounds (1).
 # The fuzz CLI imports z3: carry the z3-solver wheel in .gpu/whl (docs/gpu.md).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
@@ -28,7 +30,8 @@ if [ "$BUDGET" -gt 0 ]; then
 fi
 SECONDS=0
 timeout "${BENCH_SECONDS:-220}" python3 -P "$ROOT/benchmarks/fuzz_throughput.py" --device cuda \
-  --systems 1 "$SYSTEMS" --warm --jobs "$JOBS" --stateful-examples "${STATEFUL_EXAMPLES:-448}" \
+  --systems ${SYSTEMS_LIST:-1 $SYSTEMS} ${WARM---warm} --repeat "${REPEAT:-1}" --jobs "$JOBS" \
+  --stateful-examples "${STATEFUL_EXAMPLES:-448}" \
   --stateful-steps "${STATEFUL_STEPS:-12}" --rows "${WIDE_ROWS:-4096}" --steps "${WIDE_STEPS:-40}" --wide-jobs 8 \
   --out "$LOG/throughput.json" 2>&1 | tee "$LOG/throughput.log"
 echo "benchmark: exit ${PIPESTATUS[0]}, ${SECONDS}s"

@@ -30,6 +30,6 @@ def test_benchmark_rejects_bad_option_with_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--rows", "0"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--rows must be >= 1" in done.stderr
-    done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--systems", "1", "65"],
+    done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--systems", "1", "257"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--systems must be in [1, 64]" in done.stderr
+    assert done.returncode == 2 and "--systems must be in [1, 256]" in done.stderr
