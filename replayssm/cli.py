@@ -23,8 +23,10 @@ from replayssm.reports import (
     UsageError,
     check_output_file,
     check_output_folder,
+    status_after_writing,
     write_json,
     write_junit,
+    write_reports,
 )
 from replayssm.verify.obligation import Obligation, Result, render_scenario, save_counterexample
 from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, discharge, usable_cpus
@@ -148,13 +150,15 @@ def _prove(args: argparse.Namespace) -> int:
         stop_interrupting()  # the work is over: a signal must not cut the report short
         report.seconds = time.perf_counter() - start
         print(report.summary(), file=args.out, flush=True)
-        if args.json:
-            write_json(args.json, REPORT_SCHEMA, {**report.as_json(), "counterexamples": saved})
-        if args.junit:
-            write_junit(args.junit, "replayssm-verify prove", _junit_cases(report), report.interrupted)
-    if status != EXIT_PASSED:
-        return status
-    return EXIT_FINDING if report.failed else EXIT_PASSED
+        written = write_reports([
+            ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, {**report.as_json(),
+                                                                                "counterexamples": saved})),
+            ("--junit", args.junit, lambda: write_junit(args.junit, "replayssm-verify prove", _junit_cases(report),
+                                                        report.interrupted)),
+        ], "the results are printed above")
+    if status == EXIT_PASSED:
+        status = EXIT_FINDING if report.failed else EXIT_PASSED
+    return status_after_writing(status, written)
 
 
 def _explain(args: argparse.Namespace) -> int:

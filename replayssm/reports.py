@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,29 @@ def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> 
 
 def write_junit(path: str, suite: str, cases: list[JunitCase], interrupted: bool = False) -> None:
     write_text(path, junit_xml(suite, cases, interrupted))
+
+
+def write_reports(reports: list[tuple[str, str | None, Callable[[], None]]], listed: str) -> bool:
+    """Write each report asked for: ``(option, path, write)``, ``path`` None
+    when the option was not given. One that fails (its folder removed during
+    the run, a full disk) is reported as ``error: OPTION PATH: cannot write
+    the report: ...`` followed by ``listed`` (where the results can still be
+    read), and the others are still written. Returns whether every one was."""
+    written = True
+    for option, path, write in reports:
+        if not path:
+            continue
+        try:
+            write()
+        except OSError as e:
+            print(f"error: {option} {path}: cannot write the report: {e} ({listed})", file=sys.stderr)
+            written = False
+    return written
+
+
+def status_after_writing(status: int, written: bool) -> int:
+    """The exit status once the reports were (or were not) written: a report
+    that could not be written is :data:`EXIT_USAGE` for a run that passed or
+    fell short of coverage; a finding or an interrupt keeps its status (a
+    finding is never reported as a set-up error)."""
+    return status if written or status not in (EXIT_PASSED, EXIT_COVERAGE) else EXIT_USAGE

@@ -36,9 +36,10 @@ from replayssm.reports import (
     STDOUT,
     check_output_file,
     check_output_folder,
+    status_after_writing,
 )
 
-from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, interrupted_summary, print_table, write_reports
+from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, interrupted_summary, print_table, write_verdicts
 
 MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
@@ -125,12 +126,12 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         print_table(verdicts, out)
         if interrupted is not None:
             print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
-        written = write_reports(args, verdicts, interrupted is not None, not_reviewed)
+        written = write_verdicts(args, verdicts, interrupted is not None, not_reviewed)
     if interrupted is not None:
         return interrupted.status
     statuses = {v.status for v in verdicts}
     status = EXIT_FINDING if "finding" in statuses else EXIT_COVERAGE if "coverage shortfall" in statuses else EXIT_PASSED
-    return status if written or status == EXIT_FINDING else EXIT_USAGE
+    return status_after_writing(status, written)
 
 
 def _load(args: argparse.Namespace) -> tuple[list, Any]:

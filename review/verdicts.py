@@ -6,13 +6,12 @@ after an interrupt, what was and was not reviewed."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from replayssm.interrupts import Interrupted
-from replayssm.reports import JunitCase, write_json, write_junit
+from replayssm.reports import JunitCase, write_json, write_junit, write_reports
 
 REPORT_SCHEMA = "replayssm-review/1"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning."""
@@ -147,25 +146,16 @@ def interrupted_summary(e: Interrupted, verdicts: list[Verdict], not_reviewed: l
     return "\n".join(lines)
 
 
-def write_reports(args: argparse.Namespace, verdicts: list[Verdict], interrupted: bool,
-                  not_reviewed: list[str]) -> bool:
+def write_verdicts(args: argparse.Namespace, verdicts: list[Verdict], interrupted: bool,
+                   not_reviewed: list[str]) -> bool:
     """Write ``--json`` and ``--junit`` (each that was asked for). One that
     cannot be written (its folder removed during the review) is reported,
     naming the option, the other still written; returns whether both were."""
     document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,
                 "not_finished": [f"{v.label}: {p}" for v in verdicts for p in v.unfinished],
                 "not_reviewed": not_reviewed}
-    written = True
-    for option, path, write in (
-            ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
-            ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
-                                                        interrupted))):
-        if not path:
-            continue
-        try:
-            write()
-        except OSError as e:
-            print(f"error: {option} {path}: cannot write the report: {e} (the table above lists every "
-                  f"finding, its trace under --traces {args.traces})", file=sys.stderr)
-            written = False
-    return written
+    return write_reports([
+        ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
+        ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
+                                                    interrupted)),
+    ], f"the table above lists every finding, its trace under --traces {args.traces}")

@@ -179,6 +179,30 @@ def test_an_interrupt_stops_the_workers_and_writes_the_partial_report(signum: in
     assert not [w for w in workers if _alive(w)], "workers left running"
 
 
+def test_a_report_whose_folder_went_away_is_exit_2_naming_the_option(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The ``--json`` folder is removed while ``prove`` runs: the report is an
+    error naming the option (was an ``OSError`` traceback), the JUnit file is
+    still written, and a run that proved everything exits 2."""
+    import shutil
+
+    from replayssm import cli
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def discharge_then_remove(*args, **kwargs):
+        yield from discharge(*args, **kwargs)
+        shutil.rmtree(gone)
+
+    monkeypatch.setattr(cli, "discharge", discharge_then_remove)
+    code = main(["prove", "--only", CHEAP, "--jobs", "1", "--no-cache", "--json", str(gone / "r.json"),
+                 "--junit", str(tmp_path / "r.xml")])
+    captured = capsys.readouterr()
+    assert code == 2 and "1/1 obligations proved" in captured.out, captured
+    assert f"error: --json {gone / 'r.json'}: cannot write the report" in captured.err
+    assert (tmp_path / "r.xml").exists()
+
+
 def test_version_and_python_dash_m(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--version"])
