@@ -29,3 +29,20 @@ def test_impl_selects_the_blocked_kernel_and_a_module_without_kernels_is_refused
     assert all(n.startswith("kernel.") and "blocked" not in n for n in kernel_obligations(None))
     with pytest.raises(ValueError, match="has none of the kernels the proofs know .*postprocess_replayssm_blocked"):
         kernel_obligations("replayssm.impl.materialize")
+
+
+@pytest.mark.parametrize("case", ["rows pow2 len/pre/map/none/live", "last rows unit len/pre/map/align/live"])
+def test_four_rows_per_program_prove_as_two_do(case, monkeypatch):
+    """A spot check of the argument that 2 lanes stand for more: with 4 rows
+    per program, memory safety, equivalence (per lane) and int32 prove too
+    (kept to variants that prove in seconds; the 4-lane conflict query, and
+    full align-mode blocks under load, can pass the solver's 20 s)."""
+    from replayssm.verify.kernels import blocked, obligations
+
+    monkeypatch.setattr(blocked, "ROWS", 4)
+    monkeypatch.setattr(obligations, "_CASES", {})
+    for prop in ("memory_safety", "equivalence", "int32"):
+        kc = kernel_claim(kernels_blocked, "blocked", prop, case)
+        assert kc.cases[0].run.launch.constexprs["ROWS_PER_PROGRAM"] == 4
+        result = prove(Obligation(f"kernel.blocked.{prop}", "blocked", "", lambda c=kc.claim: [c], every_case=True))
+        assert result.status == "proved", f"{case} {prop}: {result.status} {result.detail}"
