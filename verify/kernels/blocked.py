@@ -137,7 +137,7 @@ def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, siz
         if on is True:
             a += list(r.assumptions)
         elif on is False:
-            a.append((env.BATCH_IN_LAUNCH.name, r.trace.batch >= sz.num_reqs))
+            a.append(("row_past_num_reqs", r.trace.batch >= sz.num_reqs))
         else:
             a += [(n, implies(on, t)) for n, t in r.assumptions]
     return BlockSpec(rows, launched, block, group, a)
