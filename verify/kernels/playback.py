@@ -381,14 +381,18 @@ def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu") -> t
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
     shows none of the failure the proof found. A bad device, target or
     trace is a ``ValueError``."""
-    from replayssm.fuzz.target import load_target
+    from replayssm.fuzz.target import DEFAULT_TARGET
+    from replayssm.review.target import load_version
 
     if device != "cpu":
         raise ValueError(f"a kernel-proof trace replays under Triton's interpreter: --device must be cpu, got {device!r}")
     meta = trace.get("#meta", {})
     if meta.get("property") not in EXPECTED or len(trace.get("actions", [])) != 2:
         raise ValueError("not a kernel-proof trace: it needs #meta.property and a set_state and a launch action")
-    module = load_target(impl or meta.get("impl"))
+    # any module with the trace's kernel (the reference's, or our row-blocked one)
+    module = load_version(impl or meta.get("impl") or DEFAULT_TARGET, "--impl")
+    if not hasattr(module, str(meta.get("kernel"))):
+        raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
     result = playback(trace, module)
     prop = meta.get("property", "equivalence")
     lines = [f"kernel {meta.get('kernel')} ({meta.get('case')}), obligation {meta.get('obligation')}:",
