@@ -62,6 +62,15 @@ class TableMemory:
             self.faults.append((f"{buffer} index in bounds", conj(guard, negate(inside))))
         return shape
 
+    def _concrete_offset(self, buffer: str, index: tuple) -> int | None:
+        """The flat offset of an all-int ``index`` (None when a component is
+        symbolic); raises MemoryFault when it lies outside the buffer."""
+        shape = self.buffers[buffer][0]
+        flat = int_offset(shape, index)
+        if flat is not None and flat < 0:
+            raise MemoryFault(buffer, index, shape)
+        return flat
+
     def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
         """The entry at ``index`` (``other`` where ``guard`` is off). A
         symbolic component selects within its own dimension: where the
@@ -70,12 +79,9 @@ class TableMemory:
         if g is False:
             return other
         if g is True:  # the concrete simulation's fast path
-            shape, vals = self.buffers[buffer]
-            flat = int_offset(shape, index)
+            flat = self._concrete_offset(buffer, index)
             if flat is not None:
-                if flat < 0:
-                    raise MemoryFault(buffer, index, shape)
-                return vals[flat]
+                return self.buffers[buffer][1][flat]
         shape = self._check_bounds(buffer, index, g)
         return fold_ite(g, lookup(self.buffers[buffer][1], shape, index, other), other)
 
@@ -84,12 +90,9 @@ class TableMemory:
         if g is False:
             return
         if g is True:  # the concrete simulation's fast path
-            shape, vals = self.buffers[buffer]
-            flat = int_offset(shape, index)
+            flat = self._concrete_offset(buffer, index)
             if flat is not None:
-                if flat < 0:
-                    raise MemoryFault(buffer, index, shape)
-                vals[flat] = value
+                self.buffers[buffer][1][flat] = value
                 return
         shape = self._check_bounds(buffer, index, g)
         update(self.buffers[buffer][1], shape, index, value, g)

@@ -26,6 +26,8 @@ class Mutant:
     new: str
     caught_by: str
     verdict: str = ""
+    case: str = ""
+    """The variant whose proof must fail (the row-blocked kernel's teeth name one)."""
 
 
 MUTANTS = [

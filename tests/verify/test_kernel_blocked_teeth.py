@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,9 @@ from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
 from replayssm.verify.obligation import Obligation, prove
 
+from kernel_mutants import Mutant
+
 BLOCKED_FILE = Path(kernels_blocked.__file__)
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """``old`` becomes ``new``; ``caught_by`` is the property; ``case`` the variant."""
-
-    name: str
-    old: str
-    new: str
-    caught_by: str
-    case: str
 
 
 ROWS_ALIGN = "rows odd len/pre/nomap/align/live"
@@ -44,29 +34,29 @@ WORK_LIST = "work list odd len/pre/nomap/align/live"
 MUTANTS = [
     Mutant("prefill reset one column past the row",
            "col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE) - 1, 0)",
-           "col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE), 0)", "memory_safety", ROWS_ALIGN),
+           "col_hi = tl.maximum(tl.cdiv(pos_after, MAMBA_BLOCK_SIZE), 0)", "memory_safety", case=ROWS_ALIGN),
     Mutant("reset loop one short", "tl.max(span, axis=0))", "tl.max(span, axis=0) - 1)", "equivalence",
-           ROWS_ALIGN_MAP),
+           case=ROWS_ALIGN_MAP),
     Mutant("reset loop to the narrowest row", "tl.max(span, axis=0))", "tl.min(span, axis=0))", "equivalence",
-           ROWS_ALIGN_MAP),
+           case=ROWS_ALIGN_MAP),
     Mutant("padding rows write layer slots", "tl.store(layer_src + entry, src_value, mask=real)",
-           "tl.store(layer_src + entry, src_value, mask=launched)", "equivalence", ROWS_ALIGN_MAP),
+           "tl.store(layer_src + entry, src_value, mask=launched)", "equivalence", case=ROWS_ALIGN_MAP),
     Mutant("live update not masked to decode rows", "committed_new, mask=decode)",
-           "committed_new, mask=real & has_live)", "equivalence", ROWS_NONE),
+           "committed_new, mask=real & has_live)", "equivalence", case=ROWS_NONE),
     Mutant("every lane reads the first row's table", "table_rows = table + rows * stride",
-           "table_rows = table + first_row * stride", "equivalence", ROWS_NONE),
+           "table_rows = table + first_row * stride", "equivalence", case=ROWS_NONE),
     Mutant("the plan written by every group", "if group == 0:\n            tl.store(plan_ring_start",
-           "if group >= 0:\n            tl.store(plan_ring_start", "conflicts", ROWS_ALIGN_MAP),
+           "if group >= 0:\n            tl.store(plan_ring_start", "conflicts", case=ROWS_ALIGN_MAP),
     Mutant("lanes read the live slot shifted by their lane", "start_prev = tl.load(ring_start_of + live_slot, mask=decode, other=0)",
            "start_prev = tl.load(ring_start_of + live_slot + rows - first_row, mask=decode, other=0)",
-           "memory_safety", ROWS_NONE),
+           "memory_safety", case=ROWS_NONE),
     Mutant("work list stored one past the list", "inside = rows < MAX_NUM_REQS", "inside = rows <= MAX_NUM_REQS",
-           "memory_safety", WORK_LIST),
-    Mutant("work list pads from one past the count", "(rows >= total)", "(rows > total)", "equivalence", WORK_LIST),
+           "memory_safety", case=WORK_LIST),
+    Mutant("work list pads from one past the count", "(rows >= total)", "(rows > total)", "equivalence", case=WORK_LIST),
     Mutant("work list drops prefill copies", "(~is_prefill | (live_col != target_col))", "~is_prefill",
-           "equivalence", WORK_LIST),
+           "equivalence", case=WORK_LIST),
     Mutant("reset start through an overflowing product", "col_lo = pos_before // MAMBA_BLOCK_SIZE",
-           "col_lo = pos_before * 2147483647 // 2147483647 // MAMBA_BLOCK_SIZE", "int32", ROWS_ALIGN),
+           "col_lo = pos_before * 2147483647 // 2147483647 // MAMBA_BLOCK_SIZE", "int32", case=ROWS_ALIGN),
 ]
 
 
