@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from replayssm.spec.geometry import Conventions
 
-from .callers import GEOMETRIES, Callers, Features, systems  # noqa: F401 - GEOMETRIES: review.campaign imports it from here
+from .callers import Callers, Features, systems
 from .actions import TRACE_ID, Action, SetState, action_to_json
 from .containment import compare_outside
 from .launcher import LEVELS, Setup, SpecSide, compare

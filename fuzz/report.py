@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field

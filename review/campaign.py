@@ -34,7 +34,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from replayssm.fuzz.callers import Features
 from replayssm.fuzz.launcher import Setup
-from replayssm.fuzz.machine import GEOMETRIES
+from replayssm.fuzz.callers import GEOMETRIES
 from replayssm.interrupts import Interrupted
 from replayssm.spec.geometry import Conventions
 

@@ -107,7 +107,7 @@ class Harness:
         self.rand_seeds = arena.view("rand_seeds")
 
     def _plan_set(self, name: str, layers: list[int]) -> PlanSet:
-        geo, rows, arena = self.setup.geometry, self.setup.geometry.max_num_reqs, self.arena
+        geo, arena = self.setup.geometry, self.arena
         fills = {"src_slots": geo.pad_slot, "dst_slots": geo.pad_slot, "plan_ring_start": 0, "plan_flush_count": -1,
                  "active_request_indices": -1, "num_active": 0}
         views = {}

@@ -109,7 +109,7 @@ def _referenced(step: Step, groups: int) -> list[set[int]]:
 
 def run_step(h: Harness, ghost: Ghost, step: Step, expect: dict, *, state_copies: bool = True) -> None:
     """Execute ``step`` on the version and the ghost, then check every lifecycle property."""
-    setup, conv = h.setup, h.setup.conventions
+    setup = h.setup
     geo, groups = setup.geometry, len(setup.layers_per_group)
     before_trackers = h.tracker_arrays()
     before_ghost = ghost.snapshot()

@@ -333,3 +333,26 @@ def test_a_memory_safety_counterexample_prints_the_buffers_extent() -> None:
     (access,) = r.counterexample["accesses"]
     assert access["shape"][0] == 2 and access["index"][1] >= access["shape"][1]
     assert f"(ring_start is 2 x {access['shape'][1]}: OUT OF BOUNDS)" in render_scenario(r.counterexample)
+
+
+
+class _ClosedPipe:
+    """Standard output whose reader has gone (``| head -1`` after its line)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_reader_that_leaves_early_ends_the_listing_quietly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``prove --list | head -1``: exit 141 (as a shell tool killed by SIGPIPE), no traceback."""
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe(tmp_path / "out"))
+    assert main(["prove", "--list"]) == 128 + signal.SIGPIPE
