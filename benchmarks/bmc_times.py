@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, emit  # noqa: E402
+from provenance import bad_options, emit, header  # noqa: E402
 
 OBLIGATIONS = ("system.bmc", "system.bmc_odd_ring", "system.bmc_symbolic")
 
@@ -98,10 +95,7 @@ def main() -> int:
         if isinstance(tree, str):
             print(tree, file=sys.stderr)
             return 2
-    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
-                    "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-                    "python": platform.python_version(), "command": " ".join(sys.argv),
-                    "trees": {py: {**tree, "obligations": {}} for py, tree in trees.items()}}
+    report: dict = {**header(), "trees": {py: {**tree, "obligations": {}} for py, tree in trees.items()}}
     for r in range(args.repeat):
         for name in OBLIGATIONS:
             for py in pythons:

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, commit, emit  # noqa: E402
+from provenance import bad_options, emit, header  # noqa: E402
 
 COMBINATIONS = (0, 13, 22, 31)
 """Convention combinations run per K: none, align with idx_mapping, and the two extremes."""
@@ -78,9 +76,7 @@ def main() -> int:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
 
-    report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-              "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-              "torch": torch.__version__, "command": " ".join(sys.argv),
+    report = {**header(torch=torch.__version__),
               "runs": [harness_cost(k, args.examples, args.steps) for k in args.systems]}
     emit(report, args.out)
     return 0

@@ -31,19 +31,17 @@ import argparse
 import json
 import multiprocessing
 import os
-import platform
 import resource
 import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, commit, emit  # noqa: E402
+from provenance import bad_options, emit, header  # noqa: E402
 
 
 def _wide(args: tuple) -> dict:
@@ -171,10 +169,7 @@ def main() -> int:
     import torch
     import triton
 
-    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-                    "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "torch": torch.__version__, "triton": triton.__version__, "device": args.device,
-                    "command": " ".join(sys.argv)}
+    report: dict = header(torch=torch.__version__, triton=triton.__version__, device=args.device)
     if args.device == "cuda":
         report["gpu"] = torch.cuda.get_device_name(0)
     if not args.no_wide:

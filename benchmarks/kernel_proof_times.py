@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, commit  # noqa: E402
+from provenance import bad_options, header  # noqa: E402
 
 COLD_BOUND_S = 10.0
 """The acceptance bound on a cold ``prove --kernels`` (2 cores)."""
@@ -117,11 +114,8 @@ def main() -> int:
     import triton
     import z3
 
-    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
-                    "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-                    "commit": commit(), "python": platform.python_version(), "z3": z3.get_version_string(),
-                    "triton": triton.__version__, "jobs": args.jobs, "impl": args.impl or "ours",
-                    "command": " ".join(sys.argv)}
+    report: dict = header(z3=z3.get_version_string(), triton=triton.__version__, jobs=args.jobs,
+                          impl=args.impl or "ours")
     runs, cpus, per_obligation = [], [], {}
     for n in range(args.repeat):
         seconds, cpu, result = cold_run(args.jobs, args.impl)

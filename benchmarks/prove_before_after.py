@@ -27,20 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, emit  # noqa: E402
+from provenance import bad_options, emit, header  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -158,10 +156,9 @@ def main() -> int:
     first, last = list(trees)[0], list(trees)[-1]
     change = {n: round(summary[last]["obligations"][n] - s, 3) for n, s in summary[first]["obligations"].items()
               if n in summary[last]["obligations"]}
-    report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
-              "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-              "load_average": os.getloadavg(), "python": platform.python_version(), "z3": z3.get_version_string(),
-              "jobs": None if args.sequential else args.jobs, "only": args.only, "sequential": args.sequential, "command": " ".join(sys.argv), "trees": trees,
+    report = {**header(load_average=os.getloadavg(), z3=z3.get_version_string(),
+                       jobs=None if args.sequential else args.jobs, only=args.only, sequential=args.sequential),
+              "trees": trees,
               "medians": {label: {k: v for k, v in m.items() if k != "obligations"} for label, m in summary.items()},
               f"largest changes ({last} - {first}, median s)": dict(sorted(change.items(), key=lambda kv: kv[1])[:15]),
               "per_obligation_medians": {label: m["obligations"] for label, m in summary.items()},

@@ -20,19 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, bad_options, commit, emit  # noqa: E402
+from provenance import REPO, bad_options, emit, header  # noqa: E402
 
 CHANGED_FILE = REPO / "spec" / "boundary.py"
 BEFORE, AFTER = "cdiv(aligned, block_size) - 1", "cdiv(aligned, block_size) + (-1)"
@@ -79,10 +77,7 @@ def main() -> int:
         return 2
     import z3
 
-    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
-                    "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-                    "commit": commit(), "python": platform.python_version(), "z3": z3.get_full_version(),
-                    "jobs": args.jobs, "command": " ".join(sys.argv),
+    report: dict = {**header(z3=z3.get_full_version(), jobs=args.jobs),
                     "change": f"{CHANGED_FILE.relative_to(REPO)}: {BEFORE!r} -> {AFTER!r}", "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         cache, out = Path(tmp) / "cache", Path(tmp) / "prove.json"

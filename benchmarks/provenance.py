@@ -1,9 +1,14 @@
-"""What every benchmark shares: the commit of the tree it ran on, its option checks, its JSON report."""
+"""What every benchmark shares: the header of its report (date, machine, commit, versions, command), its option
+checks, its JSON report."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import subprocess
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,6 +24,16 @@ def commit() -> str:
     except OSError:  # no git on this machine
         return "unknown"
     return (head or "unknown") + ("+changes" if dirty.stdout.strip() else "")
+
+
+def header(**versions: object) -> dict:
+    """The fields every report starts with: the UTC date, the machine and the
+    CPUs this process may use, the commit, Python's version, then ``versions``
+    (the other libraries' versions and settings), then the command line."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.node(),
+            "cpus": cpus, "commit": commit(), "python": platform.python_version(), **versions,
+            "command": " ".join(sys.argv)}
 
 
 def bad_options(counts: dict[str, int], out: str | None) -> str | None:

@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 # the sibling module, also when this folder is off sys.path (python3 -P, as the GPU scripts run Python)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, commit, emit  # noqa: E402
+from provenance import REPO, emit, header  # noqa: E402
 
 PLANTED = {
     "store one past the active list": (
@@ -131,9 +128,7 @@ def main() -> int:
             print(f"{name:<40} seed {seed}: {r['seconds']:6.1f} s  "
                   f"{r['kind'] or 'NOT KILLED'} {r['reason'] or ''}"[:160], file=sys.stderr, flush=True)
     seconds = [r["seconds"] for r in runs]
-    out = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-           "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-           "torch": torch.__version__, "triton": triton.__version__, "command": " ".join(sys.argv),
+    out = {**header(torch=torch.__version__, triton=triton.__version__),
            "runs": runs, "median_seconds": statistics.median(seconds), "max_seconds": max(seconds),
            "not_killed": [r["planted"] for r in runs if not r["killed"]],
            "goals": {"median_seconds": GOAL_MEDIAN_SECONDS, "max_seconds": GOAL_MAX_SECONDS,

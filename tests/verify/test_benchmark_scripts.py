@@ -62,3 +62,13 @@ def test_kernel_proof_times_prints_a_table_of_the_figures() -> None:
 def test_prove_before_after_checks_its_options_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "prove_before_after.py"), *argv, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_every_report_header_carries_date_machine_versions_and_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import provenance
+
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--repeat", "2"])
+    head = provenance.header(z3="4.x", jobs=2)
+    assert list(head) == ["date", "machine", "cpus", "commit", "python", "z3", "jobs", "command"]
+    assert head["date"].endswith("+00:00") and head["cpus"] >= 1 and head["command"] == "bench.py --repeat 2"
