@@ -7,7 +7,8 @@
 # CAMPAIGN_SECONDS 0 skips the campaign: the benchmark alone, bounded to
 # BENCH_SECONDS (default 220 s; it writes LOGDIR/throughput.json after each
 # run, so a cut-short call keeps what it measured). SYSTEMS defaults to 64.
-# Benchmark sizes: STATEFUL_EXAMPLES (448), STATEFUL_STEPS (12), WIDE_ROWS (4096), WIDE_STEPS (40);
+# Benchmark sizes: STATEFUL_EXAMPLES (448), STATEFUL_STEPS (12), WIDE_ROWS (4096), WIDE_STEPS (40),
+# 8 wide-runner processes;
 # JOBS: campaign workers (default: min(14, nproc)); SYSTEMS_LIST: the --systems
 # values benchmarked (default "1 SYSTEMS"); WARM: "--warm" (default) or "" (no
 # untimed first run); REPEAT: timed rounds (1).

@@ -17,11 +17,9 @@ set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}
 mkdir -p "$LOG"
 ROOT=$(pwd)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET
 
-# FlashInfer bundle, the package mapping without an install (see gpu_env.sh).
+# FlashInfer bundle, the package mapping without an install, NVLS off, no
+# TRITON_INTERPRET (see gpu_env.sh).
 source "$ROOT/scripts/gpu_env.sh" || exit 2
 export REPLAYSSM_GPU_REPORT=$LOG/comparison.jsonl
 # The reference page (for the differential tests) does not travel with the
