@@ -82,10 +82,14 @@ def test_max_min_and_zeros_like(device):
         assert symbolic == real, b
 
 
-@pytest.mark.parametrize("planted", ["max", "zeros_like"])
+@pytest.mark.parametrize("planted", ["max", "min", "zeros_like"])
 def test_a_wrong_semantics_of_each_construct_is_caught(planted, monkeypatch):
     if planted == "max":
         monkeypatch.setattr(kb, "reduce_extremum", lambda kind, x, *a, **k: _max_reduce(x))
+    elif planted == "min":
+        # tl.min reduced as tl.max: tl.max stays right, so only ``lo`` can catch it
+        right = kb.reduce_extremum
+        monkeypatch.setattr(kb, "reduce_extremum", lambda kind, x, *a, **k: right("max", x, *a, **k))
     else:
         monkeypatch.setattr(kb, "zeros_like", _wrong_zeros)
     results = _reduce_run(torch.device("cpu"))
@@ -123,23 +127,63 @@ def test_row_blocks_and_a_runtime_branch_on_the_block(n, device):
     assert got["out"].tolist() == out.cpu().tolist()
 
 
-def test_launch_facts_decide_a_branch_and_only_then():
-    """With facts that decide ``first < n`` only that branch's accesses exist;
-    without them both branches run, merged."""
+def _stores_under(facts):
+    """``(number of stores, how many store the else branch's constant -5)`` of ``_half`` under ``facts``."""
     n, block = named_int("n"), named_int("block")
-    args = [BufferArg("x"), BufferArg("out"), ScalarArg(n)]
-    shapes = {"x": (8,), "out": (8,)}
+    mem = KernelMemory({"x": (8,), "out": (8,)}, {}, "p")
+    run_program(_half, Launch([BufferArg("x"), BufferArg("out"), ScalarArg(n)], {"ROWS": ROWS}, (block,),
+                              facts=tuple(f(block, n) for f in facts)), mem)
+    constant = [w for w in mem.writes if z3.is_int_value(z3.simplify(lift(w.value)))]
+    assert all(z3.simplify(lift(w.value)).as_long() == -5 for w in constant)
+    return len(mem.writes), len(constant)
 
-    def stores(facts):
-        mem = KernelMemory(shapes, {}, "p")
-        run_program(_half, Launch(args, {"ROWS": ROWS}, (block,), facts=facts), mem)
-        return len(mem.writes)
 
-    both = stores(())
-    assert both == 2 * ROWS
-    assert stores((lift(block * ROWS < n),)) == ROWS
-    assert stores((lift(block * ROWS >= n),)) == ROWS
-    assert stores((lift(block >= 0),)) == both
+def test_launch_facts_decide_a_branch_and_only_then():
+    """With facts that decide ``first < n`` only that branch's accesses exist
+    (the then branch stores loaded values, the else branch the constant -5);
+    without them, or with facts that leave both, both branches run, merged."""
+    assert _stores_under(()) == (2 * ROWS, ROWS)
+    assert _stores_under((lambda block, n: block * ROWS < n,)) == (ROWS, 0)
+    assert _stores_under((lambda block, n: block * ROWS >= n,)) == (ROWS, ROWS)
+    assert _stores_under((lambda block, n: block >= 0,)) == (2 * ROWS, ROWS)
+    n, block = named_int("n"), named_int("block")
     s = z3.Solver()
     s.add(lift(block * ROWS < n), lift(block * ROWS >= n))
     assert s.check() == z3.unsat
+
+
+def test_pruning_the_wrong_branch_is_caught(monkeypatch):
+    """Teeth: a ``_decided`` that keeps the branch the facts refute."""
+    from replayssm.verify.kernels.evaluator import KernelRun
+
+    right = KernelRun._decided
+    monkeypatch.setattr(KernelRun, "_decided", lambda self, c: (lambda d: d if d is None else not d)(right(self, c)))
+    assert _stores_under((lambda block, n: block * ROWS < n,)) != (ROWS, 0)
+
+
+@triton.jit
+def _lanes(x, out, ROWS: tl.constexpr):
+    i = tl.arange(0, ROWS)
+    tl.store(out + i, tl.load(x + i) + tl.load(x))
+
+
+def _mistagged(run) -> list:
+    """The block accesses of ``_lanes`` whose lane tag is not the lane its index names."""
+    from replayssm.verify.kernels.blocked import lane_of
+
+    return [(i, lane) for i, lane in lane_of(run).items()
+            if z3.simplify(lift(run.mem.accesses[i].index[0])).as_long() != lane]
+
+
+def test_block_accesses_are_tagged_with_their_lane_and_scalar_ones_are_not():
+    mem = KernelMemory({"x": (ROWS,), "out": (ROWS,)}, {}, "p")
+    run = run_program(_lanes, Launch([BufferArg("x"), BufferArg("out")], {"ROWS": ROWS}, (0,)), mem)
+    from replayssm.verify.kernels.blocked import lane_of
+
+    tagged = lane_of(run)
+    assert len(tagged) == 2 * ROWS  # the block load and the block store; not the scalar load of x[0]
+    assert len(mem.accesses) == 2 * ROWS + 1
+    assert _mistagged(run) == []
+    # teeth: lanes listed in reverse are caught
+    run.block_loads[:] = [lanes[::-1] for lanes in run.block_loads]
+    assert _mistagged(run) != []
