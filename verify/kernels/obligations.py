@@ -438,8 +438,8 @@ def _ours() -> ModuleType:
     return kernels
 
 
+# Our row-blocked kernel (``replayssm.impl.kernels_blocked``) is not registered
+# here: its 80 variants cost about 7 times the reference kernels' 49 in CPU
+# (``docs/kernel-proofs.md``), so ``prove --kernels --impl
+# replayssm.impl.kernels_blocked`` selects them explicitly.
 register(_ours())
-"""Our row-blocked kernel (``replayssm.impl.kernels_blocked``) is not
-registered here: its 80 variants cost about 7 times the reference kernels'
-49 in CPU (``docs/kernel-proofs.md``), so ``prove --kernels --impl
-replayssm.impl.kernels_blocked`` selects them explicitly."""

@@ -25,8 +25,7 @@ from replayssm.spec.vocab import conj, implies
 
 from ..obligation import TIMEOUT_MS, _value
 from ..terms import lift
-from .obligations import ROLES as KERNELS
-from .obligations import KernelClaim, kernel_claim, parse_name
+from .obligations import ROLES, KernelClaim, kernel_claim, parse_name
 
 ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact", "blocked": "postprocess"}
 INPUTS = {
@@ -248,7 +247,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
             picks[b] = [bool(v) for v in values] if b == "is_prefilling" else values
     action = {"name": ACTION[kc.role], "caller": ["kernel proof counterexample"], "picks": picks}
     set_state = {"name": "set_state", "caller": ["the memory before the launch"], "picks": state}
-    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": KERNELS[kc.role],
+    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": ROLES[kc.role],
             "property": kc.prop, "impl": impl}
     if kc.role == "blocked":
         meta.update(rows_per_program=case.constexprs["ROWS_PER_PROGRAM"], compact=case.constexprs["COMPACT"])
@@ -275,7 +274,7 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
         return Finding("  (the failure did not reappear when re-solved: no counterexample)")
     m, i, small = found
     part = kc.parts[i]
-    lines = [f"  kernel {KERNELS[role]} ({case_label}), {part.name}"]
+    lines = [f"  kernel {ROLES[role]} ({case_label}), {part.name}"]
     progs = []
     for c in kc.cases:
         ids = [_eval(m, x) if not isinstance(x, int) else x for x in c.run.launch.program_ids]
