@@ -27,8 +27,8 @@ from replayssm.fuzz import report
 from replayssm.fuzz.campaign import CampaignConfig, run_campaign
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
+from fuzz_processes import REPO, alive, interrupt_at, plant
 
-REPO = Path(__file__).resolve().parents[2]
 MIGRATION_LINE = "    valid_req = req >= 0\n"
 """A line of the migration kernel, the first kernel every fuzzed example launches."""
 
@@ -42,15 +42,6 @@ FAULTS = {
 WATCHDOG = 2.0
 MARGIN = 45.0
 """Start-up, the first launch and a loaded 2-core machine, beyond the watchdog."""
-
-
-def plant(folder: Path, old: str, new: str) -> str:
-    """A copy of the kernel module with ``old`` replaced by ``new`` (once), as an --impl file."""
-    source = (REPO / "impl" / "kernels.py").read_text()
-    assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
-    path = folder / "planted_kernels.py"
-    path.write_text(source.replace(old, new))
-    return str(path)
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -185,27 +176,6 @@ def test_a_finding_is_exit_1_with_kind_and_reason_in_the_json(tmp_path: Path) ->
     assert failure is not None and '"kind": "crash"' in (failure.text or ""), ElementTree.tostring(case)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, signum: int, code: int) -> None:
     """A signal while a worker shrinks its finding: every worker stops, the
@@ -217,23 +187,14 @@ def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, si
         [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", target, "--json", str(path), "--failures",
          str(tmp_path / "f"), "--jobs", "2", "--shrink-seconds", "600"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if "hit a failure" in line:
-            break
-    workers = _children(proc.pid)
-    proc.send_signal(signum)
-    rest, _ = proc.communicate(timeout=120)
-    text = "".join(lines) + rest
+    text, workers = interrupt_at(proc, "hit a failure", signum, timeout=120)
     assert proc.returncode == code, text
     assert f"INTERRUPTED by {signal.Signals(signum).name}" in text and "rules:" in text, text
     summary = json.loads(path.read_text())
     assert summary["interrupted"] and summary["status"] == "interrupted" and summary["exit_code"] == code
     assert len(summary["findings"]) == 1 and not summary["findings"][0]["shrunk"], summary["findings"]
     assert Path(summary["findings"][0]["trace"]).exists()
-    assert workers and not [p for p in workers if _alive(p)], "a worker survived the interrupt"
+    assert workers and not [p for p in workers if alive(p)], "a worker survived the interrupt"
 
 
 # ---- traces -------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from replayssm.fuzz.replay import replay
 from replayssm.fuzz.guards import GUARD_COLUMNS, POISON, RED_ZONE, Arena, GuardViolation
 from replayssm.fuzz.launcher import KernelSide, Setup
 from replayssm.spec.geometry import Conventions, Geometry
+from fuzz_processes import plant
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "impl"))
@@ -51,16 +52,6 @@ PLANTED = {
 PREFILL_PAST_ROW = ("            last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE) - 1, 0)\n",
                     "            last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE), 0)\n")
 """The reference's prefill reset one column too far: past the row when the chunk fills the table."""
-
-
-def plant(folder: Path, old: str, new: str) -> str:
-    """A copy of the kernel module with ``old`` replaced by ``new`` (once), as an --impl file."""
-    source = (REPO / "impl" / "kernels.py").read_text()
-    assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "planted_kernels.py"
-    path.write_text(source.replace(old, new))
-    return str(path)
 
 
 def plant_package(folder: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> str:

@@ -26,29 +26,11 @@ from replayssm.cli import main
 from replayssm.fuzz.campaign import CampaignConfig, run_campaign
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
-
-REPO = Path(__file__).resolve().parents[2]
+from fuzz_processes import alive, descendants, interrupt_at, plant
 
 pytest.importorskip("ray", reason="the cluster extra is not installed (pip install -e '.[cluster]')")
 
 WORKER_LINE = re.compile(r"worker (\d) \(.*\) ended: (\d+) examples, (\d+) request-steps")
-
-
-def plant(folder: Path, old: str, new: str) -> str:
-    """A copy of the kernel module with ``old`` replaced by ``new`` (once), as an --impl file."""
-    source = (REPO / "impl" / "kernels.py").read_text()
-    assert source.count(old) == 1, f"planted bug anchor {old!r} not found exactly once"
-    path = folder / "planted_kernels.py"
-    path.write_text(source.replace(old, new))
-    return str(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _fuzz(tmp_path: Path, target: str, *extra: str) -> subprocess.Popen:
@@ -57,23 +39,6 @@ def _fuzz(tmp_path: Path, target: str, *extra: str) -> subprocess.Popen:
          "--examples", "64", "--max-steps", "12", "--json", str(tmp_path / "s.json"),
          "--failures", str(tmp_path / "f"), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-
-def _descendants(pid: int) -> set[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 def test_a_planted_bug_is_found_through_ray_tasks_and_the_database_passes_it_on(tmp_path: Path) -> None:
@@ -114,16 +79,7 @@ def test_an_interrupt_cancels_the_tasks_and_writes_the_partial_summary(tmp_path:
                                                                       code: int) -> None:
     target = plant(tmp_path, "% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
     proc = _fuzz(tmp_path, target, "--shrink-seconds", "600")
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if "hit a failure" in line:
-            break
-    processes = _descendants(proc.pid)
-    proc.send_signal(signum)
-    rest, _ = proc.communicate(timeout=120)
-    text = "".join(lines) + rest
+    text, processes = interrupt_at(proc, "hit a failure", signum, timeout=120, watch=descendants)
     assert proc.returncode == code, text
     assert f"INTERRUPTED by {signal.Signals(signum).name}" in text and "rules:" in text, text
     summary = json.loads((tmp_path / "s.json").read_text())
@@ -131,7 +87,7 @@ def test_an_interrupt_cancels_the_tasks_and_writes_the_partial_summary(tmp_path:
     assert len(summary["findings"]) == 1 and not summary["findings"][0]["shrunk"], summary["findings"]
     ok, report = replay(summary["findings"][0]["trace"], target, "cpu")
     assert not ok and "discrepancy reproduced" in report, report
-    assert processes and not [p for p in processes if _alive(p)], "a Ray process or a worker survived"
+    assert processes and not [p for p in processes if alive(p)], "a Ray process or a worker survived"
 
 
 def test_without_ray_the_option_is_exit_2_before_any_work(tmp_path: Path, monkeypatch, capsys) -> None:
