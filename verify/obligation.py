@@ -379,7 +379,7 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]]) -> 
         if s.check() == z3.unsat:
             return None
     s = _solver(facts, claim.preprocess)
-    if claim.preprocess and parts:
+    if claim.preprocess:
         parts = [("goal", _goal_term(parts))]
     for _, part in parts:
         s.push()
