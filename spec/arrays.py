@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from itertools import product
 from typing import Any
 
-from .vocab import conj, ite
+from .vocab import PLAIN_TYPES, conj, ite
 
 
 def size(shape: tuple[int, ...]) -> int:
@@ -34,12 +34,9 @@ def _flat(shape: tuple[int, ...], index: tuple) -> Any:
     return flat
 
 
-_PLAIN = frozenset((int, bool))
-
-
 def is_concrete(*xs: Any) -> bool:
     """Every one of ``xs`` is a Python int (or bool), no symbolic term."""
-    return _PLAIN.issuperset(map(type, xs)) or all(isinstance(x, int) for x in xs)
+    return PLAIN_TYPES.issuperset(map(type, xs)) or all(isinstance(x, int) for x in xs)
 
 
 def int_offset(shape: tuple[int, ...], index: tuple) -> int | None:
@@ -47,7 +44,7 @@ def int_offset(shape: tuple[int, ...], index: tuple) -> int | None:
     dimension (-1 when a component lies outside its dimension); None for any
     other index, which the general helpers below answer. The concrete
     simulation's fast path: callers read and write the list directly."""
-    if len(index) != len(shape) or not _PLAIN.issuperset(map(type, index)):
+    if len(index) != len(shape) or not PLAIN_TYPES.issuperset(map(type, index)):
         return None
     flat = 0
     for i, n in zip(index, shape):

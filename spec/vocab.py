@@ -89,14 +89,14 @@ class _NumpyVocab:
         return (x >= lo) & (x <= hi)
 
 
-_PLAIN = frozenset((int, bool))
+PLAIN_TYPES = frozenset((int, bool))
 """The Python types the oracle interprets: on them each operation below
 answers directly (the concrete simulation's fast path), as ``_PythonVocab`` would."""
 
 
 def vocab_of(*xs: Any) -> Any:
     """The interpreter that evaluates an operation on these arguments."""
-    if _PLAIN.issuperset(map(type, xs)):
+    if PLAIN_TYPES.issuperset(map(type, xs)):
         return _PythonVocab
     for x in xs:
         v = getattr(x, "__vocab__", None)
@@ -109,7 +109,7 @@ def vocab_of(*xs: Any) -> Any:
 
 def ite(c: Any, a: Any, b: Any) -> Any:
     """``a`` where ``c`` holds, else ``b`` (Triton's ``tl.where``)."""
-    if _PLAIN.issuperset((type(c), type(a), type(b))):
+    if PLAIN_TYPES.issuperset((type(c), type(a), type(b))):
         return a if c else b
     return vocab_of(c, a, b).ite(c, a, b)
 
@@ -144,21 +144,21 @@ def within(x: Any, lo: int, hi: int) -> Any:
 
 def conj(*xs: Any) -> Any:
     """Logical and."""
-    if _PLAIN.issuperset(map(type, xs)):
+    if PLAIN_TYPES.issuperset(map(type, xs)):
         return all(xs)
     return vocab_of(*xs).conj(*xs)
 
 
 def disj(*xs: Any) -> Any:
     """Logical or."""
-    if _PLAIN.issuperset(map(type, xs)):
+    if PLAIN_TYPES.issuperset(map(type, xs)):
         return any(xs)
     return vocab_of(*xs).disj(*xs)
 
 
 def negate(x: Any) -> Any:
     """Logical not."""
-    if type(x) in _PLAIN:
+    if type(x) in PLAIN_TYPES:
         return not x
     return vocab_of(x).negate(x)
 
@@ -172,6 +172,6 @@ def pointer_add(base: Any, offset: Any) -> Any:
 
 def implies(a: Any, b: Any) -> Any:
     """Logical implication."""
-    if type(a) in _PLAIN and type(b) in _PLAIN:
+    if type(a) in PLAIN_TYPES and type(b) in PLAIN_TYPES:
         return not a or bool(b)
     return disj(negate(a), b)
