@@ -83,3 +83,31 @@ def test_table_memory_fast_path_faults_out_of_bounds_only_when_executed():
     with pytest.raises(MemoryFault):
         mem.load("buf", (0,))  # wrong rank
     assert mem.buffers["buf"][1] == [0, 0, 0, 0, 0, 7] and mem.faults == []
+
+
+def _same_terms(got: list, want: list) -> bool:
+    """Each pair of entries is equal for every value of their variables."""
+    s = z3.Solver()
+    s.add(z3.Or([lift(a) != lift(b) for a, b in zip(got, want)]))
+    return len(got) == len(want) and s.check() == z3.unsat
+
+
+def test_state_and_table_memory_on_terms_answer_as_the_general_helpers():
+    """The Z3 interpreter's side: a symbolic index component or guard takes
+    the general path, in the state and in the table memory alike."""
+    st = initial_state(SystemParams(GEO, V2))
+    x, y = named_int("fast_path.x"), named_int("fast_path.y")
+    shape = st.p.shapes()["table"]
+    general = list(st.v["table"])
+    for index, guard in (((0, x, 1), True), ((1, 0, 0), y > 0), ((0, x, y), y < 2)):
+        st.set("table", index, 9, guard)
+        update(general, shape, index, 9, guard)
+        assert _same_terms([st.get("table", *index)], [lookup(general, shape, index)])
+    assert _same_terms(st.v["table"], general)
+    mem = TableMemory({"buf": ((2, 3), list(range(6)))}, loop_bound=4)
+    mem.store("buf", (x, 1), 7)
+    assert len(mem.faults) == 1  # the symbolic row may lie outside: recorded, not raised
+    want = list(range(6))
+    update(want, (2, 3), (x, 1), 7)
+    assert _same_terms(mem.buffers["buf"][1], want)
+    assert _same_terms([mem.load("buf", (1, x))], [lookup(want, (2, 3), (1, x))])
