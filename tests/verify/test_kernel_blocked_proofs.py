@@ -46,3 +46,14 @@ def test_four_rows_per_program_prove_as_two_do(case, monkeypatch):
         assert kc.cases[0].run.launch.constexprs["ROWS_PER_PROGRAM"] == 4
         result = prove(Obligation(f"kernel.blocked.{prop}", "blocked", "", lambda c=kc.claim: [c], every_case=True))
         assert result.status == "proved", f"{case} {prop}: {result.status} {result.detail}"
+
+
+def test_replay_refuses_an_impl_without_the_traces_kernel():
+    """A kernel-proof trace names its kernel; ``--impl`` must have it (a ValueError: the CLI's exit 2)."""
+    from replayssm.verify.kernels.playback import replay_kernel_trace
+
+    trace = {"actions": [{"name": "set_state"}, {"name": "postprocess"}],
+             "#meta": {"property": "equivalence", "kernel": "postprocess_replayssm_blocked_kernel"}}
+    with pytest.raises(ValueError, match="--impl 'replayssm.impl.materialize' has no kernel "
+                                         "'postprocess_replayssm_blocked_kernel'"):
+        replay_kernel_trace(trace, "replayssm.impl.materialize")
