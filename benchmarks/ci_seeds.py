@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 # The sibling module, also under ``python3 -P``.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import commit  # noqa: E402
+from provenance import bad_options, header  # noqa: E402
 
 
 def seed_range(text: str) -> list[int]:
@@ -51,8 +49,9 @@ def main() -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.jobs < 1:
-        print(f"error: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
+    error = bad_options({"--jobs": args.jobs}, None)  # --out's folder is made below
+    if error:
+        print(error, file=sys.stderr)
         return 2
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import hypothesis
@@ -62,10 +61,7 @@ def main() -> int:
     from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign
 
     profile = PROFILES["ci"]
-    out: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-                 "machine": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                 "torch": torch.__version__, "triton": triton.__version__, "hypothesis": hypothesis.__version__,
-                 "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+    out: dict = {**header(torch=torch.__version__, triton=triton.__version__, hypothesis=hypothesis.__version__),
                  "profile": {"name": "ci", **profile}, "impl": args.impl or "replayssm.impl.replayssm_utils",
                  "jobs": args.jobs, "runs": []}
     with tempfile.TemporaryDirectory() as failures, open(os.devnull, "w") as quiet:

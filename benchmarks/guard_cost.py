@@ -18,15 +18,13 @@ import argparse
 import io
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import commit  # noqa: E402
+from provenance import bad_options, header  # noqa: E402
 
 GOAL = 0.10
 """The guards may add at most this share to a campaign's time."""
@@ -55,12 +53,11 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args()
-    for name in ("repeat", "jobs"):
-        if getattr(args, name) < 1:
-            print(f"error: --{name} must be >= 1, got {getattr(args, name)}", file=sys.stderr)
-            return 2
-    if any(s < 0 for s in args.seeds):
-        print(f"error: --seeds must be >= 0, got {args.seeds}", file=sys.stderr)
+    error = bad_options({"--repeat": args.repeat, "--jobs": args.jobs}, None)
+    if error is None and any(s < 0 for s in args.seeds):
+        error = f"error: --seeds must be >= 0, got {args.seeds}"
+    if error:
+        print(error, file=sys.stderr)
         return 2
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -82,9 +79,7 @@ def main() -> int:
                for a, b in zip(sorted((x for x in runs if x["guards"]), key=lambda x: x["seed"]),
                                sorted((x for x in runs if not x["guards"]), key=lambda x: x["seed"])))
     cost = statistics.median(on) / statistics.median(off) - 1
-    out = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-           "machine": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-           "torch": torch.__version__, "triton": triton.__version__, "device": args.device,
+    out = {**header(torch=torch.__version__, triton=triton.__version__), "device": args.device,
            "level": args.level, "profile": args.profile, "seeds": args.seeds, "repeat": args.repeat,
            "jobs": args.jobs, "runs": runs, "median_seconds_guarded": round(statistics.median(on), 3),
            "median_seconds_unguarded": round(statistics.median(off), 3), "guard_cost": round(cost, 4),

@@ -26,7 +26,8 @@ def test_every_benchmark_starts_under_python_dash_p(script: str, tmp_path: Path)
     assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("script", ["prove_times.py", "kernel_proof_times.py", "prove_cache.py"])
+@pytest.mark.parametrize("script", ["prove_times.py", "kernel_proof_times.py", "prove_cache.py", "ci_seeds.py",
+                                    "guard_cost.py"])
 def test_the_proof_benchmarks_check_their_options_under_python_dash_p(script: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / script), "--jobs", "0", cwd=tmp_path)
     assert done.returncode == 2 and "--jobs must be >= 1, got 0" in done.stderr, done.stderr
