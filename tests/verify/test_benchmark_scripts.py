@@ -73,3 +73,8 @@ def test_every_report_header_carries_date_machine_versions_and_command(monkeypat
     head = provenance.header(z3="4.x", jobs=2)
     assert list(head) == ["date", "machine", "cpus", "commit", "python", "z3", "jobs", "command"]
     assert head["date"].endswith("+00:00") and head["cpus"] >= 1 and head["command"] == "bench.py --repeat 2"
+
+
+def test_kernel_proof_times_passes_a_bad_impl_on_as_exit_2(tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / "kernel_proof_times.py"), "--impl", "no.such.module", "--repeat", "1", cwd=tmp_path)
+    assert done.returncode == 2 and "--impl module 'no.such.module'" in done.stderr, done.stderr
