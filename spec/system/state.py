@@ -13,6 +13,7 @@ from typing import Any
 
 from ..arrays import int_offset, is_concrete, lookup, size, update
 from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
+from ..vocab import PLAIN_TYPES
 
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
@@ -141,9 +142,14 @@ class State:
         """The entry at ``index``; a symbolic component selects among the
         entries of its dimension only (0 outside the shape)."""
         shape = self.p._shape_table[name]  # type: ignore[attr-defined]
-        flat = int_offset(shape, index)
-        if flat is not None:  # the concrete fast path
-            return self.v[name][flat] if flat >= 0 else 0
+        # the concrete fast path: int_offset inlined (the hottest call of the explicit BMC)
+        if len(index) == len(shape) and PLAIN_TYPES.issuperset(map(type, index)):
+            flat = 0
+            for i, n in zip(index, shape):
+                if not 0 <= i < n:
+                    return 0
+                flat = flat * n + i
+            return self.v[name][flat]
         return lookup(self.v[name], shape, index)
 
     def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
