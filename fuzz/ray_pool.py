@@ -40,7 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from .workers import POLL_SECONDS, STATS_EVERY_SECONDS, Child, Reporter, Supervisor
+from replayssm.interrupts import SIGNALS
+
+from .workers import POLL_SECONDS, STATS_EVERY_SECONDS, Child, Reporter, Supervisor, catch_interrupts, restore_handlers
 
 INSTALL_HINT = ("pip install 'replayssm-verify[cluster]' (in a checkout: pip install -e '.[cluster]'), "
                 "on the driver and on every machine of the cluster")
@@ -176,7 +178,7 @@ class RayPool:
         self.out = out
         self.signal: int | None = None
         where = config.ray or "a local Ray"
-        self._handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._handlers = {s: signal.getsignal(s) for s in SIGNALS}
         started = time.perf_counter()
         try:
             self.ray.init(address=config.ray or None, include_dashboard=False, logging_level=logging.ERROR,
@@ -199,7 +201,7 @@ class RayPool:
               f"{nodes} node(s), {gpus} GPU(s), {cpus} CPU(s); {self.config.jobs} task(s) of one {unit} each"
               + (f" ({available} {unit}(s): the rest wait for a free one)" if self.config.jobs > available else ""),
               file=out, flush=True)
-        self._catch_signals()  # after ray.init, which sets its own for SIGTERM
+        catch_interrupts(self._on_signal)  # after ray.init, which sets its own for SIGTERM
         self.children: list[Child] = []
         self._tasks: dict[Any, Child] = {}
         self.hub: Any = None
@@ -254,7 +256,7 @@ class RayPool:
                     child.done = True
                 self._tasks.clear()
         finally:
-            self._restore_signals()
+            restore_handlers(self._handlers)  # those from before ray.init
 
     def close(self) -> None:
         """Disconnect (and stop the Ray this process started)."""
@@ -295,20 +297,5 @@ class RayPool:
         print(f"  worker {child.name} ({value['node']}{gpus}) ended: {stats.get('examples', 0)} examples, "
               f"{stats.get('request_steps', 0)} request-steps", file=self.out, flush=True)
 
-    def _catch_signals(self) -> None:
-        for s in self._handlers:
-            try:
-                signal.signal(s, self._on_signal)
-            except ValueError:  # not the main thread: signals stay with the caller
-                pass
-
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signal = signum
-
-    def _restore_signals(self) -> None:
-        """The handlers from before ``ray.init``."""
-        for s, h in self._handlers.items():
-            try:
-                signal.signal(s, h)
-            except (ValueError, TypeError):  # not the main thread, or a handler not set from Python
-                pass

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from replayssm.interrupts import SIGNALS
+
 STATS_EVERY_SECONDS = 1.0
 """How often a child sends its statistics (for the progress line)."""
 
@@ -124,6 +126,29 @@ class Child:
         if self.params is None:
             return None
         return {"params": self.params, "actions": list(self.actions)}
+
+
+def catch_interrupts(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    """Route SIGINT and SIGTERM (:data:`~replayssm.interrupts.SIGNALS`) to
+    ``handler``; the handlers they had. Off the main thread nothing changes
+    (signals stay with the caller) and it is empty."""
+    previous = {}
+    for s in SIGNALS:
+        try:
+            previous[s] = signal.signal(s, handler)
+        except ValueError:
+            pass
+    return previous
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    """Put back the handlers ``previous`` names (those not set from Python, or
+    off the main thread, stay as they are)."""
+    for s, h in previous.items():
+        try:
+            signal.signal(s, h)
+        except (ValueError, TypeError):
+            pass
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -260,12 +285,7 @@ class Supervisor:
     def run(self) -> None:
         """Follow the children until each has ended or a signal arrived
         (then every child is stopped and ``self.signal`` says which)."""
-        handlers = {}
-        for s in (signal.SIGINT, signal.SIGTERM):
-            try:
-                handlers[s] = signal.signal(s, self._on_signal)
-            except ValueError:  # not the main thread: signals stay with the caller
-                pass
+        handlers = catch_interrupts(self._on_signal)
         try:
             while self.signal is None:
                 live = [c for c in self.children if not c.done]
@@ -295,5 +315,4 @@ class Supervisor:
                         self._drain(child)
                 self.stop_all()
         finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
+            restore_handlers(handlers)
