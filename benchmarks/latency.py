@@ -26,14 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # provenance, also under python3 -P
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "impl"))  # the reference loader
-from provenance import commit  # noqa: E402
+from provenance import bad_options, header  # noqa: E402
 
 if "--check-only" in sys.argv and "cpu" in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
@@ -216,9 +214,7 @@ def measure(args: argparse.Namespace) -> dict:
                     print(json.dumps(entry), file=sys.stderr, flush=True)
     if args.check_only:
         return {}
-    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-            "machine": platform.node(), "gpu": torch.cuda.get_device_name(0), "python": sys.version.split()[0],
-            "torch": torch.__version__, "triton": triton.__version__, "command": " ".join(sys.argv),
+    return {**header(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, triton=triton.__version__),
             "unit": "us per step (median of CUDA-graph replays)", "table": table}
 
 
@@ -241,10 +237,11 @@ def main() -> int:
         if bad:
             print(f"error: --{name} values must be in [1, 4096], got {bad}", file=sys.stderr)
             return 2
-    for name in ("layers", "repeat", "rep_ms"):
-        if getattr(args, name) < 1:
-            print(f"error: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}", file=sys.stderr)
-            return 2
+    error = bad_options({"--layers": args.layers, "--repeat": args.repeat, "--rep-ms": args.rep_ms}, args.json,
+                        out_flag="--json")
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     if not torch.cuda.is_available() and args.device == "cuda":
         print("error: --device cuda: this torch sees no CUDA device", file=sys.stderr)
         return 2

@@ -36,14 +36,15 @@ def header(**versions: object) -> dict:
             "command": " ".join(sys.argv)}
 
 
-def bad_options(counts: dict[str, int], out: str | None) -> str | None:
+def bad_options(counts: dict[str, int], out: str | None, out_flag: str = "--out") -> str | None:
     """The error for a count below 1 (``counts`` maps each flag to its value)
-    or an ``--out`` whose folder does not exist, else ``None``."""
+    or an output file (``out``, given as ``out_flag``) whose folder does not
+    exist, else ``None``."""
     for flag, value in counts.items():
         if value < 1:
             return f"error: {flag} must be >= 1, got {value}"
     if out and not Path(out).resolve().parent.is_dir():
-        return f"error: --out's folder {Path(out).resolve().parent} does not exist"
+        return f"error: {out_flag}'s folder {Path(out).resolve().parent} does not exist"
     return None
 
 

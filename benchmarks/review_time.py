@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, commit  # noqa: E402
+from provenance import REPO, bad_options, header  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "reference" / "vllm-versions"
 GOAL_SECONDS = 60.0
@@ -56,15 +53,20 @@ def main() -> int:
     p.add_argument("--budget", type=float, help="review --budget (default: the CLI's)")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
-    runs = [review_once(v, args.budget) for v in args.versions]
-    result = {"benchmark": "review_time", "goal_seconds": GOAL_SECONDS, "runs": runs,
-              "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(),
-              "machine": f"{platform.node()} ({os.cpu_count()} CPUs visible)", "python": platform.python_version()}
+    error = bad_options({}, args.json, out_flag="--json")
+    if error is None and args.budget is not None and args.budget <= 0:
+        error = f"error: --budget must be > 0, got {args.budget}"
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    result = header()
+    result.update(benchmark="review_time", goal_seconds=GOAL_SECONDS,
+                  runs=[review_once(v, args.budget) for v in args.versions])
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
         Path(args.json).write_text(text)
-    return 0 if all(r["within_goal"] for r in runs) else 1
+    return 0 if all(r["within_goal"] for r in result["runs"]) else 1
 
 
 if __name__ == "__main__":

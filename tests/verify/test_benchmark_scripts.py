@@ -78,3 +78,15 @@ def test_every_report_header_carries_date_machine_versions_and_command(monkeypat
 def test_kernel_proof_times_passes_a_bad_impl_on_as_exit_2(tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "kernel_proof_times.py"), "--impl", "no.such.module", "--repeat", "1", cwd=tmp_path)
     assert done.returncode == 2 and "--impl module 'no.such.module'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("review_time.py", ["--budget", "0"], "--budget must be > 0, got 0.0"),
+    ("review_time.py", ["--json", "/no/such/folder/r.json"], "--json's folder /no/such/folder does not exist"),
+    ("latency.py", ["--device", "cpu", "--check-only", "--repeat", "0"], "--repeat must be >= 1, got 0"),
+    ("latency.py", ["--device", "cpu", "--check-only", "--json", "/no/such/folder/l.json"], "--json's folder"),
+])
+def test_review_time_and_latency_check_their_options_before_any_run(script: str, argv: list[str], message: str,
+                                                                     tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / script), *argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
