@@ -28,7 +28,6 @@ report and writes it to ``--out`` (also after each stateful run, with
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import resource
@@ -41,7 +40,7 @@ from pathlib import Path
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, emit, header  # noqa: E402
+from provenance import bad_options, emit, header, write  # noqa: E402
 
 
 def _wide(args: tuple) -> dict:
@@ -94,7 +93,7 @@ def stateful(args: argparse.Namespace, report: dict) -> None:
                   "verified request-steps/s", file=sys.stderr, flush=True)
             report["stateful"] = _summary({k: rs for k, rs in runs.items() if rs})
             if args.out:
-                Path(args.out).write_text(json.dumps({**report, "complete": False}, indent=2) + "\n")
+                write({**report, "complete": False}, args.out)
 
 
 def _summary(runs: dict[int, list[dict]]) -> dict:

@@ -27,7 +27,7 @@ from pathlib import Path
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, header  # noqa: E402
+from provenance import bad_options, header, write  # noqa: E402
 
 COLD_BOUND_S = 10.0
 """The acceptance bound on a cold ``prove --kernels`` (2 cores)."""
@@ -135,12 +135,11 @@ def main() -> int:
                   per_variant_median_s=round(statistics.median(variants.values()), 4),
                   per_variant_max_s=round(max(variants.values()), 4), variants=len(variants))
     print(table(report))
-    text = json.dumps(report, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        write(report, args.out)
         print(f"the JSON report: {args.out}")
     else:
-        print(text)
+        print(json.dumps(report, indent=2))
     return 0
 
 

@@ -48,9 +48,13 @@ def bad_options(counts: dict[str, int], out: str | None, out_flag: str = "--out"
     return None
 
 
+def write(report: dict, out: str) -> None:
+    """Write ``report`` to ``out`` as indented JSON."""
+    Path(out).write_text(json.dumps(report, indent=2) + "\n")
+
+
 def emit(report: dict, out: str | None) -> None:
     """Print ``report`` as JSON, and write it to ``out`` when given."""
-    text = json.dumps(report, indent=2)
-    print(text)
+    print(json.dumps(report, indent=2))
     if out:
-        Path(out).write_text(text + "\n")
+        write(report, out)
