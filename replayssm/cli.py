@@ -203,17 +203,13 @@ def _fuzz(args: argparse.Namespace) -> int:
     for name in ("examples", "max_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            print(f"error: --{name.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
-            return 2
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     check_output_file(args.junit, "--junit")
     if args.numeric and args.systems != 1:
-        print(f"error: --systems must be 1 with --numeric (the numeric layer runs one system), got {args.systems}",
-              file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"--systems must be 1 with --numeric (the numeric layer runs one system), got {args.systems}")
     if args.numeric and (args.ray is not None or args.database is not None):
-        print(f"error: --{'ray' if args.ray is not None else 'database'} does not apply to --numeric "
-              "(one process, no example database)", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"--{'ray' if args.ray is not None else 'database'} does not apply to --numeric "
+                         "(one process, no example database)")
     if args.jobs is None and args.ray is None:
         args.jobs = min(2, usable_cpus())
     if args.numeric:
@@ -227,7 +223,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         watchdog=args.watchdog, shrink_seconds=args.shrink_seconds, drop=args.drop,
         database=args.database, ray=args.ray, systems=args.systems,
     )
-    out = sys.stderr if args.json == "-" else sys.stdout  # stdout carries the JSON then
+    out = sys.stderr if args.json == STDOUT else sys.stdout  # stdout carries the JSON then
     try:
         result = run_campaign(config, out=out, json_path=args.json)
     except SetupError as e:
@@ -271,12 +267,12 @@ def _replay(args: argparse.Namespace) -> int:
             ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog)
     except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except Interrupted as e:
         print(f"replay {e}", file=sys.stderr)
         return e.status
     print(report)
-    return 0 if ok else 1
+    return EXIT_PASSED if ok else EXIT_FINDING
 
 
 def _recorded_device(path: str) -> str:
