@@ -57,8 +57,10 @@ def cold_prove(python: str, jobs: int, only: str | None) -> dict:
         cpu, start = children_cpu(), time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         wall, cpu = time.perf_counter() - start, children_cpu() - cpu
-        if done.returncode != 0 or not out.exists():
-            raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        if done.returncode != 0 or not out.exists():  # prove's exit 2 (e.g. an --only matching none) stays 2
+            print(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}",
+                  file=sys.stderr)
+            raise SystemExit(2 if done.returncode == 2 else 1)
         report = json.loads(out.read_text())
     seconds = {o["name"]: o["seconds"] for o in report["obligations"]}
     return {"wall": round(wall, 2), "cpu": round(cpu, 2), "obligation_seconds": round(sum(seconds.values()), 2),

@@ -59,6 +59,8 @@ def test_kernel_proof_times_prints_a_table_of_the_figures() -> None:
     (["--tree", f"after={sys.executable}"], "give --tree at least twice"),
     (["--tree", "before", "--tree", f"after={sys.executable}"], "give LABEL=PYTHON"),
     (["--tree", f"a={sys.executable}", "--tree", f"b={sys.executable}", "--repeat", "0"], "--repeat must be >= 1, got 0"),
+    (["--tree", f"a={sys.executable}", "--tree", f"b={sys.executable}", "--only", "zzz-none"],
+     "--only 'zzz-none' matches no obligation"),
 ])
 def test_prove_before_after_checks_its_options_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "prove_before_after.py"), *argv, cwd=tmp_path)
