@@ -35,11 +35,12 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from hypothesis.strategies._internal.misc import JustStrategy
 from hypothesis.strategies._internal.strategies import SampledFromStrategy
 
-from .actions import TRACE_ID, Action, action_to_json, action_from_json
+from .actions import Action, action_from_json
 from .callers import Callers, features_for, shapes
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
-from .machine import Failure, ReplaySSMMachine, live_slot_mismatch, published_slot_mismatch
+from .machine import (Failure, ReplaySSMMachine, discrepancy, fuzz_trace, live_slot_mismatch,
+                      published_slot_mismatch)
 
 MAX_SYSTEMS = 256
 """The most systems one launch carries (``--systems``)."""
@@ -104,18 +105,13 @@ def primitive_draw(data: Any) -> Callable[[Any], Any]:
     return draw
 
 
-def _trace(params: dict, actions: list[Action]) -> dict:
-    return {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": params,
-            "actions": [action_to_json(a) for a in actions]}
-
-
 def system_trace(layout: Layout, steps: list[Parts], system: int, placement: str) -> dict:
     """One system's launch actions of a lockstep run: ``alone`` (its local
     actions and shape) or ``in place`` (laid in the K systems' buffers, alone there)."""
     if placement == "alone":
-        return _trace(layout.local.as_json(), [a for parts in steps if system in parts for a in parts[system]])
+        return fuzz_trace(layout.local.as_json(), [a for parts in steps if system in parts for a in parts[system]])
     if placement == "in place":
-        return _trace(layout.setup.as_json(), [a for parts in steps if system in parts
+        return fuzz_trace(layout.setup.as_json(), [a for parts in steps if system in parts
                                                for a in combine(layout, {system: parts[system]})[0]])
     raise ValueError(f"placement must be 'alone' or 'in place', got {placement!r}")
 
@@ -143,9 +139,8 @@ def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | 
             return describe_failure(e, action)
         wrong = compare(spec.state(), side.state())
         if wrong:
-            shown = "\n  ".join(str(d) for d in wrong[:12])
-            error = Failure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
-            return describe_failure(error, action, SimpleNamespace(spec=spec, impl=side, level=level))
+            return describe_failure(discrepancy(action, wrong), action, SimpleNamespace(spec=spec, impl=side,
+                                                                                        level=level))
     return None
 
 
@@ -185,7 +180,7 @@ class LockstepMachine(ReplaySSMMachine):
         local, aim = shape
         self.layout = Layout(local, self.systems)
         self.setup = self.layout.setup
-        self.trace = {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": self.setup.as_json(), "actions": []}
+        self.trace = fuzz_trace(self.setup.as_json())
         self.steps: list[Parts] = []
         self.row_owner: list[int] = []
         cls.last_trace = self.trace

@@ -57,6 +57,18 @@ class Failure(AssertionError):
         self.kind = kind
 
 
+def fuzz_trace(params: dict, actions: list[Action] | tuple = ()) -> dict:
+    """A trace the fuzzer made: ``params`` (a setup's JSON) and ``actions`` as JSON."""
+    return {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": params,
+            "actions": [action_to_json(a) for a in actions]}
+
+
+def discrepancy(action: Action, wrong: list) -> Failure:
+    """The failure of a launch after which ``wrong`` entries differ from the spec's (the first 12 shown)."""
+    shown = "\n  ".join(str(d) for d in wrong[:12])
+    return Failure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
+
+
 class ReplaySSMMachine(RuleBasedStateMachine):
     """Set ``target``, ``device`` and ``level`` on a subclass before running."""
 
@@ -77,8 +89,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         type(self).last_trace = None
         self.setup, features = system
         conv = self.setup.conventions
-        self.trace: dict = {"#meta": {"format": TRACE_ID, "source": "fuzz"},
-                            "params": self.setup.as_json(), "actions": []}
+        self.trace = fuzz_trace(self.setup.as_json())
         type(self).last_trace = self.trace
         self.spec = SpecSide(self.setup)
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
@@ -106,8 +117,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         contained = getattr(action, "contained", None)
         wrong = compare_outside(spec_state, self.impl.state(), contained)
         if wrong:
-            shown = "\n  ".join(str(d) for d in wrong[:12])
-            self._fail(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
+            raise discrepancy(action, wrong)
         if contained and compare(spec_state, self.impl.state()):
             self.execute(SetState({b: v.tolist() for b, v in spec_state.items()},
                                   ["both sides take the spec's state inside the violators' footprint"]))
