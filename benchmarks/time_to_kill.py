@@ -27,7 +27,7 @@ from pathlib import Path
 
 # the sibling module, also when this folder is off sys.path (python3 -P, as the GPU scripts run Python)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, emit, header  # noqa: E402
+from provenance import REPO, bad_options, emit, header  # noqa: E402
 
 PLANTED = {
     "store one past the active list": (
@@ -114,8 +114,15 @@ def main() -> int:
     if not names:
         print(f"error: --only {args.only!r} matches none of {list(PLANTED)}", file=sys.stderr)
         return 2
-    if args.jobs < 1 or args.limit <= 0 or any(s < 0 for s in args.seeds) or not 1 <= args.systems <= 256:
-        print("error: --jobs must be >= 1, --limit > 0, every seed >= 0 and --systems in [1, 256]", file=sys.stderr)
+    error = bad_options({"--jobs": args.jobs}, args.out)
+    if error is None and args.limit <= 0:
+        error = f"error: --limit must be > 0 seconds, got {args.limit}"
+    if error is None and any(s < 0 for s in args.seeds):
+        error = f"error: --seeds must be >= 0, got {args.seeds}"
+    if error is None and not 1 <= args.systems <= 256:
+        error = f"error: --systems must be in [1, 256], got {args.systems}"
+    if error:
+        print(error, file=sys.stderr)
         return 2
     import torch
     import triton

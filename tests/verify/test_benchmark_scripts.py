@@ -92,3 +92,13 @@ def test_review_time_and_latency_check_their_options_before_any_run(script: str,
                                                                      tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / script), *argv, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("argv, message", [(["--jobs", "0"], "--jobs must be >= 1, got 0"),
+                                           (["--limit", "0"], "--limit must be > 0 seconds, got 0.0"),
+                                           (["--seeds", "-1"], "--seeds must be >= 0, got [-1]"),
+                                           (["--systems", "257"], "--systems must be in [1, 256], got 257"),
+                                           (["--out", "/no/such/folder/t.json"], "--out's folder /no/such/folder")])
+def test_time_to_kill_names_the_bad_option_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / "time_to_kill.py"), *argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
