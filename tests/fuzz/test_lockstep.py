@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from replayssm.cli import main
-from replayssm.fuzz.actions import Postprocess
 from replayssm.fuzz.callers import Callers, features_for, shapes
 from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
 from replayssm.fuzz.launcher import SpecSide
