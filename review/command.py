@@ -141,8 +141,8 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
     from .campaign import Version
     from .target import ReviewInputError, file_at_ref, load_version
 
-    if args.budget <= 0:
-        raise ReviewInputError(f"--budget must be > 0 seconds, got {args.budget}")
+    if not 0 < args.budget < float("inf"):  # nan fails too: a budget that never runs out is no budget
+        raise ReviewInputError(f"--budget must be > 0 seconds and finite, got {args.budget}")
     if args.examples is not None and args.examples < 1:
         raise ReviewInputError(f"--examples must be >= 1, got {args.examples}")
     if args.seed < 0:

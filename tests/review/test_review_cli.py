@@ -116,6 +116,9 @@ def test_a_read_only_junit_folder_is_exit_2_before_any_work(tmp_path: Path, monk
     (["--api", "Z"], "--api must be one of"),
     (["--api", "D"], "--api D: the target lacks"),
     (["--budget", "0"], "--budget must be > 0"),
+    (["--budget", "nan"], "--budget must be > 0 seconds and finite, got nan"),
+    (["--budget", "inf"], "--budget must be > 0 seconds and finite, got inf"),
+    (["--examples", "0"], "--examples must be >= 1, got 0"),
 ])
 def test_bad_options_exit_2(argv: list, message: str, capsys) -> None:
     assert main(["review", str(version_path("A1")), *argv]) == 2
