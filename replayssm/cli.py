@@ -192,6 +192,10 @@ def _interpreter_for(device: str) -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+NUMERIC_ONLY = ("state_dtype", "numeric_forward", "numeric_seconds", "numeric_dims", "numeric_plant")
+"""The fuzz options of the numeric layer, refused without ``--numeric``."""
+
+
 def _fuzz(args: argparse.Namespace) -> int:
     """Exit 0 passed, 1 a finding, 2 a set-up or usage error, 3 a coverage
     shortfall without a finding, 130/143 interrupted by SIGINT/SIGTERM."""
@@ -210,6 +214,11 @@ def _fuzz(args: argparse.Namespace) -> int:
     if args.numeric and (args.ray is not None or args.database is not None):
         raise UsageError(f"--{'ray' if args.ray is not None else 'database'} does not apply to --numeric "
                          "(one process, no example database)")
+    numeric_only = [f"--{n.replace('_', '-')}" for n in NUMERIC_ONLY if getattr(args, n) is not None]
+    if numeric_only and not args.numeric:
+        raise UsageError(f"{', '.join(numeric_only)} only apply with --numeric")
+    if args.numeric_seconds is not None and not 0 < args.numeric_seconds < float("inf"):
+        raise UsageError(f"--numeric-seconds must be a number of seconds > 0, got {args.numeric_seconds}")
     if args.jobs is None and args.ray is None:
         args.jobs = min(2, usable_cpus())
     if args.numeric:
@@ -330,8 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
     f.add_argument("--numeric", action="store_true", help="the numeric layer: real Mamba2 states through the "
                    "context level, checked against a float64 recurrence (docs/gpu.md)")
-    f.add_argument("--state-dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="with --numeric: the SSM state dtype")
+    f.add_argument("--state-dtype", choices=["float32", "bfloat16", "float16"],
+                   help="with --numeric: the SSM state dtype (default: float32)")
     f.add_argument("--numeric-forward", choices=["torch", "flashinfer"],
                    help="with --numeric: the decode forward (default: flashinfer on cuda, torch on cpu)")
     f.add_argument("--numeric-seconds", type=float,

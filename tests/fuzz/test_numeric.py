@@ -204,3 +204,17 @@ def test_flashinfer_forward_path_with_a_torch_stand_in(plant: str | None, monkey
         assert 0 < result["worst_error_over_bound"] <= 1
     else:
         assert (result["failure"] or "").startswith("numeric: numeric check failed"), result["failure"]
+
+
+@pytest.mark.parametrize("args", [["--numeric-seconds", "-1"], ["--state-dtype", "bfloat16"],
+                                  ["--numeric-plant", "dropped checkpoint"], ["--numeric-dims", "small"]])
+def test_numeric_options_without_numeric_are_refused(args: list[str], capsys: pytest.CaptureFixture) -> None:
+    """They used to be ignored silently (a full campaign ran without the numeric layer)."""
+    assert main(["fuzz", *args]) == 2
+    assert "only apply with --numeric" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_numeric_seconds_must_be_finite(value: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["fuzz", "--numeric", "--numeric-seconds", value]) == 2
+    assert "--numeric-seconds must be a number of seconds > 0" in capsys.readouterr().err
