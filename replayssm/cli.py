@@ -109,12 +109,16 @@ def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from replayssm.verify.proof_cache import default_folder
+    from replayssm.verify.proof_cache import ProofCache, default_folder
     from replayssm.verify.runner import LemmaCycle, Report, proved_on_this_tree
 
     _check_prove_args(args)
     cache = None if args.no_cache else (args.cache or str(default_folder()))
     args.out = sys.stderr if args.json == STDOUT else sys.stdout
+    unwritable = ProofCache(cache).unwritable() if cache and args.cache is None else None
+    if unwritable:  # the default folder (under $HOME) cannot be written: run without one rather than claim it
+        print(f"warning: no proof cache: cannot write {cache}: {unwritable}", file=sys.stderr)
+        cache = None
     warm = proved_on_this_tree(cache, args.only) if cache and not args.kernels and not args.list else None
     if warm is not None:  # every obligation asked for was proved on this very tree: no claim is built
         report = Report([r.name for r in warm])

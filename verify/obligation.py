@@ -346,7 +346,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], cove
     if cache is not None:
         query = facts + [z3.Not(lift(t)) for _, t in parts]
         key = cache.case_key(ob.name, query, claim.cover, claim.preprocess)
-        kept = cache.proved_case(key)
+        kept = cache.proved_case(key, ob.name, claim.case)
         if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
             return bool(kept["covered"])
     failure = _solve_parts(ob, claim, parts)
@@ -364,7 +364,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], cove
                           detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
         cover = verdict == z3.sat if verdict != z3.unknown else None
     if cache is not None and key is not None:
-        cache.keep_case(key, cover)
+        cache.keep_case(key, ob.name, claim.case, cover)
     return bool(cover)
 
 

@@ -18,6 +18,12 @@ Two keys, both exact about what they stand for:
 
 Failures and unknowns are never kept: they are solved again and reported
 with their counterexample.
+
+Nothing read back is trusted: each entry names what it stands for (the
+obligation, the case, the key its query hashed to) and is used only when
+those match what is asked for. An entry that does not (copied over
+another's, truncated, not JSON, the wrong shape) is ignored with a warning
+on standard error, and its case or obligation is proved again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +71,8 @@ _HELD: list[z3.ExprRef] = []
 """The terms digested so far, held so that no id in :data:`_DIGESTS` is
 reused by a new term."""
 _DECLS: dict[int, bytes] = {}
+_WARNED: set[Path] = set()
+"""The entries already reported as ignored in this process."""
 
 
 def term_digest(terms: Iterable[Any]) -> str:
@@ -143,6 +152,39 @@ class ProofCache:
     def _path(self, kind: str, key: str) -> Path:
         return self.folder / kind / key[:2] / key
 
+    def unwritable(self) -> str | None:
+        """Why this cache's folder cannot be written (then nothing is ever
+        kept in it), or None when it can."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            probe = self.folder / f".probe.{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            return e.strerror or str(e)
+        return None
+
+    def _read(self, path: Path) -> Any:
+        """The JSON at ``path``; None when there is no entry, or when the entry
+        is unreadable (reported by :meth:`_ignore`)."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, ValueError) as e:
+            return self._ignore(path, f"not JSON ({type(e).__name__})")
+
+    def _ignore(self, path: Path, why: str) -> None:
+        """Warn (once per process and entry) that the entry at ``path`` is not
+        used; returns None (the miss)."""
+        if path in _WARNED:
+            return None
+        _WARNED.add(path)
+        print(f"warning: proof cache entry {path} ignored: {why}; proving it again", file=sys.stderr, flush=True)
+        return None
+
     def _write(self, path: Path, text: str) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,18 +202,29 @@ class ProofCache:
         return self._key("case", obligation, "preprocessed" if preprocessed else "raw",
                          term_digest(query), term_digest([cover]))
 
-    def proved_case(self, key: str) -> dict | None:
-        """What was recorded for a proved case: ``{"covered": bool | None}``."""
+    def proved_case(self, key: str, obligation: str, case: str) -> dict | None:
+        """What was recorded for the proved case ``case`` of ``obligation``
+        whose query hashed to ``key``: ``{"covered": bool | None}``; None when
+        nothing was, or when the entry does not name that very case."""
         path = self._path("cases", key)
-        try:
-            kept = json.loads(path.read_text())
-        except (OSError, ValueError):
+        kept = self._read(path)
+        if kept is None:
             return None
+        wanted = {"obligation": obligation, "case": case, "key": key}
+        if not isinstance(kept, dict):
+            return self._ignore(path, f"a {type(kept).__name__}, not an entry")
+        wrong = [f"{field} {kept.get(field)!r} (expected {value!r})" for field, value in wanted.items()
+                 if kept.get(field) != value]
+        if wrong:
+            return self._ignore(path, "its " + ", ".join(wrong))
+        if kept.get("covered") not in (True, False, None) or "covered" not in kept:
+            return self._ignore(path, f"covered {kept.get('covered')!r} is not true, false or null")
         self.hits += 1
-        return kept
+        return {"covered": kept["covered"]}
 
-    def keep_case(self, key: str, covered: bool | None) -> None:
-        self._write(self._path("cases", key), json.dumps({"covered": covered}))
+    def keep_case(self, key: str, obligation: str, case: str, covered: bool | None) -> None:
+        self._write(self._path("cases", key),
+                    json.dumps({"obligation": obligation, "case": case, "key": key, "covered": covered}))
 
     # whole obligations
 
@@ -192,22 +245,26 @@ class ProofCache:
             extra.update(Path(f).read_bytes() if Path(f).is_file() else b"missing")
         return self._key("obligation", obligation, platform.python_version(), self._tree, extra.hexdigest())
 
-    def proved_obligation(self, obligation: str, sources: Iterable[str] | None = None) -> dict | None:
-        """The JSON of the obligation's proof on this very tree, or None."""
-        try:
-            return json.loads(self._path("obligations", self.obligation_key(obligation, sources)).read_text())
-        except (OSError, ValueError):
-            return None
-
     def proved_result(self, obligation: str, sources: Iterable[str] | None = None) -> Result | None:
         """The obligation's proof on this very tree as a cached result (its
-        seconds 0: it took no time in this run), or None."""
+        seconds 0: it took no time in this run), or None; None too when the
+        entry is not a proof of that very obligation under that very key."""
         from .obligation import Result
 
-        hit = self.proved_obligation(obligation, sources)
-        if hit is None:
+        key = self.obligation_key(obligation, sources)
+        path = self._path("obligations", key)
+        kept = self._read(path)
+        if kept is None:
             return None
-        result = Result.from_json(hit, cached=True)
+        if not isinstance(kept, dict) or kept.get("obligation") != obligation or kept.get("key") != key:
+            found = kept.get("obligation") if isinstance(kept, dict) else type(kept).__name__
+            return self._ignore(path, f"it is not the entry of {obligation} (it names {found!r})")
+        try:
+            result = Result.from_json(kept["result"], cached=True)
+        except (KeyError, TypeError, ValueError) as e:
+            return self._ignore(path, f"its result is incomplete ({type(e).__name__}: {e})")
+        if result.name != obligation or result.status != "proved":
+            return self._ignore(path, f"its result is {result.name!r} {result.status!r}, not a proof of {obligation}")
         result.seconds = 0.0
         return result
 
@@ -215,16 +272,26 @@ class ProofCache:
         """The obligations registered on this very tree, in catalog order,
         each with its ``sources``, as the last run that imported the catalog
         recorded them."""
-        try:
-            entries = json.loads(self._path("catalogs", self.obligation_key("", ())).read_text())
-            return [(name, tuple(sources)) for name, sources in entries]
-        except (OSError, ValueError, TypeError):
+        key = self.obligation_key("", ())
+        path = self._path("catalogs", key)
+        kept = self._read(path)
+        if kept is None:
             return None
+        try:
+            if kept["key"] != key:
+                raise ValueError(f"key {kept['key']!r}")
+            catalog = [(str(name), tuple(str(f) for f in sources)) for name, sources in kept["catalog"]]
+        except (KeyError, TypeError, ValueError) as e:
+            return self._ignore(path, f"not a catalog of this tree ({type(e).__name__}: {e})")
+        return catalog
 
     def keep_catalog(self, obligations: Iterable[Any]) -> None:
         """Record the catalog (registered :class:`~.obligation.Obligation` s) of this tree."""
+        key = self.obligation_key("", ())
         entries = [[ob.name, list(ob.sources)] for ob in obligations]
-        self._write(self._path("catalogs", self.obligation_key("", ())), json.dumps(entries))
+        self._write(self._path("catalogs", key), json.dumps({"key": key, "catalog": entries}))
 
     def keep_obligation(self, result_json: dict) -> None:
-        self._write(self._path("obligations", self.obligation_key(result_json["name"])), json.dumps(result_json))
+        name = result_json["name"]
+        key = self.obligation_key(name)
+        self._write(self._path("obligations", key), json.dumps({"obligation": name, "key": key, "result": result_json}))
