@@ -44,16 +44,16 @@ if impl:
     from replayssm.review.target import load_version
     module = load_version(impl, "--impl")
 times = {}
-for role in [r for r, kernel in O.ROLES.items() if hasattr(module, kernel)]:
+for role in [r for r in O.ROLES if r.jit(module)]:
     for label, params in O.variants(role):
         O._CASES.clear()
         start = time.perf_counter()
-        for prop in O.PROPERTIES:
+        for prop in O.properties(role):
             claim = O._one(module, role, prop, label, params).claim
-            r = prove(Obligation(f"{role}.{prop}", role, "", lambda claim=claim: [claim]))
+            r = prove(Obligation(f"{role.name}.{prop}", role.name, "", lambda claim=claim: [claim]))
             if r.status != "proved":
-                raise SystemExit(f"{role} {label} {prop}: {r.status}")
-        times[f"{role} {label}"] = time.perf_counter() - start
+                raise SystemExit(f"{role.name} {label} {prop}: {r.status}")
+        times[f"{role.name} {label}"] = time.perf_counter() - start
 print(json.dumps(times))
 """
 

@@ -22,7 +22,7 @@ def kernel_proofs(module: ModuleType, api: Api, source: str) -> dict[str, Any]:
     if api.name != "reference":
         return {"applies": False,
                 "why": f"verify/kernels has launch contracts for the reference API's kernels only, not API {api.name}"}
-    from replayssm.verify.kernels.obligations import KERNELS
+    from replayssm.verify.kernels.registry import REFERENCE
 
-    return {"applies": True, "kernels": sorted(k for k in KERNELS.values() if hasattr(module, k)),
+    return {"applies": True, "kernels": sorted(r.kernel_name(module) for r in REFERENCE if r.jit(module)),
             "command": f"replayssm-verify prove --kernels --impl {source}"}

@@ -26,13 +26,6 @@ from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, Strid
 from .evaluator import KernelRun, run_program
 from .kmemory import KernelMemory
 
-KERNELS = {
-    "postprocess": "_postprocess_replayssm_kernel",
-    "compaction": "_compact_replayssm_requests_kernel",
-    "migration": "_reset_new_replayssm_slots_kernel",
-}
-"""Each kernel's role and its name in a target module."""
-
 
 @dataclass
 class KernelCase:

@@ -4,29 +4,32 @@ conflict between programs of one launch, each with (e) a non-vacuity witness.
 
 Each obligation's cases are :class:`KernelClaim` objects: a ``Claim`` for
 ``verify.obligation.prove`` plus what a counterexample report needs (the
-programs, and per goal part the access or value it is about). Ours
-(``replayssm.impl.kernels``) are registered on import; :func:`register`
-adds the same obligations for any module with the reference's kernel names.
+programs, and per goal part the access or value it is about). What each
+kernel is, how its programs are built and how they replay comes from its
+role's record (:mod:`.roles`; the reference API's and ours in
+:mod:`.registry`). Ours (``replayssm.impl.kernels``) are registered on
+import; :func:`register` adds the obligations of any module for the roles
+it is given (a review target's from its generation's adapter).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from replayssm.spec import assumptions as env
-from replayssm.spec.geometry import Conventions
-from replayssm.spec.vocab import conj, disj, implies, negate
+from replayssm.spec.vocab import conj, implies, negate
 
-from ..goals import TRACKERS
 from ..obligation import REGISTRY, Claim, obligation
-from ..scenarios import GEOMETRIES, INVARIANT_TRACKER_RANGE, migration_case, postprocess_case
+from ..scenarios import INVARIANT_TRACKER_RANGE
 from ..terms import Sym, lift, named_int
 from . import blocked
-from .cases import KERNELS, KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
+from .cases import KernelCase
+from .registry import ROLES
+from .roles import KernelRole, Registry, by_name
 from .source import Unsupported
 from .values import RANGES
 
@@ -53,10 +56,6 @@ exactly those."""
 
 OURS = "replayssm.impl.kernels"
 
-ROLES = {**KERNELS, "blocked": blocked.KERNEL}
-"""Every kernel the obligations know, by role: the reference API's three and
-our row-blocked postprocess (``impl/kernels_blocked.py``)."""
-
 PREPROCESSED = ("memory_safety", "int32", "conflicts")
 """Obligations whose cases are checked as one query after Z3's equation
 solving (``Claim.preprocess``): 2 to 4 times faster than part by part on
@@ -78,7 +77,7 @@ class Part:
 class KernelClaim:
     """A claim with the kernel programs and the parts it is made of."""
 
-    role: str
+    role: KernelRole
     prop: str
     claim: Claim
     parts: list[Part]
@@ -90,62 +89,22 @@ class KernelClaim:
     first model is not the small launch the report re-solves for)."""
 
 
-def variants(role: str) -> list[tuple[str, tuple]]:
-    """Every constexpr variant a kernel is proved for. Postprocess: each of
-    the 32 boolean constexpr combinations once, the numeric constexprs taken
-    from the spec's geometries: the geometry of a combination is given by two
-    parities of its flags, so every geometry meets 8 combinations and both
-    values of every flag; migration: both flags under every geometry;
-    compaction: ``MAX_NUM_REQS`` 1 to 9 (``BLOCK_SIZE`` its next power of two)."""
-    if role == "compaction":
-        return [(f"MAX_NUM_REQS={cap}", (cap,)) for cap in range(1, 10)]
-    if role == "blocked":
-        return blocked_variants()
-    if role == "migration":
-        return [(f"{g} {'map' if m else 'nomap'}", (m, geo)) for g, geo in GEOMETRIES.items() for m in (False, True)]
-    geometries = list(GEOMETRIES.items())
-    out = []
-    for conv in Conventions.all():
-        b = (conv.cumulative, conv.post_step, conv.has_idx_mapping, conv.materialize_prefixes, conv.live_col_is_zero)
-        gname, geo = geometries[(b[0] ^ b[2] ^ b[4]) + 2 * (b[1] ^ b[3])]
-        out.append((f"{gname} {conv.label()}", (conv, geo)))
-    return out
-
-
-def blocked_variants() -> list[tuple[str, tuple]]:
-    """The row-blocked kernel (``blocked.ROWS`` rows per program): a row
-    block's program under every postprocess variant (``COMPACT`` as deployed:
-    in align mode), and the work-list program of a ``COMPACT`` launch under
-    the 16 align-mode combinations, in the two geometries of at most 3 rows
-    (its spec runs every row below ``MAX_NUM_REQS``)."""
-    rows = [(f"{kind} {label}", ("rows", *params, kind == "rows")) for label, params in variants("postprocess")
-            for kind in ("rows", "last rows")]
-    small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 3]
-    work = []
-    for conv in Conventions.all():
-        if conv.materialize_prefixes:
-            gname, geo = small[(conv.cumulative + conv.post_step + conv.has_idx_mapping + conv.live_col_is_zero) % 2]
-            work.append((f"work list {gname} {conv.label()}", ("work list", conv, geo)))
-    return rows + work
+def variants(role: str | KernelRole) -> list[tuple[str, tuple]]:
+    """Every constexpr variant a role (a record, or a name of :data:`.registry.ROLES`) is proved for."""
+    return (role if isinstance(role, KernelRole) else by_name(ROLES)[role]).variants()
 
 
 _CASES: dict[tuple, KernelCase] = {}
 
 
-def kernel_case(module: ModuleType, role: str, label: str, params: tuple) -> KernelCase:
+def kernel_case(module: ModuleType, role: KernelRole, label: str, params: tuple) -> KernelCase:
     """The (cached) single-program case of ``role`` for one variant."""
-    key = (module.__name__, role, label)
+    key = (module.__name__, role.name, label)
     if key not in _CASES:
-        jit = getattr(module, ROLES[role])
-        if role == "blocked":
-            if params[0] == "rows":
-                _CASES[key] = blocked.rows_case(jit, *params[1:3], label, full=params[3])
-            else:
-                _CASES[key] = blocked.compaction_case(jit, *params[1:], label)
-        else:
-            build = {"postprocess": postprocess_kernel_case, "migration": migration_kernel_case,
-                     "compaction": compaction_kernel_case}[role]
-            _CASES[key] = build(jit, *params, label)
+        found = role.jit(module)
+        if found is None:
+            raise ValueError(f"{module.__name__} has no kernel of role {role.name} ({', '.join(role.jits)})")
+        _CASES[key] = role.case(found[1], label, params)
     return _CASES[key]
 
 
@@ -242,73 +201,14 @@ def conflict_parts(p: KernelCase, q: KernelCase) -> list[Part]:
     return parts + lane_parts(p) + lane_parts(q)
 
 
-def _pair(module: ModuleType, role: str, label: str, params: tuple) -> tuple[KernelCase, KernelCase, Claim]:
-    """Two programs of one launch over one memory, with the spec's race assumptions."""
-    jit = getattr(module, KERNELS[role])
-    if role == "postprocess":
-        from ..postprocess_proofs import _race_claim
-
-        conv, geo = params
-        # q runs over p's initial arrays and launch sizes: program_pair's
-        # construction, reusing the single-program case as p
-        kp = kernel_case(module, role, label, params)
-        sq = postprocess_case(conv, geo, program="q", arrays=kp.spec.mem.arrays, sizes=kp.spec.sizes)
-        spec_claim = _race_claim(label, kp.spec, sq)
-        kq = postprocess_kernel_case(jit, conv, geo, label, program="q", spec=sq)
-        return kp, kq, spec_claim
-    from ..migration_proofs import race_claim
-
-    has_map, geo = params
-    kp = kernel_case(module, role, label, params)
-    sq = migration_case(has_map, geo, program="q", arrays=kp.spec.mem.arrays, sizes=kp.spec.sizes)
-    kq = migration_kernel_case(jit, has_map, geo, label, program="q", spec=sq)
-    return kp, kq, race_claim(label, kp.spec, sq)
-
-
-def _blocked_pair(module: ModuleType, label: str, params: tuple) -> tuple[KernelCase, KernelCase, list]:
-    """Two programs of one blocked launch over one memory: ``p`` (a row block,
-    or the work-list program) and a row block ``q``, with the spec's race
-    assumptions between their rows, stated at each program's kernel stores."""
-    jit = getattr(module, ROLES["blocked"])
-    kind, conv, geo = params[:3]
-    p = kernel_case(module, "blocked", label, params)
-    q = blocked.rows_case(jit, conv, geo, label, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes,
-                          full=None)
-    facts = p.assumptions + q.assumptions
-    if kind == "rows":
-        facts += blocked.kernel_exclusive(p.block, q.run, True) + blocked.kernel_exclusive(q.block, p.run, True)
-        gp, gq = p.block.group, q.block.group
-        base = [[p.spec.mem.initial(b, (g,)) for b in ("packed_base", "num_layers")] for g in (gp, gq)]
-        facts.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
-            base[0][0], base[0][1], base[1][0], base[1][1], geo.max_num_reqs, gp == gq)))
-        facts.append(("distinct_programs", disj(p.block.block != q.block.block, gp != gq)))
-    return p, q, facts
-
-
-def _aliasing(role: str, p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
-    """The spec's launch assumptions instantiated at the kernel's own stores:
-    what the spec allows two programs to share, stated on the cells the
-    kernel writes (the spec states it on the cells the spec writes)."""
-    out = []
-    for me, other in ((p, q), (q, p)):
-        for w in other.mem.writes:
-            if w.buffer not in TRACKERS:
-                continue
-            same_group = conj(w.guard, w.index[0] == me.run.launch.program_ids[1])
-            if role == "postprocess":
-                t = me.spec.trace
-                out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
-                    t.live_slot, t.decode, w.index[1], me.constexprs["geometry"].pad_slot))))
-    return out
-
-
-def kernel_claim(module: ModuleType, role: str, prop: str, label: str) -> KernelClaim:
+def kernel_claim(module: ModuleType, role: str | KernelRole, prop: str, label: str) -> KernelClaim:
     """The case of obligation ``prop`` of kernel ``role`` for variant ``label`` alone."""
-    params = dict(variants(role))[label]
-    return _one(module, role, prop, label, params)
+    record = role if isinstance(role, KernelRole) else _role_of(module, role)
+    params = dict(record.variants())[label]
+    return _one(module, record, prop, label, params)
 
 
-def _one(module: ModuleType, role: str, prop: str, label: str, params: tuple) -> KernelClaim:
+def _one(module: ModuleType, role: KernelRole, prop: str, label: str, params: tuple) -> KernelClaim:
     """One case; a construct outside the subset makes it a failing claim naming it."""
     try:
         return _claim(module, role, prop, label, params)
@@ -317,25 +217,16 @@ def _one(module: ModuleType, role: str, prop: str, label: str, params: tuple) ->
         return KernelClaim(role, prop, bad, [Part(str(e), lift(False), (Path(e.file).name, e.line))], [], [], e)
 
 
-def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) -> KernelClaim:
-    if prop == "conflicts" and role == "blocked":
-        p, q, facts = _blocked_pair(module, label, params)
+def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: tuple) -> KernelClaim:
+    case = kernel_case(module, role, label, params)
+    if prop == "conflicts" and role.pair is not None:
+        p, q, assumptions, cover = role.pair(role.jit(module)[1], label, params, case)
         parts = conflict_parts(p, q)
         if p.block is not None:
             parts += [Part(n, t, _at(p, i), "p", terms) for n, t, terms, i in blocked.lane_conflicts(p)]
         show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
-        claim = Claim([(x.name, x.term) for x in parts], facts, p.cover, label, preprocess=True)
+        claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, preprocess=True)
         return KernelClaim(role, prop, claim, parts, [p, q], show=show)
-    if prop == "conflicts" and role != "compaction":
-        p, q, spec_claim = _pair(module, role, label, params)
-        facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
-        facts += _aliasing(role, p, q)
-        parts = conflict_parts(p, q)
-        show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
-        claim = Claim([(x.name, x.term) for x in parts], spec_claim.assumptions + facts, spec_claim.cover, label,
-                      preprocess=True)
-        return KernelClaim(role, prop, claim, parts, [p, q], show=show)
-    case = kernel_case(module, role, label, params)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts}[prop](case)
     if prop == "equivalence" and case.block is not None:
@@ -350,15 +241,22 @@ def _claim(module: ModuleType, role: str, prop: str, label: str, params: tuple) 
     return KernelClaim(role, prop, claim, parts, [case], optional, show=case.show)
 
 
+def properties(role: KernelRole) -> list[str]:
+    """The obligations stated for ``role``: its own list, else every one, equivalence only beside a spec program."""
+    if role.properties:
+        return list(role.properties)
+    return [p for p in PROPERTIES if p != "equivalence" or role.spec]
+
+
 def obligation_name(role: str, prop: str, target: str = "") -> str:
     return f"kernel.{role}.{prop}" + (f"@{target}" if target else "")
 
 
-_TARGETS: dict[tuple[str, str], ModuleType] = {}
-"""Module of each registered target label ("" for ours) and role."""
+_TARGETS: dict[tuple[str, str], tuple[ModuleType, KernelRole]] = {}
+"""Module and role record of each registered target label ("" for ours) and role name."""
 
 
-def kernel_sources(module: ModuleType) -> tuple[str, ...]:
+def kernel_sources(module: ModuleType, roles: Registry = ROLES) -> tuple[str, ...]:
     """The files the kernels of ``module`` are read from (their module's and
     every module a kernel's globals reach a jit helper in), for the proof cache."""
     import inspect
@@ -366,11 +264,11 @@ def kernel_sources(module: ModuleType) -> tuple[str, ...]:
     from .source import is_jit, python_function
 
     files = set()
-    for kernel in ROLES.values():
-        jit = getattr(module, kernel, None)
-        if jit is None:
+    for role in roles:
+        found = role.jit(module)
+        if found is None:
             continue
-        fn = python_function(jit)
+        fn = python_function(found[1])
         files.add(inspect.getsourcefile(fn) or fn.__code__.co_filename)
         for value in fn.__globals__.values():
             if is_jit(value):
@@ -379,19 +277,20 @@ def kernel_sources(module: ModuleType) -> tuple[str, ...]:
     return tuple(sorted(files))
 
 
-def register(module: ModuleType, target: str = "") -> list[str]:
-    """Register every kernel obligation for ``module`` (label ``target``); returns their names."""
+def register(module: ModuleType, target: str = "", roles: Registry = ROLES) -> list[str]:
+    """Register every kernel obligation of ``roles`` that ``module`` has a
+    kernel for (label ``target``); returns their names."""
     names = []
-    for role, kernel in ROLES.items():
-        if not hasattr(module, kernel):
+    for role in roles:
+        found = role.jit(module)
+        if found is None:
             continue
-        _TARGETS[target, role] = module
-        for prop, statement in PROPERTIES.items():
-            name = obligation_name(role, prop, target)
+        _TARGETS[target, role.name] = module, role
+        for prop in properties(role):
+            name = obligation_name(role.name, prop, target)
             if name not in REGISTRY:
-                build = _builder(module, role, prop)
-                obligation(name, f"kernel {kernel}", statement, shardable=True, every_case=True,
-                           sources=kernel_sources(module))(build)
+                obligation(name, f"kernel {found[0]}", PROPERTIES[prop], shardable=True, every_case=True,
+                           sources=kernel_sources(module, roles))(_builder(module, role, prop))
             names.append(name)
     return names
 
@@ -400,7 +299,8 @@ class LazyClaim(Claim):
     """A case whose claim is built on first use: ``prove`` skips the cases
     another shard takes without building their programs."""
 
-    _HEAVY = frozenset(("goal", "assumptions", "cover", "show", "memories", "trace", "preprocess"))
+    _HEAVY = frozenset(f.name for f in fields(Claim)) - {"case"}
+    """Every field of a claim but its case label: reading one builds it."""
 
     def __init__(self, case: str, make: Callable[[], Claim]) -> None:  # noqa: D107 - no dataclass init
         object.__setattr__(self, "case", case)
@@ -417,19 +317,28 @@ class LazyClaim(Claim):
         return object.__getattribute__(self, name)
 
 
-def _builder(module: ModuleType, role: str, prop: str) -> Callable[[], Iterator[Claim]]:
+def _builder(module: ModuleType, role: KernelRole, prop: str) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
-        for label, params in variants(role):
+        for label, params in role.variants():
             yield LazyClaim(label, lambda label=label, params=params: _one(module, role, prop, label, params).claim)
 
     return build
 
 
-def parse_name(name: str) -> tuple[ModuleType, str, str]:
+def _role_of(module: ModuleType, name: str) -> KernelRole:
+    """The role record ``name`` was registered with for ``module`` (else verify's own)."""
+    for (_, role_name), (m, role) in _TARGETS.items():
+        if m is module and role_name == name:
+            return role
+    return by_name(ROLES)[name]
+
+
+def parse_name(name: str) -> tuple[ModuleType, KernelRole, str]:
     """``(module, role, prop)`` of a kernel obligation's name."""
     base, _, target = name.partition("@")
-    _, role, prop = base.split(".")
-    return _TARGETS[target, role], role, prop
+    role, _, prop = base.removeprefix("kernel.").rpartition(".")
+    module, record = _TARGETS[target, role]
+    return module, record, prop
 
 
 def _ours() -> ModuleType:

@@ -236,125 +236,189 @@ def spec_buffers(trace: dict) -> dict[str, np.ndarray]:
     return buffers
 
 
-def _spec_run(trace: dict, buffers: dict) -> str:
-    geo, conv, *_ = _setup(trace)
-    action = trace["actions"][1]
-    n = action["picks"]["num_reqs"]
-    try:
-        if action["name"] == "postprocess":
-            postprocess_launch(buffers, geo, conv, n)
-            if _blocked(trace) and trace["#meta"]["compact"]:
-                compact_launch(buffers, geo, n)
-        elif action["name"] == "migrate":
-            migrate_launch(buffers, geo, conv.has_idx_mapping, n)
-        else:
-            compact_launch(buffers, geo, n)
-    except (MemoryFault, ValueOverflow) as e:
-        return str(e)
-    return ""
+class ReplayView:
+    """The guarded tensors of one replayed launch, made on first use: the
+    trace's buffers (:meth:`flat`, :meth:`per_request`), each group's block
+    table with guard columns and its tracker pair, and the int64 address and
+    stride tables over them. A role's ``Replay.prepare`` binds its kernel's
+    parameters from these."""
+
+    def __init__(self, trace: dict, buffers: dict) -> None:
+        self.trace, self.buffers, self.arena = trace, buffers, Arena()
+        self.geo, self.conv, self.layers, self.num_cols, self.num_slots = _setup(trace)
+        self.picks = trace["actions"][1]["picks"]
+        self.num_reqs = self.picks["num_reqs"]
+        self.groups = len(self.layers)
+        self._flat: dict[str, Any] = {}
+        self._trackers: dict[str, list] | None = None
+        self._tables: list | None = None
+
+    def flat(self, name: str, dtype: Any = None) -> Any:
+        """Buffer ``name`` as one guarded tensor (int32 unless ``dtype``)."""
+        import torch
+
+        if name not in self._flat:
+            self._flat[name] = self.arena.flat(name, self.buffers[name], dtype or torch.int32)
+        return self._flat[name]
+
+    def per_request(self, name: str, dtype: Any = None) -> Any:
+        """The launch input ``name`` when the trace carries it, else None."""
+        return self.flat(name, dtype) if name in self.picks else None
+
+    def table(self, name: str, values: list[int]) -> Any:
+        import torch
+
+        return self.arena.flat(name, np.asarray(values, dtype=np.int64), torch.int64)
+
+    def block_tables(self) -> list:
+        if self._tables is None:
+            self._tables = [self.arena.rows(f"block_table[{g}]", self.buffers["block_table"][g])
+                            for g in range(self.groups)]
+        return self._tables
+
+    def trackers(self, buffer: str) -> list:
+        """Group ``g``'s ``ring_start`` or ``num_committed`` row, each its own guarded tensor."""
+        import torch
+
+        if self._trackers is None:
+            self._trackers = {b: [self.arena.flat(f"{b}[{g}]", self.buffers[b][g], torch.int32)
+                                  for g in range(self.groups)] for b in ("ring_start", "num_committed")}
+        return self._trackers[buffer]
+
+    def pointers(self, buffer: str) -> Any:
+        """The int64 table of each group's ``block_table`` / tracker row address."""
+        rows = self.block_tables() if buffer == "block_table" else self.trackers(buffer)
+        return self.table(f"{buffer}_ptrs", [t.data_ptr() for t in rows])
+
+    def strides(self) -> Any:
+        return self.table("block_table_strides", [t.stride(0) for t in self.block_tables()])
+
+    def packed(self, buffer: str) -> Any:
+        """Each group's address of its first entry of the packed ``buffer``."""
+        flat = self.flat(buffer)
+        return self.table(f"{buffer}_ptrs", [flat.data_ptr() + int(b) * 4 for b in self.buffers["packed_base"]])
+
+    def finals(self, outputs: dict) -> dict[str, np.ndarray]:
+        """The outputs' values after the launch, with both trackers when the launch had them."""
+        out = {b: t.numpy().copy() for b, t in outputs.items()}
+        if self._trackers is not None:
+            for b, rows in self._trackers.items():
+                out[b] = np.stack([r.numpy() for r in rows])
+        return out
 
 
-def _kernel_run(trace: dict, module: Any, buffers: dict) -> tuple[dict[str, np.ndarray], Playback, list]:
+def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any) -> tuple[dict[str, np.ndarray], Playback, list]:
+    view, log, result = ReplayView(trace, buffers), [], Playback()
+    found = role.jit(module)
+    if found is None:
+        raise ValueError(f"the target has no kernel of role {role.name} ({', '.join(role.jits)})")
+    grid, args, kwargs, outputs = role.replay.prepare(found[1], view)
+    with watched(view.arena, log, result.out_of_bounds, result.overflows, result.conflicts):
+        found[1][grid](*args, **kwargs)
+    return view.finals(outputs), result, log
+
+
+def prepare_compaction(jit: Any, v: ReplayView) -> tuple:
+    """The compaction kernel's one program over the plan's flush counts."""
+    t = {b: v.flat(b) for b in ("plan_flush_count", "active_request_indices")}
+    kwargs = {"MAX_NUM_REQS": v.geo.max_num_reqs, "BLOCK_SIZE": next_power_of_2(v.geo.max_num_reqs)}
+    return (1,), [t["plan_flush_count"], t["active_request_indices"], v.num_reqs], kwargs, t
+
+
+def prepare_migration(jit: Any, v: ReplayView) -> tuple:
+    """The reference migration kernel on grid ``(num_reqs, groups)``."""
+    idx = v.per_request("idx_mapping") if v.conv.has_idx_mapping else None
+    args = [idx, v.per_request("src_cols"), v.per_request("dst_cols"), v.pointers("block_table"),
+            v.pointers("ring_start"), v.pointers("num_committed"), v.strides()]
+    kwargs = {"PAD_SLOT_ID": v.geo.pad_slot, "HAS_IDX_MAPPING": idx is not None}
+    return (v.num_reqs, v.groups), args, kwargs, {}
+
+
+PLAN = ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count")
+
+
+def _postprocess_args(v: ReplayView) -> list:
     import torch
 
-    geo, conv, layers, num_cols, num_slots = _setup(trace)
-    action = trace["actions"][1]
-    picks, n = action["picks"], action["picks"]["num_reqs"]
-    arena, log, result = Arena(), [], Playback()
-    i32 = torch.int32
-    groups = len(layers)
-
-    def per_request(name: str, dtype: Any = i32) -> Any:
-        return arena.flat(name, buffers[name], dtype) if name in picks else None
-
-    def table(name: str, addresses: list[int]) -> Any:
-        return arena.flat(name, np.asarray(addresses, dtype=np.int64), torch.int64)
-
-    if action["name"] == "compact":
-        t = {b: arena.flat(b, buffers[b], i32) for b in ("plan_flush_count", "active_request_indices")}
-        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
-            module._compact_replayssm_requests_kernel[(1,)](
-                t["plan_flush_count"], t["active_request_indices"], n,
-                MAX_NUM_REQS=geo.max_num_reqs, BLOCK_SIZE=next_power_of_2(geo.max_num_reqs))
-        return {b: v.numpy().copy() for b, v in t.items()}, result, log
-    tables = [arena.rows(f"block_table[{g}]", buffers["block_table"][g]) for g in range(groups)]
-    trackers = {b: [arena.flat(f"{b}[{g}]", buffers[b][g], i32) for g in range(groups)]
-                for b in ("ring_start", "num_committed")}
-    ptrs = {"block_table": table("block_table_ptrs", [t.data_ptr() for t in tables]),
-            "ring_start": table("tracker_start_ptrs", [t.data_ptr() for t in trackers["ring_start"]]),
-            "num_committed": table("tracker_committed_ptrs", [t.data_ptr() for t in trackers["num_committed"]])}
-    strides = table("block_table_strides", [t.stride(0) for t in tables])
-    idx = per_request("idx_mapping") if conv.has_idx_mapping else None
-    out: dict[str, Any] = {}
-    if action["name"] == "migrate":
-        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
-            module._reset_new_replayssm_slots_kernel[(n, groups)](
-                idx, per_request("src_cols"), per_request("dst_cols"), ptrs["block_table"], ptrs["ring_start"],
-                ptrs["num_committed"], strides, PAD_SLOT_ID=geo.pad_slot, HAS_IDX_MAPPING=idx is not None)
-    elif _blocked(trace):
-        out.update(_blocked_run(trace, module, buffers, arena, ptrs, strides, idx, per_request, table, log, result))
-    else:
-        flat = {b: arena.flat(b, buffers[b], i32) for b in ("src_slots", "dst_slots", "plan_ring_start",
-                                                            "plan_flush_count", "num_layers")}
-        packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
-                  for b in ("src_slots", "dst_slots")}
-        with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
-            module._postprocess_replayssm_kernel[(n, groups)](
-                idx, per_request("query_metadata"), per_request("num_computed_tokens"),
-                per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),
-                per_request("live_cols"), ptrs["block_table"], ptrs["ring_start"], ptrs["num_committed"],
-                packed["src_slots"], packed["dst_slots"], flat["plan_ring_start"], flat["plan_flush_count"],
-                strides, flat["num_layers"], MAX_NUM_REQS=geo.max_num_reqs, MAMBA_BLOCK_SIZE=geo.block_size,
-                LOGICAL_WINDOW=geo.window, RING_BUFFER_LEN=geo.ring_len, PAD_SLOT_ID=geo.pad_slot,
-                **conv.as_constexprs())
-        out.update({b: flat[b].numpy().copy() for b in ("src_slots", "dst_slots", "plan_ring_start",
-                                                       "plan_flush_count")})
-    for b, rows in trackers.items():
-        out[b] = np.stack([r.numpy() for r in rows])
-    return out, result, log
+    idx = v.per_request("idx_mapping") if v.conv.has_idx_mapping else None
+    return [idx, v.per_request("query_metadata"), v.per_request("num_computed_tokens"),
+            v.per_request("num_accepted_tokens"), v.per_request("is_prefilling", torch.bool),
+            v.per_request("live_cols"), v.pointers("block_table"), v.pointers("ring_start"),
+            v.pointers("num_committed"), v.packed("src_slots"), v.packed("dst_slots"), v.flat("plan_ring_start"),
+            v.flat("plan_flush_count")]
 
 
-def _blocked(trace: dict) -> bool:
-    return "rows_per_program" in trace.get("#meta", {})
+def _postprocess_constexprs(v: ReplayView) -> dict:
+    g = v.geo
+    return {"MAX_NUM_REQS": g.max_num_reqs, "MAMBA_BLOCK_SIZE": g.block_size, "LOGICAL_WINDOW": g.window,
+            "RING_BUFFER_LEN": g.ring_len, "PAD_SLOT_ID": g.pad_slot, **v.conv.as_constexprs()}
 
 
-def _blocked_run(trace: dict, module: Any, buffers: dict, arena: Arena, ptrs: dict, strides: Any, idx: Any,
-                 per_request: Any, table: Any, log: list, result: Playback) -> dict:
-    """The row-blocked kernel's launch: ``cdiv(num_reqs, rows) + compact`` row blocks per group."""
-    import torch
+def prepare_postprocess(jit: Any, v: ReplayView) -> tuple:
+    """The reference postprocess kernel on grid ``(num_reqs, groups)``."""
+    args = _postprocess_args(v) + [v.strides(), v.flat("num_layers")]
+    return (v.num_reqs, v.groups), args, _postprocess_constexprs(v), {b: v.flat(b) for b in PLAN}
 
-    geo, conv, layers, *_ = _setup(trace)
-    meta, n = trace["#meta"], trace["actions"][1]["picks"]["num_reqs"]
+
+def prepare_blocked(jit: Any, v: ReplayView) -> tuple:
+    """The row-blocked kernel: ``cdiv(num_reqs, rows) + compact`` row blocks per group."""
+    meta = v.trace["#meta"]
     rows, compact = int(meta["rows_per_program"]), bool(meta["compact"])
-    names = ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count", "active_request_indices", "num_layers")
-    flat = {b: arena.flat(b, buffers[b], torch.int32) for b in names}
-    packed = {b: table(f"{b}_ptrs", [flat[b].data_ptr() + int(base) * 4 for base in buffers["packed_base"]])
-              for b in ("src_slots", "dst_slots")}
-    with watched(arena, log, result.out_of_bounds, result.overflows, result.conflicts):
-        getattr(module, meta["kernel"])[(-(-n // rows) + compact, len(layers))](
-            idx, per_request("query_metadata"), per_request("num_computed_tokens"),
-            per_request("num_accepted_tokens"), per_request("is_prefilling", torch.bool),
-            per_request("live_cols"), ptrs["block_table"], ptrs["ring_start"], ptrs["num_committed"],
-            packed["src_slots"], packed["dst_slots"], flat["plan_ring_start"], flat["plan_flush_count"],
-            flat["active_request_indices"], strides, flat["num_layers"], n, MAX_NUM_REQS=geo.max_num_reqs,
-            MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window, RING_BUFFER_LEN=geo.ring_len,
-            PAD_SLOT_ID=geo.pad_slot, **conv.as_constexprs(), ROWS_PER_PROGRAM=rows, COMPACT=compact,
-            COMPACT_BLOCK=next_power_of_2(geo.max_num_reqs))
-    return {b: flat[b].numpy().copy() for b in names[:5]}
+    args = _postprocess_args(v) + [v.flat("active_request_indices"), v.strides(), v.flat("num_layers"), v.num_reqs]
+    kwargs = {**_postprocess_constexprs(v), "ROWS_PER_PROGRAM": rows, "COMPACT": compact,
+              "COMPACT_BLOCK": next_power_of_2(v.geo.max_num_reqs)}
+    outputs = {b: v.flat(b) for b in (*PLAN, "active_request_indices")}
+    return (-(-v.num_reqs // rows) + compact, v.groups), args, kwargs, outputs
 
 
-def playback(trace: dict, module: Any) -> Playback:
-    """Run the trace's launch on ``module``'s kernel and on the spec; compare."""
+def spec_postprocess(buffers: dict, trace: dict) -> None:
+    geo, conv, *_ = _setup(trace)
+    n = trace["actions"][1]["picks"]["num_reqs"]
+    postprocess_launch(buffers, geo, conv, n)
+    if trace.get("#meta", {}).get("compact"):
+        compact_launch(buffers, geo, n)
+
+
+def spec_migration(buffers: dict, trace: dict) -> None:
+    geo, conv, *_ = _setup(trace)
+    migrate_launch(buffers, geo, conv.has_idx_mapping, trace["actions"][1]["picks"]["num_reqs"])
+
+
+def spec_compaction(buffers: dict, trace: dict) -> None:
+    geo, *_ = _setup(trace)
+    compact_launch(buffers, geo, trace["actions"][1]["picks"]["num_reqs"])
+
+
+def trace_role(trace: dict, roles: Any) -> Any:
+    """The role a kernel-proof trace names (``#meta.role``; an older trace: the role whose jit is its kernel)."""
+    meta = trace.get("#meta", {})
+    for r in roles:
+        if r.name == meta.get("role") or ("role" not in meta and meta.get("kernel") in r.jits):
+            return r
+    raise ValueError(f"the trace's kernel role {meta.get('role', meta.get('kernel'))!r} is not one of "
+                     f"{', '.join(r.name for r in roles)}")
+
+
+def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
+    """Run the trace's launch on ``module``'s kernel and, where its role has
+    one, on the spec program; compare (``roles``: the registry the trace's
+    role is looked up in; default the reference API's and ours)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("kernel playback needs Triton's interpreter: set TRITON_INTERPRET=1 before triton loads")
+    role = trace_role(trace, roles if roles is not None else _default_roles())
     before = spec_buffers(trace)
     spec = {b: v.copy() for b, v in before.items()}
-    fault = _spec_run(trace, spec)
-    final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()})
+    fault = ""
+    if role.replay.spec is not None:
+        try:
+            role.replay.spec(spec, trace)
+        except (MemoryFault, ValueOverflow) as e:
+            fault = str(e)
+    final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()}, role)
     result.spec_fault = fault
     result.conflicts += conflicts(log)
     compared = trace.get("#meta", {}).get("compared")
-    if not fault:
+    if not fault and role.replay.spec is not None:
         for b, impl in final.items():
             if compared is not None and b not in compared:
                 continue
@@ -364,6 +428,12 @@ def playback(trace: dict, module: Any) -> Playback:
                 result.discrepancies.append(f"{b}{list(int(i) for i in cell)}: spec {int(s[cell])}, "
                                             f"kernel {int(impl[cell])}")
     return result
+
+
+def _default_roles() -> Any:
+    from .registry import ROLES
+
+    return ROLES
 
 
 def kernel_trace(path: str) -> dict | None:
@@ -377,10 +447,10 @@ def kernel_trace(path: str) -> dict | None:
     return trace if isinstance(meta, dict) and meta.get("source") == "kernel-proof" else None
 
 
-def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu") -> tuple[bool, str]:
+def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Any = None) -> tuple[bool, str]:
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
-    shows none of the failure the proof found. A bad device, target or
-    trace is a ``ValueError``."""
+    shows none of the failure the proof found (``roles``: the registry its
+    role is looked up in). A bad device, target or trace is a ``ValueError``."""
     from replayssm.fuzz.target import DEFAULT_TARGET
     from replayssm.review.target import load_version
 
@@ -393,7 +463,7 @@ def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu") -> t
     module = load_version(impl or meta.get("impl") or DEFAULT_TARGET, "--impl")
     if not hasattr(module, str(meta.get("kernel"))):
         raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
-    result = playback(trace, module)
+    result = playback(trace, module, roles)
     prop = meta.get("property", "equivalence")
     lines = [f"kernel {meta.get('kernel')} ({meta.get('case')}), obligation {meta.get('obligation')}:",
              result.report()]

@@ -25,16 +25,8 @@ from replayssm.spec.vocab import conj, implies
 
 from ..obligation import TIMEOUT_MS, _value
 from ..terms import lift
-from .obligations import ROLES, KernelClaim, kernel_claim, parse_name
+from .obligations import KernelClaim, kernel_claim, parse_name
 
-ACTION = {"postprocess": "postprocess", "migration": "migrate", "compaction": "compact", "blocked": "postprocess"}
-INPUTS = {
-    "postprocess": ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
-                    "live_cols"),
-    "migration": ("idx_mapping", "src_cols", "dst_cols"),
-    "compaction": (),
-}
-INPUTS["blocked"] = INPUTS["postprocess"]
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
 
@@ -61,7 +53,7 @@ def _solve(facts: list, goal: Any) -> z3.ModelRef | None:
 def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int) -> list:
     """Constraints that make a counterexample launch small enough to replay."""
     case = kc.cases[0]
-    if kc.role == "compaction":
+    if kc.role.replay.by_capacity:
         return []
     sz = case.spec.sizes
     mem = _initial_memory(case)
@@ -69,7 +61,7 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
     layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
     out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= SMALL_SLOTS,
            sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows)]
-    if kc.role in ("postprocess", "blocked"):
+    if kc.role.replay.packed:
         base = 0
         for g, n in enumerate(layers):
             out += [n >= 1, n <= 2, mem.initial("packed_base", (g,)) == base]
@@ -211,7 +203,8 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
     """The model as a fuzz trace: ``set_state`` of the state buffers, then the launch."""
     case = kc.cases[0]
     mem = _initial_memory(case)
-    if kc.role == "compaction":
+    replay = kc.role.replay
+    if replay.by_capacity:
         cap = case.constexprs["MAX_NUM_REQS"]
         params = {"geometry": {"max_num_reqs": cap, "block_size": 1, "window": 1, "ring_len": 2, "pad_slot": 0},
                   "conventions": {"cumulative": False, "post_step": False, "has_idx_mapping": False,
@@ -227,7 +220,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
         geo = case.constexprs["geometry"]
         groups, num_cols, num_slots = (_eval(m, x) for x in (sz.groups, sz.num_cols, sz.num_slots))
         layers = [max(1, _eval(m, mem.initial("num_layers", (g,)))) for g in range(groups)] \
-            if kc.role in ("postprocess", "blocked") else [1] * groups
+            if replay.packed else [1] * groups
         conv = {k: bool(case.constexprs.get(c, False)) for k, c in (
             ("cumulative", "QUERY_METADATA_IS_CUMULATIVE"), ("post_step", "NUM_COMPUTED_IS_POST_STEP"),
             ("has_idx_mapping", "HAS_IDX_MAPPING"), ("materialize_prefixes", "MATERIALIZE_PREFIXES"),
@@ -239,21 +232,18 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
         state = {b: _cells(m, mem, b, init[b].shape, init[b]) for b in STATE}
         num_reqs = _eval(m, sz.num_reqs)
         picks = {"num_reqs": num_reqs, "block_table": _cells(m, mem, "block_table", init["block_table"].shape, None)}
-        for b in INPUTS[kc.role]:
+        for b in replay.inputs:
             if b == "idx_mapping" and not conv["has_idx_mapping"]:
                 continue
             shape = tuple(_eval(m, n) if not isinstance(n, int) else n for n in mem.shapes[b])
             values = _cells(m, mem, b, shape, None)
             picks[b] = [bool(v) for v in values] if b == "is_prefilling" else values
-    action = {"name": ACTION[kc.role], "caller": ["kernel proof counterexample"], "picks": picks}
+    action = {"name": replay.action, "caller": ["kernel proof counterexample"], "picks": picks}
     set_state = {"name": "set_state", "caller": ["the memory before the launch"], "picks": state}
-    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": ROLES[kc.role],
-            "property": kc.prop, "impl": impl}
-    if kc.role == "blocked":
-        meta.update(rows_per_program=case.constexprs["ROWS_PER_PROGRAM"], compact=case.constexprs["COMPACT"])
-        if case.block is None:
-            # the work-list program's case says nothing of the row blocks' inputs
-            meta["compared"] = ["active_request_indices"]
+    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": kc.role.jits[0],
+            "role": kc.role.name, "property": kc.prop, "impl": impl}
+    if replay.meta is not None:
+        meta.update(replay.meta(case))
     return {"params": params, "actions": [set_state, action], "#meta": meta}
 
 
@@ -274,7 +264,7 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
         return Finding("  (the failure did not reappear when re-solved: no counterexample)")
     m, i, small = found
     part = kc.parts[i]
-    lines = [f"  kernel {ROLES[role]} ({case_label}), {part.name}"]
+    lines = [f"  kernel {role.kernel_name(module)} ({case_label}), {part.name}"]
     progs = []
     for c in kc.cases:
         ids = [_eval(m, x) if not isinstance(x, int) else x for x in c.run.launch.program_ids]
@@ -292,6 +282,8 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
     if text_verdict:
         lines.append(f"  verdict: {text_verdict}, e.g. the inputs above")
     trace = make_trace(kc, m, name, impl) if small else None
+    if trace is not None:
+        trace["#meta"]["kernel"] = role.kernel_name(module)
     if not small:
         lines.append("  (no small launch shows it: the trace is not written)")
     return Finding("\n".join(lines), trace, text_verdict, {**details, "inputs": inputs})

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 from ..obligation import REGISTRY, Result
 from .obligations import register
+from .registry import ROLES
+from .roles import Registry
 
 
 def target_label(impl: str) -> str:
@@ -15,22 +18,25 @@ def target_label(impl: str) -> str:
     return Path(impl).stem if impl.endswith(".py") else impl
 
 
-def kernel_obligations(impl: str | None, only: str | None = None) -> list[str]:
+def kernel_obligations(impl: str | None, only: str | None = None, roles: Registry | None = None,
+                       module: ModuleType | None = None) -> list[str]:
     """Names of the kernel obligations of ``impl`` (ours when None), those
-    containing ``only`` when given. A target that cannot be loaded, or an
-    ``only`` that matches nothing, is a ``ValueError`` naming it."""
+    containing ``only`` when given; ``roles``: the registry the target is
+    proved for (default the reference API's and ours), ``module``: the
+    target already loaded. A target that cannot be loaded, or an ``only``
+    that matches nothing, is a ``ValueError`` naming it."""
+    roles = ROLES if roles is None else roles
     if impl is None:
         names = [n for n in REGISTRY if n.startswith("kernel.") and "@" not in n]
     else:
-        from replayssm.review.target import load_version
+        if module is None:
+            from replayssm.review.target import load_version
 
-        from .obligations import ROLES
-
-        # any module with one of the kernels: the reference's, or our row-blocked one
-        names = register(load_version(impl, "--impl"), target_label(impl))
+            module = load_version(impl, "--impl")
+        names = register(module, target_label(impl), roles)
         if not names:
-            raise ValueError(f"--impl {impl!r} has none of the kernels the proofs know "
-                             f"({', '.join(ROLES.values())})")
+            known = sorted({j for r in roles for j in r.jits})
+            raise ValueError(f"--impl {impl!r} has none of the kernels the proofs know ({', '.join(known)})")
     chosen = [n for n in names if only is None or only in n]
     if not chosen:
         raise ValueError(f"--only {only!r} matches no kernel obligation; known: {', '.join(names)}")

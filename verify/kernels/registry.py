@@ -1,0 +1,178 @@
+"""The kernel roles of the reference API and of our row-blocked kernel, one record each.
+
+``postprocess``, ``migration`` and ``compaction`` are the reference API's
+three kernels (``vllm.v1.worker.replayssm_utils``, ours in
+``replayssm.impl.kernels``), each beside its spec program; ``blocked`` is our
+row-blocked postprocess (``replayssm.impl.kernels_blocked``), beside the
+reference launch's spec. A generation's adapter (``review/adapters``)
+declares its roles in the same :class:`.roles.KernelRole` records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.geometry import Conventions
+from replayssm.spec.vocab import conj, disj, implies
+
+from ..goals import TRACKERS
+from ..scenarios import GEOMETRIES, migration_case, postprocess_case
+from . import blocked, playback
+from .cases import KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
+from .roles import KernelRole, Replay
+
+REFERENCE_CONTRACT = tuple(a.name for a in env.ALL if a not in (
+    env.LIVE_MOVE_COPIES_STATE, env.BLOCK_COPY_MOVES_TRACKERS, env.FRESH_SLOT_IS_FREE))
+"""The caller assumptions the reference API's postprocess and migration
+contracts state (``verify.scenarios``); the others concern the scheduler's
+copies between steps, not one launch."""
+
+
+def postprocess_variants() -> list[tuple[str, tuple]]:
+    """Each of the 32 boolean constexpr combinations once, the numeric
+    constexprs taken from the spec's geometries: the geometry of a combination
+    is given by two parities of its flags, so every geometry meets 8
+    combinations and both values of every flag."""
+    geometries = list(GEOMETRIES.items())
+    out = []
+    for conv in Conventions.all():
+        b = (conv.cumulative, conv.post_step, conv.has_idx_mapping, conv.materialize_prefixes, conv.live_col_is_zero)
+        gname, geo = geometries[(b[0] ^ b[2] ^ b[4]) + 2 * (b[1] ^ b[3])]
+        out.append((f"{gname} {conv.label()}", (conv, geo)))
+    return out
+
+
+def migration_variants() -> list[tuple[str, tuple]]:
+    """Both ``HAS_IDX_MAPPING`` values under every geometry."""
+    return [(f"{g} {'map' if m else 'nomap'}", (m, geo)) for g, geo in GEOMETRIES.items() for m in (False, True)]
+
+
+def compaction_variants() -> list[tuple[str, tuple]]:
+    """``MAX_NUM_REQS`` 1 to 9 (``BLOCK_SIZE`` its next power of two)."""
+    return [(f"MAX_NUM_REQS={cap}", (cap,)) for cap in range(1, 10)]
+
+
+def blocked_variants() -> list[tuple[str, tuple]]:
+    """The row-blocked kernel (``blocked.ROWS`` rows per program): a row
+    block's program under every postprocess variant (``COMPACT`` as deployed:
+    in align mode), and the work-list program of a ``COMPACT`` launch under
+    the 16 align-mode combinations, in the two geometries of at most 3 rows
+    (its spec runs every row below ``MAX_NUM_REQS``)."""
+    rows = [(f"{kind} {label}", ("rows", *params, kind == "rows")) for label, params in postprocess_variants()
+            for kind in ("rows", "last rows")]
+    small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 3]
+    work = []
+    for conv in Conventions.all():
+        if conv.materialize_prefixes:
+            gname, geo = small[(conv.cumulative + conv.post_step + conv.has_idx_mapping + conv.live_col_is_zero) % 2]
+            work.append((f"work list {gname} {conv.label()}", ("work list", conv, geo)))
+    return rows + work
+
+
+def exclusive_live_slots(p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
+    """``exclusive_decode_live_slot`` instantiated at the kernel's own tracker
+    stores: what the spec allows two programs to share, stated on the cells
+    the kernel writes (the spec states it on the cells the spec writes)."""
+    out = []
+    for me, other in ((p, q), (q, p)):
+        t = me.spec.trace
+        for w in other.mem.writes:
+            if w.buffer in TRACKERS:
+                same_group = conj(w.guard, w.index[0] == me.run.launch.program_ids[1])
+                out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
+                    t.live_slot, t.decode, w.index[1], me.constexprs["geometry"].pad_slot))))
+    return out
+
+
+def postprocess_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+    """A second program ``q`` over ``p``'s initial arrays and launch sizes
+    (the spec's ``program_pair``), with the spec's race assumptions."""
+    from ..postprocess_proofs import _race_claim
+
+    conv, geo = params
+    sq = postprocess_case(conv, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+    spec_claim = _race_claim(label, p.spec, sq)
+    q = postprocess_kernel_case(jit, conv, geo, label, program="q", spec=sq)
+    facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
+    return p, q, spec_claim.assumptions + facts + exclusive_live_slots(p, q), spec_claim.cover
+
+
+def migration_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+    from ..migration_proofs import race_claim
+
+    has_map, geo = params
+    sq = migration_case(has_map, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+    q = migration_kernel_case(jit, has_map, geo, label, program="q", spec=sq)
+    spec_claim = race_claim(label, p.spec, sq)
+    facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
+    return p, q, spec_claim.assumptions + facts, spec_claim.cover
+
+
+def blocked_case(jit: Any, label: str, params: tuple) -> KernelCase:
+    if params[0] == "rows":
+        return blocked.rows_case(jit, *params[1:3], label, full=params[3])
+    return blocked.compaction_case(jit, *params[1:], label)
+
+
+def blocked_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+    """``p`` (a row block, or the work-list program) and a row block ``q``,
+    with the spec's race assumptions between their rows, stated at each
+    program's kernel stores."""
+    kind, conv, geo = params[:3]
+    q = blocked.rows_case(jit, conv, geo, label, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes,
+                          full=None)
+    facts = p.assumptions + q.assumptions
+    if kind == "rows":
+        facts += blocked.kernel_exclusive(p.block, q.run, True) + blocked.kernel_exclusive(q.block, p.run, True)
+        gp, gq = p.block.group, q.block.group
+        base = [[p.spec.mem.initial(b, (g,)) for b in ("packed_base", "num_layers")] for g in (gp, gq)]
+        facts.append((env.PACKED_GROUPS_DISJOINT.name, env.PACKED_GROUPS_DISJOINT(
+            base[0][0], base[0][1], base[1][0], base[1][1], geo.max_num_reqs, gp == gq)))
+        facts.append(("distinct_programs", disj(p.block.block != q.block.block, gp != gq)))
+    return p, q, facts, p.cover
+
+
+def _blocked_meta(case: KernelCase) -> dict:
+    meta = {"rows_per_program": case.constexprs["ROWS_PER_PROGRAM"], "compact": case.constexprs["COMPACT"]}
+    if case.block is None:
+        # the work-list program's case says nothing of the row blocks' inputs
+        meta["compared"] = ["active_request_indices"]
+    return meta
+
+
+POSTPROCESS_INPUTS = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
+                      "live_cols")
+
+POSTPROCESS = KernelRole(
+    "postprocess", ("_postprocess_replayssm_kernel",), postprocess_variants,
+    lambda jit, label, params: postprocess_kernel_case(jit, *params, label),
+    Replay("postprocess", POSTPROCESS_INPUTS, playback.prepare_postprocess, playback.spec_postprocess, packed=True),
+    pair=postprocess_pair, spec="spec.postprocess (one row's commit and plan)", assumes=REFERENCE_CONTRACT,
+    generation="reference")
+
+MIGRATION = KernelRole(
+    "migration", ("_reset_new_replayssm_slots_kernel",), migration_variants,
+    lambda jit, label, params: migration_kernel_case(jit, *params, label),
+    Replay("migrate", ("idx_mapping", "src_cols", "dst_cols"), playback.prepare_migration, playback.spec_migration),
+    pair=migration_pair, spec="spec.migration (one row's fresh-slot reset)", assumes=REFERENCE_CONTRACT,
+    generation="reference")
+
+COMPACTION = KernelRole(
+    "compaction", ("_compact_replayssm_requests_kernel",), compaction_variants,
+    lambda jit, label, params: compaction_kernel_case(jit, *params, label),
+    Replay("compact", (), playback.prepare_compaction, playback.spec_compaction, by_capacity=True),
+    spec="spec.compaction (the work list of a plan)", assumes=(), generation="reference")
+
+BLOCKED = KernelRole(
+    "blocked", (blocked.KERNEL,), blocked_variants, blocked_case,
+    Replay("postprocess", POSTPROCESS_INPUTS, playback.prepare_blocked, playback.spec_postprocess, packed=True,
+           meta=_blocked_meta),
+    pair=blocked_pair, spec="spec.postprocess per row, then spec.compaction", assumes=REFERENCE_CONTRACT,
+    generation="ours (row-blocked)")
+
+REFERENCE = (POSTPROCESS, MIGRATION, COMPACTION)
+"""The reference API's roles (ours, the reference page, any target of that API)."""
+
+ROLES = (*REFERENCE, BLOCKED)
+"""Every role verify knows without a review adapter."""

@@ -1,0 +1,95 @@
+"""The record of a kernel role: everything the kernel obligations, their
+reports and their playback know about one kind of kernel.
+
+A :class:`KernelRole` says which ``@triton.jit`` names it matches, its
+constexpr variants, how one program of a variant is built beside the caller
+contract (its launch contract: grid, buffers and extents, scalar ranges; the
+named caller assumptions it needs), how two programs of one launch are built
+for the conflict obligation, the spec program it must equal where there is
+one, and how a counterexample replays on the real kernel (:class:`Replay`).
+
+The reference API's roles and our row-blocked one are assembled in
+:mod:`.registry`; a launch-API generation's adapter (``review/adapters``)
+declares its own roles with these records and passes them to
+:func:`.obligations.register`. Nothing here branches on a role's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How a counterexample of a role becomes a launch of the real kernel.
+
+    ``prepare(jit, view)`` returns ``(grid, args, kwargs, outputs)`` for one
+    launch on the guarded tensors of ``view`` (:class:`.playback.ReplayView`),
+    ``outputs`` the tensors whose final values are compared; ``spec(buffers,
+    trace)`` runs the spec program on the same inputs (None: the role has no
+    spec program, nothing is compared with it)."""
+
+    action: str
+    """The trace's launch action (``postprocess``, ``migrate``, ``compact``)."""
+    inputs: tuple[str, ...]
+    """The per-request buffers a trace carries for the launch."""
+    prepare: Callable[..., tuple]
+    spec: Callable[[dict, dict], None] | None = None
+    by_capacity: bool = False
+    """One program over ``MAX_NUM_REQS`` plan entries (no rows, groups or block table)."""
+    packed: bool = False
+    """Per-group pointers into packed ``[layer, batch]`` slot tables (a small
+    launch pins each group's base and layer count)."""
+    meta: Callable[[Any], dict] | None = None
+    """Extra ``#meta`` entries of a trace, from its case."""
+
+
+@dataclass(frozen=True)
+class KernelRole:
+    """One kernel role and its launch contract."""
+
+    name: str
+    jits: tuple[str, ...]
+    """The jit names it matches in a target module (the first one present is used)."""
+    variants: Callable[[], list[tuple[str, tuple]]]
+    """``(label, params)`` of every constexpr variant proved."""
+    case: Callable[[Any, str, tuple], Any]
+    """``case(jit, label, params)``: one program's :class:`.cases.KernelCase`
+    under the caller contract."""
+    replay: Replay
+    pair: Callable[..., tuple] | None = None
+    """``pair(jit, label, params, p)``: ``(p, q, assumptions, cover)``, two
+    programs of one launch over one memory (``p`` the single-program case);
+    None: the launch has one program (only its lanes can conflict)."""
+    spec: str = ""
+    """The spec program the role must equal (empty: none; no equivalence obligation)."""
+    assumes: tuple[str, ...] = ()
+    """The caller assumptions (``spec/assumptions.py`` names) its contract states."""
+    generation: str = ""
+    """The launch API the role belongs to (``reference`` for the spec's API)."""
+    properties: tuple[str, ...] = field(default=())
+    """The obligations stated for it (empty: every one that applies)."""
+
+    def jit(self, module: ModuleType) -> tuple[str, Any] | None:
+        """``(name, jit)`` of this role's kernel in ``module``, or None."""
+        for name in self.jits:
+            fn = getattr(module, name, None)
+            if fn is not None:
+                return name, fn
+        return None
+
+    def kernel_name(self, module: ModuleType | None = None) -> str:
+        """The jit name the role has in ``module`` (its first name without one)."""
+        found = self.jit(module) if module is not None else None
+        return found[0] if found else self.jits[0]
+
+
+Registry = Sequence[KernelRole]
+"""The roles a target is proved for, in order."""
+
+
+def by_name(roles: Registry) -> dict[str, KernelRole]:
+    return {r.name: r for r in roles}
