@@ -301,7 +301,8 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
 
 def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict) -> None:
     """Behavioural differences between ``base`` and ``head``, appended to
-    ``verdict.differences`` as they are found: head's findings replayed on
+    ``verdict.differences`` as they are found: first the kernel roles both
+    have, compared by proof (:mod:`.kernel_diff`), then head's findings replayed on
     base (a regression where base passes), base's own campaign's finding
     replayed on head (a fix where head passes), then a campaign of both on
     shared caller schedules for the rest of the budget. Ends with the count
@@ -309,6 +310,7 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
     (then the count so far; a difference its campaign was shrinking is
     noted as first seen)."""
     from .campaign import campaign, replay
+    from .kernel_diff import kernel_differences
 
     found = verdict.differences
     seen: set = set()
@@ -317,12 +319,13 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
         if (kind, prop) in seen:
             return
         seen.add((kind, prop))
-        found.append({"kind": kind, "property": prop, "message": message, "trace": trace,
+        found.append({"kind": kind, "evidence": "sampled", "property": prop, "message": message, "trace": trace,
                       "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
 
     neutral_steps, turn = 0, 0
     try:
+        found.extend(kernel_differences(base, head, traces, out))
         for f in list(verdict.findings):
             if replay(f["trace"], [base], args.device)[0]:
                 note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
@@ -351,7 +354,7 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
             if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
                 break
     finally:
-        found.append({"kind": "neutral", "request_steps": neutral_steps,
+        found.append({"kind": "neutral", "evidence": "sampled", "request_steps": neutral_steps,
                       "message": "request-steps on which base and head both conform"})
 
 

@@ -66,6 +66,8 @@ def _counterexample(finding: dict) -> str:
     how to replay it, and the trace's system and caller schedule."""
     from .campaign import describe_schedule
 
+    if "kernel_diff" in finding:  # proved: a kernel launch, not a caller schedule
+        return "\n".join([finding["message"], *(f"{k}: {finding[k]}" for k in ("trace", "replay") if k in finding)])
     try:
         schedule = describe_schedule(finding["trace"])
     except (OSError, ValueError, KeyError) as e:
@@ -113,9 +115,24 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
     return cases
 
 
+def evidence(v: Verdict) -> str:
+    """How each claim of the verdict is known: the lifecycle properties and
+    the campaign's comparison with the base are sampled; each kernel role
+    compared with the base is proved (equal, or its class)."""
+    proved = [f"{d['property'].removeprefix('kernel ')} {d['kind']}" for d in v.differences
+              if d.get("evidence") == "proved"]
+    parts = ["properties sampled"]
+    if proved:
+        parts.append(f"vs base proved: {', '.join(proved)}")
+    if any(d.get("evidence") == "sampled" for d in v.differences):
+        parts.append("vs base sampled")
+    return "; ".join(parts)
+
+
 def print_table(verdicts: list[Verdict], out: Any) -> None:
-    """The verdict table: version, API, properties, assumptions relied on, findings."""
-    rows = [("version", "API", "properties", "relies on", "verdict", "findings / traces")]
+    """The verdict table: version, API, properties, assumptions relied on,
+    verdict, evidence (proved or sampled, per claim), findings."""
+    rows = [("version", "API", "properties", "relies on", "verdict", "evidence", "findings / traces")]
     for v in verdicts:
         held = [p for p, s in v.properties.items() if s != "broken"]
         broken = [p for p, s in v.properties.items() if s == "broken"]
@@ -124,9 +141,10 @@ def print_table(verdicts: list[Verdict], out: Any) -> None:
         relied = ", ".join(a for a, r in v.relies_on.items() if r["relied_on"]) or (
             "not probed" if v.findings else "-")
         notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") for f in v.findings]
-                 + [f"{d['kind']}: {d['trace']}" for d in v.differences if d["kind"] != "neutral"]
+                 + [f"{d['kind']} ({d['evidence']}): {d['trace']}" for d in v.differences
+                    if d["kind"] not in ("neutral", "equal") and "trace" in d]
                  + v.coverage_shortfall)
-        rows.append((v.label, v.api, props, relied, v.status, "; ".join(notes) or "-"))
+        rows.append((v.label, v.api, props, relied, v.status, evidence(v), "; ".join(notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)

@@ -436,6 +436,15 @@ def _default_roles() -> Any:
     return ROLES
 
 
+def kernel_outputs(trace: dict, module: Any, roles: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
+    """The buffers ``module``'s kernel leaves on the trace's launch, and its
+    playback (compared with the spec where the role has one), for comparing
+    two versions."""
+    role = trace_role(trace, roles if roles is not None else _default_roles())
+    final = _kernel_run(trace, module, spec_buffers(trace), role)[0]
+    return final, playback(trace, module, roles)
+
+
 def kernel_trace(path: str) -> dict | None:
     """The trace in ``path`` when a kernel proof wrote it, else None (a
     malformed file is left to the fuzz replay, which says why)."""

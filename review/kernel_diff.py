@@ -1,0 +1,64 @@
+"""``review --base``: the kernel roles of base and head compared by proof.
+
+:mod:`replayssm.verify.kernels.diff` decides, per role both versions define,
+whether they write the same cells on every input inside the contract, or
+finds the smallest distinguishing input and replays it on both. Each role
+becomes one entry of the verdict's ``differences`` with ``"evidence":
+"proved"`` (the differential campaign's entries are ``"sampled"``): kind
+``equal``, ``fix``, ``regression`` (a finding), ``change`` (a behavioural
+change that breaks nothing), ``both break``, ``undecided`` or
+``unsupported``. A distinguishing launch is saved under ``--traces`` as a
+kernel trace that ``replayssm-verify replay FILE --impl VERSION`` runs on
+either version.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+KINDS = {"fix": "fix", "regression": "regression", "change that breaks nothing": "change",
+         "change, both break": "both break"}
+"""A judgement's class (its text up to the colon) -> the difference's kind."""
+
+
+def kind_of(role_diff: Any) -> str:
+    """The ``differences`` kind of one role's outcome."""
+    from replayssm.verify.kernels.diff import DIFFERS, EQUAL
+
+    if role_diff.outcome == EQUAL:
+        return "equal"
+    if role_diff.outcome != DIFFERS:
+        return role_diff.outcome
+    d = role_diff.distinction
+    if d.outside:
+        return "change"
+    return KINDS.get(d.judgement.split(":")[0], "change")
+
+
+def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dict]:
+    """One ``differences`` entry per kernel role base and head share, each
+    printed as it is decided."""
+    from replayssm.verify.kernels.diff import diff_role, shared_roles
+
+    roles = shared_roles(base.module, head.module)
+    if not roles:
+        print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
+              file=out, flush=True)
+        return []
+    found = []
+    for role in roles:
+        r = diff_role(base.module, head.module, role, base_label=base.label, head_label=head.label)
+        entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {role}", "message": r.summary(),
+                 "kernel_diff": r.as_json()}
+        d = r.distinction
+        if d is not None and d.trace is not None:
+            traces.mkdir(parents=True, exist_ok=True)
+            path = traces / f"kernel-diff-{base.label}-vs-{head.label}-{role}.json"
+            path.write_text(json.dumps(d.trace))
+            entry.update(trace=str(path), replay=f"replayssm-verify replay {path} --impl {head.source} "
+                         f"(or --impl {base.source})")
+        found.append(entry)
+        print(f"  kernel diff (proved, {r.seconds:.1f} s): {r.summary()}", file=out, flush=True)
+    return found

@@ -1,0 +1,36 @@
+"""``review HEAD --base BASE`` compares the kernel roles both versions have by
+proof: a planted one-line change in a copy of the reference page is a proved
+regression with a replayable distinguishing launch, the verdict table says
+which claims are proved and which sampled, and JUnit fails the comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from corpus_root import REFERENCE_PAGE, needs_corpus
+from kernel_pairs import ONLY_FRESH, page_file
+
+from replayssm.cli import main
+
+
+@needs_corpus
+def test_a_planted_line_is_a_proved_regression_whose_launch_replays(tmp_path: Path, capsys) -> None:
+    planted = page_file(tmp_path, "planted", ONLY_FRESH)
+    report, junit, traces = tmp_path / "review.json", tmp_path / "review.xml", tmp_path / "traces"
+    code = main(["review", str(planted), "--base", str(REFERENCE_PAGE), "--examples", "1", "--traces", str(traces),
+                 "--json", str(report), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    differences = json.loads(report.read_text())["verdicts"][0]["differences"]
+    proved = {d["property"]: d for d in differences if d["evidence"] == "proved"}
+    assert {k: d["kind"] for k, d in proved.items()} == {
+        "kernel postprocess": "equal", "kernel migration": "regression", "kernel compaction": "equal"}
+    assert differences[-1]["kind"] == "neutral" and differences[-1]["evidence"] == "sampled"
+    regression = proved["kernel migration"]
+    assert regression["kernel_diff"]["distinction"]["replayed"]
+    assert "vs base proved: postprocess equal, migration regression, compaction equal" in out
+    assert "properties sampled" in out and f"regression (proved): {regression['trace']}" in out
+    assert regression["message"] in junit.read_text()
+    assert main(["replay", regression["trace"], "--impl", str(planted)]) == 1  # head differs from the spec there
+    assert main(["replay", regression["trace"], "--impl", str(REFERENCE_PAGE)]) == 0

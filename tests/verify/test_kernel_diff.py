@@ -1,0 +1,44 @@
+"""Teeth of the kernel diff (``verify/kernels/diff.py``): a corpus version and
+a copy of it with one changed line differ, with a distinguishing input that
+replays on both kernels and is judged; an unchanged copy is proved equal.
+
+The versions are made at test time from the reference page in the corpus
+(``$REPLAYSSM_CORPUS``), never committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpus_root import needs_corpus
+from kernel_pairs import ONLY_FRESH, page_copy
+
+from replayssm.verify.kernels.diff import DIFFERS, EQUAL, diff_role, diff_versions, smallest_first
+
+
+@needs_corpus
+def test_an_unchanged_copy_is_proved_equal_in_every_role(tmp_path: Path) -> None:
+    base, head = page_copy(tmp_path, "page"), page_copy(tmp_path, "page_copy")
+    results = diff_versions(base, head)
+    assert [r.role for r in results] == ["postprocess", "migration", "compaction"]
+    assert all(r.outcome == EQUAL for r in results), [r.summary() for r in results]
+    assert all(r.distinction is None and not r.differing for r in results)
+
+
+@needs_corpus
+def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_path: Path) -> None:
+    page, planted = page_copy(tmp_path, "page"), page_copy(tmp_path, "planted", ONLY_FRESH)
+    regression = diff_role(page, planted, "migration")
+    assert regression.outcome == DIFFERS
+    assert regression.differing == [v for v, _ in smallest_first("migration")]  # every variant moves trackers
+    d = regression.distinction
+    assert d.inside_full_contract and not d.outside
+    # minimised: the smallest geometry, one group, one row
+    assert d.variant.startswith("unit") and d.launch["groups"] == 1 and d.launch["num_reqs"] == 1
+    assert set(d.buffers) <= {"ring_start", "num_committed"} and d.buffers
+    assert d.replayed and all(c.split("[")[0] in ("ring_start", "num_committed") for c in d.cells)
+    assert d.judgement.startswith("regression: head breaks the spec program's result"), d.judgement
+    assert not d.broken["base"]
+    fix = diff_role(planted, page, "migration")
+    assert fix.distinction.judgement.startswith("fix: base breaks"), fix.distinction.judgement
+    # the other roles are untouched by the line
+    assert diff_role(page, planted, "compaction").outcome == EQUAL

@@ -1,0 +1,419 @@
+"""Proved differences between two versions of a kernel: equal on every input
+inside the contract, or a distinguishing input, replayed and judged.
+
+For each kernel role both versions define (:data:`.obligations.ROLES`), and
+each constexpr variant the proofs know (:func:`.obligations.variants`), both
+kernels run on symbolic memory over the *same* inputs: every input of a case
+is a named Z3 term (``mem_<buffer>`` arrays, ``batch_p``, ``num_reqs``, ...),
+so two cases built from one variant share them. The claim, per buffer either
+version writes, at an arbitrary cell inside it::
+
+    contract  =>  base's final value == head's final value
+
+where the contract is the role's launch contract plus the **guaranteed**
+caller contract: every assumption of the case except the behavioural ones
+(:data:`.obligations.OPTIONAL`, which a caller may break; the equivalence
+obligation leaves them out the same way). Unsat for every part and variant:
+the versions are proved equal. Sat: a distinguishing input, which is
+
+1. checked again under the **full** caller contract (the behavioural
+   assumptions added): a difference that needs one of them broken changes
+   nothing for callers that keep them;
+2. minimised: the smallest geometry first (the variants are tried in order
+   of ``MAX_NUM_REQS``, block size, window, ring), then the smallest launch
+   of :data:`.report.SMALL_LAUNCHES` (one group, one row, ...), then the
+   fewest requests, columns, slots and layers, one at a time;
+3. replayed on both versions under Triton's interpreter
+   (:mod:`.playback`), which must show the outputs differ concretely;
+4. judged by what the lifecycle asks of one launch: the spec program's
+   result (the kernel contract the lifecycle proofs rest on), memory
+   safety and int32 on the real kernel. Base breaks it and head does not:
+   a **fix**; the reverse: a **regression**; neither: a **change** that
+   breaks nothing, naming the buffers that differ; both: a change where
+   both break it.
+
+Nothing here imports ``review``: the versions come in as modules.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import z3
+
+from ..obligation import TIMEOUT_MS, Claim
+from ..terms import lift, named_int
+from .cases import KernelCase
+from .obligations import OPTIONAL, ROLES, KernelClaim, Part, kernel_case, variants
+from .source import Unsupported
+
+EQUAL, DIFFERS, UNDECIDED, UNSUPPORTED = "proved equal", "differs", "undecided", "unsupported"
+"""A role's outcome: equal on every input inside the contract, a
+distinguishing input, a solver timeout somewhere (no difference found), or a
+construct the evaluator does not support."""
+
+FIX, REGRESSION, CHANGE, BOTH_BREAK = "fix", "regression", "change that breaks nothing", "change, both break"
+
+CONTRACT = "the launch contract and the guaranteed caller contract (every caller assumption but the behavioural ones)"
+
+DIFFABLE = ("postprocess", "migration", "compaction")
+"""Roles whose cases compare whole programs (the row-blocked kernel's are per lane)."""
+
+
+@dataclass
+class Distinction:
+    """A distinguishing input of one variant and what became of it."""
+
+    variant: str
+    buffers: list[str]
+    """The buffers whose final contents the solver shows differ."""
+    inside_full_contract: bool
+    """Whether the input also keeps the behavioural caller assumptions."""
+    inputs: dict = field(default_factory=dict)
+    launch: dict = field(default_factory=dict)
+    cells: list[str] = field(default_factory=list)
+    """The cells that differ on the real kernels (replay): ``buffer[index]: base X, head Y``."""
+    broken: dict = field(default_factory=dict)
+    """Per version (``base``, ``head``): what it breaks on the input."""
+    judgement: str = ""
+    trace: dict | None = None
+    outside: list[str] = field(default_factory=list)
+    """The behavioural caller assumptions the input breaks (none inside the full contract)."""
+
+    @property
+    def replayed(self) -> bool:
+        """The replay on the real kernels shows the difference: cells that
+        differ, or one version alone breaking memory safety, int32 or
+        conflict freedom (an out-of-bounds lane is masked off on replay, so
+        what it would read or write does not show in the outputs)."""
+        return bool(self.cells) or bool(self.broken.get("base")) != bool(self.broken.get("head"))
+
+    def as_json(self) -> dict:
+        return {"variant": self.variant, "buffers": self.buffers, "inside_full_contract": self.inside_full_contract,
+                "inputs": self.inputs, "launch": self.launch, "cells": self.cells, "broken": self.broken,
+                "judgement": self.judgement, "replayed": self.replayed,
+                "breaks_assumptions": self.outside}
+
+
+@dataclass
+class RoleDiff:
+    """One role of a pair of versions."""
+
+    role: str
+    kernel: str
+    outcome: str
+    variants: int
+    differing: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    only_outside_contract: bool = False
+    """Every difference needs a behavioural caller assumption broken."""
+    distinction: Distinction | None = None
+    why: str = ""
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line: proved equal, or the distinguishing input and its class."""
+        if self.outcome == EQUAL:
+            return f"{self.role}: proved equal under {CONTRACT} ({self.variants} variants)"
+        if self.outcome != DIFFERS:
+            return f"{self.role}: {self.outcome} ({self.why})"
+        d = self.distinction
+        where = ("only outside the full caller contract" if self.only_outside_contract else
+                 "inside the full caller contract")
+        line = (f"{self.role}: differs in {len(self.differing)} of {self.variants} variants ({where}); "
+                f"smallest: {d.variant}, buffers {', '.join(d.buffers)}; {d.judgement}")
+        if d.cells:
+            return line + f"; replayed, the outputs differ: {'; '.join(d.cells[:3])}"
+        return line + ("; replayed: same outputs, one version alone breaks it" if d.replayed else
+                       "; NOT reproduced on the kernels")
+
+    def as_json(self) -> dict:
+        return {"role": self.role, "kernel": self.kernel, "outcome": self.outcome, "evidence": "proved",
+                "contract": CONTRACT, "variants": self.variants, "differing": self.differing,
+                "undecided": self.undecided, "only_outside_contract": self.only_outside_contract,
+                "distinction": None if self.distinction is None else self.distinction.as_json(),
+                "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
+
+
+def shared_roles(base: ModuleType, head: ModuleType) -> list[str]:
+    """The comparable roles both versions define."""
+    return [r for r in DIFFABLE if hasattr(base, ROLES[r]) and hasattr(head, ROLES[r])]
+
+
+def _size(params: tuple) -> tuple:
+    """A variant's order for minimisation: rows, block, window, ring."""
+    geo = next((p for p in params if hasattr(p, "ring_len")), None)
+    if geo is None:
+        return (params[0],)
+    return (geo.max_num_reqs, geo.block_size, geo.window, geo.ring_len)
+
+
+def smallest_first(role: str) -> list[tuple[str, tuple]]:
+    """The role's variants, smallest geometry first."""
+    return sorted(variants(role), key=lambda v: _size(v[1]))
+
+
+@dataclass
+class PairCase:
+    """One variant of one role, both versions over the same symbolic inputs."""
+
+    role: str
+    label: str
+    base: KernelCase
+    head: KernelCase
+    guaranteed: list
+    optional: list
+    parts: list[Part]
+
+
+def _facts(cases: list[KernelCase]) -> list[tuple[str, Any]]:
+    out, seen = [], set()
+    for c in cases:
+        for name, term in c.assumptions:
+            key = (name, lift(term).get_id())
+            if key not in seen:
+                seen.add(key)
+                out.append((name, term))
+    return out
+
+
+def equality_parts(base: KernelCase, head: KernelCase) -> list[Part]:
+    """Per buffer either version writes: at an arbitrary cell inside it, the
+    two final values agree."""
+    written = dict.fromkeys([w.buffer for w in base.mem.writes] + [w.buffer for w in head.mem.writes])
+    parts = []
+    for b in written:
+        shape = head.mem.shapes[b]
+        cell = tuple(named_int(f"cell_{b}_{d}") for d in range(len(shape)))
+        inside = z3.And(*[z3.And(lift(i) >= 0, lift(i) < lift(n)) for i, n in zip(cell, shape)])
+        x, y = base.mem.final(b, cell), head.mem.final(b, cell)
+        parts.append(Part(b, z3.Implies(inside, lift(x) == lift(y)), ("", 0), head.mem.program,
+                          {"cell": cell, "base": x, "head": y}))
+    return parts
+
+
+def pair_case(base: ModuleType, head: ModuleType, role: str, label: str, params: tuple) -> PairCase:
+    """Both versions' programs of one variant (an ``Unsupported`` construct propagates)."""
+    b, h = kernel_case(base, role, label, params), kernel_case(head, role, label, params)
+    facts = _facts([b, h])
+    optional_names = [n for n in OPTIONAL if n not in b.required and n not in h.required]
+    guaranteed = [f for f in facts if f[0] not in optional_names]
+    optional = [f for f in facts if f[0] in optional_names]
+    return PairCase(role, label, b, h, guaranteed, optional, equality_parts(b, h))
+
+
+def _solver(facts: list) -> z3.Solver:
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    for _, f in facts:
+        s.add(lift(f))
+    return s
+
+
+def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Part], list[Part]]:
+    """The parts the solver can violate under ``facts``, and those it could not decide."""
+    s = _solver(facts)
+    violated, unknown = [], []
+    for p in parts:
+        s.push()
+        s.add(z3.Not(lift(p.term)))
+        answer = s.check()
+        s.pop()
+        if answer == z3.sat:
+            violated.append(p)
+            if first_only:
+                break
+        elif answer == z3.unknown:
+            unknown.append(p)
+    return violated, unknown
+
+
+def diff_role(base: ModuleType, head: ModuleType, role: str, *, base_label: str = "base",
+              head_label: str = "head") -> RoleDiff:
+    """Decide whether ``base`` and ``head`` leave the same memory for role
+    ``role`` on every input inside the contract, every variant; a difference
+    comes with its smallest distinguishing input, replayed and judged."""
+    start = time.perf_counter()
+    chosen = smallest_first(role)
+    out = RoleDiff(role, ROLES[role], EQUAL, len(chosen))
+    first: tuple[PairCase, list[Part]] | None = None
+    inside_any = False
+    try:
+        for label, params in chosen:
+            pc = pair_case(base, head, role, label, params)
+            violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=first is not None)
+            if unknown and not violated:
+                out.undecided.append(label)
+            if not violated:
+                continue
+            out.differing.append(label)
+            inside, _ = _violated(pc.guaranteed + pc.optional, violated, first_only=True)
+            if first is None or (inside and not inside_any):
+                first = (pc, violated if not inside else _violated(pc.guaranteed + pc.optional, pc.parts,
+                                                                    first_only=False)[0])
+            inside_any = inside_any or bool(inside)
+    except Unsupported as e:
+        out.outcome, out.why = UNSUPPORTED, str(e)
+        out.seconds = time.perf_counter() - start
+        return out
+    if first is not None:
+        out.outcome = DIFFERS
+        out.only_outside_contract = not inside_any
+        pc, violated = first
+        out.distinction = distinguish(pc, violated, inside_any, base, head, base_label, head_label)
+    elif out.undecided:
+        out.outcome, out.why = UNDECIDED, f"the solver timed out on {', '.join(out.undecided)}"
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def diff_versions(base: ModuleType, head: ModuleType, roles: list[str] | None = None, *,
+                  base_label: str = "base", head_label: str = "head") -> list[RoleDiff]:
+    """:func:`diff_role` for every role both versions define (or ``roles``)."""
+    return [diff_role(base, head, r, base_label=base_label, head_label=head_label)
+            for r in (roles if roles is not None else shared_roles(base, head))]
+
+
+# -- a distinguishing input: minimised, replayed, judged -------------------------
+
+def _claim(pc: PairCase, facts: list, parts: list[Part]) -> KernelClaim:
+    """The pair as a ``KernelClaim`` over head's case, for :mod:`.report`'s
+    small-launch constraints and trace."""
+    claim = Claim([(p.name, p.term) for p in parts], facts, True, pc.label)
+    return KernelClaim(pc.role, "equivalence", claim, parts, [pc.head], show=pc.head.show)
+
+
+def _model(facts: list, extra: list, goal: Any) -> z3.ModelRef | None:
+    s = _solver(facts)
+    for e in extra:
+        s.add(lift(e))
+    s.add(z3.Not(lift(goal)))
+    return s.model() if s.check() == z3.sat else None
+
+
+def minimal_model(pc: PairCase, facts: list, parts: list[Part]) -> tuple[z3.ModelRef, bool]:
+    """A model violating ``parts``' conjunction: the smallest launch tier that
+    has one, then the fewest requests, columns, slots and layers (each
+    pinned to its smallest value that still admits a model); with whether it
+    is small enough to replay."""
+    from .report import SMALL_LAUNCHES, _small
+
+    kc = _claim(pc, facts, parts)
+    goal = z3.And(*[lift(p.term) for p in parts])
+    for groups, rows, cols in SMALL_LAUNCHES:
+        small = _small(kc, groups, rows, cols)
+        m = _model(facts, small, goal)
+        if m is None:
+            continue
+        for size in _sizes(pc):
+            value = m.eval(lift(size), model_completion=True)
+            if not z3.is_int_value(value):
+                continue
+            for v in range(0, value.as_long()):
+                tighter = _model(facts, small + [lift(size) == v], goal)
+                if tighter is not None:
+                    small, m = small + [lift(size) == v], tighter
+                    break
+            else:
+                small = small + [lift(size) == value]
+        return m, True
+    m = _model(facts, [], goal)
+    assert m is not None, "a violated part has a model"
+    return m, False
+
+
+def _sizes(pc: PairCase) -> list:
+    """The launch sizes to minimise, in order."""
+    case = pc.head
+    if pc.role == "compaction":
+        return [case.show["num_reqs"]]
+    sz = case.spec.sizes
+    return [sz.num_reqs, sz.num_cols, sz.num_slots, sz.total_layers]
+
+
+def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: ModuleType, head: ModuleType,
+                base_label: str, head_label: str) -> Distinction:
+    """The smallest distinguishing input of ``pc`` (under the full contract
+    when one exists there), replayed on both kernels and judged."""
+    from .report import _eval, make_trace
+
+    facts = pc.guaranteed + pc.optional if inside_full else pc.guaranteed
+    m, small = minimal_model(pc, facts, violated)
+    d = Distinction(pc.label, [p.name for p in violated], inside_full)
+    d.inputs = {k: _eval(m, t) for k, t in pc.head.show.items()}
+    if not inside_full:
+        d.outside = list(dict.fromkeys(n for n, f in pc.optional
+                                       if z3.is_false(m.eval(lift(f), model_completion=True))))
+    if not small:
+        d.judgement = "not judged: no small launch shows it (no replay)"
+        return d
+    kc = _claim(pc, facts, violated)
+    d.trace = make_trace(kc, m, f"diff.{pc.role}", None)
+    d.trace["#meta"].update(diff=[base_label, head_label])
+    p = d.trace["params"]
+    d.launch = {"geometry": p["geometry"], "groups": len(p["layers_per_group"]), "layers": p["layers_per_group"],
+                "num_cols": p["num_cols"], "num_slots": p["num_slots"],
+                "num_reqs": d.trace["actions"][1]["picks"]["num_reqs"]}
+    replay(d, base, head)
+    return d
+
+
+def replay(d: Distinction, base: ModuleType, head: ModuleType) -> None:
+    """Run the distinction's launch on both real kernels (Triton's
+    interpreter) and the spec; fill in the cells that differ, what each
+    version breaks, and the judgement."""
+    from .playback import kernel_outputs
+
+    outs = {}
+    for who, module in (("base", base), ("head", head)):
+        final, result = kernel_outputs(d.trace, module)
+        outs[who] = final
+        broken = []
+        if result.out_of_bounds:
+            broken.append(f"memory: {result.out_of_bounds[0]}")
+        if result.overflows:
+            broken.append(f"int32: {result.overflows[0]}")
+        if result.conflicts:
+            broken.append(f"conflicts: {result.conflicts[0]}")
+        if result.discrepancies:
+            broken.append(f"the spec program's result: {len(result.discrepancies)} cell(s), e.g. "
+                          f"{result.discrepancies[0]}")
+        d.broken[who] = broken
+    for b in outs["base"]:
+        x, y = outs["base"][b], np.asarray(outs["head"][b]).reshape(np.shape(outs["base"][b]))
+        for cell in zip(*np.nonzero(x != y)):
+            d.cells.append(f"{b}{[int(i) for i in cell]}: base {int(x[cell])}, head {int(y[cell])}")
+    d.judgement = judge(d)
+    if d.outside:
+        d.judgement = (f"{CHANGE} for callers keeping the contract (the input breaks {', '.join(d.outside)}); "
+                       f"on that input: {d.judgement}")
+
+
+def judge(d: Distinction) -> str:
+    """The class of a replayed difference, by what each version breaks."""
+    base, head = bool(d.broken.get("base")), bool(d.broken.get("head"))
+    differ = sorted({c.split("[")[0] for c in d.cells}) or d.buffers
+    if base and not head:
+        return f"{FIX}: base breaks {d.broken['base'][0]}; head does not"
+    if head and not base:
+        return f"{REGRESSION}: head breaks {d.broken['head'][0]}; base does not"
+    if base and head:
+        return f"{BOTH_BREAK}: {', '.join(differ)} differ; base breaks {d.broken['base'][0]}, head breaks " \
+               f"{d.broken['head'][0]}"
+    return f"{CHANGE}: {', '.join(differ)} differ, both keep the spec's result, memory safety and int32"
+
+
+def proved_pair(results: list[RoleDiff]) -> str:
+    """The pair in one word: every role equal, or the first difference's class."""
+    if not results:
+        return "no shared kernel role"
+    if all(r.outcome == EQUAL for r in results):
+        return "proved equal"
+    for r in results:
+        if r.outcome == DIFFERS and r.distinction is not None:
+            return r.distinction.judgement.split(":")[0]
+    return next(r.outcome for r in results if r.outcome != EQUAL)
