@@ -50,12 +50,12 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
     found = []
     for role in roles:
         r = diff_role(base.module, head.module, role, base_label=base.label, head_label=head.label)
-        entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {role}", "message": r.summary(),
+        entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {r.role}", "message": r.summary(),
                  "kernel_diff": r.as_json()}
         d = r.distinction
         if d is not None and d.trace is not None:
             traces.mkdir(parents=True, exist_ok=True)
-            path = traces / f"kernel-diff-{base.label}-vs-{head.label}-{role}.json"
+            path = traces / f"kernel-diff-{base.label}-vs-{head.label}-{r.role}.json"
             path.write_text(json.dumps(d.trace))
             entry.update(trace=str(path), replay=f"replayssm-verify replay {path} --impl {head.source} "
                          f"(or --impl {base.source})")

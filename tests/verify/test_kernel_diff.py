@@ -13,6 +13,7 @@ from corpus_root import needs_corpus
 from kernel_pairs import ONLY_FRESH, page_copy
 
 from replayssm.verify.kernels.diff import DIFFERS, EQUAL, diff_role, diff_versions, smallest_first
+from replayssm.verify.kernels.registry import COMPACTION, MIGRATION
 
 
 @needs_corpus
@@ -27,9 +28,9 @@ def test_an_unchanged_copy_is_proved_equal_in_every_role(tmp_path: Path) -> None
 @needs_corpus
 def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_path: Path) -> None:
     page, planted = page_copy(tmp_path, "page"), page_copy(tmp_path, "planted", ONLY_FRESH)
-    regression = diff_role(page, planted, "migration")
+    regression = diff_role(page, planted, MIGRATION)
     assert regression.outcome == DIFFERS
-    assert regression.differing == [v for v, _ in smallest_first("migration")]  # every variant moves trackers
+    assert regression.differing == [v for v, _ in smallest_first(MIGRATION)]  # every variant moves trackers
     d = regression.distinction
     assert d.inside_full_contract and not d.outside
     # minimised: the smallest geometry, one group, one row
@@ -38,7 +39,7 @@ def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_
     assert d.replayed and all(c.split("[")[0] in ("ring_start", "num_committed") for c in d.cells)
     assert d.judgement.startswith("regression: head breaks the spec program's result"), d.judgement
     assert not d.broken["base"]
-    fix = diff_role(planted, page, "migration")
+    fix = diff_role(planted, page, MIGRATION)
     assert fix.distinction.judgement.startswith("fix: base breaks"), fix.distinction.judgement
     # the other roles are untouched by the line
-    assert diff_role(page, planted, "compaction").outcome == EQUAL
+    assert diff_role(page, planted, COMPACTION).outcome == EQUAL

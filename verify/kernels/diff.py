@@ -1,8 +1,9 @@
 """Proved differences between two versions of a kernel: equal on every input
 inside the contract, or a distinguishing input, replayed and judged.
 
-For each kernel role both versions define (:data:`.obligations.ROLES`), and
-each constexpr variant the proofs know (:func:`.obligations.variants`), both
+For each kernel role both versions define (a :class:`.roles.KernelRole` of
+the registry, :data:`.registry.REFERENCE` by default), and each constexpr
+variant its record lists, both
 kernels run on symbolic memory over the *same* inputs: every input of a case
 is a named Z3 term (``mem_<buffer>`` arrays, ``batch_p``, ``num_reqs``, ...),
 so two cases built from one variant share them. The claim, per buffer either
@@ -48,7 +49,9 @@ import z3
 from ..obligation import TIMEOUT_MS, Claim
 from ..terms import lift, named_int
 from .cases import KernelCase
-from .obligations import OPTIONAL, ROLES, KernelClaim, Part, kernel_case, variants
+from .obligations import OPTIONAL, KernelClaim, Part, kernel_case
+from .registry import REFERENCE
+from .roles import KernelRole, Registry
 from .source import Unsupported
 
 EQUAL, DIFFERS, UNDECIDED, UNSUPPORTED = "proved equal", "differs", "undecided", "unsupported"
@@ -60,15 +63,14 @@ FIX, REGRESSION, CHANGE, BOTH_BREAK = "fix", "regression", "change that breaks n
 
 CONTRACT = "the launch contract and the guaranteed caller contract (every caller assumption but the behavioural ones)"
 
-DIFFABLE = ("postprocess", "migration", "compaction")
-"""Roles whose cases compare whole programs (the row-blocked kernel's are per lane)."""
-
 
 @dataclass
 class Distinction:
     """A distinguishing input of one variant and what became of it."""
 
     variant: str
+    has_spec: bool
+    """Whether the role has a spec program the replay compares with."""
     buffers: list[str]
     """The buffers whose final contents the solver shows differ."""
     inside_full_contract: bool
@@ -139,9 +141,11 @@ class RoleDiff:
                 "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
 
 
-def shared_roles(base: ModuleType, head: ModuleType) -> list[str]:
-    """The comparable roles both versions define."""
-    return [r for r in DIFFABLE if hasattr(base, ROLES[r]) and hasattr(head, ROLES[r])]
+def shared_roles(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE) -> list[KernelRole]:
+    """The roles of ``roles`` both versions define a kernel of. (A role whose
+    program is compared lane by lane, our row-blocked one, is not in the
+    default registry: its whole-program finals are quantified per lane.)"""
+    return [r for r in roles if r.jit(base) is not None and r.jit(head) is not None]
 
 
 def _size(params: tuple) -> tuple:
@@ -152,16 +156,16 @@ def _size(params: tuple) -> tuple:
     return (geo.max_num_reqs, geo.block_size, geo.window, geo.ring_len)
 
 
-def smallest_first(role: str) -> list[tuple[str, tuple]]:
+def smallest_first(role: KernelRole) -> list[tuple[str, tuple]]:
     """The role's variants, smallest geometry first."""
-    return sorted(variants(role), key=lambda v: _size(v[1]))
+    return sorted(role.variants(), key=lambda v: _size(v[1]))
 
 
 @dataclass
 class PairCase:
     """One variant of one role, both versions over the same symbolic inputs."""
 
-    role: str
+    role: KernelRole
     label: str
     base: KernelCase
     head: KernelCase
@@ -196,7 +200,7 @@ def equality_parts(base: KernelCase, head: KernelCase) -> list[Part]:
     return parts
 
 
-def pair_case(base: ModuleType, head: ModuleType, role: str, label: str, params: tuple) -> PairCase:
+def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, params: tuple) -> PairCase:
     """Both versions' programs of one variant (an ``Unsupported`` construct propagates)."""
     b, h = kernel_case(base, role, label, params), kernel_case(head, role, label, params)
     facts = _facts([b, h])
@@ -232,14 +236,14 @@ def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Pa
     return violated, unknown
 
 
-def diff_role(base: ModuleType, head: ModuleType, role: str, *, base_label: str = "base",
+def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, base_label: str = "base",
               head_label: str = "head") -> RoleDiff:
     """Decide whether ``base`` and ``head`` leave the same memory for role
     ``role`` on every input inside the contract, every variant; a difference
     comes with its smallest distinguishing input, replayed and judged."""
     start = time.perf_counter()
     chosen = smallest_first(role)
-    out = RoleDiff(role, ROLES[role], EQUAL, len(chosen))
+    out = RoleDiff(role.name, role.kernel_name(head), EQUAL, len(chosen))
     first: tuple[PairCase, list[Part]] | None = None
     inside_any = False
     try:
@@ -271,11 +275,11 @@ def diff_role(base: ModuleType, head: ModuleType, role: str, *, base_label: str 
     return out
 
 
-def diff_versions(base: ModuleType, head: ModuleType, roles: list[str] | None = None, *,
+def diff_versions(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE, *,
                   base_label: str = "base", head_label: str = "head") -> list[RoleDiff]:
-    """:func:`diff_role` for every role both versions define (or ``roles``)."""
+    """:func:`diff_role` for every role of ``roles`` both versions define."""
     return [diff_role(base, head, r, base_label=base_label, head_label=head_label)
-            for r in (roles if roles is not None else shared_roles(base, head))]
+            for r in shared_roles(base, head, roles)]
 
 
 # -- a distinguishing input: minimised, replayed, judged -------------------------
@@ -329,7 +333,7 @@ def minimal_model(pc: PairCase, facts: list, parts: list[Part]) -> tuple[z3.Mode
 def _sizes(pc: PairCase) -> list:
     """The launch sizes to minimise, in order."""
     case = pc.head
-    if pc.role == "compaction":
+    if pc.role.replay.by_capacity:
         return [case.show["num_reqs"]]
     sz = case.spec.sizes
     return [sz.num_reqs, sz.num_cols, sz.num_slots, sz.total_layers]
@@ -343,7 +347,7 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
 
     facts = pc.guaranteed + pc.optional if inside_full else pc.guaranteed
     m, small = minimal_model(pc, facts, violated)
-    d = Distinction(pc.label, [p.name for p in violated], inside_full)
+    d = Distinction(pc.label, pc.role.replay.spec is not None, [p.name for p in violated], inside_full)
     d.inputs = {k: _eval(m, t) for k, t in pc.head.show.items()}
     if not inside_full:
         d.outside = list(dict.fromkeys(n for n, f in pc.optional
@@ -352,17 +356,17 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
         d.judgement = "not judged: no small launch shows it (no replay)"
         return d
     kc = _claim(pc, facts, violated)
-    d.trace = make_trace(kc, m, f"diff.{pc.role}", None)
+    d.trace = make_trace(kc, m, f"diff.{pc.role.name}", None)
     d.trace["#meta"].update(diff=[base_label, head_label])
     p = d.trace["params"]
     d.launch = {"geometry": p["geometry"], "groups": len(p["layers_per_group"]), "layers": p["layers_per_group"],
                 "num_cols": p["num_cols"], "num_slots": p["num_slots"],
                 "num_reqs": d.trace["actions"][1]["picks"]["num_reqs"]}
-    replay(d, base, head)
+    replay(d, pc.role, base, head)
     return d
 
 
-def replay(d: Distinction, base: ModuleType, head: ModuleType) -> None:
+def replay(d: Distinction, role: KernelRole, base: ModuleType, head: ModuleType) -> None:
     """Run the distinction's launch on both real kernels (Triton's
     interpreter) and the spec; fill in the cells that differ, what each
     version breaks, and the judgement."""
@@ -370,7 +374,7 @@ def replay(d: Distinction, base: ModuleType, head: ModuleType) -> None:
 
     outs = {}
     for who, module in (("base", base), ("head", head)):
-        final, result = kernel_outputs(d.trace, module)
+        final, result = kernel_outputs(d.trace, module, [role])
         outs[who] = final
         broken = []
         if result.out_of_bounds:
@@ -404,7 +408,9 @@ def judge(d: Distinction) -> str:
     if base and head:
         return f"{BOTH_BREAK}: {', '.join(differ)} differ; base breaks {d.broken['base'][0]}, head breaks " \
                f"{d.broken['head'][0]}"
-    return f"{CHANGE}: {', '.join(differ)} differ, both keep the spec's result, memory safety and int32"
+    kept = "the spec's result, memory safety, int32 and conflict freedom" if d.has_spec else \
+        "memory safety, int32 and conflict freedom (the role has no spec program)"
+    return f"{CHANGE}: {', '.join(differ)} differ, both keep {kept}"
 
 
 def proved_pair(results: list[RoleDiff]) -> str:
