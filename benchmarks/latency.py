@@ -8,7 +8,7 @@ For each size (batch rows x cache groups, ``--layers`` layers per group, align
 mode, the v1 and v2 callers' conventions) it times, in one run and
 interleaved: the reference's two kernels (``_postprocess_replayssm_kernel``
 then ``_compact_replayssm_requests_kernel``, cut from the page
-``$REPLAYSSM_REFERENCE``, default ``../shared/reference/vllm-replayssm_utils.txt``),
+the corpus's ``vllm-replayssm_utils.txt``: ``$REPLAYSSM_CORPUS``, default ``../shared/reference``),
 ours (the same two launches, through the facade ``replayssm.impl.replayssm_utils``), the row-blocked
 kernel (``replayssm.impl.kernels_blocked``, the compaction in the same launch)
 at several rows per program and warps (``blocked rR wW``), and at the

@@ -2,7 +2,7 @@
 
     python3 benchmarks/review_time.py [VERSION ...] [--budget SECONDS] [--json FILE]
 
-VERSION defaults to the corpus's A1 and D2 (``../shared/reference/vllm-versions``).
+VERSION defaults to the corpus's A1 and D2 (``vllm-versions`` in ``$REPLAYSSM_CORPUS``, default ``../shared/reference``).
 Each review runs in its own process (as the CLI would), so the figures include
 importing torch and Triton and loading the version. The goal: <= 60 s per
 version on 2 cores with the default budget. Run it on a quiet machine; prints
@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, bad_options, header  # noqa: E402
+from provenance import bad_options, header  # noqa: E402
 
-CORPUS = REPO.parent / "shared" / "reference" / "vllm-versions"
+from replayssm.spec import corpus  # noqa: E402
+
 GOAL_SECONDS = 60.0
 
 
@@ -49,7 +50,7 @@ def review_once(version: str, budget: float | None) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("versions", nargs="*", default=[str(CORPUS / "A1.py"), str(CORPUS / "D2.py")])
+    p.add_argument("versions", nargs="*", default=[str(corpus.versions() / "A1.py"), str(corpus.versions() / "D2.py")])
     p.add_argument("--budget", type=float, help="review --budget (default: the CLI's)")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()

@@ -7,7 +7,7 @@
 #
 # Prerequisite, on a machine with a package registry, from the repository root:
 #   bash ../shared/gpu/make_flashinfer_bundle.sh      # writes .gpu/ (git-ignored)
-#   cp ../shared/reference/vllm-replayssm_utils.txt .gpu/   # optional: differential tests
+#   cp -r ../shared/reference .gpu/                    # optional: the corpus tests (differential, review)
 #   (the fuzz scripts also need the z3-solver wheel in .gpu/whl: docs/gpu.md)
 # Then, from the repository root on the GPU machine (the device tool: carry [".gpu"]):
 #   bash scripts/gpu_tests.sh [LOGDIR]                 # LOGDIR: $OUT, else out/gpu
@@ -22,10 +22,10 @@ ROOT=$(pwd)
 # TRITON_INTERPRET (see gpu_env.sh).
 source "$ROOT/scripts/gpu_env.sh" || exit 2
 export REPLAYSSM_GPU_REPORT=$LOG/comparison.jsonl
-# The reference page (for the differential tests) does not travel with the
-# repository; a copy under the carried .gpu/ does: cp ../shared/reference/*.txt .gpu/
-if [ -f .gpu/vllm-replayssm_utils.txt ]; then
-  export REPLAYSSM_REFERENCE=$ROOT/.gpu/vllm-replayssm_utils.txt
+# The corpus (for the differential tests) does not travel with the repository;
+# a copy under the carried .gpu/ does: cp -r ../shared/reference .gpu/
+if [ -d .gpu/reference ]; then
+  export REPLAYSSM_CORPUS=$ROOT/.gpu/reference
 fi
 rm -f "$REPLAYSSM_GPU_REPORT"
 

@@ -1,6 +1,13 @@
 """Shared test setup: the ``device`` fixture, the ``gpu`` marker, the
-``--impl`` option (the implementation the fuzz tests target) and the
-Hypothesis profiles ``ci``, ``dev`` and ``nightly``.
+``corpus`` marker, the ``--impl`` option (the implementation the fuzz tests
+target) and the Hypothesis profiles ``ci``, ``dev`` and ``nightly``.
+
+The ``corpus`` marker: a test that reads the vLLM corpus (``replayssm.spec.corpus``:
+``$REPLAYSSM_CORPUS``, default ``../shared/reference``) carries it, and is skipped,
+with the reason, where the corpus is absent. A test without it sees the setting
+point at a folder that does not exist, so an unmarked reader fails everywhere,
+child processes included. With ``CI=true`` an absent corpus stops the run before
+any test: CI runs every test.
 
 Without CUDA, Triton kernels run in its interpreter on CPU tensors; the
 variable must be set before anything imports triton, hence here.
@@ -8,9 +15,13 @@ variable must be set before anything imports triton, hence here.
 
 import os
 
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
+
+from replayssm.spec import corpus
 
 settings.register_profile("ci", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=200, deadline=None)
@@ -34,14 +45,34 @@ def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device(request.param)
 
 
+UNMARKED = Path("/nonexistent/replayssm-corpus (this test lacks the corpus marker)")
+"""Where the corpus setting points during a test without the ``corpus`` marker."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``CI=true`` the corpus must be here (a CI run skips no corpus test)."""
+    if os.environ.get("CI") == "true" and not corpus.present():
+        raise pytest.UsageError(f"CI=true but {corpus.missing()}: CI runs every test, the corpus tests included")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``gpu``-marked tests when CUDA is absent."""
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs CUDA")
+    """Skip ``gpu``-marked tests when CUDA is absent, ``corpus``-marked ones when the corpus is."""
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = pytest.mark.skip(reason="needs CUDA")
+    if not corpus.present():
+        skips["corpus"] = pytest.mark.skip(reason=f"needs the corpus: {corpus.missing()}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def corpus_only_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test without the ``corpus`` marker finds no corpus (the setting names :data:`UNMARKED`)."""
+    if request.node.get_closest_marker("corpus") is None:
+        monkeypatch.setenv(corpus.SETTING, str(UNMARKED))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

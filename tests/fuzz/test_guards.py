@@ -115,6 +115,7 @@ def test_a_read_past_a_block_table_row_is_caught(tmp_path: Path, monkeypatch: py
         report
 
 
+@pytest.mark.corpus
 def test_the_reference_kernels_pass_guarded(tmp_path: Path) -> None:
     import impl_reference_kernels
 

@@ -9,18 +9,13 @@ a throw-away module, for differential tests against ``replayssm.impl``.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
 
-REFERENCE = Path(
-    os.environ.get(
-        "REPLAYSSM_REFERENCE",
-        Path(__file__).resolve().parents[3] / "shared/reference/vllm-replayssm_utils.txt",
-    )
-)
+from replayssm.spec import corpus
+
 KERNELS = ("mamba_state_copy_boundary", "_postprocess_replayssm_kernel",
            "_compact_replayssm_requests_kernel", "_reset_new_replayssm_slots_kernel")
 
@@ -47,8 +42,9 @@ def _blocks(lines: list[str]) -> list[str]:
 
 
 def load() -> ModuleType:
-    """The reference kernels as a module (raises FileNotFoundError without the page)."""
-    lines = REFERENCE.read_text().splitlines()
+    """The reference kernels as a module, cut from the corpus's reference page
+    (raises FileNotFoundError without it: a test calling this carries the ``corpus`` marker)."""
+    lines = corpus.reference_page().read_text().splitlines()
     source = "import triton\nimport triton.language as tl\n\n\n" + "\n\n".join(_blocks(lines))
     # Triton's JIT reads the function source from a real file.
     path = Path(tempfile.mkdtemp()) / "replayssm_reference_kernels.py"

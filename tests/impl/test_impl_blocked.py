@@ -119,6 +119,7 @@ def test_blocked_module_passes_a_fuzz_campaign(tmp_path: Path, level: str) -> No
     assert result["request_steps"] > 0
 
 
+@pytest.mark.corpus  # the benchmark cuts the reference's kernels from the corpus's page
 def test_latency_benchmark_variants_agree_with_the_reference(tmp_path: Path) -> None:
     """The latency benchmark's own check (every timed variant leaves the
     reference's buffers), interpreted on CPU, with one and with several row blocks."""

@@ -3,8 +3,8 @@
 The reference kernels are cut from the reference page at test time
 (``impl_reference_kernels``) and run on identical copies of random, in-bounds
 inputs; every output (trackers of both groups, plan rows, slot tables, active
-list) must be bit-identical. Runs where the reference page is present
-(``../shared/reference`` next to the repository, or ``REPLAYSSM_REFERENCE``).
+list) must be bit-identical. Needs the corpus (the ``corpus`` marker:
+``$REPLAYSSM_CORPUS``, default ``../shared/reference``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,14 @@ import impl_reference_kernels
 from impl_builders import Model, i32, make_model
 from replayssm.impl import kernels as ours
 
-if not impl_reference_kernels.REFERENCE.exists():
-    pytest.skip(f"reference page not found at {impl_reference_kernels.REFERENCE}",
-                allow_module_level=True)
-REF = impl_reference_kernels.load()
+pytestmark = pytest.mark.corpus
+
+
+@pytest.fixture(scope="module")
+def reference() -> object:
+    """The reference kernels, cut from the corpus's page once per module."""
+    return impl_reference_kernels.load()
+
 
 MAX_REQS, COLS, SLOTS, BS, WINDOW, RING = 4, 8, 32, 4, 16, 20
 FLAGS = ["cumulative", "post_step", "idx_mapping", "materialize", "live_zero"]
@@ -120,19 +124,19 @@ def outputs(m: Model) -> list[list[int]]:
 
 @pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=5)),
                          ids=lambda f: "-".join(n for n, on in zip(FLAGS, f) if on) or "none")
-def test_postprocess_and_compaction_match_reference(device: torch.device,
-                                                    flags: tuple[bool, ...]) -> None:
+def test_postprocess_and_compaction_match_reference(device: torch.device, flags: tuple[bool, ...],
+                                                    reference: object) -> None:
     rng = random.Random(hash(flags) & 0xFFFF)
     for _ in range(3):
         mine, theirs = random_model(device, rng)
         step = random_step(device, rng, flags)
         launch_postprocess(ours, mine, step, flags)
-        launch_postprocess(REF, theirs, step, flags)
+        launch_postprocess(reference, theirs, step, flags)
         assert outputs(mine) == outputs(theirs), step
 
 
 @pytest.mark.parametrize("with_mapping", [False, True])
-def test_migration_matches_reference(device: torch.device, with_mapping: bool) -> None:
+def test_migration_matches_reference(device: torch.device, with_mapping: bool, reference: object) -> None:
     rng = random.Random(7 + with_mapping)
     for _ in range(8):
         mine, theirs = random_model(device, rng)
@@ -143,7 +147,7 @@ def test_migration_matches_reference(device: torch.device, with_mapping: bool) -
         if with_mapping:
             mapping = i32([r if rng.random() < 0.8 else -1
                            for r in rng.sample(range(MAX_REQS), MAX_REQS)], device)
-        for module, m in ((ours, mine), (REF, theirs)):
+        for module, m in ((ours, mine), (reference, theirs)):
             c = m.ctx
             module._reset_new_replayssm_slots_kernel[(num_reqs, 2)](
                 mapping, src, dst, c.block_table_ptrs, c.ring_start_ptrs, c.num_committed_ptrs,

@@ -1,4 +1,5 @@
-"""The corpus of real vLLM versions (test data in ../shared, read at run time) and
+"""The corpus of real vLLM versions (test data outside the repository, found through
+``replayssm.spec.corpus``: ``$REPLAYSSM_CORPUS``, default ``../shared/reference``) and
 :func:`unmodified`, which turns a corpus file back into the shape of the file in a
 vLLM checkout: its stand-ins replaced by the ``from vllm... import`` lines they
 stand for (as the file's own comments name them)."""
@@ -10,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "vllm-versions"
-if not CORPUS.is_dir():
-    CORPUS = Path("/work/shared/reference/vllm-versions")
+from replayssm.spec import corpus
+
 VERSIONS = ["A1", "A2", "A3", "A4", "A5", "B1", "B2", "B3", "C1", "C2", "D1", "D2", "D3"]
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="the vLLM corpus (../shared) is not here")
+needs_corpus = pytest.mark.corpus
+"""The marker of a test that reads the corpus (skipped, with the reason, where it is absent)."""
 
 
 def version_path(label: str) -> Path:
-    return CORPUS / f"{label}.py"
+    return corpus.versions() / f"{label}.py"
 
 
 def unmodified(label: str, out_dir: Path) -> Path:

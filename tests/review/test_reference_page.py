@@ -18,9 +18,7 @@ from replayssm.fuzz.launcher import ContextSide, Setup, SpecSide, compare
 from replayssm.fuzz.target import load_target
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.geometry import Conventions, Geometry
-from review_corpus import CORPUS
-
-PAGE = CORPUS.parent / "vllm-replayssm_utils.txt"
+from replayssm.spec import corpus
 ALIGN = Conventions(cumulative=False, post_step=False, has_idx_mapping=False, materialize_prefixes=True,
                     live_col_is_zero=False)
 
@@ -33,9 +31,9 @@ def _postprocess(row: GhostRow, table: list) -> Postprocess:
     return Postprocess(1, **picks, block_table=table)
 
 
-@pytest.mark.skipif(not PAGE.is_file(), reason="the reference page (../shared) is not here")
+@pytest.mark.corpus
 def test_reference_page_module_runs_at_context_level_in_align_mode() -> None:
-    module = load_target(str(PAGE), level="context")
+    module = load_target(str(corpus.reference_page()), level="context")
     setup = Setup(Geometry(max_num_reqs=2, block_size=4, window=4, ring_len=8), ALIGN, (2, 1), num_cols=3, num_slots=8)
     spec, ctx = SpecSide(setup), ContextSide(setup, module, torch.device("cpu"))
     table = [[[1, 2, 0], [0, 0, 0]], [[3, 4, 0], [0, 0, 0]]]

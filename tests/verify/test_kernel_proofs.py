@@ -33,7 +33,7 @@ def test_ours_prove_every_obligation():
         assert r.status == "proved", (name, r.detail, r.counterexample)
 
 
-@pytest.mark.skipif(not impl_reference_kernels.REFERENCE.exists(), reason="reference page not found")
+@pytest.mark.corpus
 def test_reference_kernels_prove_every_obligation():
     names = register(impl_reference_kernels.load(), "reference")
     assert len(names) == 3 * len(PROPERTIES)
