@@ -1,16 +1,15 @@
 """Planted pairs for the kernel diff: a corpus version and a copy of it with
 one changed line, made at test time (the corpus is read, never copied into
-the repository)."""
+the repository; a test using them carries the ``corpus`` marker)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
 
-from corpus_root import REFERENCE_PAGE
-
 from replayssm.review.reference_page import module_source
 from replayssm.review.target import load_source
+from replayssm.spec import corpus
 
 ONLY_FRESH = ("changed = valid_dst & (~valid_src | (src_slot != dst_slot))", "changed = valid_dst & ~valid_src")
 """The planted line: the reference's reset kernel zeroes fresh destinations
@@ -20,7 +19,7 @@ behaviour)."""
 
 def page_file(folder: Path, name: str, change: tuple[str, str] | None = None) -> Path:
     """The reference page's module as a file of its own, with ``change`` planted."""
-    text = module_source(REFERENCE_PAGE.read_text())
+    text = module_source(corpus.reference_page().read_text())
     if change is not None:
         assert text.count(change[0]) == 1, "the planted line must occur once in the reference page"
         text = text.replace(*change)

@@ -22,7 +22,7 @@ from replayssm.spec import corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
-READERS = {"corpus", "version_path", "unmodified", "impl_reference_kernels", "reference_page"}
+READERS = {"corpus", "version_path", "unmodified", "impl_reference_kernels", "reference_page", "page_file", "page_copy"}
 """Names through which a test reaches the corpus. (A child process that reads it,
 a benchmark say, is caught at run time: it inherits the unmarked setting.)"""
 

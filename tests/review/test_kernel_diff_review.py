@@ -8,17 +8,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from corpus_root import REFERENCE_PAGE, needs_corpus
+import pytest
 from kernel_pairs import ONLY_FRESH, page_file
 
 from replayssm.cli import main
+from replayssm.spec import corpus
 
 
-@needs_corpus
+@pytest.mark.corpus
 def test_a_planted_line_is_a_proved_regression_whose_launch_replays(tmp_path: Path, capsys) -> None:
     planted = page_file(tmp_path, "planted", ONLY_FRESH)
     report, junit, traces = tmp_path / "review.json", tmp_path / "review.xml", tmp_path / "traces"
-    code = main(["review", str(planted), "--base", str(REFERENCE_PAGE), "--examples", "1", "--traces", str(traces),
+    code = main(["review", str(planted), "--base", str(corpus.reference_page()), "--examples", "1", "--traces", str(traces),
                  "--json", str(report), "--junit", str(junit)])
     out = capsys.readouterr().out
     assert code == 1, out
@@ -33,4 +34,4 @@ def test_a_planted_line_is_a_proved_regression_whose_launch_replays(tmp_path: Pa
     assert "properties sampled" in out and f"regression (proved): {regression['trace']}" in out
     assert regression["message"] in junit.read_text()
     assert main(["replay", regression["trace"], "--impl", str(planted)]) == 1  # head differs from the spec there
-    assert main(["replay", regression["trace"], "--impl", str(REFERENCE_PAGE)]) == 0
+    assert main(["replay", regression["trace"], "--impl", str(corpus.reference_page())]) == 0

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corpus_root import needs_corpus
+import pytest
 from kernel_pairs import ONLY_FRESH, page_copy
 
 from replayssm.verify.kernels.diff import DIFFERS, EQUAL, diff_role, diff_versions, smallest_first
 from replayssm.verify.kernels.registry import COMPACTION, MIGRATION
 
 
-@needs_corpus
+@pytest.mark.corpus
 def test_an_unchanged_copy_is_proved_equal_in_every_role(tmp_path: Path) -> None:
     base, head = page_copy(tmp_path, "page"), page_copy(tmp_path, "page_copy")
     results = diff_versions(base, head)
@@ -25,7 +25,7 @@ def test_an_unchanged_copy_is_proved_equal_in_every_role(tmp_path: Path) -> None
     assert all(r.distinction is None and not r.differing for r in results)
 
 
-@needs_corpus
+@pytest.mark.corpus
 def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_path: Path) -> None:
     page, planted = page_copy(tmp_path, "page"), page_copy(tmp_path, "planted", ONLY_FRESH)
     regression = diff_role(page, planted, MIGRATION)
