@@ -37,19 +37,30 @@ def kind_of(role_diff: Any) -> str:
     return KINDS.get(d.judgement.split(":")[0], "change")
 
 
-def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dict]:
-    """One ``differences`` entry per kernel role base and head share, each
-    printed as it is decided."""
-    from replayssm.verify.kernels.diff import diff_role, shared_roles
+def roles_of(api: Any) -> tuple:
+    """The kernel-role records of a launch API: the reference API's
+    registry, or the roles its generation's adapter declares (none yet: its
+    kernels are compared by the campaign only)."""
+    from replayssm.verify.kernels.registry import REFERENCE
 
-    roles = shared_roles(base.module, head.module)
-    if not roles:
+    return REFERENCE if api.name == "reference" else tuple(getattr(api, "roles", ()))
+
+
+def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dict]:
+    """One ``differences`` entry per kernel role base and head share (same
+    generation, or matched by role name across two), each printed as it is
+    decided."""
+    from replayssm.verify.kernels.diff import diff_role, matched_roles
+
+    pairs = matched_roles(base.module, head.module, roles_of(base.api), roles_of(head.api))
+    if not pairs:
         print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
               file=out, flush=True)
         return []
     found = []
-    for role in roles:
-        r = diff_role(base.module, head.module, role, base_label=base.label, head_label=head.label)
+    for role, head_role in pairs:
+        r = diff_role(base.module, head.module, role, head_role=head_role if head_role is not role else None,
+                      base_label=base.label, head_label=head.label)
         entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {r.role}", "message": r.summary(),
                  "kernel_diff": r.as_json()}
         d = r.distinction

@@ -102,3 +102,12 @@ def test_review_time_and_latency_check_their_options_before_any_run(script: str,
 def test_time_to_kill_names_the_bad_option_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "time_to_kill.py"), *argv, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("argv, message", [(["--jobs", "0"], "--jobs must be >= 1, got 0"),
+                                           (["--repeat", "0"], "--repeat must be >= 1, got 0"),
+                                           (["--pairs", "A1"], "--pairs must be BASE:HEAD,... got 'A1'"),
+                                           (["--out", "/no/such/folder/d.json"], "--out's folder /no/such/folder")])
+def test_kernel_diff_times_checks_its_options_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = _run(str(BENCHMARKS / "kernel_diff_times.py"), *argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "run 1" not in done.stdout, done.stderr

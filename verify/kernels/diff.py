@@ -141,13 +141,6 @@ class RoleDiff:
                 "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
 
 
-def shared_roles(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE) -> list[KernelRole]:
-    """The roles of ``roles`` both versions define a kernel of. (A role whose
-    program is compared lane by lane, our row-blocked one, is not in the
-    default registry: its whole-program finals are quantified per lane.)"""
-    return [r for r in roles if r.jit(base) is not None and r.jit(head) is not None]
-
-
 def _size(params: tuple) -> tuple:
     """A variant's order for minimisation: rows, block, window, ring."""
     geo = next((p for p in params if hasattr(p, "ring_len")), None)
@@ -200,14 +193,18 @@ def equality_parts(base: KernelCase, head: KernelCase) -> list[Part]:
     return parts
 
 
-def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, params: tuple) -> PairCase:
-    """Both versions' programs of one variant (an ``Unsupported`` construct propagates)."""
-    b, h = kernel_case(base, role, label, params), kernel_case(head, role, label, params)
+def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, params: tuple,
+              head_role: KernelRole | None = None, head_params: tuple | None = None) -> PairCase:
+    """Both versions' programs of one variant (an ``Unsupported`` construct
+    propagates); ``head_role``: head's record of the role when head is of
+    another generation (its case of the same variant label)."""
+    b = kernel_case(base, role, label, params)
+    h = kernel_case(head, head_role or role, label, params if head_params is None else head_params)
     facts = _facts([b, h])
     optional_names = [n for n in OPTIONAL if n not in b.required and n not in h.required]
     guaranteed = [f for f in facts if f[0] not in optional_names]
     optional = [f for f in facts if f[0] in optional_names]
-    return PairCase(role, label, b, h, guaranteed, optional, equality_parts(b, h))
+    return PairCase(head_role or role, label, b, h, guaranteed, optional, equality_parts(b, h))
 
 
 def _solver(facts: list) -> z3.Solver:
@@ -236,19 +233,24 @@ def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Pa
     return violated, unknown
 
 
-def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, base_label: str = "base",
-              head_label: str = "head") -> RoleDiff:
+def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role: KernelRole | None = None,
+              base_label: str = "base", head_label: str = "head") -> RoleDiff:
     """Decide whether ``base`` and ``head`` leave the same memory for role
     ``role`` on every input inside the contract, every variant; a difference
-    comes with its smallest distinguishing input, replayed and judged."""
+    comes with its smallest distinguishing input, replayed and judged.
+    ``head_role``: head's own record of the role (another generation's
+    adapter); the variants compared are those both records list, by label."""
     start = time.perf_counter()
-    chosen = smallest_first(role)
-    out = RoleDiff(role.name, role.kernel_name(head), EQUAL, len(chosen))
+    theirs = dict((head_role or role).variants())
+    chosen = [(label, params) for label, params in smallest_first(head_role or role) if label in theirs]
+    mine = dict(role.variants())
+    chosen = [(label, mine[label]) for label, _ in chosen if label in mine]
+    out = RoleDiff(role.name, (head_role or role).kernel_name(head), EQUAL, len(chosen))
     first: tuple[PairCase, list[Part]] | None = None
     inside_any = False
     try:
         for label, params in chosen:
-            pc = pair_case(base, head, role, label, params)
+            pc = pair_case(base, head, role, label, params, head_role, theirs[label])
             violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=first is not None)
             if unknown and not violated:
                 out.undecided.append(label)
@@ -275,11 +277,24 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, base_labe
     return out
 
 
+def matched_roles(base: ModuleType, head: ModuleType, base_roles: Registry,
+                  head_roles: Registry) -> list[tuple[KernelRole, KernelRole]]:
+    """``(base's record, head's record)`` of every role both versions define
+    a kernel of, matched by role name (two generations' adapters name a
+    kernel of the same duty alike)."""
+    theirs = {r.name: r for r in head_roles if r.jit(head) is not None}
+    return [(r, theirs[r.name]) for r in base_roles if r.jit(base) is not None and r.name in theirs]
+
+
 def diff_versions(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE, *,
-                  base_label: str = "base", head_label: str = "head") -> list[RoleDiff]:
-    """:func:`diff_role` for every role of ``roles`` both versions define."""
-    return [diff_role(base, head, r, base_label=base_label, head_label=head_label)
-            for r in shared_roles(base, head, roles)]
+                  head_roles: Registry | None = None, base_label: str = "base",
+                  head_label: str = "head") -> list[RoleDiff]:
+    """:func:`diff_role` for every role both versions define: of ``roles``
+    (both of one generation), or of ``roles`` for base and ``head_roles``
+    for head, matched by name (:func:`matched_roles`)."""
+    pairs = matched_roles(base, head, roles, roles if head_roles is None else head_roles)
+    return [diff_role(base, head, b, head_role=h if h is not b else None, base_label=base_label,
+                      head_label=head_label) for b, h in pairs]
 
 
 # -- a distinguishing input: minimised, replayed, judged -------------------------
