@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, bad_options, header, write  # noqa: E402
+from provenance import bad_options, header, write  # noqa: E402
 
 PAIR_BOUND_S = 60.0
 """The bound on one pair's cold diff (2 cores)."""
@@ -59,15 +59,13 @@ print(json.dumps(out))
 """
 
 
-def corpus() -> Path:
-    return Path(os.environ.get("REPLAYSSM_CORPUS") or REPO.parent / "shared" / "reference")
-
-
 def source(name: str) -> str:
     """A corpus label's file, else ``name`` itself (a file or a module)."""
+    from replayssm.spec import corpus
+
     if name == "reference":
-        return str(corpus() / "vllm-replayssm_utils.txt")
-    labelled = corpus() / "vllm-versions" / f"{name}.py"
+        return str(corpus.reference_page())
+    labelled = corpus.versions() / f"{name}.py"
     return str(labelled) if labelled.is_file() else name
 
 
@@ -130,8 +128,10 @@ def main() -> int:
     import triton
     import z3
 
+    from replayssm.spec import corpus
+
     report = header(z3=z3.get_version_string(), triton=triton.__version__, jobs=args.jobs,
-                    corpus=str(corpus()), shared_machine="other sessions' work ran beside it")
+                    corpus=str(corpus.root()), shared_machine="other sessions' work ran beside it")
     diffs: dict = {f"{b}->{h}": [] for b, h in pairs}
     proofs: dict = {v: [] for v in versions}
     outcome: dict = {}
