@@ -108,6 +108,23 @@ def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
     return chosen
 
 
+def _hypotheses_by_provenance(names: set[str]) -> list[str]:
+    """One line per provenance status of a case's hypothesis names (``spec.contract``);
+    an invariant's conjuncts are counted, not listed."""
+    from replayssm.spec.contract import INVARIANT_PREFIXES, PROOF, by_status
+
+    lines = []
+    for status, group in by_status(names):
+        if status == PROOF:
+            conjuncts = [n for n in group if n.startswith(INVARIANT_PREFIXES)]
+            group = [n for n in group if n not in conjuncts]
+            if conjuncts:
+                group.append(f"the invariant of the pre-state ({len(conjuncts)} conjuncts)")
+            status = "the proof's own"
+        lines.append(f"{status}: {', '.join(group)}")
+    return lines
+
+
 def _prove(args: argparse.Namespace) -> int:
     from replayssm.verify.proof_cache import ProofCache, default_folder
     from replayssm.verify.runner import LemmaCycle, Report, proved_on_this_tree
@@ -129,9 +146,11 @@ def _prove(args: argparse.Namespace) -> int:
             for ob in chosen:
                 print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
                 first = next(iter(ob.build()), None)
-                names = sorted({n for n, _ in first.assumptions}) if first is not None else []
-                print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}): "
-                      f"{', '.join(names)}")
+                names = {n for n, _ in first.assumptions} if first is not None else set()
+                print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}), "
+                      f"by provenance:{'' if names else ' none'}")
+                for line in _hypotheses_by_provenance(names):
+                    print(f"      {line}")
             return EXIT_PASSED
         report = Report([ob.name for ob in chosen])
         run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry
+from .provenance import (
+    A1, C1, HOST, HOST_README, PAGE, T1, T2, T3, T5, T6, VERSIONS_README,
+    Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
+)
 from .vocab import INT32_MAX, cdiv, conj, disj, implies, ite, negate
 
 MAX_MODEL_LEN_LIMIT = 2**30
@@ -22,11 +26,14 @@ MAX_MODEL_LEN_LIMIT = 2**30
 
 @dataclass(frozen=True)
 class Assumption:
-    """A named caller obligation; ``holds`` is a vocabulary predicate."""
+    """A named caller obligation; ``holds`` is a vocabulary predicate and
+    ``provenance`` says whether vLLM guarantees it, and where
+    (``spec.provenance``)."""
 
     name: str
     statement: str
     holds: Callable[..., Any]
+    provenance: Provenance
 
     def __call__(self, *args: Any) -> Any:
         return self.holds(*args)
@@ -84,6 +91,15 @@ GEOMETRY_SUPPORTED = Assumption(
     "geometry_supported",
     "block size >= 1, window W in [1, 16], ring R >= W + 1, max_num_reqs >= 1",
     _geometry_supported,
+    guaranteed(
+        cite_flashinfer("flashinfer/mamba/checkpointing_ssu.py", 'raise ValueError("max_window must be in [1, 16]")',
+                        "FlashInfer's decode kernel refuses a logical window outside [1, 16]."),
+        cite(T1, "(MambaBackendEnum.FLASHINFER, 0, 17),",
+             "vLLM sizes FlashInfer's ring as the window plus the executed width (17 = 16 + 1 without "
+             "speculative tokens), so R >= W + 1."),
+        cite(PAGE, "mamba_block_size=first_spec.block_size,",
+             "the block size is the Mamba cache spec's block size, a positive tensor dimension."),
+    ),
 )
 
 
@@ -98,6 +114,15 @@ DECODE_ROW_FITS = Assumption(
     "decode_row_fits",
     "a decode row has 1 <= query_len <= min(W, R - W): FlashInfer's T <= max_window and R = W + T",
     _decode_row_fits,
+    guaranteed(
+        cite_flashinfer("flashinfer/mamba/checkpointing_ssu.py", "max_window = RING_BUFFER_LEN - T",
+                        "FlashInfer's ring holds the window plus the executed width T."),
+        cite_flashinfer("flashinfer/mamba/checkpointing_ssu.py", "must be <= max_window ({max_window})",
+                        "FlashInfer refuses an executed width longer than the window."),
+        cite(T1, "(MambaBackendEnum.FLASHINFER, 3, 20),",
+             "with 3 speculative tokens vLLM's ring is 20 = 16 + 4 rows: a decode row of up to 4 tokens fits "
+             "beside the full window."),
+    ),
 )
 
 
@@ -113,6 +138,14 @@ ACCEPTED_WITHIN_ROW = Assumption(
     "accepted_within_row",
     "a decode row accepts between 1 and query_len tokens; a prefill row's stale count is in [0, W]",
     _accepted_within_row,
+    guaranteed(
+        cite(T1, "row 1 rejects all drafts and stops at 15",
+             "a decode row that rejects every draft still accepts one token (num_accepted_tokens 1)."),
+        cite(T2, "(256, 4, False, 3, 5),  # Ordinary speculative decode commits acceptance.",
+             "a decode row accepts at most the tokens it scheduled (3 of 4 here)."),
+        cite(PAGE, "computed if NUM_COMPUTED_IS_POST_STEP else computed_before + accepted,",
+             "on a prefill row the kernel advances by query_len: the accepted count is not used there."),
+    ),
 )
 
 
@@ -124,6 +157,13 @@ ROW_NONEMPTY = Assumption(
     "row_nonempty",
     "every real row schedules at least one token (prefill chunks included)",
     _row_nonempty,
+    not_guaranteed(
+        "vLLM's scheduler would have to promise that every real batch row schedules at least one token; the "
+        "corpus holds no scheduler code, and FlashInfer's variable-length decode skips an empty row instead of "
+        "refusing it",
+        cite_flashinfer("flashinfer/data/include/flashinfer/mamba/kernel_checkpointing_ssu_main.cuh",
+                        "return meta.seq_len > 0;", "FlashInfer's varlen decode treats a zero-length row as no work."),
+    ),
 )
 
 
@@ -135,6 +175,12 @@ DECODE_WITHIN_BLOCK = Assumption(
     "decode_within_block",
     "a decode step is no longer than a block (so it crosses at most one boundary)",
     _decode_within_block,
+    not_guaranteed(
+        "vLLM would have to promise mamba_block_size >= 1 + num_speculative_tokens; nothing in the corpus does: "
+        "its own test runs align mode with 4-token blocks while FlashInfer executes widths up to 16",
+        cite(T5, 'block_size=1024 if cache_mode == "none" else 4,',
+             "vLLM's model-wide test runs align mode with a block of 4 tokens."),
+    ),
 )
 
 
@@ -153,6 +199,13 @@ POSITIONS_IN_MODEL = Assumption(
     "positions_in_model",
     "0 <= computed_before and computed_before + query_len <= max_model_len <= 2^30",
     _positions_in_model,
+    not_guaranteed(
+        "vLLM's scheduler would have to promise that no request computes past max_model_len (the corpus holds no "
+        "scheduler code); max_model_len <= 2^30 is this model's bound for int32 arithmetic, which vLLM does not "
+        "state",
+        cite(T2, "(0, 50_000, True, 1, 0),  # Long prefill still has only one live column.",
+             "vLLM's tests run positions of 50,000 tokens, far inside 2^30."),
+    ),
 )
 
 
@@ -171,6 +224,17 @@ LIVE_COL_IS_LAST_BLOCK = Assumption(
     "live_col_is_last_block",
     "align mode: the live column is the block of the last scheduled token; mode none: column 0",
     _live_col_is_last_block,
+    guaranteed(
+        cite(PAGE, "# Mode none has one live column, regardless of the prompt length.",
+             "in mode none the live state is always in column 0."),
+        cite(T2, "(50_000, 4, True, 1, 0),  # Later chunks must also reset column zero.",
+             "a mode-none chunk far past the first block still uses column 0."),
+        cite(T3, "live_cols=_cuda_ints([0, 2, 1]),",
+             "align mode: requests whose last scheduled tokens are 15, 47 and 31 (block size 16) name columns 0, 2 "
+             "and 1 live, the blocks of those tokens."),
+        cite(T1, "live_cols=ints([1, 1, 1]),",
+             "rows at 14 scheduling 4 tokens (last token 17, block size 16) name column 1 live."),
+    ),
 )
 
 
@@ -188,6 +252,14 @@ PREFILL_CHUNK_ON_BOUNDARY = Assumption(
     "prefill_chunk_on_boundary",
     "align mode: a prefill chunk starts on a block boundary and, unless it is the last, ends on one",
     _prefill_chunk_on_boundary,
+    not_guaranteed(
+        "vLLM's scheduler in align mode would have to promise that a prefill chunk starts on a block boundary "
+        "and that a non-final chunk ends on one (the purpose of align mode, vLLM #30877); the corpus holds no "
+        "scheduler code, only tests whose chunks end on boundaries",
+        cite(HOST_README, "#30877 (the align-mode PR)", "the align-mode PR is where vLLM aligns Mamba caching to blocks."),
+        cite(T3, "_cuda_ints([0, 48, 52, 68, 68]) if post_step else _cuda_ints([48, 4, 16, 0])",
+             "vLLM's align-mode test schedules prefill chunks of 48 and 16 tokens from 0 (block size 16)."),
+    ),
 )
 
 
@@ -204,6 +276,11 @@ POOL_HAS_NULL_BLOCK = Assumption(
     "the tracker arrays hold the null block (num_slots > PAD_SLOT_ID), which vLLM's block pool always "
     "allocates (slot_in_capacity admits the null id whatever num_slots is)",
     _pool_has_null_block,
+    guaranteed(
+        cite(VERSIONS_README, "`NULL_BLOCK_ID = 0`", "vLLM's null block is block 0 of every pool."),
+        cite(PAGE, "ring_start = torch.zeros(num_blocks, dtype=torch.int32, device=device)",
+             "the trackers have one entry per block of the pool, the null block included."),
+    ),
 )
 
 
@@ -211,6 +288,12 @@ SLOT_IN_CAPACITY = Assumption(
     "slot_in_capacity",
     "every block-table entry is the null id or a slot below the tracker length",
     _slot_in_capacity,
+    guaranteed(
+        cite(PAGE, "# Block-table writers emit either the null sentinel or an in-capacity ID.",
+             "the kernels' authors state that block-table entries are the null id or a block of the pool."),
+        cite(PAGE, "ring_start = torch.zeros(num_blocks, dtype=torch.int32, device=device)",
+             "the trackers are as long as the pool, so every pool block has an entry."),
+    ),
 )
 
 
@@ -222,6 +305,12 @@ IDX_MAPPING_IN_RANGE = Assumption(
     "idx_mapping_in_range",
     "idx_mapping entries are negative (padding) or persistent indices below max_num_reqs",
     _idx_mapping_in_range,
+    guaranteed(
+        cite(VERSIONS_README, "a negative value marks a padded row",
+             "idx_mapping entries are persistent request indices, or negative for padding."),
+        cite(T3, "idx_mapping=_cuda_ints([1, 2, 0, -1]),",
+             "vLLM's test maps rows to persistent indices below max_num_reqs (4) and pads with -1."),
+    ),
 )
 
 
@@ -233,6 +322,15 @@ COLUMNS_IN_TABLE = Assumption(
     "columns_in_table",
     "live, source and destination columns are below the block table's width",
     _columns_in_table,
+    not_guaranteed(
+        "the model runner computes live, source and destination columns (not part of the corpus); vLLM would "
+        "have to promise they stay below the block table's width, which in mode none is 1 + speculative blocks "
+        "whatever the prompt length (vLLM #30877)",
+        cite(VERSIONS_README, "The model runner code that computes the per-step inputs",
+             "the code that computes live_cols and src_cols/dst_cols is outside the corpus."),
+        cite(HOST_README, "`(max_num_blocks_per_req if enable_prefix_caching else 1) + num_speculative_blocks` columns",
+             "the table width vLLM allocates per Mamba group."),
+    ),
 )
 
 
@@ -244,6 +342,17 @@ MODEL_FITS_TABLE = Assumption(
     "model_fits_table",
     "the block table has at least one column, and one for every block of max_model_len tokens",
     _model_fits_table,
+    contradicted(
+        "mode none: vLLM's table has 1 + speculative-block columns for a request of any length (vLLM #30877; "
+        "T2 runs a 256 x 1 table with chunks at 0 and 50,000), so max_model_len is not capped at "
+        "num_cols * block_size there; the modenone work (issue 22) changes the assumption",
+        cite(HOST_README, "(mode none) one column (plus speculative blocks) holds a request of any length",
+             "in mode none one column holds a request of any length."),
+        cite(T2, "block_table = torch.ones((256, 1), dtype=torch.int32, device=\"cuda\")",
+             "vLLM's mode-none test uses a one-column table ..."),
+        cite(T2, "(0, 50_000, True, 1, 0),  # Long prefill still has only one live column.",
+             "... with a 50,000-token chunk at block size 256."),
+    ),
 )
 
 
@@ -261,6 +370,12 @@ PACKED_TABLES_MATCH_LAYERS = Assumption(
     "each group's packed-table entries [base, base + layers * MAX_NUM_REQS) lie inside the [layer, batch] "
     "allocation, whose size fits int32",
     _packed_tables_match_layers,
+    guaranteed(
+        cite(PAGE, "# Each pointer selects a group's first row in the flat [layer, batch]",
+             "each group's src/dst tables start at its first layer's row of one [layer, batch] allocation."),
+        cite(PAGE, "(len(mixers), max_num_reqs),",
+             "that allocation has one row of max_num_reqs entries per layer."),
+    ),
 )
 
 
@@ -272,6 +387,10 @@ PACKED_GROUPS_DISJOINT = Assumption(
     "packed_groups_disjoint",
     "two cache groups own disjoint rows of the packed [layer, batch] tables",
     _packed_groups_disjoint,
+    guaranteed(
+        cite(PAGE, "layer_offsets.append(layer_offsets[-1] + len(group))",
+             "the groups' first rows are the running sums of their layer counts, so their rows do not overlap."),
+    ),
 )
 
 
@@ -283,6 +402,12 @@ BATCH_IN_LAUNCH = Assumption(
     "batch_in_launch",
     "0 <= batch < num_reqs <= max_num_reqs and 0 <= group < number of groups",
     _batch_in_launch,
+    guaranteed(
+        cite(PAGE, "_postprocess_replayssm_kernel[(num_reqs, len(self.block_tables))](",
+             "the grid is (num_reqs, number of groups): program ids are in range by construction."),
+        cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
+             "the per-row plan buffers have max_num_reqs entries (num_reqs <= max_num_reqs is not checked here)."),
+    ),
 )
 
 
@@ -294,6 +419,10 @@ EXCLUSIVE_DECODE_LIVE_SLOT = Assumption(
     "exclusive_decode_live_slot",
     "within one launch and group, no other row writes the trackers of a decode row's live slot",
     _exclusive_decode_live_slot,
+    guaranteed(
+        cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
+             "vLLM's block manager maps distinct live columns to distinct allocated blocks."),
+    ),
 )
 
 
@@ -305,6 +434,10 @@ FRESH_DISTINCT_DESTINATIONS = Assumption(
     "fresh_distinct_destinations",
     "within one migration launch and group, a destination slot is no other row's source or destination",
     _fresh_distinct_destinations,
+    guaranteed(
+        cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
+             "distinct live columns (a fresh destination is one) map to distinct physical blocks."),
+    ),
 )
 
 
@@ -316,6 +449,10 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
     "distinct_slots_in_row",
     "the non-null slots of one block-table row are pairwise distinct",
     _distinct_slots_in_row,
+    guaranteed(
+        cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
+             "distinct columns map to distinct physical blocks."),
+    ),
 )
 
 
@@ -328,6 +465,15 @@ GROUPS_AGREE_ON_NULL = Assumption(
     "groups agree on null slots: a scheduled request's live column is a real block in every cache group "
     "(no group hands it the null block while another gives it a real one)",
     _groups_agree_on_null,
+    not_guaranteed(
+        "vLLM's scheduler would have to promise that a request's live column is a real block in every cache "
+        "group or in none; the reference says groups share logical columns but are given their own slots, and "
+        "vLLM's own test schedules a row whose live column is null",
+        cite(PAGE, "# transitions. The scheduler still assigns each group its own slots.",
+             "groups share logical columns while each group gets its own physical slots."),
+        cite(T1, "# Rows 2 and 3 exercise padded physical slots and padded request indices.",
+             "vLLM's test schedules a request whose live column holds the null block."),
+    ),
 )
 
 
@@ -339,6 +485,16 @@ IS_PREFILLING_AGREES = Assumption(
     "is_prefilling_agrees",
     "the is_prefilling input of a row equals how the forward pass treated it (chunked scan vs FlashInfer decode)",
     _is_prefilling_agrees,
+    not_guaranteed(
+        "the reference stages is_prefilling from the Mamba forward's own classification, but earlier versions "
+        "(A1, A2, B1, B3) say that vLLM runs a one-token final prefill chunk with prior state as a decode while "
+        "is_prefilling says prefill, and correct it in the kernel: vLLM would have to promise the reference's "
+        "staging in every version",
+        cite(PAGE, "# Staged from forward metadata using Mamba attention's classification.",
+             "in the reference, is_prefilling is the forward pass's classification."),
+        cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
+             "in A1's era the flag and the forward pass disagree on one-token final chunks."),
+    ),
 )
 
 
@@ -350,6 +506,12 @@ FRESH_SLOT_IS_FREE = Assumption(
     "fresh_slot_is_free",
     "a newly allocated block is referenced by no block table (the pool hands out only free blocks)",
     _fresh_slot_is_free,
+    not_guaranteed(
+        "vLLM's block pool would have to promise that a newly allocated block is in no block table; the corpus "
+        "holds no block-pool code (C1's comment speaks of distinct live columns only)",
+        cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
+             "the block manager's promise covers distinct live columns, not a fresh block versus every table."),
+    ),
 )
 
 
@@ -362,6 +524,12 @@ LIVE_MOVE_COPIES_STATE = Assumption(
     "when a request's live column moves to another real block, the scheduler's block copy puts the old block's "
     "state and replay ring into the new one (copy-on-write)",
     _moved_block_carries,
+    guaranteed(
+        cite(T6, "assert spec.requires_live_state_copy",
+             "in align mode vLLM's Mamba cache spec asks the scheduler to copy the live state when it moves."),
+        cite(T6, "assert torch.equal(raw[1], before[0])",
+             "the block copy 0 -> 1 copies the packed state and ring pages."),
+    ),
 )
 
 
@@ -370,6 +538,13 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
     "the scheduler's block copy of a moved live block carries its trackers (ring_start, num_committed) with its "
     "state and ring",
     _moved_block_carries,
+    guaranteed(
+        cite(HOST, "Collect FlashInfer ReplaySSM state for scheduler block copies.",
+             "vLLM's host module adds ReplaySSM state, trackers included, to the scheduler's block copies."),
+        cite(T6, "t[1] = t[0]", "vLLM's test of the block copy 0 -> 1 expects the tracker entries copied too."),
+        cite(PAGE, "Include shared trackers in scheduler block copies alongside packed pages.",
+             "the reference's block-copy tensor list holds the trackers."),
+    ),
 )
 
 
@@ -382,6 +557,15 @@ PREFILL_CONTINUATION_LONGER_THAN_ONE = Assumption(
     "a prefill chunk that continues a request (N > 0) schedules at least 2 tokens: vLLM's Mamba forward runs a "
     "one-token row with prior state as a decode, which is_prefilling would not say",
     _prefill_continuation_longer_than_one,
+    contradicted(
+        "vLLM schedules one-token final prefill chunks after prior state (A1, A2, B1, B3 handle them in the "
+        "kernel; vLLM's tests run a cached prompt's one-token tail as a padded decode): a review that keeps this "
+        "assumption does not judge a case vLLM produces",
+        cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
+             "one-token final prefill chunks with prior state occur."),
+        cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
+             "a cached prompt's one-token tail runs as a decode row padded to 4."),
+    ),
 )
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .assumptions import Assumption
+from .provenance import PAGE, T6, cite, guaranteed, not_guaranteed
 from .vocab import conj, disj, imin, ite, negate
 
 
@@ -193,6 +194,10 @@ FRESH_PAIR_IS_NEW = Assumption(
     "fresh_pair_is_new",
     "a fresh allocation gives two distinct tensors, neither of them a tensor any layer already holds",
     _fresh_pair_is_new,
+    guaranteed(
+        cite(PAGE, "num_committed = torch.zeros_like(ring_start)",
+             "a fresh pair is two new allocations (torch.zeros, then torch.zeros_like), distinct from every tensor."),
+    ),
 )
 
 
@@ -204,6 +209,12 @@ OLD_PAIR_UNALIASED = Assumption(
     "old_pair_unaliased",
     "a layer's start and committed trackers are two different tensors",
     _old_pair_unaliased,
+    not_guaranteed(
+        "the pair this binding allocates is two tensors, but a layer's first pair comes from the mixer's "
+        "constructor, which is not in the corpus; vLLM would have to promise the mixer allocates two tensors",
+        cite(T6, "layer._replayssm_ring_start = torch.tensor([0, 1, 2, 3], dtype=torch.int32)",
+             "vLLM's test gives a layer two separately allocated trackers."),
+    ),
 )
 
 
@@ -215,6 +226,10 @@ NUM_BLOCKS_NONNEGATIVE = Assumption(
     "num_blocks_nonnegative",
     "num_blocks is a tensor dimension (>= 0), so t[:num_blocks] has min(numel, num_blocks) entries",
     _num_blocks_nonnegative,
+    guaranteed(
+        cite(PAGE, "num_blocks, device = state.shape[0], state.device",
+             "num_blocks is the state cache's first dimension, never negative."),
+    ),
 )
 
 
@@ -226,6 +241,13 @@ REPLAYSSM_LAYERS_COPIED = Assumption(
     "replayssm_layers_copied",
     "every layer the binding binds (use_replayssm) is one block copies list (use_flashinfer_replayssm)",
     _replayssm_layers_copied,
+    not_guaranteed(
+        "the binding selects layers by use_replayssm, the block-copy list by use_flashinfer_replayssm: vLLM "
+        "would have to promise the first implies the second (its test sets both)",
+        cite(PAGE, "if isinstance(layer, MambaBase) and layer.use_flashinfer_replayssm:",
+             "the block-copy list takes layers with use_flashinfer_replayssm."),
+        cite(PAGE, "and layer.use_replayssm", "the binding takes layers with use_replayssm."),
+    ),
 )
 
 

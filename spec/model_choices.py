@@ -1,0 +1,401 @@
+"""The model's built-in choices about vLLM's caller, as named records.
+
+A caller assumption (``spec.assumptions``) is a predicate the proofs assume
+and a probe can drop. The system model, the fuzz callers and the review's
+caller model also *build in* choices about what vLLM does (how a block copy
+moves state, where padding rows sit, which blocks a step allocates, what
+FlashInfer executes). Each is a :class:`ModelChoice` here, named, with the
+modules that build it in and its provenance (``spec.provenance``), so review
+and proofs can refer to it by name and a reader sees which of them vLLM
+guarantees. The records about vLLM's ``all`` cache mode, which the model does
+not run, say what the model would have to assume there (``docs/assumptions.md``,
+"Cache modes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .provenance import (
+    A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, T1, T2, T3, T5, T6, VERSIONS_README,
+    Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
+)
+
+NOT_MODELLED = ()
+"""``where`` of a record about a vLLM behaviour no module of the model runs."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A choice the model builds in: ``where`` lists the repository files
+    that build it in (empty: not modelled), ``provenance`` whether vLLM
+    guarantees it."""
+
+    name: str
+    statement: str
+    where: tuple[str, ...]
+    provenance: Provenance
+
+
+_RUNNER_CODE = cite(VERSIONS_README, "The model runner code that computes the per-step inputs",
+                    "the code that computes live_cols, src_cols/dst_cols, the materialize_* vectors and "
+                    "is_prefilling is outside the corpus.")
+
+# -- block copies and allocation -------------------------------------------------------------------
+
+BLOCK_COPY_ON_WRITE = ModelChoice(
+    "block_copy_on_write",
+    "a scheduled request whose live block another table names (a prefix hit) gets a private copy first: the "
+    "scheduler's block copy moves state, ring and trackers",
+    ("spec/system/phases.py", "fuzz/callers.py"),
+    guaranteed(
+        cite(T1, "# Slot 1 is an immutable cached prefix, copied to private live slot 3.",
+             "vLLM's test copies a cached prefix block to a private live block before running on it."),
+        cite(T6, "assert spec.requires_live_state_copy", "align mode asks the scheduler for live-state copies."),
+        cite(HOST, "Collect FlashInfer ReplaySSM state for scheduler block copies.",
+             "the scheduler's block copies carry the ReplaySSM state and trackers."),
+    ),
+)
+
+ONLY_LIVE_BLOCK_ALLOCATED = ModelChoice(
+    "only_live_block_allocated",
+    "system model: a step allocates a block for the live column only; the blocks a multi-block chunk covers "
+    "before it stay null",
+    ("spec/system/phases.py",),
+    contradicted(
+        "vLLM allocates every block a prefill chunk covers and resets the intermediate ones, which can later be "
+        "another request's live source; the system model must allocate them (the fuzz callers do, some null), "
+        "and then decode_within_block is no longer redundant (docs/assumptions.md)",
+        cite(PAGE, "# Reset every touched prefix block, including intermediate blocks",
+             "the kernel resets intermediate blocks of a chunk, so they are allocated."),
+        cite(T3, "[0, 1, 2],", "vLLM's test gives a 48-token chunk (block size 16) three real blocks."),
+    ),
+)
+
+PREFIX_CACHE_REGISTERS_FILLED_BLOCKS = ModelChoice(
+    "prefix_cache_registers_filled_blocks",
+    "align mode: the prefix cache registers each non-null block a step filled, under its stream and boundary",
+    ("spec/system/phases.py",),
+    not_guaranteed(
+        "vLLM's KV-cache manager would have to promise which Mamba blocks it registers for prefix hits; the "
+        "corpus holds no cache-manager code",
+        _RUNNER_CODE,
+    ),
+)
+
+# -- prefix hits -----------------------------------------------------------------------------------
+
+PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP = ModelChoice(
+    "prefix_hit_whole_blocks_every_group",
+    "a prefix hit serves whole blocks registered under the request's stream, the same columns in every cache "
+    "group",
+    ("spec/system/admission.py", "fuzz/callers.py"),
+    guaranteed(
+        cite(PAGE, "# Homogeneous groups share cache-hit lookup, logical columns, and replay",
+             "one cache-hit lookup serves every group, over the same logical columns."),
+    ),
+)
+
+PREFIX_HIT_LEAVES_A_CHUNK = ModelChoice(
+    "prefix_hit_leaves_a_chunk",
+    "a prefix hit leaves at least one prompt token, computed as a prefill chunk",
+    ("spec/system/admission.py", "fuzz/callers.py"),
+    not_guaranteed(
+        "vLLM's scheduler would have to promise that the rest of a hit prompt runs as a prefill chunk; its test "
+        "runs a cached prompt's one-token tail as a decode row padded to the executed width",
+        cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
+             "after a cached prompt of 256 tokens the tail runs as a decode row of 4 with 1 real token."),
+    ),
+)
+
+PREFIX_CACHE_ONLY_WITH_CACHING = ModelChoice(
+    "prefix_cache_only_with_caching",
+    "mode none has no prefix cache: no hit, nothing registered, nothing published",
+    ("spec/system/admission.py", "spec/system/phases.py", "fuzz/callers.py"),
+    guaranteed(
+        cite(HOST_README, "`(max_num_blocks_per_req if enable_prefix_caching else 1) + num_speculative_blocks`",
+             "mode none is vLLM without prefix caching."),
+        cite(PAGE, "if not self.materialize_prefixes:", "without prefix materialization nothing is published."),
+    ),
+)
+
+PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK = ModelChoice(
+    "prefix_hit_source_is_last_hit_block",
+    "after a prefix hit, the first step's migration source column is the last hit block",
+    ("spec/system/admission.py", "fuzz/callers.py"),
+    not_guaranteed("the model runner computes src_cols; vLLM would have to promise this choice", _RUNNER_CODE),
+)
+
+# -- rows of a step --------------------------------------------------------------------------------
+
+PROMPT_ROWS_ARE_PREFILL = ModelChoice(
+    "prompt_rows_are_prefill",
+    "every row of a request that has not computed its whole prompt is a prefill chunk (is_prefilling 1, the "
+    "chunked scan)",
+    ("spec/system/step.py", "fuzz/callers.py"),
+    contradicted(
+        "vLLM runs a one-token prompt tail after prior state as a decode row of the executed width (its tests "
+        "pass is_prefilling 0 there; A1-era kernels correct a 1 in the kernel); the system model and the fuzz "
+        "callers must produce such rows (the review's ghost runs them only when "
+        "prefill_continuation_longer_than_one is dropped)",
+        cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
+             "a prompt tail runs as a padded decode row."),
+        cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
+             "one-token final prefill chunks with prior state run as decodes."),
+    ),
+)
+
+ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE = ModelChoice(
+    "one_token_continuation_runs_as_decode",
+    "review: vLLM's Mamba forward runs a one-token row with prior state as a decode",
+    ("review/lifecycle.py",),
+    guaranteed(
+        cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
+             "the forward runs such a row as a decode."),
+    ),
+)
+
+EMPTY_STEP_LAUNCHES_NOTHING = ModelChoice(
+    "empty_step_launches_nothing",
+    "a step that schedules no request launches no kernel",
+    ("spec/system/step.py",),
+    guaranteed(cite(PAGE, "if num_reqs == 0:", "the host returns before any launch when no request is scheduled.")),
+)
+
+DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
+    "decode_checkpoints_on_row_length",
+    "FlashInfer's decode kernel checkpoints when pnat + query_len > W, query_len being the row's length as the "
+    "postprocess reads it",
+    ("spec/flashinfer.py", "spec/system/phases.py", "fuzz/callers.py"),
+    not_guaranteed(
+        "FlashInfer decides on the executed width (a fixed-width launch: the padded width of every row); vLLM "
+        "would have to promise that the postprocess's query_len is that width for every decode row (its padded "
+        "layout does; A4 and A5 pass EXECUTED_QUERY_WIDTH for callers where it is not)",
+        cite_flashinfer("flashinfer/data/include/flashinfer/mamba/kernel_checkpointing_ssu_main.cuh",
+                        "return meta.pnat + NPREDICTED > MAX_WINDOW;",
+                        "a fixed-width launch checkpoints on the executed width NPREDICTED, not a row's own length."),
+        cite(A4, "executed_query_len = EXECUTED_QUERY_WIDTH",
+             "A4 replaces query_len by the executed width in the checkpoint rule."),
+        cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
+             "vLLM reports the padded width (4) as query_len for a row with one real token."),
+    ),
+)
+
+# -- batch layout ----------------------------------------------------------------------------------
+
+BATCH_ORDER_REQUEST_OR_REVERSE = ModelChoice(
+    "batch_order_request_or_reverse",
+    "system model: batch rows hold the scheduled requests in request order, or reversed (swap_rows)",
+    ("spec/system/state.py", "spec/system/worker.py"),
+    contradicted(
+        "vLLM orders rows as its input batch does; a proof over every order needs a permutation pick (the fuzz "
+        "callers already draw any permutation)",
+        cite(T3, "idx_mapping=_cuda_ints([1, 2, 0, -1]),", "vLLM's test maps rows to requests 1, 2, 0."),
+    ),
+)
+
+PADDING_ROWS_LAST = ModelChoice(
+    "padding_rows_last",
+    "system model: padding rows (idx_mapping -1) come after the scheduled rows; a v2 launch covers "
+    "max_num_reqs rows",
+    ("spec/system/worker.py",),
+    not_guaranteed(
+        "vLLM's tests put padding rows last, but nothing promises it; the fuzz callers place padding rows "
+        "anywhere",
+        cite(T1, "mapping = ints([2, 0, 1, -1])", "vLLM's test pads the batch after its real rows."),
+    ),
+)
+
+ROWS_BY_BATCH_WITHOUT_IDX_MAPPING = ModelChoice(
+    "rows_by_batch_without_idx_mapping",
+    "without idx_mapping (v1), per-request inputs sit at the batch row",
+    ("spec/assumptions.py", "spec/system/worker.py", "fuzz/callers.py"),
+    guaranteed(
+        cite(VERSIONS_README, "Without it `req_idx = row`.", "without idx_mapping the request index is the row."),
+        cite(PAGE, "req_idx = batch_idx", "the kernel starts from the row as the request index."),
+    ),
+)
+
+CALLER_ENCODES_ROW = ModelChoice(
+    "caller_encodes_row",
+    "the caller lays each row into the kernel inputs as spec.assumptions.encode_row does under the step's "
+    "conventions (lengths or cumulative offsets, pre- or post-step counts)",
+    ("spec/assumptions.py", "verify/scenarios.py"),
+    guaranteed(
+        cite(VERSIONS_README, "`QUERY_METADATA_IS_CUMULATIVE` (D3: `QUERY_IS_CUMULATIVE`) selects",
+             "the conventions select lengths or offsets, pre- or post-step counts."),
+        cite(PAGE, "NUM_COMPUTED_IS_POST_STEP, computed - query_len, computed",
+             "a post-step count is the pre-step count plus the step."),
+    ),
+)
+
+# -- groups ----------------------------------------------------------------------------------------
+
+GROUPS_SHARE_CACHE_SPEC = ModelChoice(
+    "groups_share_cache_spec",
+    "every cache group has the same block size, window and ring length (one Geometry)",
+    ("spec/system/state.py", "fuzz/callers.py"),
+    guaranteed(cite(PAGE, "FlashInfer ReplaySSM requires equal Mamba cache specs",
+                    "the host refuses groups with different cache specs.")),
+)
+
+GROUPS_SHARE_TABLE_WIDTH = ModelChoice(
+    "groups_share_table_width",
+    "every cache group's block table has the same number of columns",
+    ("spec/system/state.py", "fuzz/callers.py"),
+    not_guaranteed(
+        "the reference passes a block-table stride per group; vLLM would have to promise equal widths (D1-D3 "
+        "refuse unequal strides, the reference does not)",
+        cite(PAGE, "block_table_strides=_cuda_i64_slot_strides(block_tables),", "one stride per group."),
+        cite(D3, "model-wide ReplaySSM requires one block-table row stride", "D3 requires one stride."),
+    ),
+)
+
+# -- slots -----------------------------------------------------------------------------------------
+
+NULL_BLOCK_IS_PAD = ModelChoice(
+    "null_block_is_pad",
+    "slot 0 is the null block of every group and the pad id every kernel compares slots with",
+    ("spec/geometry.py", "spec/system/state.py"),
+    guaranteed(
+        cite(PAGE, "PAD_SLOT_ID=NULL_BLOCK_ID,", "the host launches every kernel with the null block as pad id."),
+        cite(VERSIONS_README, "`NULL_BLOCK_ID = 0`", "the null block is block 0."),
+    ),
+)
+
+MIGRATION_COLUMNS_OLD_AND_NEW_LIVE = ModelChoice(
+    "migration_columns_old_and_new_live",
+    "src_cols is a request's previous live column (-1 when it has none), dst_cols its new live column",
+    ("spec/system/phases.py", "fuzz/callers.py", "review/arguments.py"),
+    guaranteed(cite(VERSIONS_README, "caller supplies the old and new logical column of each request",
+                    "the migration kernel's caller passes the old and the new column.")),
+)
+
+LIVE_COLS_ZERO_WHEN_ABSENT = ModelChoice(
+    "live_cols_zero_when_absent",
+    "review: a generation without LIVE_COL_IS_ZERO gets live_cols of column 0 everywhere in mode none",
+    ("review/arguments.py",),
+    guaranteed(cite(T5, 'live_cols = torch.zeros(2, dtype=torch.int32, device="cuda")',
+                    "vLLM's mode-none test of the model-wide kernel passes zeros.")),
+)
+
+MATERIALIZE_COLUMNS_FROM_BOUNDARY = ModelChoice(
+    "materialize_columns_from_boundary",
+    "review: the materialize_src/dst columns and token counts (B2-D) come from mamba_state_copy_boundary of "
+    "the row's running position and new count",
+    ("review/arguments.py",),
+    not_guaranteed("the model runner computes these vectors; vLLM would have to promise this derivation",
+                   _RUNNER_CODE),
+)
+
+# -- facts the kernel proofs assume ----------------------------------------------------------------
+
+INT32_INPUTS = ModelChoice(
+    "int32_inputs",
+    "every kernel input and tracker entry is an int32",
+    ("verify/scenarios.py", "verify/kernels/cases.py"),
+    guaranteed(
+        cite(PAGE, "block_table = tl.load(block_table_ptrs + group_idx).to(tl.pointer_type(tl.int32))",
+             "the kernels read block tables and trackers as int32."),
+        cite(PAGE, "plan_ring_start=torch.zeros(max_num_reqs, dtype=torch.int32, device=device),",
+             "the plan buffers are int32."),
+    ),
+)
+
+INT32_SIZES = ModelChoice(
+    "int32_sizes",
+    "num_reqs, the number of groups, slots, columns and layers fit int32",
+    ("verify/scenarios.py",),
+    not_guaranteed("vLLM would have to bound these sizes below 2^31; they are far smaller in practice, but nothing "
+                   "in the corpus states a bound",
+                   cite(PAGE, "max_num_reqs: int", "sizes are host ints.")),
+)
+
+NUM_REQS_IN_CAPACITY = ModelChoice(
+    "num_reqs_in_capacity",
+    "num_reqs <= MAX_NUM_REQS: a launch has no more rows than the plan buffers",
+    ("verify/kernels/cases.py", "verify/compaction_proofs.py"),
+    not_guaranteed("vLLM's scheduler bounds a batch by the size these buffers are allocated with, but the "
+                   "corpus holds neither; the reference does not check it",
+                   cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
+                        "the plan buffers have max_num_reqs entries.")),
+)
+
+POSITIONS_NONNEGATIVE = ModelChoice(
+    "positions_nonnegative",
+    "the boundary helper's positions are >= 0 and the running position is at most one past the new count",
+    ("verify/boundary_proofs.py",),
+    not_guaranteed("it follows from positions_in_model and accepted_within_row, and is guaranteed no more than "
+                   "positions_in_model",
+                   cite(PAGE, "running_state_pos = tl.where(", "the kernel derives the running position.")),
+)
+
+# -- vLLM's all cache mode (not run by the model) ----------------------------------------------------
+
+ALL_MODE_MATERIALIZES_AS_ALIGN = ModelChoice(
+    "all_mode_materializes_as_align",
+    "all mode reaches A1, A2, A4, A5, B, C, D1 and D2 with MATERIALIZE_PREFIXES on, as align mode does",
+    NOT_MODELLED,
+    guaranteed(cite(A1, 'materialize_prefixes=cache_mode in ("align", "all"),',
+                    "these versions publish prefixes in all mode too.")),
+)
+
+ALL_MODE_UNPUBLISHED_IN_REFERENCE = ModelChoice(
+    "all_mode_unpublished_in_reference",
+    "all mode reaches the reference (A3) with MATERIALIZE_PREFIXES off: no ReplaySSM publish, the prefill "
+    "reset of mode none",
+    NOT_MODELLED,
+    guaranteed(
+        cite(PAGE, 'materialize_prefixes=first_spec.mamba_cache_mode == "align",', "only align mode publishes."),
+        cite(A3, 'materialize_prefixes=cache_mode == "align",', "A3's group context likewise."),
+        cite(HOST_README, "the 3431299a version (A3) in `align` only", "the README notes the change."),
+    ),
+)
+
+ALL_MODE_LIVE_COLUMN_ZERO = ModelChoice(
+    "all_mode_live_column_zero",
+    "all mode: the live page is block-table column 0 (what the model's mode none fixes whenever "
+    "MATERIALIZE_PREFIXES is off)",
+    ("spec/geometry.py", "spec/assumptions.py"),
+    contradicted(
+        "in all mode the live page moves with the request (vLLM #55688 is the fix of code that assumed column 0); "
+        "the model's mode none describes vLLM's mode none only, not all mode under A3",
+        cite(HOST_README, "rather than assuming block-table column",
+             "vLLM #55688 selects the actual live page in all mode instead of column 0."),
+        cite(T1, '"all",', "vLLM's all-mode test (A1 era) ..."),
+        cite(T1, "live_cols=ints([1, 1, 1]),", "... names column 1 live."),
+    ),
+)
+
+ALL_MODE_POSTPROCESS_RUNS = ModelChoice(
+    "all_mode_postprocess_runs",
+    "all mode: the postprocess runs every step, as in the other modes",
+    NOT_MODELLED,
+    not_guaranteed("vLLM shipped a mode check that skipped the postprocess in all mode (vLLM #43955)",
+                   cite(HOST_README, "`!= \"align\"` also matched `all` and skipped the postprocess there",
+                        "a version of vLLM skipped the postprocess in all mode.")),
+)
+
+ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY = ModelChoice(
+    "all_mode_prefill_writes_every_boundary",
+    "all mode: a prefill chunk leaves the state at every block boundary it covers in that block",
+    NOT_MODELLED,
+    guaranteed(cite(D1, "# All-mode prefill writes every boundary state in this interval.",
+                    "D1 resets every block a prefill covers because the prefill wrote each boundary's state.")),
+)
+
+ALL = [
+    BLOCK_COPY_ON_WRITE, ONLY_LIVE_BLOCK_ALLOCATED, PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
+    PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
+    PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK,
+    PROMPT_ROWS_ARE_PREFILL, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, EMPTY_STEP_LAUNCHES_NOTHING,
+    DECODE_CHECKPOINTS_ON_ROW_LENGTH,
+    BATCH_ORDER_REQUEST_OR_REVERSE, PADDING_ROWS_LAST, ROWS_BY_BATCH_WITHOUT_IDX_MAPPING, CALLER_ENCODES_ROW,
+    GROUPS_SHARE_CACHE_SPEC, GROUPS_SHARE_TABLE_WIDTH,
+    NULL_BLOCK_IS_PAD, MIGRATION_COLUMNS_OLD_AND_NEW_LIVE, LIVE_COLS_ZERO_WHEN_ABSENT,
+    MATERIALIZE_COLUMNS_FROM_BOUNDARY,
+    INT32_INPUTS, INT32_SIZES, NUM_REQS_IN_CAPACITY, POSITIONS_NONNEGATIVE,
+    ALL_MODE_MATERIALIZES_AS_ALIGN, ALL_MODE_UNPUBLISHED_IN_REFERENCE, ALL_MODE_LIVE_COLUMN_ZERO,
+    ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY,
+]
+"""Every built-in choice, by name."""
