@@ -245,7 +245,8 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
     chosen = [(label, params) for label, params in smallest_first(head_role or role) if label in theirs]
     mine = dict(role.variants())
     chosen = [(label, mine[label]) for label, _ in chosen if label in mine]
-    out = RoleDiff(role.name, (head_role or role).kernel_name(head), EQUAL, len(chosen))
+    name = role.name if head_role is None or head_role.name == role.name else f"{role.name} ~ {head_role.name}"
+    out = RoleDiff(name, (head_role or role).kernel_name(head), EQUAL, len(chosen))
     first: tuple[PairCase, list[Part]] | None = None
     inside_any = False
     try:
@@ -280,10 +281,15 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
 def matched_roles(base: ModuleType, head: ModuleType, base_roles: Registry,
                   head_roles: Registry) -> list[tuple[KernelRole, KernelRole]]:
     """``(base's record, head's record)`` of every role both versions define
-    a kernel of, matched by role name (two generations' adapters name a
-    kernel of the same duty alike)."""
-    theirs = {r.name: r for r in head_roles if r.jit(head) is not None}
-    return [(r, theirs[r.name]) for r in base_roles if r.jit(base) is not None and r.name in theirs]
+    a kernel of, matched by :func:`duty` (two generations' adapters name a
+    kernel of the same duty alike: ``A.postprocess``, ``B.postprocess``)."""
+    theirs = {duty(r): r for r in head_roles if r.jit(head) is not None}
+    return [(r, theirs[duty(r)]) for r in base_roles if r.jit(base) is not None and duty(r) in theirs]
+
+
+def duty(role: KernelRole) -> str:
+    """A role's name without its generation's prefix (``A.postprocess`` -> ``postprocess``)."""
+    return role.name.rsplit(".", 1)[-1]
 
 
 def diff_versions(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE, *,
