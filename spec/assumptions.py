@@ -370,7 +370,9 @@ PACKED_TABLES_MATCH_LAYERS = Assumption(
     "each group's packed-table entries [base, base + layers * MAX_NUM_REQS) lie inside the [layer, batch] "
     "allocation, whose size fits int32",
     _packed_tables_match_layers,
-    guaranteed(
+    not_guaranteed(
+        "the layout is the reference's, but vLLM states no bound keeping layers * max_num_reqs inside int32 "
+        "(the kernels index the tables with int32 offsets)",
         cite(PAGE, "# Each pointer selects a group's first row in the flat [layer, batch]",
              "each group's src/dst tables start at its first layer's row of one [layer, batch] allocation."),
         cite(PAGE, "(len(mixers), max_num_reqs),",
@@ -402,11 +404,13 @@ BATCH_IN_LAUNCH = Assumption(
     "batch_in_launch",
     "0 <= batch < num_reqs <= max_num_reqs and 0 <= group < number of groups",
     _batch_in_launch,
-    guaranteed(
+    not_guaranteed(
+        "the program ids are in range by the grid, but num_reqs <= max_num_reqs is the scheduler's bound on a "
+        "batch, which the corpus does not show and the reference does not check",
         cite(PAGE, "_postprocess_replayssm_kernel[(num_reqs, len(self.block_tables))](",
              "the grid is (num_reqs, number of groups): program ids are in range by construction."),
         cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
-             "the per-row plan buffers have max_num_reqs entries (num_reqs <= max_num_reqs is not checked here)."),
+             "the per-row plan buffers have max_num_reqs entries."),
     ),
 )
 

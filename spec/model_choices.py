@@ -104,7 +104,7 @@ PREFIX_HIT_LEAVES_A_CHUNK = ModelChoice(
         "vLLM's scheduler would have to promise that the rest of a hit prompt runs as a prefill chunk; its test "
         "runs a cached prompt's one-token tail as a decode row padded to the executed width",
         cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
-             "after a cached prompt of 256 tokens the tail runs as a decode row of 4 with 1 real token."),
+             "vLLM's test runs what it calls a cached prompt's tail as a decode row (width 4, one real token)."),
     ),
 )
 
@@ -139,7 +139,8 @@ PROMPT_ROWS_ARE_PREFILL = ModelChoice(
         "callers must produce such rows (the review's ghost runs them only when "
         "prefill_continuation_longer_than_one is dropped)",
         cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
-             "a prompt tail runs as a padded decode row."),
+             "vLLM's test calls a decode row of width 4 with one real token after 256 cached tokens a padded "
+             "prompt tail."),
         cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
              "one-token final prefill chunks with prior state run as decodes."),
     ),
