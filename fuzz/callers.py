@@ -44,9 +44,11 @@ small block, a power-of-two ring, odd blocks and rings, T = W, block size 1
 (every token a boundary; R = 3) and block size 2 with a ring of 7 that holds
 decode rows of 3 tokens (longer than a block: only under ``--drop``)."""
 
-TABLE_WIDTHS = (3, 1, 2, 10)
-"""Block-table columns: small tables that requests fill (a prompt and its
-decode steps up to ``num_cols * block_size`` tokens), and a wide one."""
+MODEL_BLOCKS = (3, 1, 2, 10)
+"""Model lengths in blocks: small ones that requests fill (a prompt and its
+decode steps up to ``max_model_len`` tokens), and a long one. The block table
+is as vLLM sizes it (``Setup.sized``): that many columns in align mode, one
+live column in mode none."""
 
 NUM_SLOTS = 48
 """Tracker entries per group (slot 0 is the null block)."""
@@ -109,14 +111,15 @@ class Features:
 
 @dataclass(frozen=True)
 class Aim:
-    """Where one example points the callers: geometries, table widths and
+    """Where one example points the callers: geometries, model lengths and
     fixed caller behaviours for scenario classes that free draws reach too
     rarely in a few examples per convention combination (the ci profile runs
     4 per combination)."""
 
     name: str
     geometries: tuple[Geometry, ...]
-    table_widths: tuple[int, ...]
+    model_blocks: tuple[int, ...]
+    """``max_model_len`` in blocks (:data:`MODEL_BLOCKS`)."""
     fixed: tuple[tuple[str, bool], ...] = ()
     """:class:`Features` set by the aim; the others are drawn."""
     moving_live_column: bool = False
@@ -124,7 +127,7 @@ class Aim:
 
 
 AIMS = (
-    Aim("free", GEOMETRIES, TABLE_WIDTHS),
+    Aim("free", GEOMETRIES, MODEL_BLOCKS),
     Aim("table edges", GEOMETRIES, (1, 2, 3), (("stale_slots", True), ("short_prompts", False))),
     Aim("shared prefixes", GEOMETRIES, (3, 10), (("prefix_hits", True), ("null_columns", True),
                                                  ("shared_prompts", True), ("short_prompts", False)),
@@ -147,9 +150,9 @@ def shapes(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Aim
     moving = conv.materialize_prefixes and not conv.live_col_is_zero
     aim = draw(hs.sampled_from([a for a in AIMS if moving or not a.moving_live_column]))
     geo = draw(hs.sampled_from(aim.geometries))
-    num_cols = draw(hs.sampled_from(aim.table_widths))
+    model_blocks = draw(hs.sampled_from(aim.model_blocks))
     layers = tuple(draw(hs.lists(hs.integers(1, 3), min_size=1, max_size=3)))
-    return Setup(geo, conv, layers, num_cols=num_cols, num_slots=NUM_SLOTS), aim
+    return Setup.sized(geo, conv, layers, model_blocks, NUM_SLOTS), aim
 
 
 @hs.composite
@@ -205,10 +208,11 @@ class Callers:
 
     @property
     def max_model_len(self) -> int:
-        """Align mode with live column 0 only holds requests inside block 0."""
+        """The setup's model length; align mode with live column 0 only holds
+        requests inside block 0 (mode none holds any length in its one column)."""
         if self.align and self.setup.conventions.live_col_is_zero:
             return self.geo.block_size
-        return self.setup.num_cols * self.geo.block_size
+        return int(self.setup.max_model_len)
 
     @property
     def rows(self) -> RowRule:
@@ -392,6 +396,9 @@ class Callers:
             self.saw("live column is the last column", cols > 1 and plan.live_col == cols - 1)
             self.saw("one-column table", cols == 1)
             self.saw("block size 1", self.geo.block_size == 1)
+        bs = self.geo.block_size
+        self.saw("mode-none chunk past the first block",
+                 sum(not self.align and plan.prefilling and r.computed + plan.query_len > bs for r, plan in rows))
 
     def _batch_table(self, draw: Draw, batch_rows: list) -> list:
         """Every group's block table for one launch: each scheduled request's
@@ -568,7 +575,7 @@ class Callers:
                 r.computed = before + plan.accepted
                 r.checkpoint_pos = r.computed - committed
             r.live_col = plan.live_col
-            self.saw("table full", r.computed == self.setup.num_cols * bs)
+            self.saw("table full", r.computed == self.setup.max_model_len)
             running = running_position(plan.prefilling, r.computed, plan.accepted)
             boundary = mamba_state_copy_boundary(running, r.computed, bs)
             if self.align and boundary.needs_copy and boundary.dst_col >= 0:

@@ -79,6 +79,7 @@ SCENARIOS = (
     "stale slot past the live column",
     "block size 1",
     "one-column table",
+    "mode-none chunk past the first block",
     *(f"conventions {c.label()}" for c in Conventions.all()),
 )
 """Every scenario class a campaign must reach."""

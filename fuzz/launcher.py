@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from replayssm.impl.pointers import register_tensor
+from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
 
@@ -29,13 +30,29 @@ from .guards import TRACKERS, Arena, guard_context, guarded_inputs, guards_enabl
 
 @dataclass(frozen=True)
 class Setup:
-    """The fixed shape of one fuzzed system."""
+    """The fixed shape of one fuzzed system: ``max_model_len`` is the longest
+    request (``None``: ``num_cols * block_size``, the table full); a mode-none
+    table has one live column whatever its length (``model_fits_table``)."""
 
     geometry: Geometry
     conventions: Conventions
     layers_per_group: tuple[int, ...]
     num_cols: int
     num_slots: int
+    max_model_len: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_model_len is None:
+            object.__setattr__(self, "max_model_len", self.num_cols * self.geometry.block_size)
+
+    @classmethod
+    def sized(cls, geometry: Geometry, conventions: Conventions, layers_per_group: tuple[int, ...],
+              model_blocks: int, num_slots: int) -> "Setup":
+        """A system for requests of up to ``model_blocks`` blocks, its table as
+        vLLM sizes it (``spec.assumptions.block_table_width``)."""
+        max_model_len = model_blocks * geometry.block_size
+        width = block_table_width(conventions, max_model_len, geometry.block_size)
+        return cls(geometry, conventions, layers_per_group, width, num_slots, max_model_len)
 
     def as_json(self) -> dict:
         g, c = self.geometry, self.conventions
@@ -47,12 +64,14 @@ class Setup:
             "layers_per_group": list(self.layers_per_group),
             "num_cols": self.num_cols,
             "num_slots": self.num_slots,
+            "max_model_len": self.max_model_len,
         }
 
     @classmethod
     def from_json(cls, d: dict) -> "Setup":
+        """A trace's setup (one written before ``max_model_len`` was recorded: the table full)."""
         return cls(Geometry(**d["geometry"]).validated(), Conventions(**d["conventions"]),
-                   tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"])
+                   tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"], d.get("max_model_len"))
 
 
 def copy_trackers(copies: list, trackers: Callable[[str, int], Any]) -> None:

@@ -402,7 +402,7 @@ class NumericMachine(ReplaySSMMachine):
             geo, layers, dims = self.setup.geometry, self.setup.layers_per_group, self.sizing.dims
             # Token data from the system's shape: the same example gets the same numbers when replayed.
             seed = zlib.crc32(repr((self.numeric_seed, geo, self.setup.conventions.label(), layers)).encode())
-            streams = TokenStreams(dims, sum(layers), 2, self.setup.num_cols * geo.block_size, seed, self.device)
+            streams = TokenStreams(dims, sum(layers), 2, self.setup.max_model_len, seed, self.device)
             self.impl = NumericContextSide(self.setup, self.target, self.device, dims, streams, self.plant,
                                            self.forward)
         return self.impl

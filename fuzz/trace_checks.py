@@ -28,6 +28,7 @@ a ``/1`` one still reads."""
 SIZE_LIMITS = {
     "num_slots": 1 << 20,
     "num_cols": 1 << 16,
+    "max_model_len": 1 << 30,
     "geometry.max_num_reqs": 1 << 16,
     "geometry.block_size": 1 << 20,
     "geometry.window": 1 << 20,
@@ -78,7 +79,7 @@ def check_sizes(params: Any) -> None:
     if not isinstance(params, dict):
         raise ValueError(f"trace params must be an object, got {params!r}")
     sizes = {}
-    for field in ("num_slots", "num_cols"):
+    for field in ("num_slots", "num_cols", "max_model_len"):
         if field in params:
             sizes[field] = _bounded(params[field], field, SIZE_LIMITS[field])
     geometry = params.get("geometry", {})

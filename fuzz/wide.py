@@ -59,7 +59,7 @@ class WideSystem:
         self.live = np.full(self.rows, -1, dtype=np.int64)
         self.start = np.zeros(self.rows, dtype=np.int64)
         self.position = np.zeros(self.rows, dtype=np.int64)
-        self.rule = RowRule(self.geo, self.conv, cols * self.geo.block_size)
+        self.rule = RowRule(self.geo, self.conv, int(setup.max_model_len))
         self.max_step = self.rule.longest_decode
         self.kernel_seconds = 0.0
 
@@ -143,7 +143,9 @@ WIDE_CONVENTIONS = Conventions(cumulative=True, post_step=True, has_idx_mapping=
                                live_col_is_zero=False)
 """The caller the wide runner models (vLLM v2 in align mode): its model of
 FlashInfer's view (``WideSystem._advance``) publishes prefixes in place and
-moves live columns, which holds in align mode only."""
+moves live columns, which holds in align mode only (mode none, whose one
+live column holds a request of any length, is the stateful fuzzer's and the
+system model's)."""
 
 WIDE_LAYERS = (2, 1)
 """Layers per cache group."""
@@ -163,7 +165,7 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
-    setup = Setup(geo, WIDE_CONVENTIONS, WIDE_LAYERS, num_cols=8, num_slots=1 + rows * 8)
+    setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
     system = WideSystem(setup, load_target(impl, cuda=device == "cuda"), torch.device(device), seed)
     bad = 0
     start = time.perf_counter()

@@ -110,7 +110,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
-        self.setup = Setup(geo, conv, layers, num_cols=10, num_slots=48)
+        self.setup = Setup.sized(geo, conv, layers, model_blocks=10, num_slots=48)
         self.callers = ReviewCallers(self.setup, features, dropped=self.dropped)
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]

@@ -334,13 +334,34 @@ COLUMNS_IN_TABLE = Assumption(
 )
 
 
-def _model_fits_table(max_model_len: Any, block_size: Any, num_cols: Any) -> Any:
+NUM_SPECULATIVE_BLOCKS = 0
+"""The block-table columns vLLM adds to a ReplaySSM group for speculative
+tokens: none, since the replay ring holds the drafts (vLLM's own block-copy
+test asserts ``num_speculative_blocks == 0`` in align mode with 3 speculative
+tokens, ``../shared/reference/vllm-host/T6_block_copy_test.py``). The model
+keeps it a parameter of :func:`block_table_width`; every world uses 0."""
+
+
+def block_table_width(conv: Conventions, max_model_len: int, block_size: int,
+                      num_speculative_blocks: int = NUM_SPECULATIVE_BLOCKS) -> int:
+    """The columns vLLM gives a Mamba group's block table (vLLM #30877): one
+    per block of ``max_model_len`` tokens with prefix caching (align mode),
+    a single one without (mode none: the live column holds a request of any
+    length), plus the speculative blocks."""
+    blocks = -(-max_model_len // block_size) if conv.materialize_prefixes else 1
+    return blocks + num_speculative_blocks
+
+
+def _model_fits_table(conv: Conventions, max_model_len: Any, block_size: Any, num_cols: Any) -> Any:
+    if not conv.materialize_prefixes:
+        return num_cols >= 1
     return conj(num_cols >= 1, max_model_len <= num_cols * block_size)
 
 
 MODEL_FITS_TABLE = Assumption(
     "model_fits_table",
-    "the block table has at least one column, and one for every block of max_model_len tokens",
+    "the block table has at least one column; in align mode one for every block of max_model_len tokens "
+    "(mode none: one live column whatever the prompt length)",
     _model_fits_table,
     contradicted(
         "mode none: vLLM's table has 1 + speculative-block columns for a request of any length (vLLM #30877; "

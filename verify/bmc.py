@@ -288,6 +288,26 @@ def bmc_odd_ring() -> Iterator[Claim]:
                         "system.bmc_odd_ring v2-none", sharing=False)
 
 
+NONE_CONVENTIONS = ("v2-none", "v1-none")
+"""Both callers in mode none."""
+
+NONE_PROMPTS = (3,)
+"""Prompts of a block and a half: in mode none the one live column holds
+them, so prefill chunks run past the first block (from 0 to 3, or from 2)."""
+
+
+@obligation("system.bmc_none", "system",
+            f"bounded model check in mode none, depth {BMC_DEPTH}, by exhaustive exploration, for v1 and v2 "
+            "callers: a one-column block table (as vLLM sizes it without prefix caching) and prompts of 3 tokens "
+            "over 2-token blocks, so prefill chunks run past the first block in that column; every step's safety "
+            "checks and the system invariants hold in every reachable state", shardable=True)
+def bmc_none() -> Iterator[Claim]:
+    for label in NONE_CONVENTIONS:
+        yield ExplicitClaim(f"explicit {label} prompts 3",
+                            lambda label=label: explicit_bmc(label, prompts=NONE_PROMPTS), BMC_DEPTH,
+                            f"system.bmc_none {label}", sharing=False)
+
+
 SYMBOLIC_DEPTH = 2
 """The depth the symbolic unrolling answers quickly (depth 3 takes about 17 s, depth 4 over 300 s)."""
 

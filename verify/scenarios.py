@@ -168,7 +168,7 @@ def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory,
         (env.ROW_NONEMPTY.name, implies(real, env.ROW_NONEMPTY(geo, ghost))),
         (env.DECODE_WITHIN_BLOCK.name, implies(real, env.DECODE_WITHIN_BLOCK(geo, ghost))),
         (env.POSITIONS_IN_MODEL.name, implies(real, env.POSITIONS_IN_MODEL(geo, ghost, sz.max_model_len))),
-        (env.MODEL_FITS_TABLE.name, env.MODEL_FITS_TABLE(sz.max_model_len, geo.block_size, sz.num_cols)),
+        (env.MODEL_FITS_TABLE.name, env.MODEL_FITS_TABLE(conv, sz.max_model_len, geo.block_size, sz.num_cols)),
         (env.LIVE_COL_IS_LAST_BLOCK.name, implies(real, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, ghost))),
         (env.PREFILL_CHUNK_ON_BOUNDARY.name, implies(real, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, ghost, final_chunk))),
     ]

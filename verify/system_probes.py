@@ -7,7 +7,7 @@ verdicts and ``scripts/assumption_traces.py`` renders the traces.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from replayssm.spec.geometry import Geometry
 from replayssm.spec.vocab import conj, negate
@@ -37,7 +37,7 @@ class Probe:
     conv: str
     geometry: str
     case: StepCase
-    num_cols: int = 2
+    model_blocks: int = 2
     fresh: tuple[int, ...] | None = None  # override fresh slot ids (per request)
 
     @property
@@ -47,8 +47,8 @@ class Probe:
 
 
 def probe_transition(pr: Probe) -> Transition:
-    p = system_params(SYSTEM_CONVENTIONS[pr.conv], PROBE_GEOMETRIES[pr.geometry], num_cols=pr.num_cols,
-                      num_slots=2 * pr.num_cols + 3)
+    p = system_params(SYSTEM_CONVENTIONS[pr.conv], PROBE_GEOMETRIES[pr.geometry], model_blocks=pr.model_blocks)
+    p = replace(p, num_slots=2 * p.num_cols + 3)
     return case_transition(p, pr.case, pr.fresh)
 
 
@@ -78,7 +78,7 @@ PROBES: dict[str, Probe] = {pr.name: pr for pr in [
     Probe(("decode_row_fits",), "v2-align", "wide_block", _case(decode_row(0, 1, 1))),
     Probe(("accepted_within_row",), "v2-align", "system", _case(decode_row(0, 0, 0))),
     Probe(("row_nonempty",), "v2-align", "system", _case(prefill_row(0, 0, 0))),
-    Probe(("decode_within_block",), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), num_cols=3),
+    Probe(("decode_within_block",), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
     Probe(("prefill_chunk_on_boundary",), "v2-align", "system", _case(prefill_row(0, 0, 1))),
     Probe(("fresh_distinct_destinations",), "v2-align", "system", _case(prefill_row(0, -1, 0), prefill_row(1, -1, 0)),
           fresh=(5, 5)),

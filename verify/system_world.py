@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system import ACTIONS, Picks, State, SystemParams, initial_state, picks_from_flat
 from replayssm.spec.vocab import conj
@@ -33,8 +34,15 @@ a real permutation). ``postprocess.conventions_agree`` covers the remaining
 query/count combinations at the kernel level."""
 
 
-def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, **kw: Any) -> SystemParams:
-    kw = {"num_cols": 2, "num_slots": 7, **kw}
+def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, model_blocks: int = 2,
+                  **kw: Any) -> SystemParams:
+    """The world of ``conv``: requests of up to ``model_blocks`` blocks in a
+    block table as vLLM sizes it (``block_table_width``: a column per block
+    in align mode, one live column in mode none, where chunks past the first
+    block then run in that column)."""
+    bs = int(geo.block_size)
+    kw = {"num_cols": block_table_width(conv, model_blocks * bs, bs), "max_model_len": model_blocks * bs,
+          "num_slots": 7, **kw}
     return SystemParams(geo, conv, swap_rows=conv.has_idx_mapping, **kw)
 
 

@@ -51,7 +51,7 @@ def params_json(p: SystemParams) -> dict:
                             "has_idx_mapping": c.has_idx_mapping, "materialize_prefixes": c.materialize_prefixes,
                             "live_col_is_zero": c.live_col_is_zero},
             "layers": list(p.layers), "num_cols": p.num_cols, "num_slots": p.num_slots,
-            "num_streams": p.num_streams, "swap_rows": p.swap_rows}
+            "num_streams": p.num_streams, "swap_rows": p.swap_rows, "max_model_len": p.max_model_len}
 
 
 _GEOMETRY_FIELDS = ("max_num_reqs", "block_size", "window", "ring_len")
@@ -77,7 +77,7 @@ def params_from_json(d: dict) -> SystemParams:
     """The :class:`SystemParams` a trace's ``params`` describe; malformed
     params are a ``ValueError`` naming the field (``params.geometry.window
     must be in [1, 16], got 0``)."""
-    d = _fields(d, "params", _PARAM_FIELDS)
+    d = _fields(d, "params", _PARAM_FIELDS, ("max_model_len",))
     geo = _fields(d["geometry"], "params.geometry", _GEOMETRY_FIELDS, ("pad_slot",))
     conv = _fields(d["conventions"], "params.conventions", _CONVENTION_FIELDS)
     for name in _CONVENTION_FIELDS:
@@ -87,7 +87,7 @@ def params_from_json(d: dict) -> SystemParams:
         raise ValueError(f"params.layers must be a list of layer counts >= 1, got {d['layers']!r}")
     try:
         return SystemParams(Geometry(**geo), Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
-                            d["num_streams"], d["swap_rows"])
+                            d["num_streams"], d["swap_rows"], d.get("max_model_len"))
     except ValueError as e:
         msg = str(e)
         raise ValueError("params." + ("geometry." + msg[4:] if msg.startswith("geo.") else msg)) from None

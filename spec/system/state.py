@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..assumptions import MODEL_FITS_TABLE
 from ..arrays import int_offset, is_concrete, lookup, size, update
 from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
 from ..vocab import PLAIN_TYPES
@@ -35,6 +36,11 @@ class SystemParams:
     num_slots: int = 7
     num_streams: int = 2
     swap_rows: bool = False
+    max_model_len: int | None = None
+    """The longest request; ``None``: ``num_cols * block_size`` (the table
+    full). Align mode needs a column per block of it (``model_fits_table``);
+    in mode none the table's one live column holds any length, as vLLM sizes
+    it (``spec.assumptions.block_table_width``)."""
 
     def __post_init__(self) -> None:
         """Reject a world the model cannot describe, naming the field and its
@@ -64,6 +70,12 @@ class SystemParams:
         require_int("num_streams", self.num_streams, 1)
         if not isinstance(self.swap_rows, bool):
             raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
+        if self.max_model_len is None:
+            object.__setattr__(self, "max_model_len", self.num_cols * int(self.geo.block_size))
+        require_int("max_model_len", self.max_model_len, 1)
+        if not MODEL_FITS_TABLE(self.conv, self.max_model_len, int(self.geo.block_size), self.num_cols):
+            raise ValueError(f"max_model_len must be at most num_cols * block_size = "
+                             f"{self.num_cols * int(self.geo.block_size)} in align mode, got {self.max_model_len}")
         # computed once per world: reading it must not hash the params (the hot path of concrete runs)
         object.__setattr__(self, "_shape_table", self._shapes())
 
@@ -77,8 +89,8 @@ class SystemParams:
 
     @property
     def max_len(self) -> int:
-        """``max_model_len``: one column per block."""
-        return self.num_cols * int(self.geo.block_size)
+        """``max_model_len``: the longest request."""
+        return int(self.max_model_len)  # type: ignore[arg-type]
 
     @property
     def K(self) -> int:
@@ -115,7 +127,7 @@ class SystemParams:
         return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
                 "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
                 "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
-                "swap_rows": self.swap_rows}
+                "swap_rows": self.swap_rows, "max_model_len": self.max_model_len}
 
 
 @dataclass

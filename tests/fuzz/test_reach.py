@@ -25,7 +25,7 @@ def test_reach_classes_are_required_and_aimed_at() -> None:
     assert set(REACH_CLASSES) <= set(SCENARIOS)
     assert {a.name for a in AIMS} >= {"free", "table edges", "shared prefixes", "long decodes"}
     edges = next(a for a in AIMS if a.name == "table edges")
-    assert set(edges.table_widths) == {1, 2, 3}
+    assert set(edges.model_blocks) == {1, 2, 3}
 
 
 def _row_owner(caller: str) -> tuple[int, int] | None:

@@ -326,7 +326,7 @@ def test_bug_prefix_hit_takes_group_0_slot_ids_in_every_group(fresh_cache, monke
     original = system.ACTIONS["admit"].apply
 
     def buggy(st, k):
-        return original(st, replace(k, hit_slots=(k.hit_slots[0],) * len(k.hit_slots)))
+        return original(st, replace(k, hit_slots=k.hit_slots[:1] * len(k.hit_slots)))  # none in mode none
 
     _plant_action(monkeypatch, "admit", apply=buggy)
     r = _expect_action_failure("system.admit", "refinement")
