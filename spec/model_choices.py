@@ -156,6 +156,19 @@ ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE = ModelChoice(
     ),
 )
 
+PREFILL_STARTS_FROM_STATE_ALONE = ModelChoice(
+    "prefill_starts_from_state_alone",
+    "the forward pass of a prefill chunk starts from its live slot's state (zeros at position 0), not from a "
+    "replay of its ring, and leaves the state after the chunk there",
+    ("spec/system/phases.py", "review/ghost.py", "fuzz/callers.py"),
+    not_guaranteed(
+        "vLLM's chunked-scan forward, which is not in the corpus, would have to promise it; the kernels are "
+        "consistent with it (they reset a prefill row's trackers and publish its state as exact)",
+        cite(PAGE, "# Prefill already wrote canonical state; only another slot needs a copy.",
+             "after a prefill chunk the live slot holds the exact state."),
+    ),
+)
+
 EMPTY_STEP_LAUNCHES_NOTHING = ModelChoice(
     "empty_step_launches_nothing",
     "a step that schedules no request launches no kernel",
@@ -289,6 +302,19 @@ MATERIALIZE_COLUMNS_FROM_BOUNDARY = ModelChoice(
                    _RUNNER_CODE),
 )
 
+ALIGN_WITH_LIVE_COL_ZERO_IN_BLOCK_ZERO = ModelChoice(
+    "align_with_live_col_zero_in_block_zero",
+    "fuzz: align mode without live_cols (LIVE_COL_IS_ZERO) runs only requests inside block 0, since no vLLM "
+    "caller publishes prefixes without passing live columns",
+    ("fuzz/callers.py",),
+    guaranteed(
+        cite(A4, "# Prefix modes must clear every touched position-indexed state slot.",
+             "A4 takes a launch without live_cols for mode none and one with them for the prefix modes."),
+        cite(PAGE, "# Mode none has one live column, regardless of the prompt length.",
+             "column 0 alone is mode none's layout."),
+    ),
+)
+
 # -- facts the kernel proofs assume ----------------------------------------------------------------
 
 INT32_INPUTS = ModelChoice(
@@ -389,12 +415,13 @@ ALL = [
     BLOCK_COPY_ON_WRITE, ONLY_LIVE_BLOCK_ALLOCATED, PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
     PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
     PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK,
-    PROMPT_ROWS_ARE_PREFILL, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, EMPTY_STEP_LAUNCHES_NOTHING,
+    PROMPT_ROWS_ARE_PREFILL, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, PREFILL_STARTS_FROM_STATE_ALONE,
+    EMPTY_STEP_LAUNCHES_NOTHING,
     DECODE_CHECKPOINTS_ON_ROW_LENGTH,
     BATCH_ORDER_REQUEST_OR_REVERSE, PADDING_ROWS_LAST, ROWS_BY_BATCH_WITHOUT_IDX_MAPPING, CALLER_ENCODES_ROW,
     GROUPS_SHARE_CACHE_SPEC, GROUPS_SHARE_TABLE_WIDTH,
     NULL_BLOCK_IS_PAD, MIGRATION_COLUMNS_OLD_AND_NEW_LIVE, LIVE_COLS_ZERO_WHEN_ABSENT,
-    MATERIALIZE_COLUMNS_FROM_BOUNDARY,
+    MATERIALIZE_COLUMNS_FROM_BOUNDARY, ALIGN_WITH_LIVE_COL_ZERO_IN_BLOCK_ZERO,
     INT32_INPUTS, INT32_SIZES, NUM_REQS_IN_CAPACITY, POSITIONS_NONNEGATIVE,
     ALL_MODE_MATERIALIZES_AS_ALIGN, ALL_MODE_UNPUBLISHED_IN_REFERENCE, ALL_MODE_LIVE_COLUMN_ZERO,
     ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY,
