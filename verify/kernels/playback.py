@@ -436,13 +436,12 @@ def _default_roles() -> Any:
     return ROLES
 
 
-def kernel_outputs(trace: dict, module: Any, roles: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
-    """The buffers ``module``'s kernel leaves on the trace's launch, and its
-    playback (compared with the spec where the role has one), for comparing
-    two versions."""
-    role = trace_role(trace, roles if roles is not None else _default_roles())
+def kernel_outputs(trace: dict, module: Any, role: Any) -> tuple[dict[str, np.ndarray], Playback]:
+    """The buffers ``module``'s kernel of ``role`` leaves on the trace's
+    launch, and its playback (compared with the spec where the role has
+    one), for comparing two versions."""
     final = _kernel_run(trace, module, spec_buffers(trace), role)[0]
-    return final, playback(trace, module, roles)
+    return final, playback(trace, module, [role])
 
 
 def kernel_trace(path: str) -> dict | None:
