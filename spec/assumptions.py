@@ -363,14 +363,12 @@ MODEL_FITS_TABLE = Assumption(
     "the block table has at least one column; in align mode one for every block of max_model_len tokens "
     "(mode none: one live column whatever the prompt length)",
     _model_fits_table,
-    contradicted(
-        "mode none: vLLM's table has 1 + speculative-block columns for a request of any length (vLLM #30877; "
-        "T2 runs a 256 x 1 table with chunks at 0 and 50,000), so max_model_len is not capped at "
-        "num_cols * block_size there; the modenone work (issue 22) changes the assumption",
-        cite(HOST_README, "(mode none) one column (plus speculative blocks) holds a request of any length",
-             "in mode none one column holds a request of any length."),
+    guaranteed(
+        cite(HOST_README, "`(max_num_blocks_per_req if enable_prefix_caching else 1) + num_speculative_blocks`",
+             "vLLM gives a Mamba group's table a column per block of a request with prefix caching (align), one "
+             "without (mode none), plus the speculative blocks."),
         cite(T2, "block_table = torch.ones((256, 1), dtype=torch.int32, device=\"cuda\")",
-             "vLLM's mode-none test uses a one-column table ..."),
+             "vLLM's mode-none test runs a one-column table ..."),
         cite(T2, "(0, 50_000, True, 1, 0),  # Long prefill still has only one live column.",
              "... with a 50,000-token chunk at block size 256."),
     ),
