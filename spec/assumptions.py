@@ -2,9 +2,12 @@
 
 Each :class:`Assumption` is a predicate written in the spec vocabulary, so the
 proofs assume it on Z3 terms and the fuzzers' generators check it on the
-inputs they build. :func:`encode_row` is the other half of the contract: how a
-caller lays one row's true step (:class:`GhostRow`) into the kernel inputs
-under each convention. Proofs constrain memory to it; generators write it.
+inputs they build. Each carries its provenance (``spec.provenance``): whether
+vLLM guarantees it, with citations into the vLLM corpus that
+``tests/spec/test_provenance.py`` checks. :func:`encode_row` is the other half
+of the contract: how a caller lays one row's true step (:class:`GhostRow`) into
+the kernel inputs under each convention. Proofs constrain memory to it;
+generators write it.
 """
 
 from __future__ import annotations

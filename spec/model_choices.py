@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .provenance import (
-    A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, T1, T2, T3, T5, T6, VERSIONS_README,
+    A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, T1, T2, T3, T4, T5, T6, VERSIONS_README,
     Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
 )
 
@@ -190,6 +190,9 @@ DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
                         "a fixed-width launch checkpoints on the executed width NPREDICTED, not a row's own length."),
         cite(A4, "executed_query_len = EXECUTED_QUERY_WIDTH",
              "A4 replaces query_len by the executed width in the checkpoint rule."),
+        cite(T4, "def test_gdn_replayssm_postprocess_uses_executed_width(",
+             "vLLM's test runs rows of query_len 1 executed at widths 4 and 8 and expects the checkpoint of the "
+             "executed width."),
         cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
              "vLLM reports the padded width (4) as query_len for a row with one real token."),
     ),

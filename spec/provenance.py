@@ -43,7 +43,7 @@ HOST_README = "vllm-host/README.md"
 T6 = "vllm-host/T6_block_copy_test.py"
 VERSIONS_README = "vllm-versions/README.md"
 A1, A3, A4, C1, D1, D3 = (f"vllm-versions/{v}.py" for v in ("A1", "A3", "A4", "C1", "D1", "D3"))
-T1, T2, T3, T5 = (f"vllm-versions/T{i}_test.py" for i in (1, 2, 3, 5))
+T1, T2, T3, T4, T5 = (f"vllm-versions/T{i}_test.py" for i in range(1, 6))
 
 MAX_SNIPPET = 120
 """The longest snippet a citation may quote: evidence is pointed at, not copied."""
