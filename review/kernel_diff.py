@@ -5,8 +5,9 @@ whether they write the same cells on every input inside the contract, or
 finds the smallest distinguishing input and replays it on both. Each role
 becomes one entry of the verdict's ``differences`` with ``"evidence":
 "proved"`` (the differential campaign's entries are ``"sampled"``): kind
-``equal``, ``fix``, ``regression`` (a finding), ``change`` (a behavioural
-change that breaks nothing), ``both break``, ``undecided`` or
+``equal``, ``fix``, ``regression`` (a finding), ``change`` (a change of
+behaviour that breaks nothing), ``both break``, ``not reproduced`` (one
+program differs, the replayed launch does not), ``undecided`` or
 ``unsupported``. A distinguishing launch is saved under ``--traces`` as a
 kernel trace that ``replayssm-verify replay FILE --impl VERSION`` runs on
 either version.
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 KINDS = {"fix": "fix", "regression": "regression", "change that breaks nothing": "change",
-         "change, both break": "both break"}
+         "change, both break": "both break", "not reproduced": "not reproduced"}
 """A judgement's class (its text up to the colon) -> the difference's kind."""
 
 

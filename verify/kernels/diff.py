@@ -11,15 +11,17 @@ version writes, at an arbitrary cell inside it::
 
     contract  =>  base's final value == head's final value
 
-where the contract is the role's launch contract plus the **guaranteed**
-caller contract: every assumption of the case except the behavioural ones
-(:data:`.obligations.OPTIONAL`, which a caller may break; the equivalence
-obligation leaves them out the same way). Unsat for every part and variant:
-the versions are proved equal. Sat: a distinguishing input, which is
+where the contract is the role's launch contract (:data:`LAUNCH_CONTRACT`:
+program ids inside the grid, sizes and capacities) plus the **guaranteed**
+caller contract: every hypothesis of the case whose record vLLM guarantees
+(``spec.contract.classify``: ``guaranteed``), and the proofs' own structure
+(``proof``: definitions, invariants); the ``not guaranteed`` and
+``contradicted`` ones are left out. Unsat for every part and variant: the
+versions are proved equal. Sat: a distinguishing input, which is
 
-1. checked again under the **full** caller contract (the behavioural
-   assumptions added): a difference that needs one of them broken changes
-   nothing for callers that keep them;
+1. checked again under the **full** caller contract (every hypothesis of the
+   case): a difference that needs an assumption vLLM does not guarantee
+   broken changes nothing for callers that keep it;
 2. minimised: the smallest geometry first (the variants are tried in order
    of ``MAX_NUM_REQS``, block size, window, ring), then the smallest launch
    of :data:`.report.SMALL_LAUNCHES` (one group, one row, ...), then the
@@ -47,10 +49,12 @@ from typing import Any
 import numpy as np
 import z3
 
+from replayssm.spec import assumptions as env
+
 from ..obligation import TIMEOUT_MS, Claim
 from ..terms import lift, named_int
 from .cases import KernelCase
-from .obligations import OPTIONAL, KernelClaim, Part, kernel_case
+from .obligations import KernelClaim, Part, kernel_case
 from .registry import REFERENCE
 from .roles import KernelRole, Registry
 from .source import Unsupported
@@ -64,7 +68,21 @@ FIX, REGRESSION, CHANGE, BOTH_BREAK = "fix", "regression", "change that breaks n
 UNCONFIRMED = "not reproduced"
 """A difference of one program whose replayed launch shows no difference."""
 
-CONTRACT = "the launch contract and the guaranteed caller contract (every caller assumption but the behavioural ones)"
+CONTRACT = "the launch contract and the guaranteed caller contract"
+
+LAUNCH_CONTRACT = (env.BATCH_IN_LAUNCH.name, "int32_sizes", "num_reqs_in_capacity")
+"""Hypotheses about the launch itself, the role's launch contract (the
+program's ids inside the grid, the sizes int32, ``num_reqs`` within the
+capacity), whatever their provenance as caller facts."""
+
+
+def guaranteed(name: str) -> bool:
+    """Whether the diff decides under hypothesis ``name``: a launch-contract
+    fact, a guaranteed caller fact, or the proofs' own structure."""
+    from replayssm.spec.contract import PROOF, classify
+    from replayssm.spec.provenance import GUARANTEED
+
+    return name in LAUNCH_CONTRACT or classify(name) in (GUARANTEED, PROOF)
 
 
 @dataclass
@@ -77,7 +95,7 @@ class Distinction:
     buffers: list[str]
     """The buffers whose final contents the solver shows differ."""
     inside_full_contract: bool
-    """Whether the input also keeps the behavioural caller assumptions."""
+    """Whether the input also keeps the caller assumptions vLLM does not guarantee."""
     inputs: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
     cells: list[str] = field(default_factory=list)
@@ -87,7 +105,7 @@ class Distinction:
     judgement: str = ""
     trace: dict | None = None
     outside: list[str] = field(default_factory=list)
-    """The behavioural caller assumptions the input breaks (none inside the full contract)."""
+    """The not-guaranteed caller assumptions the input breaks (none inside the full contract)."""
 
     @property
     def replayed(self) -> bool:
@@ -115,7 +133,7 @@ class RoleDiff:
     differing: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
     only_outside_contract: bool = False
-    """Every difference needs a behavioural caller assumption broken."""
+    """Every difference needs a caller assumption vLLM does not guarantee broken."""
     distinction: Distinction | None = None
     why: str = ""
     seconds: float = 0.0
@@ -206,10 +224,9 @@ def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, 
     b = kernel_case(base, role, label, params)
     h = kernel_case(head, head_role or role, label, params if head_params is None else head_params)
     facts = _facts([b, h])
-    optional_names = [n for n in OPTIONAL if n not in b.required and n not in h.required]
-    guaranteed = [f for f in facts if f[0] not in optional_names]
-    optional = [f for f in facts if f[0] in optional_names]
-    return PairCase(head_role or role, label, b, h, guaranteed, optional, equality_parts(b, h), role)
+    kept = [f for f in facts if guaranteed(f[0])]
+    optional = [f for f in facts if not guaranteed(f[0])]
+    return PairCase(head_role or role, label, b, h, kept, optional, equality_parts(b, h), role)
 
 
 def _solver(facts: list) -> z3.Solver:
