@@ -53,6 +53,9 @@ SECONDS=0
 python3 -P -m pytest -m gpu tests/impl -q -rfEs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log"
 status=${PIPESTATUS[0]}
 echo "pytest: ${SECONDS}s, exit $status" | tee -a "$LOG/pytest.log"
+# The provenance's FlashInfer citations (spec/provenance.py), against the bundle's FlashInfer source.
+python3 -P -m pytest tests/spec/test_provenance.py -q -rs -k flashinfer -p no:cacheprovider 2>&1 | tee -a "$LOG/pytest.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "--- FlashInfer vs torch (comparison.jsonl)"
 cat "$REPLAYSSM_GPU_REPORT" 2>/dev/null
 

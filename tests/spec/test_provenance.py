@@ -21,8 +21,9 @@ def test_every_record_has_provenance_whose_corpus_citations_hold() -> None:
     assert contract.problems() == []
 
 
-@pytest.mark.corpus
 def test_flashinfer_citations_hold_in_a_flashinfer_source_tree() -> None:
+    """Run where FlashInfer's source is (the GPU machine's bundle: scripts/gpu_tests.sh; or
+    ``pip download --no-deps flashinfer-python``, unpacked, named by $REPLAYSSM_FLASHINFER_SRC)."""
     if flashinfer_source_root() is None:
         pytest.skip(f"no FlashInfer source here (set {FLASHINFER_SOURCE_SETTING} to an unpacked flashinfer-python, "
                     "or install it)")
