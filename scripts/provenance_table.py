@@ -34,10 +34,11 @@ def _cell(text: str) -> str:
 
 def uses() -> dict[str, list[str]]:
     """Where each record is used: in how many obligations' first cases, by the
-    system probes, by ``fuzz --drop`` and by the review's probes; for a model
-    choice, the files that build it in."""
+    system probes, by ``fuzz --drop`` and by the review's probes, and the
+    files that build it in (a model choice built in nowhere is not modelled)."""
     from replayssm.review.lifecycle import DROPPABLE
     from replayssm.spec import assumptions, contract
+    from replayssm.spec.model_choices import ModelChoice
     from replayssm.verify import system_probes
     from replayssm.verify.catalog import obligations
 
@@ -58,9 +59,10 @@ def uses() -> dict[str, list[str]]:
             where.append("fuzz --drop")
         if name in DROPPABLE:
             where.append("review probe")
-        built_in = getattr(record, "where", None)
-        if built_in is not None:
-            where.append("built in: " + ", ".join(f"`{w}`" for w in built_in) if built_in else "not modelled")
+        if record.built_in:
+            where.append("built in: " + ", ".join(f"`{w}`" for w in record.built_in))
+        elif isinstance(record, ModelChoice):
+            where.append("not modelled")
         out[name] = where or ["nowhere"]
     return out
 

@@ -31,12 +31,14 @@ MAX_MODEL_LEN_LIMIT = 2**30
 class Assumption:
     """A named caller obligation; ``holds`` is a vocabulary predicate and
     ``provenance`` says whether vLLM guarantees it, and where
-    (``spec.provenance``)."""
+    (``spec.provenance``). ``built_in`` lists the repository files whose
+    caller model keeps it by construction (not as a droppable hypothesis)."""
 
     name: str
     statement: str
     holds: Callable[..., Any]
     provenance: Provenance
+    built_in: tuple[str, ...] = ()
 
     def __call__(self, *args: Any) -> Any:
         return self.holds(*args)
@@ -556,6 +558,7 @@ LIVE_MOVE_COPIES_STATE = Assumption(
         cite(T6, "assert torch.equal(raw[1], before[0])",
              "the block copy 0 -> 1 copies the packed state and ring pages."),
     ),
+    ("spec/system/phases.py",),
 )
 
 
@@ -571,6 +574,7 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
         cite(PAGE, "Include shared trackers in scheduler block copies alongside packed pages.",
              "the reference's block-copy tensor list holds the trackers."),
     ),
+    ("spec/system/phases.py",),
 )
 
 

@@ -44,7 +44,7 @@ invariant, assumed of the pre-state."""
 INVARIANT_PREFIXES = ("inv.", "inv(pre): ")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-"""The repository's root (the ``where`` files of the model choices are relative to it)."""
+"""The repository's root (the records' ``built_in`` files are relative to it)."""
 
 STATUS_ORDER = (GUARANTEED, NOT_GUARANTEED, CONTRADICTED, PROOF, UNRECORDED)
 """The order in which :func:`by_status` lists its groups."""
@@ -84,12 +84,12 @@ def by_status(names: list[str] | set[str]) -> list[tuple[str, list[str]]]:
 def problems(records: dict[str, Record] | None = None, roots: dict | None = None,
              check_roots: tuple[str, ...] = (CORPUS,)) -> list[str]:
     """Every problem of the records' provenance (``spec.provenance.provenance_problems``;
-    the citations of the roots in ``check_roots``) and every ``where`` file of a
-    model choice that is not in the repository. ``records`` defaults to
+    the citations of the roots in ``check_roots``) and every ``built_in`` file
+    of a record that is not in the repository. ``records`` defaults to
     :data:`RECORDS`, ``roots`` to the evidence roots found here."""
     out = []
     for name, record in (RECORDS if records is None else records).items():
         out += provenance_problems(name, record.provenance, roots, check_roots)
         out += [f"{name}: built in by {w}, which is not a file of the repository"
-                for w in getattr(record, "where", ()) if not (REPO_ROOT / w).is_file()]
+                for w in record.built_in if not (REPO_ROOT / w).is_file()]
     return out

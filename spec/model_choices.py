@@ -22,18 +22,18 @@ from .provenance import (
 )
 
 NOT_MODELLED = ()
-"""``where`` of a record about a vLLM behaviour no module of the model runs."""
+"""``built_in`` of a record about a vLLM behaviour no module of the model runs."""
 
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """A choice the model builds in: ``where`` lists the repository files
+    """A choice the model builds in: ``built_in`` lists the repository files
     that build it in (empty: not modelled), ``provenance`` whether vLLM
     guarantees it."""
 
     name: str
     statement: str
-    where: tuple[str, ...]
+    built_in: tuple[str, ...]
     provenance: Provenance
 
 

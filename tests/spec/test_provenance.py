@@ -117,6 +117,6 @@ def test_other_malformed_provenance_fails(tiny_corpus: dict) -> None:
 def test_a_model_choice_built_in_by_a_missing_file_fails(tiny_corpus: dict) -> None:
     planted = {"planted": replace(model_choices.NULL_BLOCK_IS_PAD,
                                   provenance=guaranteed(cite("page.txt", "live slot", "ok")),
-                                  where=("spec/no_such_module.py",))}
+                                  built_in=("spec/no_such_module.py",))}
     assert contract.problems(planted, tiny_corpus) == [
         "planted: built in by spec/no_such_module.py, which is not a file of the repository"]
