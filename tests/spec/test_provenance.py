@@ -42,7 +42,10 @@ def test_every_hypothesis_prove_lists_is_a_record_or_the_proofs_own() -> None:
     for ob in obligations(None):
         first = next(iter(ob.build()), None)
         names |= {n for n, _ in first.assumptions} if first is not None else set()
-    assert {n for n in names if contract.classify(n) == contract.UNRECORDED} == set()
+    unrecorded = {n for n in names if contract.classify(n) == contract.UNRECORDED}
+    assert not unrecorded, (f"{sorted(unrecorded)}: give each a record with provenance (an Assumption in "
+                            "spec/assumptions.py or a ModelChoice in spec/model_choices.py), or, if it is the "
+                            "proof's own structure, an entry of spec/contract.PROOF_HYPOTHESES")
 
 
 def test_prove_list_shows_each_hypothesis_with_its_provenance(capsys: pytest.CaptureFixture) -> None:
