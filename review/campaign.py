@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
@@ -36,7 +37,7 @@ from replayssm.fuzz.callers import Features
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.callers import GEOMETRIES
 from replayssm.interrupts import Interrupted
-from replayssm.spec.geometry import Conventions
+from replayssm.spec.geometry import Conventions, Geometry
 
 from .adapters import Api
 from .arguments import Step
@@ -45,6 +46,8 @@ from .harness import Harness
 from .lifecycle import Finding, ReviewCallers, run_step
 
 TRACE_FORMAT = "replayssm-review-trace/1"
+MODEL_BLOCKS = 10
+"""The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
 SHRINK_SECONDS_MIN = 5.0
 """A failure is shrunk for at most half the campaign's budget, and at least this long."""
 
@@ -67,6 +70,8 @@ class Tally:
     steps: int = 0
     request_steps: int = 0
     both_broke: int = 0
+    broken_steps: int = 0
+    """Steps that broke a dropped assumption (in some row)."""
     scenarios: dict[str, int] = field(default_factory=dict)
 
 
@@ -95,6 +100,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     versions: tuple[Version, ...]
     device: torch.device = torch.device("cpu")
     conventions: tuple[Conventions, ...] = tuple(Conventions.all())
+    geometries: tuple[Geometry, ...] = GEOMETRIES
+    model_blocks: int = MODEL_BLOCKS
     dropped: frozenset[str] = frozenset()
     tally: Tally = Tally()
     last_trace: dict | None = None
@@ -105,13 +112,14 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def build_system(self, data: Any) -> None:
-        geo = data.draw(st.sampled_from(GEOMETRIES), label="geometry")
+        geo = data.draw(st.sampled_from(self.geometries), label="geometry")
         conv = data.draw(st.sampled_from(self.conventions), label="conventions")
         layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
-        self.setup = Setup.sized(geo, conv, layers, model_blocks=10, num_slots=48)
-        self.callers = ReviewCallers(self.setup, features, dropped=self.dropped)
+        self.callers = ReviewCallers(Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48),
+                                     features, dropped=self.dropped)
+        self.setup = self.callers.kernel_setup
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
         self.broken: list[Finding | None] = [None] * len(self.versions)
@@ -141,9 +149,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             step = Step(self.callers.last_rows, by_name["postprocess"].block_table, copies,
                         _inputs(by_name["migrate"]), _inputs(by_name["postprocess"]))
             expect = self.callers.expectation()
-            self.trace["steps"].append({**step.as_json(), "expect": expect})
+            self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.callers.last_breaks})
             self.tally.steps += 1
             self.tally.request_steps += sum(r is not None for r in step.rows)
+            self.tally.broken_steps += bool(self.callers.last_breaks)
             self._run(step, expect)
 
     def _run(self, step: Step, expect: dict) -> None:
@@ -215,17 +224,20 @@ class Outcome:
 
 def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
              device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
-             examples_per_turn: int = 2, align_only: bool = False, shrink: bool = True,
+             examples_per_turn: int = 2, where: Callable[[Conventions], bool] | None = None,
+             geometries: tuple[Geometry, ...] = GEOMETRIES, model_blocks: int = MODEL_BLOCKS, shrink: bool = True,
              examples: int | None = None, progress: TextIO | None = None) -> Outcome:
     """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found
-    (``align_only``: only the conventions that publish prefixes, where live columns move;
+    (``where``, ``geometries``, ``model_blocks``: the systems drawn, by default every convention
+    combination and fuzzed geometry with requests of up to :data:`MODEL_BLOCKS` blocks; a probe
+    narrows them to where its callers can break its assumption;
     ``shrink``: let Hypothesis shrink a failure before it is saved; ``examples``: run that many
     examples whatever the clock says, for a reproducible campaign; ``progress``: where to say
     that a counterexample was found). An :class:`~replayssm.interrupts.Interrupted` passes
     with the campaign so far as its ``partial`` :class:`Outcome`, the first failure (if any)
     saved as first seen."""
     start, tally = time.perf_counter(), Tally()
-    combos = [c for c in Conventions.all() if c.materialize_prefixes or not align_only]
+    combos = [c for c in Conventions.all() if where is None or where(c)]
     turn = 0
     turns = None if examples is None else -(-examples // examples_per_turn)
     shrink_seconds = max(SHRINK_SECONDS_MIN, budget / 2)
@@ -235,6 +247,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
         while (time.perf_counter() - start < budget) if turns is None else turn < turns:
             conv = combos[(seed + turn) % len(combos)]
             attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
+                     "geometries": geometries, "model_blocks": model_blocks,
                      "dropped": dropped, "tally": tally, "last_trace": None, "first_failure": None,
                      "progress": progress, "shrinking": shrinking}
             machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))

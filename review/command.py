@@ -3,19 +3,22 @@
 For each version (a ``.py`` file as it is in a vLLM checkout, a module name, or
 a directory of such files): load it with the vLLM stub, detect its launch API
 (or take ``--api``), run the kernel-source proofs where the project has them,
-a lifecycle campaign, and one probe per droppable caller assumption (a
-campaign with the assumption dropped: a finding there means the version
-relies on it). With ``--base``, a differential campaign of base and head on
-the same caller schedules classifies each behavioural difference as a fix
-(base breaks a lifecycle property, head does not), a regression (the reverse)
-or neutral (both conform). ``--base-ref``/``--head-ref`` read the file at two
-git refs of the checkout that holds it.
+a lifecycle campaign, and one probe per droppable caller assumption and per
+jointly needed set (:mod:`.probes`: a campaign with the assumption dropped; a
+finding there that goes away with it restored means the version relies on
+it, ``latent`` when vLLM does not guarantee it). The verdict is ``pass``,
+``finding`` (a property broken inside the contract) or ``latent``. With
+``--base``, a differential campaign of base and head on the same caller
+schedules classifies each behavioural difference as a fix (base breaks a
+lifecycle property, head does not), a regression (the reverse) or neutral
+(both conform), and a head that starts (stops) relying on an assumption vLLM
+does not guarantee is a regression (a fix). ``--base-ref``/``--head-ref``
+read the file at two git refs of the checkout that holds it.
 
-Exit codes (the fuzzer's): 0 every verdict passes, 1 a finding (or a
-regression), 2 bad input or set-up, 3 a coverage shortfall, 130/143
-interrupted by SIGINT/SIGTERM (the verdicts so far written). What it prints
-and writes: :mod:`.verdicts`.
-"""
+Exit codes (the fuzzer's): 0 every verdict passes, 1 a finding, a latent
+reliance or a regression, 2 bad input or set-up, 3 a coverage shortfall,
+130/143 interrupted by SIGINT/SIGTERM (the verdicts so far written). What it
+prints and writes: :mod:`.verdicts`."""
 
 from __future__ import annotations
 
@@ -47,8 +50,9 @@ MIN_REQUEST_STEPS = 25
 REQUIRED_SCENARIOS = ("checkpoint",)
 """Scenario classes a version's campaign must reach to count as covered."""
 
-CAMPAIGN_SHARE = 0.5
-"""The share of ``--budget`` the lifecycle campaign gets; the probes share the rest."""
+CAMPAIGN_SHARE = 0.4
+"""The share of ``--budget`` the lifecycle campaign gets; the probes share the
+rest (what the campaign left of the budget: :func:`.probes.share`)."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``review`` subcommand's options."""
@@ -130,7 +134,8 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     if interrupted is not None:
         return interrupted.status
     statuses = {v.status for v in verdicts}
-    status = EXIT_FINDING if "finding" in statuses else EXIT_COVERAGE if "coverage shortfall" in statuses else EXIT_PASSED
+    status = (EXIT_FINDING if statuses & {"finding", "latent"} else EXIT_COVERAGE if "coverage shortfall" in statuses
+              else EXIT_PASSED)
     return status_after_writing(status, written)
 
 
@@ -223,9 +228,9 @@ def _note_lifecycle(verdict: Verdict, main: Any, source: str, interrupted: bool)
 
 def planned_parts(base: Any) -> list[str]:
     """The parts of a version's review, as :attr:`Verdict.unfinished` names them."""
-    from .lifecycle import DROPPABLE
+    from .probes import probes
 
-    return [LIFECYCLE, *(f"probe without {name}" for name in DROPPABLE), *([DIFFERENTIAL] if base is not None else [])]
+    return [LIFECYCLE, *(f"probe without {p.name}" for p in probes()), *([DIFFERENTIAL] if base is not None else [])]
 
 
 def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any, out: Any) -> None:
@@ -237,8 +242,6 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
     its first failure as first seen, its trace saved)."""
     from .campaign import campaign
     from .kernel_proofs import kernel_proofs
-    from .lifecycle import DROPPABLE
-    from .probes import confirm, probe_summary
 
     traces = Path(args.traces)
     start = time.perf_counter()
@@ -247,6 +250,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
             verdict.kernel_proofs = kp = kernel_proofs(v.module, v.api, v.source)
             print(f"  kernel proofs: {'run them with ' + kp['command'] if kp['applies'] else 'none apply (' + kp['why'] + ')'}",
                   file=out, flush=True)
+            campaigns = time.perf_counter()
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
                             device=args.device, examples=args.examples, progress=out)
         except Interrupted as e:
@@ -257,37 +261,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
         verdict.unfinished.remove(LIFECYCLE)
         print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
               f"{main.failure or 'every property held'}", file=out, flush=True)
-        share = args.budget * (1 - CAMPAIGN_SHARE) / len(DROPPABLE)
-        for name, align_only in DROPPABLE.items():
-            part = f"probe without {name}"
-            if main.failure:
-                verdict.relies_on[name] = {"relied_on": None, "why": "not probed: the version breaks a property "
-                                           "with every assumption kept"}
-                verdict.unfinished.remove(part)
-                continue
-            probe = None
-            try:
-                probe = campaign((v,), budget=share, seed=args.seed, out_dir=traces, tag=f"{v.label}-without-{name}",
-                                 device=args.device, dropped=frozenset({name}), align_only=align_only, shrink=False,
-                                 examples=args.examples)
-                relied, independent = (False, None) if probe.trace is None else confirm(probe.trace, name, v,
-                                                                                      args.device)
-            except Interrupted as e:
-                probe = probe or e.partial
-                if probe is not None and probe.trace is not None:
-                    verdict.relies_on[name] = {"relied_on": None, "property": probe.prop, "trace": probe.trace,
-                                               "why": "interrupted before its counterexample was replayed with "
-                                               "the assumption kept", "seconds": round(probe.seconds, 2)}
-                raise
-            verdict.relies_on[name] = {**probe_summary(relied, probe.prop, probe.trace, independent),
-                                       "seconds": round(probe.seconds, 2)}
-            if independent:
-                verdict.properties[probe.prop] = "broken"
-                verdict.findings.append(_finding(probe.prop, probe.failure, independent, v.source, shrunk=False))
-            verdict.unfinished.remove(part)
-            said = (f"relied on ({probe.prop}, {probe.trace})" if relied else
-                    f"a finding that does not depend on it ({independent})" if independent else "no counterexample")
-            print(f"  {part}: {said}", file=out, flush=True)
+        run_probes(v, args, traces, out, verdict, skip=main.failure, deadline=campaigns + args.budget)
         if base is not None:
             started = time.perf_counter()
             try:
@@ -299,11 +273,70 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
         verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
 
 
+def run_probes(v: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict | None = None,
+               only_latent_able: bool = False, skip: str | None = None, deadline: float | None = None) -> dict[str, dict]:
+    """Every probe of ``v`` (:mod:`.probes`; ``only_latent_able``: those of
+    assumptions vLLM does not guarantee), each in its share of the time left
+    until ``deadline`` (a ``time.perf_counter()`` value; default: the probes'
+    part of ``--budget`` from now), as the JSON's ``assumptions`` entries by
+    probe name; ``skip``: the version's finding with every assumption kept
+    (nothing is probed). With ``verdict``, each part done is taken from its
+    ``unfinished`` and a probe's finding that stays with the assumption
+    restored is added to its findings."""
+    from .probes import not_probed, probes, run_probe, share
+
+    planned = sorted((p for p in probes() if not (only_latent_able and p.guaranteed)), key=lambda p: p.guaranteed)
+    deadline = deadline if deadline is not None else time.perf_counter() + args.budget * (1 - CAMPAIGN_SHARE)
+    summaries: dict[str, dict] = {} if verdict is None else verdict.relies_on
+    for n, probe in enumerate(planned):
+        part = f"probe without {probe.name}"
+        if skip:
+            summaries[probe.name] = not_probed(probe, "not probed: the version breaks a property with every "
+                                               "assumption kept")
+        else:
+            budget = share(probe, planned[n:], deadline - time.perf_counter())
+            try:
+                summary, result, independent = run_probe(probe, v, budget=budget, seed=args.seed,
+                                                         out_dir=traces, device=args.device, examples=args.examples)
+            except Interrupted as e:
+                summaries[probe.name] = not_probed(probe, "interrupted before it finished", "interrupted")
+                if e.partial is not None and e.partial.trace is not None:
+                    summaries[probe.name].update(property=e.partial.prop, trace=e.partial.trace)
+                raise
+            summaries[probe.name] = summary
+            if verdict is not None and independent:
+                verdict.properties[result.prop] = "broken"
+                verdict.findings.append(_finding(result.prop, result.failure, independent, v.source, shrunk=False))
+            said = {"latent": f"LATENT: relied on ({result.prop}, {result.trace})",
+                    "relies on a guarantee": f"relied on a guarantee ({result.prop}, {result.trace})",
+                    "finding": f"a finding that does not depend on it ({independent})",
+                    "not finished": f"not finished ({summary.get('why')})"}.get(summary["outcome"], summary["outcome"])
+            print(f"  {'' if verdict is not None else v.label + ' '}{part}: {said}", file=out, flush=True)
+        if verdict is not None:
+            verdict.unfinished.remove(part)
+    return summaries
+
+
+def reliance(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict,
+             note: Any) -> None:
+    """Base's probes of the assumptions vLLM does not guarantee (its part of the
+    verdict's ``base_assumptions``), and each change of reliance noted as a fix
+    (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`."""
+    from .probes import reliance_changes
+
+    verdict.base_relies_on = run_probes(base, args, traces, out, only_latent_able=True)
+    for kind, name, r in reliance_changes(base, head, verdict.base_relies_on, verdict.relies_on, args.device):
+        who, other = ("head", "base") if kind == "regression" else ("base", "head")
+        note(kind, r["property"], f"{who} relies on {name} (not guaranteed by vLLM): {r['message']}; {other} "
+             f"does not", r["trace"], assumption=name)
+
+
 def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict) -> None:
     """Behavioural differences between ``base`` and ``head``, appended to
     ``verdict.differences`` as they are found: first the kernel roles both
     have, compared by proof (:mod:`.kernel_diff`), then head's findings replayed on
-    base (a regression where base passes), base's own campaign's finding
+    base (a regression where base passes), changes of reliance on unguaranteed
+    assumptions (:func:`reliance`), base's own campaign's finding
     replayed on head (a fix where head passes), then a campaign of both on
     shared caller schedules for the rest of the budget. Ends with the count
     of request-steps where both conform (neutral), also when interrupted
@@ -315,11 +348,12 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
     found = verdict.differences
     seen: set = set()
 
-    def note(kind: str, prop: str | None, message: str, trace: str) -> None:
-        if (kind, prop) in seen:
+    def note(kind: str, prop: str | None, message: str, trace: str, assumption: str | None = None) -> None:
+        if (kind, prop, assumption) in seen:
             return
-        seen.add((kind, prop))
-        found.append({"kind": kind, "evidence": "sampled", "property": prop, "message": message, "trace": trace,
+        seen.add((kind, prop, assumption))
+        found.append({"kind": kind, "evidence": "sampled", "property": prop, "assumption": assumption,
+                      "message": message, "trace": trace,
                       "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
 
@@ -329,6 +363,7 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
         for f in list(verdict.findings):
             if replay(f["trace"], [base], args.device)[0]:
                 note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
+        reliance(base, head, args, traces, out, verdict, note)  # in the probes' own share of the budget
         start = time.perf_counter()
         own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
                        device=args.device, examples=args.examples, progress=out)

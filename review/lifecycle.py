@@ -19,17 +19,24 @@ ghost slot contents:
 - ``memory``: no launch wrote outside its buffers, read past a block-table
   row into a store, or modified an input (the fuzzer's guarded arena).
 
-:class:`ReviewCallers` is the fuzz callers' model recording each step's rows,
-with the caller assumptions of :mod:`replayssm.spec.assumptions` the review
-can drop (:data:`DROPPABLE`).
+:class:`ReviewCallers` is the fuzz callers' model recording each step's rows
+and which caller assumptions each step broke, with the assumptions of
+:mod:`replayssm.spec.assumptions` a review probe drops (:mod:`.probes`): the
+three of this caller model (:data:`SYSTEM_DROPS`), the per-request ones the
+fuzz callers break (``fuzz/containment.py`` ``BREAKERS``) and the pair
+:data:`TABLE_SHORT_BY_ONE`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hypothesis import strategies as hs
+
 from replayssm.fuzz.callers import Callers
+from replayssm.fuzz.containment import BREAKERS
+from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
 
 from .arguments import Row, Step
@@ -38,13 +45,15 @@ from .harness import Harness
 
 PROPERTIES = ("refinement", "canonical", "forward", "materialize", "frame", "memory")
 
-DROPPABLE = {
-    env.BLOCK_COPY_MOVES_TRACKERS.name: True,
-    env.LIVE_MOVE_COPIES_STATE.name: True,
-    env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name: False,
-}
-"""Caller assumptions a review probe drops (the callers then violate them at will),
-each with whether its probe runs only the align-mode conventions (where live columns move)."""
+SYSTEM_DROPS = (env.BLOCK_COPY_MOVES_TRACKERS.name, env.LIVE_MOVE_COPIES_STATE.name,
+                env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
+"""The assumptions of this caller model that :class:`ReviewCallers` breaks when
+dropped: no tracker copy, no state copy on a live-column move, one-token
+continuation chunks scheduled."""
+
+TABLE_SHORT_BY_ONE = frozenset({env.COLUMNS_IN_TABLE.name, env.MODEL_FITS_TABLE.name})
+"""Dropped together: the kernels see a block table one column narrower than
+the callers' rows, so a request grows into a live column past the table."""
 
 
 class Finding(AssertionError):
@@ -57,14 +66,60 @@ class Finding(AssertionError):
 
 @dataclass
 class ReviewCallers(Callers):
-    """The fuzz callers, recording each step's rows for the adapters; ``dropped``
-    names the caller assumptions this run does not keep."""
+    """The fuzz callers, recording each step's rows for the adapters and the
+    assumptions it broke (:attr:`last_breaks`); ``dropped`` names the caller
+    assumptions this run does not keep (at most one per-request one, which
+    some rows then break as ``fuzz --drop`` does)."""
 
     dropped: frozenset[str] = frozenset()
     last_rows: list = field(default_factory=list)
+    last_breaks: list[str] = field(default_factory=list)
+    """The dropped assumptions the last step broke (in some row)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        per_request = sorted(self.dropped & set(BREAKERS))
+        if len(per_request) > 1:
+            raise ValueError(f"one per-request assumption at a time, got {per_request}")
+        self.drop = per_request[0] if per_request else None
 
     def holds(self, assumption: env.Assumption) -> bool:
         return assumption.name not in self.dropped
+
+    @property
+    def table_cols(self) -> int:
+        """The block-table width the kernels see: one column short with :data:`TABLE_SHORT_BY_ONE` dropped."""
+        return self.setup.num_cols - (TABLE_SHORT_BY_ONE <= self.dropped)
+
+    @property
+    def kernel_setup(self) -> Setup:
+        """The system as the kernels see it (:attr:`table_cols` wide)."""
+        return replace(self.setup, num_cols=self.table_cols)
+
+    def _kernel_table(self, table: list) -> list:
+        return [[row[:self.table_cols] for row in group] for group in table]
+
+    def _breaks(self, batch_rows: list) -> list[str]:
+        """The dropped assumptions ``batch_rows`` break."""
+        out = set()
+        pad = self.geo.pad_slot
+        for row in batch_rows:
+            if row is None:
+                continue
+            r, plan = row
+            if plan.breaks:
+                out.add(plan.breaks)
+            src = self._source_col(r)
+            if src >= 0 and src != plan.live_col and pad not in (r.cols[0][src], r.cols[0][plan.live_col]):
+                if not self.holds(env.LIVE_MOVE_COPIES_STATE):
+                    out.add(env.LIVE_MOVE_COPIES_STATE.name)
+                if not plan.copied and not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
+                    out.add(env.BLOCK_COPY_MOVES_TRACKERS.name)
+            if plan.prefilling and r.computed > 0 and plan.query_len == 1:
+                out.add(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
+            if plan.live_col >= self.table_cols:
+                out |= TABLE_SHORT_BY_ONE
+        return sorted(out & self.dropped)
 
     def _block_copies(self, draw: Any, batch_rows: list) -> list:
         if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
@@ -72,25 +127,38 @@ class ReviewCallers(Callers):
         return self._moved_column_copies(batch_rows, lambda: True)  # every moved column is copied
 
     def _plan_row(self, draw: Any, r: Any) -> Any:
+        """The fuzz callers' row; with :data:`PREFILL_CONTINUATION_LONGER_THAN_ONE`
+        kept, a one-token continuation chunk is not scheduled; dropped, half the
+        continuation chunks that may be one token long are."""
         plan = super()._plan_row(draw, r)
+        if (plan is not None and not self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE) and plan.prefilling
+                and r.computed > 0 and 1 in self.rows.chunk_lens(r.computed, r.prompt_len) and draw(hs.booleans())):
+            plan.query_len, plan.live_col = 1, self.rows.live_col(r.computed, 1)
         if plan is not None and self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE):
             row = env.GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)
             if not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(self.geo, row):
                 return None  # not scheduled this step
         return plan
 
+    def _migrate_action(self, batch_rows: list, table: list) -> Any:
+        return super()._migrate_action(batch_rows, self._kernel_table(table))
+
     def _postprocess_action(self, batch_rows: list, table: list) -> Any:
+        self.last_breaks = self._breaks(batch_rows)
         self.last_rows = [None if row is None else
                           Row(row[0].rid, row[0].stream, self._req_index(b, row[0]), row[0].computed,
                               row[1].query_len, row[1].accepted, row[1].prefilling, row[1].live_col,
                               self._source_col(row[0]))
                           for b, row in enumerate(batch_rows)]
-        return super()._postprocess_action(batch_rows, table)
+        return super()._postprocess_action(batch_rows, self._kernel_table(table))
 
     def expectation(self) -> dict:
-        """What the checks need after a step: running requests and the prefix cache."""
-        return {"running": [[r.rid, r.stream, r.computed, r.live_col, r.cols] for r in self.requests.values()],
-                "published": [[s, c, slots] for (s, c), slots in self.published.items()]}
+        """What the checks need after a step: running requests and the prefix cache
+        (of the kernels' table: a live column past it holds nothing they can judge)."""
+        width = self.table_cols
+        return {"running": [[r.rid, r.stream, r.computed, r.live_col, r.cols] for r in self.requests.values()
+                            if r.live_col < width],
+                "published": [[s, c, slots] for (s, c), slots in self.published.items() if c < width]}
 
 
 def runs_as_prefill(row: Row) -> bool:
@@ -115,8 +183,10 @@ def run_step(h: Harness, ghost: Ghost, step: Step, expect: dict, *, state_copies
     before_ghost = ghost.snapshot()
     h.set_tables(step.table)
     h.copy_trackers(step.copies)
+    width = len(step.table[0][0]) if step.table and step.table[0] else 0
     for b, row in enumerate(step.rows):
-        if row is not None and state_copies and row.source_col >= 0 and row.source_col != row.live_col:
+        if (row is not None and state_copies and row.source_col >= 0 and row.source_col != row.live_col
+                and row.live_col < width):
             for g in range(groups):
                 s, d = step.table[g][b][row.source_col], step.table[g][b][row.live_col]
                 if geo.pad_slot not in (s, d) and s != d:
@@ -125,7 +195,7 @@ def run_step(h: Harness, ghost: Ghost, step: Step, expect: dict, *, state_copies
     problems: list[tuple[str, str]] = []
     _materialize(h, ghost, "migrate", step, real, problems)
     for b, row in enumerate(step.rows):
-        if row is None:
+        if row is None or row.live_col >= width:  # past the kernels' table: no slot they could have served
             continue
         for g in range(groups):
             live = step.table[g][b][row.live_col]

@@ -1,23 +1,127 @@
-"""Probes: does a version rely on a caller assumption?
+"""Probes: does a version rely on a caller assumption, and does vLLM guarantee it?
 
-A probe runs a campaign whose callers violate one droppable assumption
-(:data:`replayssm.review.lifecycle.DROPPABLE`). A finding there counts as
-reliance only if the same schedule with the assumption restored passes: the
-probe's trace is rewritten to keep the assumption (:func:`restored`; for a
-schedule whose steps cannot be kept, the part before the first violating
-step) and replayed. When the restored trace still fails, the finding does not depend on
-the assumption: it is a finding of the version, found by the probe.
+A :class:`Probe` drops one caller assumption, or a set of them that is needed
+only jointly (``verify/assumption_sets.py``), and runs a campaign whose
+callers break it (:class:`~replayssm.review.lifecycle.ReviewCallers`). A
+counterexample there counts as reliance only if the same schedule with the
+assumption restored passes (:func:`restored`, :func:`confirm`); when the
+restored trace still fails, it is a finding of the version, found by the
+probe. What reliance means depends on the assumption's provenance
+(``spec/assumptions.py``): relying on an assumption vLLM does not guarantee
+is ``latent`` (a bug vLLM's scheduler can trigger), relying on one it
+guarantees is information only.
+
+:data:`PROBE_OUTCOMES` are a probe's possible results; :func:`run_probe`
+runs one within its share of the budget (:func:`share`), and a probe that
+broke its assumption in fewer than :data:`MIN_BROKEN_STEPS` steps in that
+time is ``not finished``, never a pass.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replayssm.fuzz.callers import GEOMETRIES
+from replayssm.fuzz.containment import BREAKERS
 from replayssm.spec import assumptions as env
+from replayssm.spec.geometry import Conventions, Geometry
 
-from .campaign import Version, replay
+from .campaign import MODEL_BLOCKS, Outcome, Version, campaign, replay
+from .lifecycle import SYSTEM_DROPS, TABLE_SHORT_BY_ONE
+
+MIN_BROKEN_STEPS = 3
+"""A probe whose callers broke its assumption in fewer steps than this, and found
+no counterexample, is ``not finished``: it had too little time to say anything."""
+
+WEIGHT_NOT_GUARANTEED = 3
+"""A probe of an assumption vLLM does not guarantee gets this many shares of the
+probes' budget, one of a guaranteed assumption one (only the former can make a
+verdict ``latent``)."""
+
+PROBE_OUTCOMES = {
+    "latent": "relied on, and vLLM does not guarantee it",
+    "relies on a guarantee": "relied on, and vLLM guarantees it (information only)",
+    "finding": "a counterexample that stays with the assumption restored",
+    "no counterexample": "broke the assumption and every property held",
+    "not finished": "its share of the budget ran out before it broke the assumption often enough",
+    "not probed": "the version breaks a property with every assumption kept",
+    "interrupted": "the review stopped during the probe",
+}
+"""A probe's possible results, as the JSON's ``outcome`` names them."""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The systems where a probe's callers can break its assumptions: conventions,
+    geometries (of the fuzzed ones) and the longest request in blocks."""
+
+    conventions: Callable[[Conventions], bool] = lambda c: True
+    geometry: Callable[[Geometry], bool] = lambda g: True
+    model_blocks: int = MODEL_BLOCKS
+
+
+REACH: dict[frozenset[str], Reach] = {
+    frozenset({env.BLOCK_COPY_MOVES_TRACKERS.name}): Reach(lambda c: c.materialize_prefixes),
+    frozenset({env.LIVE_MOVE_COPIES_STATE.name}): Reach(lambda c: c.materialize_prefixes),
+    frozenset({env.PREFILL_CHUNK_ON_BOUNDARY.name}): Reach(lambda c: c.materialize_prefixes,
+                                                           lambda g: g.block_size >= 2),
+    frozenset({env.LIVE_COL_IS_LAST_BLOCK.name}): Reach(lambda c: not c.live_col_is_zero),
+    frozenset({env.DECODE_ROW_FITS.name}): Reach(geometry=lambda g: g.block_size > min(g.window, g.max_step)),
+    frozenset({env.DECODE_WITHIN_BLOCK.name}): Reach(geometry=lambda g: g.block_size < min(g.window, g.max_step)),
+    TABLE_SHORT_BY_ONE: Reach(lambda c: c.materialize_prefixes and not c.live_col_is_zero, model_blocks=3),
+}
+"""Where the callers can break each dropped set (the breakers' conditions in
+``fuzz/containment.py``; requests of 3 blocks that outgrow the short table);
+every system when not listed."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The assumptions one probe drops (one, or a set needed only jointly)."""
+
+    assumptions: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.assumptions)
+
+    @property
+    def reach(self) -> Reach:
+        return REACH.get(frozenset(self.assumptions), Reach())
+
+    @property
+    def guaranteed(self) -> bool:
+        """vLLM can break the set only by breaking every member: it is guaranteed when one member is."""
+        return any(guaranteed(a) for a in self.assumptions)
+
+
+def guaranteed(name: str) -> bool:
+    """Whether vLLM guarantees caller assumption ``name`` (its provenance in
+    ``spec/assumptions.py``; a contradicted one is not)."""
+    return next(a for a in env.ALL if a.name == name).provenance.is_guaranteed
+
+
+def probes() -> list[Probe]:
+    """A probe per droppable assumption (this caller model's, then the per-request
+    ones ``fuzz --drop`` breaks) and per set of ``verify/assumption_sets.py``."""
+    from replayssm.verify.assumption_sets import JOINT_PROBES
+
+    singles = [*SYSTEM_DROPS, *(a.name for a in env.PER_REQUEST if a.name in BREAKERS)]
+    return [Probe((name,)) for name in singles] + [Probe(jp.assumptions) for jp in JOINT_PROBES]
+
+
+def share(probe: Probe, left: list[Probe], seconds: float) -> float:
+    """``probe``'s share of the ``seconds`` left to the probes ``left`` (itself
+    first), by :data:`WEIGHT_NOT_GUARANTEED`: a probe that ends early (a
+    counterexample) leaves its time to the later ones, one that overruns takes it."""
+    def weight(p: Probe) -> int:
+        return 1 if p.guaranteed else WEIGHT_NOT_GUARANTEED
+
+    return max(0.0, seconds) * weight(probe) / sum(weight(p) for p in left)
 
 
 def _tracker_copies(step: dict, pad: int) -> list:
@@ -32,36 +136,33 @@ def _tracker_copies(step: dict, pad: int) -> list:
     return copies
 
 
-def _one_token_continuation(step: dict) -> bool:
-    return any(r is not None and r["prefilling"] and r["computed_before"] > 0 and r["query_len"] == 1
-               for r in step["rows"])
-
-
-def restored(trace: dict, name: str) -> dict | None:
-    """``trace`` rewritten so that its callers keep assumption ``name``: block copies
-    that carry the trackers, state copies on live moves, or the schedule cut before its
-    first one-token continuation chunk (None when that is its first step: reliance)."""
+def restored(trace: dict, probe: Probe) -> dict | None:
+    """``trace`` rewritten so that its callers keep ``probe``'s assumptions: block copies
+    that carry the trackers, state copies on live moves, or (any other) the schedule
+    cut before the first step that broke one (None when that is its first step:
+    reliance without a replay)."""
     out = json.loads(json.dumps(trace))
-    out["#meta"]["dropped"] = [d for d in out["#meta"].get("dropped", []) if d != name]
+    dropped = set(probe.assumptions)
+    out["#meta"]["dropped"] = [d for d in out["#meta"].get("dropped", []) if d not in dropped]
     pad = out["params"]["geometry"]["pad_slot"]
-    if name == env.BLOCK_COPY_MOVES_TRACKERS.name:
+    if probe.assumptions == (env.BLOCK_COPY_MOVES_TRACKERS.name,):
         for step in out["steps"]:
             step["copies"] = _tracker_copies(step, pad)
-    elif name == env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name:
-        first = next((i for i, s in enumerate(out["steps"]) if _one_token_continuation(s)), None)
+    elif probe.assumptions != (env.LIVE_MOVE_COPIES_STATE.name,):  # its state copies follow "dropped"
+        first = next((i for i, s in enumerate(out["steps"]) if dropped & set(s.get("breaks", []))), None)
         if first == 0:
             return None
         out["steps"] = out["steps"][:first]  # the schedule up to its first violating step
-    elif name != env.LIVE_MOVE_COPIES_STATE.name:
-        raise ValueError(f"no restoration for assumption {name!r}")
+    for step in out["steps"]:
+        step["breaks"] = [b for b in step.get("breaks", []) if b not in dropped]
     return out
 
 
-def confirm(trace_path: str, name: str, version: Version, device: str) -> tuple[bool, str | None]:
+def confirm(trace_path: str, probe: Probe, version: Version, device: str) -> tuple[bool, str | None]:
     """``(relied_on, independent_trace)``: whether the probe's finding goes away with
     the assumption restored; if it does not, the restored trace's path (a finding of its own)."""
     trace = json.loads(Path(trace_path).read_text())
-    kept = restored(trace, name)
+    kept = restored(trace, probe)
     if kept is None:
         return True, None
     path = Path(trace_path).with_name(Path(trace_path).stem + "-restored.json")
@@ -70,6 +171,56 @@ def confirm(trace_path: str, name: str, version: Version, device: str) -> tuple[
     return ok, None if ok else str(path)
 
 
-def probe_summary(relied: bool, prop: Any, trace: str | None, independent: str | None) -> dict:
-    return {"relied_on": relied, "property": prop if relied else None, "trace": trace if relied else None,
-            "independent_finding": independent}
+def outcome_of(probe: Probe, result: Outcome, relied: bool, independent: str | None) -> str:
+    """The :data:`PROBE_OUTCOMES` name of a probe campaign's ``result``."""
+    if independent:
+        return "finding"
+    if relied:
+        return "relies on a guarantee" if probe.guaranteed else "latent"
+    return "no counterexample" if result.tally.broken_steps >= MIN_BROKEN_STEPS else "not finished"
+
+
+def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
+              examples: int | None) -> tuple[dict, Outcome, str | None]:
+    """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
+    independent trace)``, the summary as the JSON's ``assumptions`` entry holds it.
+    An :class:`~replayssm.interrupts.Interrupted` passes with the campaign so far."""
+    result = campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
+                      device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
+                      geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
+                      model_blocks=probe.reach.model_blocks, shrink=False, examples=examples)
+    relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
+    outcome = outcome_of(probe, result, relied, independent)
+    summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
+               "relied_on": relied if outcome != "not finished" else None,
+               "property": result.prop if relied else None, "trace": result.trace if relied else None,
+               "message": result.failure if relied else None, "independent_finding": independent,
+               "broken_steps": result.tally.broken_steps, "seconds": round(result.seconds, 2),
+               "budget_seconds": round(budget, 2)}
+    if outcome == "not finished":
+        summary["why"] = (f"broke it in {result.tally.broken_steps} step(s) < {MIN_BROKEN_STEPS} within its share "
+                          f"of {budget:.1f} s: raise --budget")
+    return summary, result, independent
+
+
+def not_probed(probe: Probe, why: str, outcome: str = "not probed") -> dict:
+    """A probe's summary when it did not run."""
+    return {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
+            "relied_on": None, "why": why}
+
+
+def reliance_changes(base: Version, head: Version, base_probes: dict[str, dict], head_probes: dict[str, dict],
+                     device: str) -> list[tuple[str, str, dict]]:
+    """With a base: ``(kind, probe name, the relying side's summary)`` for each assumption
+    vLLM does not guarantee that head starts relying on (a ``regression``: head's
+    counterexample, replayed on base, passes) or stops relying on (a ``fix``: base's,
+    replayed on head, passes)."""
+    out = []
+    for name, h in head_probes.items():
+        if h.get("outcome") == "latent" and replay(h["trace"], [base], device)[0]:
+            out.append(("regression", name, h))
+    for name, b in base_probes.items():
+        if b.get("outcome") == "latent" and head_probes.get(name, {}).get("outcome") != "latent" \
+                and replay(b["trace"], [head], device)[0]:
+            out.append(("fix", name, b))
+    return out

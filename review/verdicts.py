@@ -13,8 +13,10 @@ from typing import Any
 from replayssm.interrupts import Interrupted
 from replayssm.reports import JunitCase, write_json, write_junit, write_reports
 
-REPORT_SCHEMA = "replayssm-review/1"
-"""The ``schema`` of the ``--json`` report: bumped when a field changes meaning."""
+REPORT_SCHEMA = "replayssm-review/2"
+"""The ``schema`` of the ``--json`` report: bumped when a field changes meaning
+(2: the ``latent`` status and list, each probe's ``outcome`` and provenance,
+``base_assumptions``, a difference's ``assumption``)."""
 
 LIFECYCLE = "lifecycle campaign"
 DIFFERENTIAL = "against the base (differential)"
@@ -36,6 +38,9 @@ class Verdict:
     properties: dict[str, str] = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)
     relies_on: dict[str, Any] = field(default_factory=dict)
+    """Each probe's summary by its name (``review/probes.py``: ``outcome``, ``guaranteed``, trace)."""
+    base_relies_on: dict[str, Any] = field(default_factory=dict)
+    """With a base: base's probes of the assumptions vLLM does not guarantee."""
     kernel_proofs: Any = None
     campaign: dict = field(default_factory=dict)
     differences: list[dict] = field(default_factory=list)
@@ -45,20 +50,40 @@ class Verdict:
     ``probe without NAME``, :data:`DIFFERENTIAL`."""
 
     @property
+    def latent(self) -> list[dict]:
+        """The probes whose counterexample needs an assumption vLLM does not guarantee."""
+        return [{"assumption": name, "property": r["property"], "message": r["message"], "trace": r["trace"],
+                 "replay": f"replayssm-verify replay {r['trace']} --impl {self.source}"}
+                for name, r in self.relies_on.items() if r.get("outcome") == "latent"]
+
+    @property
+    def probes_not_finished(self) -> list[str]:
+        """Probes of assumptions vLLM does not guarantee that ran out of time: a coverage shortfall."""
+        return [f"probe without {name} not finished: {r['why']}" for name, r in self.relies_on.items()
+                if r.get("outcome") == "not finished" and not r["guaranteed"]]
+
+    @property
     def status(self) -> str:
-        """``finding`` (a regression counts), ``interrupted``, ``coverage shortfall`` or ``pass``."""
+        """``finding`` (a property broken inside the contract; a regression counts),
+        ``interrupted``, ``latent`` (a property broken only when vLLM breaks an
+        assumption it does not guarantee), ``coverage shortfall`` (too few
+        request-steps, a required scenario missed, a probe of an unguaranteed
+        assumption not finished) or ``pass``."""
         if self.findings or any(d["kind"] == "regression" for d in self.differences):
             return "finding"
         if self.unfinished:
             return "interrupted"
-        return "coverage shortfall" if self.coverage_shortfall else "pass"
+        if self.latent:
+            return "latent"
+        return "coverage shortfall" if self.coverage_shortfall or self.probes_not_finished else "pass"
 
 
 def verdict_json(v: Verdict) -> dict:
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": v.findings, "assumptions": v.relies_on,
-            "kernel_proofs": v.kernel_proofs, "campaign": v.campaign, "differences": v.differences,
-            "coverage_shortfall": v.coverage_shortfall, "unfinished": v.unfinished}
+            "properties": v.properties, "findings": v.findings, "latent": v.latent, "assumptions": v.relies_on,
+            "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs, "campaign": v.campaign,
+            "differences": v.differences, "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished,
+            "unfinished": v.unfinished}
 
 
 def _counterexample(finding: dict) -> str:
@@ -75,13 +100,36 @@ def _counterexample(finding: dict) -> str:
     return "\n".join([finding["message"], f"trace: {finding['trace']}", f"replay: {finding['replay']}", *schedule])
 
 
+def _probe_case(v: Verdict, name: str, r: dict | None) -> JunitCase:
+    """A probe's test case: failed by a latent reliance or a finding that does not
+    depend on the assumption (with the counterexample); relying on a guarantee or
+    no counterexample passes; an error when a probe of an unguaranteed assumption
+    did not finish; skipped when it did not run."""
+    case = f"{v.label}: probe without {name}"
+    if r is None:
+        return JunitCase(case, 0.0, "interrupted before it ran", "skipped")
+    seconds = r.get("seconds", 0.0)
+    if r["outcome"] == "latent":
+        latent = next(x for x in v.latent if x["assumption"] == name)
+        return JunitCase(case, seconds, f"latent: relies on {name}, which vLLM does not guarantee\n"
+                         + _counterexample(latent))
+    if r["outcome"] == "finding":
+        own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
+        return JunitCase(case, seconds, "\n\n".join(_counterexample(f) for f in own))
+    if r["outcome"] == "not finished":
+        return JunitCase(case, seconds, r["why"], "skipped" if r["guaranteed"] else "error")
+    if r["outcome"] in ("not probed", "interrupted"):
+        return JunitCase(case, seconds, r["why"], "skipped")
+    return JunitCase(case, seconds)
+
+
 def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> list[JunitCase]:
     """Per version: its lifecycle campaign (failed by a finding, an error for a
-    coverage shortfall), one case per assumption probe (failed by a finding that
-    does not depend on the assumption; relying on it passes; skipped when not
-    probed) and, with a base, the comparison (failed by each regression). After
-    an interrupt, a part not finished is ``skipped`` with what it had done,
-    unless it already failed, and each version not reviewed is one skipped case."""
+    coverage shortfall), one case per assumption probe (:func:`_probe_case`)
+    and, with a base, the comparison (failed by each regression, of a property
+    or of reliance). After an interrupt, a part not finished is ``skipped`` with
+    what it had done, unless it already failed, and each version not reviewed
+    is one skipped case."""
     cases = []
     for v in verdicts:
         main = [f for f in v.findings if not any(f["trace"] == r.get("independent_finding")
@@ -95,14 +143,7 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
         cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
         probes = [*v.relies_on, *(p.removeprefix("probe without ") for p in v.unfinished
                                   if p.startswith("probe without ") and p.removeprefix("probe without ") not in v.relies_on)]
-        for name in probes:
-            case, r = f"{v.label}: probe without {name}", v.relies_on.get(name)
-            if r is None or r["relied_on"] is None:
-                why = r["why"] if r is not None else "interrupted before it ran"
-                cases.append(JunitCase(case, 0.0 if r is None else r.get("seconds", 0.0), why, "skipped"))
-                continue
-            own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
-            cases.append(JunitCase(case, r.get("seconds", 0.0), "\n\n".join(_counterexample(f) for f in own) or None))
+        cases += [_probe_case(v, name, v.relies_on.get(name)) for name in probes]
         if v.differences or DIFFERENTIAL in v.unfinished:
             regressions = [d for d in v.differences if d["kind"] == "regression"]
             failure, kind = "\n\n".join(_counterexample(d) for d in regressions) or None, "failure"
@@ -130,21 +171,29 @@ def evidence(v: Verdict) -> str:
 
 
 def print_table(verdicts: list[Verdict], out: Any) -> None:
-    """The verdict table: version, API, properties, assumptions relied on,
-    verdict, evidence (proved or sampled, per claim), findings."""
-    rows = [("version", "API", "properties", "relies on", "verdict", "evidence", "findings / traces")]
+    """The verdict table: version, API, properties, verdict, the assumptions
+    relied on (latent: vLLM does not guarantee them; guaranteed: information),
+    probes not finished, evidence (proved or sampled, per claim), and the
+    findings' and differences' traces."""
+    rows = [("version", "API", "properties", "verdict", "latent (not guaranteed)", "relies on (guaranteed)",
+             "probes not finished", "evidence", "findings / traces")]
     for v in verdicts:
         held = [p for p, s in v.properties.items() if s != "broken"]
         broken = [p for p, s in v.properties.items() if s == "broken"]
         props = (f"{len(held)}/{len(v.properties)} held{' so far' if LIFECYCLE in v.unfinished else ''}"
                  + (f"; broken: {', '.join(broken)}" if broken else ""))
-        relied = ", ".join(a for a, r in v.relies_on.items() if r["relied_on"]) or (
-            "not probed" if v.findings else "-")
+        outcomes = {name: r["outcome"] for name, r in v.relies_on.items()}
+        probed = any(o not in ("not probed", "interrupted") for o in outcomes.values())
+        latent = ", ".join(n for n, o in outcomes.items() if o == "latent") or ("-" if probed else "not probed")
+        relied = ", ".join(n for n, o in outcomes.items() if o == "relies on a guarantee") or "-"
+        unfinished = str(sum(o == "not finished" for o in outcomes.values())) if probed else "-"
         notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") for f in v.findings]
-                 + [f"{d['kind']} ({d['evidence']}): {d['trace']}" for d in v.differences
+                 + [f"latent: {x['trace']}" for x in v.latent]
+                 + [f"{d['kind']}{' of reliance on ' + d['assumption'] if d.get('assumption') else ''} "
+                    f"({d['evidence']}): {d['trace']}" for d in v.differences
                     if d["kind"] not in ("neutral", "equal") and "trace" in d]
                  + v.coverage_shortfall)
-        rows.append((v.label, v.api, props, relied, v.status, evidence(v), "; ".join(notes) or "-"))
+        rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, evidence(v), "; ".join(notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)

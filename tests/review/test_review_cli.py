@@ -13,6 +13,8 @@ import pytest
 
 from replayssm import reports
 from replayssm.cli import main
+from replayssm.review import probes as pr
+from replayssm.spec.assumptions import PREFILL_CONTINUATION_LONGER_THAN_ONE
 from review_corpus import needs_corpus, unmodified, version_path
 
 PLANT = ("old_committed + accepted)", "old_committed + 1)")
@@ -46,7 +48,7 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
     out = capsys.readouterr().out
     assert code == 1, out
     document = json.loads(report.read_text())
-    assert document["schema"] == "replayssm-review/1"
+    assert document["schema"] == "replayssm-review/2"
     verdict = document["verdicts"][0]
     assert verdict["status"] == "finding" and verdict["api"] == label[0]
     trace = verdict["findings"][0]["trace"]
@@ -57,7 +59,7 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
     assert f"trace: {trace}" in failure.text and f"step {steps - 1}: req " in failure.text
     assert "conventions: cumulative=" in failure.text
     probes = [c for n, c in cases.items() if ": probe without " in n]
-    assert len(probes) == 3 and all(c.find("skipped") is not None for c in probes)
+    assert len(probes) == len(pr.probes()) and all(c.find("skipped") is not None for c in probes)
     assert main(["replay", trace]) == 1
     assert "finding reproduced" in capsys.readouterr().out
     assert main(["replay", trace, "--impl", str(version_path(label))]) == 0
@@ -150,8 +152,10 @@ def test_unknown_signature_is_named(tmp_path: Path, capsys) -> None:
 
 
 @needs_corpus
-def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path, capsys) -> None:
+def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path, capsys, monkeypatch) -> None:
     import subprocess
+
+    monkeypatch.setattr(pr, "probes", lambda: [pr.Probe((PREFILL_CONTINUATION_LONGER_THAN_ONE.name,))])  # one probe
 
     repo = tmp_path / "vllm"
     target = repo / "vllm/model_executor/layers/mamba/ops"
@@ -167,12 +171,17 @@ def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path, capsys)
                  "--examples", "1", "--traces", str(tmp_path / "traces"), "--json", "-", "--junit", str(junit)])
     captured = capsys.readouterr()  # --json -: the report alone on stdout, the progress on stderr
     document = json.loads(captured.out)
-    assert document["schema"] == "replayssm-review/1" and "reviewing ssu_dispatch" in captured.err
+    assert document["schema"] == "replayssm-review/2" and "reviewing ssu_dispatch" in captured.err
     verdict = document["verdicts"][0]
-    assert code in (0, 3) and verdict["api"] == "D"
-    assert [d["kind"] for d in verdict["differences"] if d["evidence"] == "sampled"] == ["neutral"]
-    cases = _junit(junit)  # nothing fails: a shortfall of --examples 1 is an error, never a failure
-    assert len(cases) == 5 and not any(c.find("failure") is not None for c in cases.values())
+    assert code in (0, 1, 3) and verdict["api"] == "D"
+    sampled = [d for d in verdict["differences"] if d["evidence"] == "sampled"]
+    assert [d["kind"] for d in sampled if not d.get("assumption")] == ["neutral"]
+    assert "regression" not in [d["kind"] for d in sampled]  # both need one-token chunks kept
+    cases = _junit(junit)  # a shortfall of --examples 1 is an error, never a failure; a latent probe fails
+    assert len(cases) == 2 + len(pr.probes())
+    assert all(c.find("failure") is None for n, c in cases.items() if ": probe without " not in n)
+    failed = {n.split("probe without ")[1] for n, c in cases.items() if c.find("failure") is not None}
+    assert failed == {x["assumption"] for x in verdict["latent"]} and (code == 1) == bool(failed)
     assert cases["ssu_dispatch: against the base (differential)"].find("error") is None
     shortfall = cases["ssu_dispatch: lifecycle campaign"].find("error")
     assert (shortfall is not None) == (code == 3)

@@ -1,0 +1,164 @@
+"""The three kinds of review verdict (``pass``, ``finding``, ``latent``), the
+probes behind them (one per droppable assumption and per jointly needed set),
+and reliance compared with a base: unit checks on records, and teeth on
+planted versions of the corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from replayssm.cli import main
+from replayssm.fuzz.callers import GEOMETRIES
+from replayssm.fuzz.containment import BREAKERS
+from replayssm.review import probes as pr
+from replayssm.review.lifecycle import SYSTEM_DROPS, TABLE_SHORT_BY_ONE
+from replayssm.review.verdicts import Verdict, junit_cases, print_table
+from replayssm.spec import assumptions as env
+from replayssm.spec.geometry import Conventions
+from replayssm.verify.assumption_sets import JOINT_PROBES
+from review_corpus import needs_corpus, version_path
+
+TRACKERS = env.BLOCK_COPY_MOVES_TRACKERS.name
+
+PLANT = ("needs_copy = valid_mapping & (src_slot != dst_slot)",
+         "needs_copy = valid_mapping & (src_slot != dst_slot) & (src_slot < 0)")
+"""D2 planted: its copy kernel never plans the live slot's copy into a reassigned
+block, so the version relies on the scheduler's block copy carrying state,
+ring and trackers (``live_move_copies_state``, ``block_copy_moves_trackers``)."""
+
+
+def test_every_droppable_assumption_and_joint_set_has_a_probe_that_can_break_it() -> None:
+    names = {p.name for p in pr.probes()}
+    assert set(SYSTEM_DROPS) | set(BREAKERS) | {"+".join(jp.assumptions) for jp in JOINT_PROBES} == names
+    assert {a.name for a in env.PER_REQUEST} <= names
+    assert any(frozenset(jp.assumptions) == TABLE_SHORT_BY_ONE for jp in JOINT_PROBES)
+    for p in pr.probes():  # each reaches some system: a convention and a geometry where it can break
+        assert any(p.reach.conventions(c) for c in Conventions.all()), p.name
+        assert any(p.reach.geometry(g) for g in GEOMETRIES), p.name
+
+
+def test_a_joint_set_is_guaranteed_when_one_member_is(monkeypatch) -> None:
+    monkeypatch.setattr(pr, "guaranteed", lambda name: name == env.MODEL_FITS_TABLE.name)
+    assert pr.Probe(tuple(sorted(TABLE_SHORT_BY_ONE))).guaranteed
+    monkeypatch.setattr(pr, "guaranteed", lambda name: False)
+    assert not pr.Probe(tuple(sorted(TABLE_SHORT_BY_ONE))).guaranteed
+
+
+def test_probes_share_what_is_left_by_weight(monkeypatch) -> None:
+    monkeypatch.setattr(pr, "guaranteed", lambda name: name != TRACKERS)
+    a, b, c = pr.Probe((TRACKERS,)), pr.Probe(("row_nonempty",)), pr.Probe(("decode_row_fits",))
+    assert pr.share(a, [a, b, c], 10.0) == pytest.approx(10.0 * pr.WEIGHT_NOT_GUARANTEED / (pr.WEIGHT_NOT_GUARANTEED + 2))
+    assert pr.share(b, [b, c], 3.0) == pytest.approx(1.5)  # what an early finish left goes to the rest
+    assert pr.share(c, [c], -1.0) == 0.0  # overrun: nothing left, the probe will not finish
+
+
+def _trace(breaks: list[list[str]]) -> dict:
+    row = {"rid": 0, "stream": 0, "req": 0, "computed_before": 4, "query_len": 1, "accepted": 1,
+           "prefilling": False, "live_col": 1, "source_col": 0}
+    step = {"rows": [row], "table": [[[1, 2]]], "copies": [], "migrate": {}, "postprocess": {}, "expect": {}}
+    return {"#meta": {"dropped": ["row_nonempty", TRACKERS]}, "params": {"geometry": {"pad_slot": 0}},
+            "steps": [{**step, "breaks": b} for b in breaks]}
+
+
+def test_restoring_cuts_the_schedule_before_its_first_violating_step() -> None:
+    probe = pr.Probe(("row_nonempty",))
+    kept = pr.restored(_trace([[], [], ["row_nonempty"], []]), probe)
+    assert kept is not None and len(kept["steps"]) == 2 and kept["#meta"]["dropped"] == [TRACKERS]
+    assert pr.restored(_trace([["row_nonempty"], []]), probe) is None  # the first step breaks it: relied on
+    copies = pr.restored(_trace([[TRACKERS], [TRACKERS]]), pr.Probe((TRACKERS,)))
+    assert copies is not None and len(copies["steps"]) == 2  # tracker copies put back, nothing cut
+    assert all(s["copies"] == [[0, 1, 2]] and s["breaks"] == [] for s in copies["steps"])
+
+
+def _probe(outcome: str, guaranteed: bool, **more) -> dict:
+    return {"assumptions": [more.pop("name", TRACKERS)], "guaranteed": guaranteed, "outcome": outcome,
+            "relied_on": outcome in ("latent", "relies on a guarantee"), "property": "forward",
+            "trace": "t.json", "message": "forward: decode reads ...", "independent_finding": None,
+            "seconds": 1.0, "why": "broke it in 0 step(s)", **more}
+
+
+@pytest.mark.parametrize("outcome, guaranteed, status, junit", [
+    ("latent", False, "latent", "failure"),
+    ("relies on a guarantee", True, "pass", None),
+    ("no counterexample", False, "pass", None),
+    ("not finished", False, "coverage shortfall", "error"),
+    ("not finished", True, "pass", "skipped"),
+])
+def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guaranteed: bool, status: str,
+                                                             junit: str | None, capsys) -> None:
+    v = Verdict("X", "x.py", "A", "gen A", properties={"refinement": "held"}, relies_on={TRACKERS: _probe(outcome, guaranteed)},
+                campaign={"request_steps": 100})
+    assert v.status == status
+    case = next(c for c in junit_cases([v]) if c.name == f"X: probe without {TRACKERS}")
+    assert (case.kind if case.failure is not None else None) == junit
+    if outcome == "latent":
+        assert v.latent == [{"assumption": TRACKERS, "property": "forward", "message": "forward: decode reads ...",
+                             "trace": "t.json", "replay": "replayssm-verify replay t.json --impl x.py"}]
+        assert case.failure.startswith(f"latent: relies on {TRACKERS}, which vLLM does not guarantee")
+    print_table([v], None)
+    table = capsys.readouterr().out.splitlines()
+    assert "latent (not guaranteed)" in table[0] and status in table[1]
+    assert (TRACKERS in table[1]) == (outcome in ("latent", "relies on a guarantee"))
+
+
+def test_a_finding_outranks_latent_and_a_latent_outranks_a_shortfall() -> None:
+    probes = {TRACKERS: _probe("latent", False), "row_nonempty": _probe("not finished", False, name="row_nonempty")}
+    v = Verdict("X", "x.py", "A", "gen A", relies_on=probes)
+    assert v.status == "latent"
+    v.findings.append({"property": "frame", "message": "m", "trace": "f.json", "shrunk": True, "replay": "r"})
+    assert v.status == "finding"
+
+
+def _planted(tmp_path: Path) -> Path:
+    text = version_path("D2").read_text()
+    assert text.count(PLANT[0]) == 1
+    out = tmp_path / "D2_planted.py"
+    out.write_text(text.replace(*PLANT))
+    return out
+
+
+@pytest.fixture
+def trackers_only(monkeypatch):
+    """Reviews probe only ``block_copy_moves_trackers``, taken as not guaranteed by vLLM."""
+    monkeypatch.setattr(pr, "guaranteed", lambda name: name != TRACKERS)
+    monkeypatch.setattr(pr, "probes", lambda: [pr.Probe((TRACKERS,))])
+
+
+@needs_corpus
+def test_a_version_relying_on_an_unguaranteed_assumption_is_latent_not_pass(tmp_path: Path, trackers_only,
+                                                                           capsys) -> None:
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main(["review", str(_planted(tmp_path)), "--examples", "6", "--traces", str(tmp_path / "traces"),
+                 "--json", str(report), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    document = json.loads(report.read_text())
+    assert document["schema"] == "replayssm-review/2"
+    verdict = document["verdicts"][0]
+    assert code == 1 and verdict["status"] == "latent" and not verdict["findings"], out
+    (latent,) = verdict["latent"]
+    assert latent["assumption"] == TRACKERS and Path(latent["trace"]).exists()
+    assert verdict["assumptions"][TRACKERS]["outcome"] == "latent"
+    assert main(["replay", latent["trace"]]) == 1  # the counterexample, with the assumption dropped
+    cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
+    failure = cases[f"D2_planted: probe without {TRACKERS}"].find("failure")
+    assert failure is not None and f"trace: {latent['trace']}" in failure.text
+    assert f"assumptions dropped: {TRACKERS}" in failure.text
+
+
+@needs_corpus
+def test_a_head_that_starts_relying_on_an_unguaranteed_assumption_is_a_regression(tmp_path: Path, trackers_only,
+                                                                                 capsys) -> None:
+    report = tmp_path / "r.json"
+    code = main(["review", str(_planted(tmp_path)), "--base", str(version_path("D2")), "--examples", "6",
+                 "--traces", str(tmp_path / "traces"), "--json", str(report)])
+    out = capsys.readouterr().out
+    verdict = json.loads(report.read_text())["verdicts"][0]
+    assert code == 1 and verdict["status"] == "finding", out
+    assert verdict["base_assumptions"][TRACKERS]["outcome"] in ("no counterexample", "not finished")
+    (regression,) = [d for d in verdict["differences"] if d["kind"] == "regression"]
+    assert regression["assumption"] == TRACKERS and regression["trace"] == verdict["latent"][0]["trace"]
+    assert "regression of reliance on block_copy_moves_trackers" in out
