@@ -261,7 +261,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
         verdict.unfinished.remove(LIFECYCLE)
         print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
               f"{main.failure or 'every property held'}", file=out, flush=True)
-        run_probes(v, args, traces, out, verdict, skip=main.failure, deadline=campaigns + args.budget)
+        run_probes(v, args, traces, out, verdict.relies_on, verdict, skip=main.failure, deadline=campaigns + args.budget)
         if base is not None:
             started = time.perf_counter()
             try:
@@ -273,21 +273,21 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
         verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
 
 
-def run_probes(v: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict | None = None,
-               only_latent_able: bool = False, skip: str | None = None, deadline: float | None = None) -> dict[str, dict]:
+def run_probes(v: Any, args: argparse.Namespace, traces: Path, out: Any, summaries: dict[str, dict],
+               verdict: Verdict | None = None, only_latent_able: bool = False, skip: str | None = None,
+               deadline: float | None = None) -> None:
     """Every probe of ``v`` (:mod:`.probes`; ``only_latent_able``: those of
     assumptions vLLM does not guarantee), each in its share of the time left
     until ``deadline`` (a ``time.perf_counter()`` value; default: the probes'
-    part of ``--budget`` from now), as the JSON's ``assumptions`` entries by
-    probe name; ``skip``: the version's finding with every assumption kept
-    (nothing is probed). With ``verdict``, each part done is taken from its
-    ``unfinished`` and a probe's finding that stays with the assumption
-    restored is added to its findings."""
+    part of ``--budget`` from now), put in ``summaries`` (the JSON's
+    ``assumptions`` entries) by probe name as each ends; ``skip``: the
+    version's finding with every assumption kept (nothing is probed). With
+    ``verdict``, each part done is taken from its ``unfinished`` and a probe's
+    finding that stays with the assumption restored is added to its findings."""
     from .probes import not_probed, probes, run_probe, share
 
     planned = sorted((p for p in probes() if not (only_latent_able and p.guaranteed)), key=lambda p: p.guaranteed)
     deadline = deadline if deadline is not None else time.perf_counter() + args.budget * (1 - CAMPAIGN_SHARE)
-    summaries: dict[str, dict] = {} if verdict is None else verdict.relies_on
     for n, probe in enumerate(planned):
         part = f"probe without {probe.name}"
         if skip:
@@ -314,7 +314,6 @@ def run_probes(v: Any, args: argparse.Namespace, traces: Path, out: Any, verdict
             print(f"  {'' if verdict is not None else v.label + ' '}{part}: {said}", file=out, flush=True)
         if verdict is not None:
             verdict.unfinished.remove(part)
-    return summaries
 
 
 def reliance(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict,
@@ -324,7 +323,7 @@ def reliance(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: 
     (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`."""
     from .probes import reliance_changes
 
-    verdict.base_relies_on = run_probes(base, args, traces, out, only_latent_able=True)
+    run_probes(base, args, traces, out, verdict.base_relies_on, only_latent_able=True)
     for kind, name, r in reliance_changes(base, head, verdict.base_relies_on, verdict.relies_on, args.device):
         who, other = ("head", "base") if kind == "regression" else ("base", "head")
         note(kind, r["property"], f"{who} relies on {name} (not guaranteed by vLLM): {r['message']}; {other} "
