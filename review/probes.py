@@ -23,7 +23,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from replayssm.fuzz.callers import GEOMETRIES
 from replayssm.fuzz.containment import BREAKERS
