@@ -122,9 +122,11 @@ class ReviewCallers(Callers):
         return sorted(out & self.dropped)
 
     def _block_copies(self, draw: Any, batch_rows: list) -> list:
+        """The tracker copies of every moved live column inside the kernels' table."""
         if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
             return []  # the block copy moves state and ring only
-        return self._moved_column_copies(batch_rows, lambda: True)  # every moved column is copied
+        inside = [row if row is None or row[1].live_col < self.table_cols else None for row in batch_rows]
+        return self._moved_column_copies(inside, lambda: True)  # every moved column is copied
 
     def _plan_row(self, draw: Any, r: Any) -> Any:
         """The fuzz callers' row; with :data:`PREFILL_CONTINUATION_LONGER_THAN_ONE`
