@@ -181,14 +181,13 @@ def outcome_of(probe: Probe, result: Outcome, relied: bool, independent: str | N
 
 def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
               examples: int | None) -> tuple[dict, Outcome, str | None]:
-    """One probe of ``v`` within ``budget`` seconds (one example a turn, so that a
-    small share is not overrun by much): ``(summary, campaign outcome,
+    """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it.
     An :class:`~replayssm.interrupts.Interrupted` passes with the campaign so far."""
     result = campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
                       device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
                       geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
-                      model_blocks=probe.reach.model_blocks, shrink=False, examples=examples, examples_per_turn=1)
+                      model_blocks=probe.reach.model_blocks, shrink=False, examples=examples)
     relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
     outcome = outcome_of(probe, result, relied, independent)
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
