@@ -320,9 +320,12 @@ def reliance(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: 
              note: Any) -> None:
     """Base's probes of the assumptions vLLM does not guarantee (its part of the
     verdict's ``base_assumptions``), and each change of reliance noted as a fix
-    (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`."""
+    (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`.
+    Skipped when head has a finding (its probes did not run)."""
     from .probes import reliance_changes
 
+    if verdict.findings:
+        return  # head was not probed (a finding inside the contract): there is no reliance to compare
     run_probes(base, args, traces, out, verdict.base_relies_on, only_latent_able=True)
     for kind, name, r in reliance_changes(base, head, verdict.base_relies_on, verdict.relies_on, args.device):
         who, other = ("head", "base") if kind == "regression" else ("base", "head")
