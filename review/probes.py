@@ -29,7 +29,8 @@ from replayssm.fuzz.containment import BREAKERS
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions, Geometry
 
-from .campaign import MODEL_BLOCKS, Outcome, Version, campaign, replay
+from . import campaign as campaigns  # by module: a test's stand-in campaign reaches the probes too
+from .campaign import MODEL_BLOCKS, Outcome, Version
 from .lifecycle import SYSTEM_DROPS, TABLE_SHORT_BY_ONE
 
 MIN_BROKEN_STEPS = 3
@@ -166,7 +167,7 @@ def confirm(trace_path: str, probe: Probe, version: Version, device: str) -> tup
         return True, None
     path = Path(trace_path).with_name(Path(trace_path).stem + "-restored.json")
     path.write_text(json.dumps(kept))
-    ok, _ = replay(str(path), [version], device)
+    ok, _ = campaigns.replay(str(path), [version], device)
     return ok, None if ok else str(path)
 
 
@@ -184,10 +185,10 @@ def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Pa
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it.
     An :class:`~replayssm.interrupts.Interrupted` passes with the campaign so far."""
-    result = campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
-                      device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
-                      geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
-                      model_blocks=probe.reach.model_blocks, shrink=False, examples=examples)
+    result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
+                                device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
+                                geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
+                                model_blocks=probe.reach.model_blocks, shrink=False, examples=examples)
     relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
     outcome = outcome_of(probe, result, relied, independent)
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
@@ -216,10 +217,10 @@ def reliance_changes(base: Version, head: Version, base_probes: dict[str, dict],
     replayed on head, passes)."""
     out = []
     for name, h in head_probes.items():
-        if h.get("outcome") == "latent" and replay(h["trace"], [base], device)[0]:
+        if h.get("outcome") == "latent" and campaigns.replay(h["trace"], [base], device)[0]:
             out.append(("regression", name, h))
     for name, b in base_probes.items():
         if b.get("outcome") == "latent" and head_probes.get(name, {}).get("outcome") != "latent" \
-                and replay(b["trace"], [head], device)[0]:
+                and campaigns.replay(b["trace"], [head], device)[0]:
             out.append(("fix", name, b))
     return out
