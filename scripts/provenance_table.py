@@ -6,7 +6,7 @@ FILE defaults to docs/assumptions.md. The table (name, statement, status,
 evidence, where it is used) is a function of the tree alone: the records of
 ``spec.contract``, the hypotheses of each obligation's first case (as
 ``prove --list`` shows them), the system probes, ``fuzz --drop``'s
-assumptions and the review's probes. ``tests/spec/test_provenance_table.py``
+assumptions and the review's probes (``review.probes.probes``). ``tests/spec/test_provenance_table.py``
 regenerates it into a copy and compares it with the committed file.
 """
 
@@ -36,7 +36,7 @@ def uses() -> dict[str, list[str]]:
     """Where each record is used: in how many obligations' first cases, by the
     system probes, by ``fuzz --drop`` and by the review's probes, and the
     files that build it in (a model choice built in nowhere is not modelled)."""
-    from replayssm.review.lifecycle import DROPPABLE
+    from replayssm.review.probes import probes as review_probes
     from replayssm.spec import assumptions, contract
     from replayssm.spec.model_choices import ModelChoice
     from replayssm.verify import system_probes
@@ -48,6 +48,7 @@ def uses() -> dict[str, list[str]]:
         for name in {n for n, _ in first.assumptions} if first is not None else set():
             in_proofs[name] = in_proofs.get(name, 0) + 1
     probed = {n for pr in system_probes.PROBES.values() for n in pr.assumptions}
+    reviewed = {n for pr in review_probes() for n in pr.assumptions}
     out: dict[str, list[str]] = {}
     for name, record in contract.RECORDS.items():
         where = []
@@ -57,7 +58,7 @@ def uses() -> dict[str, list[str]]:
             where.append("system probe")
         if name in {a.name for a in assumptions.PER_REQUEST}:
             where.append("fuzz --drop")
-        if name in DROPPABLE:
+        if name in reviewed:
             where.append("review probe")
         if record.built_in:
             where.append("built in: " + ", ".join(f"`{w}`" for w in record.built_in))
