@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, header, write  # noqa: E402
+from provenance import bad_options, emit, header  # noqa: E402
 
 PAIR_BOUND_S = 60.0
 """The bound on one pair's cold diff (2 cores)."""
@@ -157,11 +157,7 @@ def main() -> int:
         said = bound(r["wall_median_s"], VERSION_BOUND_S) if "none" not in r["obligations"] else \
             "no kernel role has a contract for it"
         print(f"prove --kernels --impl {v}: median {r['wall_median_s']} s wall ({said}), {r['cpu_median_s']} s CPU")
-    if args.out:
-        write(report, args.out)
-        print(f"the JSON report: {args.out}")
-    else:
-        print(json.dumps(report, indent=2))
+    emit(report, args.out)
     return 0
 
 

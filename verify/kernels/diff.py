@@ -508,15 +508,3 @@ def judge(d: Distinction) -> str:
     kept = "the spec's result, memory safety, int32, conflict freedom and the plan contract" if d.has_spec else \
         "memory safety, int32, conflict freedom and the plan and tracker contract (the role has no spec program)"
     return f"{CHANGE}: {', '.join(differ)} differ, both keep {kept}"
-
-
-def proved_pair(results: list[RoleDiff]) -> str:
-    """The pair in one word: every role equal, or the first difference's class."""
-    if not results:
-        return "no shared kernel role"
-    if all(r.outcome == EQUAL for r in results):
-        return "proved equal"
-    for r in results:
-        if r.outcome == DIFFERS and r.distinction is not None:
-            return r.distinction.judgement.split(":")[0]
-    return next(r.outcome for r in results if r.outcome != EQUAL)
