@@ -1,0 +1,86 @@
+"""vLLM's own kernel tests as ground truth of the caller (``vllm_cases.py``).
+
+Every case of T1-T4 the spec's API expresses: the caller model admits it,
+the spec predicts every value the test asserts, and the review harness,
+driving the corpus version the test was written for, reproduces it (or, on
+the cases that version fails, shows why and the version that fixed it
+does). The table in ``docs/reviewing.md`` is regenerated and compared.
+Teeth: the old mode-none cap on the model length (``max_model_len <=
+num_cols * block_size`` in every mode) rejects T2's 50,000-token chunk.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import vllm_cases as vc
+from replayssm.spec import assumptions as env
+from replayssm.spec.vocab import conj
+
+REPO = Path(__file__).resolve().parents[2]
+T2_LONG_CHUNK = "T2::test_replayssm_postprocess_commits_staged_transition[0-50000-True-1-0-True]"
+
+NOT_REPRODUCED_ON_ANY_VERSION = {
+    "T3::test_replayssm_skips_canonical_self_copy_but_resets_prefill_trackers[v1]",
+    "T3::test_replayssm_skips_canonical_self_copy_but_resets_prefill_trackers[v2]",
+}
+"""Cases no corpus version holds: each plans an exact self-copy (flush 0) for
+a prefill row whose live column is its own boundary, where the test (and the
+spec) asks for none. T3's version is not in the corpus."""
+
+
+@pytest.mark.parametrize("case", vc.CASES, ids=lambda c: c.name)
+def test_the_caller_model_admits_the_case(case: vc.VllmCase) -> None:
+    broken = [name for name, ok in vc.admission(case).items() if not ok]
+    assert not broken, f"{case.name} breaks {broken}: the assumption, not vLLM's test, is wrong"
+
+
+@pytest.mark.parametrize("case", vc.CASES, ids=lambda c: c.name)
+def test_the_spec_predicts_every_asserted_value(case: vc.VllmCase) -> None:
+    wrong = [x for x in vc.prediction(case.name) if x[2] != x[3]]
+    assert not wrong, f"{case.name}: (buffer, index, asserted, predicted) {wrong}"
+
+
+@pytest.mark.corpus
+def test_the_review_harness_reproduces_every_case_on_its_version() -> None:
+    done = vc.all_reproductions()
+    for case in vc.CASES:
+        results = [done[case.name, v] for v in case.versions]
+        if case.name in NOT_REPRODUCED_ON_ANY_VERSION:
+            assert not any(r.reproduced for r in results), f"{case.name} now holds on {case.versions}"
+        elif case.fixed_in is None:
+            assert results[0].reproduced, f"{case.name} on {case.version}: {results[0].describe()}"
+        else:  # the written-for version has the bug the case catches; the fix holds it
+            assert not results[0].reproduced and results[1].reproduced, \
+                f"{case.name}: {case.version}: {results[0].describe()}; {case.fixed_in}: {results[1].describe()}"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("vllm_cases_table", REPO / "scripts" / "vllm_cases_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.corpus
+def test_the_table_in_docs_is_up_to_date() -> None:
+    script = _script()
+    text = (REPO / "docs" / "reviewing.md").read_text()
+    assert script.rewritten(text) == text, "docs/reviewing.md is stale: run python3 scripts/vllm_cases_table.py"
+
+
+def _old_mode_none_cap(conv, max_model_len, block_size, num_cols):
+    """``model_fits_table`` before mode none was modelled as vLLM runs it: a column per block in every mode."""
+    return conj(num_cols >= 1, max_model_len <= num_cols * block_size)
+
+
+def test_teeth_the_old_mode_none_cap_rejects_t2s_long_chunk(monkeypatch) -> None:
+    case = vc.BY_NAME[T2_LONG_CHUNK]
+    test_the_caller_model_admits_the_case(case)
+    monkeypatch.setattr(env, "MODEL_FITS_TABLE", replace(env.MODEL_FITS_TABLE, holds=_old_mode_none_cap))
+    with pytest.raises(AssertionError, match="breaks \\['model_fits_table'\\]"):
+        test_the_caller_model_admits_the_case(case)
