@@ -48,9 +48,9 @@ import json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
 from replayssm.review.adapters import detect
 from replayssm.review.kernel_diff import kind_of, roles_of
-from replayssm.review.target import load_version
+from replayssm.base.targets import load_target
 from replayssm.verify.kernels.diff import diff_role, matched_roles
-(base, base_api), (head, head_api) = [(m, detect(m)) for m in (load_version(sys.argv[1]), load_version(sys.argv[2]))]
+(base, base_api), (head, head_api) = [(m, detect(m)) for m in (load_target(sys.argv[1]), load_target(sys.argv[2]))]
 out = []
 for role, head_role in matched_roles(base, head, roles_of(base_api), roles_of(head_api)):
     r = diff_role(base, head, role, head_role=None if head_role is role else head_role)

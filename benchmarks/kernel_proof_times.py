@@ -41,8 +41,8 @@ from replayssm.verify.obligation import Obligation, prove
 impl = sys.argv[1] if len(sys.argv) > 1 else None
 module = O._ours()
 if impl:
-    from replayssm.review.target import load_version
-    module = load_version(impl, "--impl")
+    from replayssm.base.targets import load_target
+    module = load_target(impl, label="--impl")
 times = {}
 for role in [r for r in O.ROLES if r.jit(module)]:
     for label, params in O.variants(role):

@@ -12,7 +12,7 @@ input concrete, so a trace replays without the generator that made it:
 * :class:`Postprocess` -- one ``_postprocess_replayssm_kernel`` launch, then
   the compaction in align mode.
 
-In a trace (format :data:`TRACE_ID`) an action is the JSON object
+In a trace (format ``replayssm.base.traces.TRACE_ID``) an action is the JSON object
 ``{"name": ..., "picks": {...}, "caller": [...]}``: ``name`` is the record's
 :attr:`NAME`, ``picks`` its fields (``set_state``: buffer name -> values),
 ``caller`` the readable lines saying which caller decision made it (left out
@@ -26,12 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Union
 
-from .trace_checks import TRACE_FORMAT, TRACE_MAJOR
-
-TRACE_ID = f"{TRACE_FORMAT}/{TRACE_MAJOR}"
-"""``#meta.format`` of the traces the fuzzer writes (:mod:`.trace_checks`
-accepts any minor version of this major); the action shape above is the one
-of versions 1 and 2 alike (2 changed system traces only)."""
+from replayssm.base.traces import TRACE_ID  # the action shape above is the one of versions 1 and 2 alike
 
 STATE_BUFFERS = (
     "ring_start",

@@ -9,7 +9,6 @@ replaying a saved trace: :mod:`.replay`.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import sys
 import time
@@ -23,18 +22,19 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.stateful import run_state_machine_as_test
 
-from replayssm.reports import check_output_file, check_output_folder
+from replayssm.base.reports import check_output_file, check_output_folder
 from replayssm.spec.geometry import Conventions
 
-from .actions import TRACE_ID, Action, action_from_json, action_to_json
+from replayssm.base.traces import TRACE_ID
+
+from .actions import Action, action_to_json
 from .containment import check_drop, compare_outside
 from .example_db import Namespaced
 from .lockstep import LockstepMachine, check_systems, widen_choices
-from .launcher import Setup, SpecSide
+from .launch_traces import spec_states
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET, load_target
-from .trace_checks import check_format, check_sizes, trace_kind
 from .workers import Child, Reporter, Supervisor
 
 PROFILES = {
@@ -533,45 +533,3 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
                                           if isinstance(c.result, dict)), 3)
     summary["slowest_launch_seconds"] = round(max(c.slowest_launch for c in supervisor.children), 3)
     return summary
-
-
-def trace_actions(trace: dict) -> list[Action]:
-    """The launch actions of a fuzzer trace (its ``actions`` in JSON), as
-    records; a ``ValueError`` names the first malformed field."""
-    return [action_from_json(a, f"trace.actions[{n}]") for n, a in enumerate(trace["actions"])]
-
-
-def spec_states(trace: dict) -> list[dict]:
-    """The spec's state buffers after each action of a trace."""
-    spec = SpecSide(Setup.from_json(trace["params"]))
-    states = []
-    for action in trace_actions(trace):
-        spec.run(action)
-        states.append({k: v.tolist() for k, v in spec.state().items()})
-    return states
-
-
-def load_trace(path: str) -> dict:
-    """A saved trace with launch actions (format :data:`TRACE_ID`; a system
-    trace is turned into its launches), or a ``ValueError`` saying why not."""
-    try:
-        trace = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not a JSON trace: {e}") from e
-    if not isinstance(trace, dict) or not isinstance(trace.get("params"), dict) \
-            or not isinstance(trace.get("actions"), list):
-        raise ValueError("not a replayable trace: it needs a params object and an actions list")
-    if not isinstance(trace.get("#meta", {}), dict):
-        raise ValueError(f"trace.#meta must be an object, got {trace['#meta']!r}")
-    check_format(trace.get("#meta", {}), trace_kind(trace))
-    check_sizes(trace["params"])
-    for n, action in enumerate(trace["actions"]):
-        caller = action.get("caller", []) if isinstance(action, dict) else None
-        if not isinstance(caller, list) or not all(isinstance(c, str) for c in caller):
-            raise ValueError(f"trace.actions[{n}] must be an object whose caller is a list of strings, got {action!r}")
-    if "layers_per_group" not in trace["params"]:
-        from .system_traces import launch_trace
-
-        trace = launch_trace(trace)
-    trace_actions(trace)
-    return trace

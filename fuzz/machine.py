@@ -21,10 +21,11 @@ import torch
 from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Conventions
 
+from .actions import Action, SetState, action_to_json
 from .callers import Callers, Features, systems
-from .actions import TRACE_ID, Action, SetState, action_to_json
 from .containment import compare_outside
 from .launcher import LEVELS, Setup, SpecSide, compare
 

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.interrupts import SIGNALS
+from replayssm.base.interrupts import SIGNALS
 
 from .workers import POLL_SECONDS, STATS_EVERY_SECONDS, Child, Reporter, Supervisor, catch_interrupts, restore_handlers
 

@@ -3,8 +3,8 @@
 The implementation runs in a child process under the per-launch watchdog
 (:mod:`.workers`), so a hang or a crash the trace was saved for is
 reproduced, not suffered. A trace is checked before anything runs
-(:mod:`.trace_checks`, :func:`.campaign.load_trace`) and the report says what
-was compared.
+(:func:`replayssm.base.traces.load_trace`, :func:`.launch_traces.replayable`)
+and the report says what was compared.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import multiprocessing
 from typing import Any
 
-from replayssm.interrupts import Interrupted
+from replayssm.base.interrupts import Interrupted
+from replayssm.base.traces import Loaded, load_trace
 
 from .actions import SetState, action_to_json
-from .campaign import WATCHDOG_SECONDS, check_device, load_trace, spec_states, trace_actions
+from .campaign import WATCHDOG_SECONDS, check_device
 from .containment import compare_outside
 from .guards import GuardViolation
+from .launch_traces import replayable, spec_states, trace_actions
 from .launcher import LEVELS, Setup, SpecSide
 from .target import DEFAULT_TARGET, load_target
 from .workers import Reporter, Supervisor
@@ -50,16 +52,17 @@ def _check_recorded_states(trace: dict) -> str:
 
 
 def replay(path: str, impl: str | None = None, device: str | None = None, level: str | None = None,
-           watchdog: float | None = None) -> tuple[bool, str]:
+           watchdog: float | None = None, loaded: Loaded | None = None) -> tuple[bool, str]:
     """Re-run a saved trace's launch actions on the spec and on the
     implementation, the latter in a child process under a per-launch
     ``watchdog`` (default: the ci profile's for the device); ``(False,
     report)`` when the implementation differs from the spec, raises, hangs or
     kills its process. ``impl``, ``device`` and ``level`` default to the
-    trace's ``#meta`` (then to the default target, cpu, kernel). A malformed
+    trace's ``#meta`` (then to the default target, cpu, kernel); ``loaded``:
+    the file at ``path`` when the caller has read it already. A malformed
     trace, a bad target or a missing device is a ``ValueError``; a signal
     stopping the replay is :class:`Interrupted`."""
-    trace = load_trace(path)
+    trace = replayable(loaded if loaded is not None else load_trace(path))
     meta = trace.get("#meta", {})
     given = {"impl": impl, "device": device, "level": level}
     impl = impl if impl is not None else _recorded(meta, "impl", DEFAULT_TARGET)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.reports import (EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
+from replayssm.base.reports import (EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
                                write_text)
 
 SUMMARY_SCHEMA = "replayssm-fuzz/1"

@@ -1,4 +1,4 @@
-"""System traces (proof counterexamples, ``verify.traces``) as launch actions.
+"""System traces (proof counterexamples, ``replayssm.base.system_traces``) as launch actions.
 
 The system model runs the spec's kernels inside its own steps; each step
 records the inputs and state buffers its migration and postprocess launches
@@ -11,9 +11,11 @@ proof counterexample describes.
 
 from __future__ import annotations
 
+from replayssm.base.system_traces import params_from_json, replay_actions
+from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Geometry
 
-from .actions import STATE_BUFFERS, TRACE_ID, Migrate, Postprocess, SetState, action_to_json
+from .actions import STATE_BUFFERS, Migrate, Postprocess, SetState, action_to_json
 from .launcher import Setup
 
 
@@ -37,8 +39,6 @@ def _launch_action(name: str, snap: dict, launch: int, conv) -> Migrate | Postpr
 
 def launch_trace(system_trace: dict) -> dict:
     """The fuzzer trace of the kernel launches a system trace performs."""
-    from replayssm.verify.traces import params_from_json, replay_actions
-
     p = params_from_json(system_trace["params"])
     geo = Geometry(max_num_reqs=p.num_reqs, block_size=p.geo.block_size, window=p.geo.window,
                    ring_len=p.geo.ring_len, pad_slot=p.geo.pad_slot)

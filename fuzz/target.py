@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from replayssm.review.target import load_version
+from replayssm.base import targets
+from replayssm.base.targets import DEFAULT_TARGET
 
-DEFAULT_TARGET = "replayssm.impl.replayssm_utils"
 KERNELS = (
     "_postprocess_replayssm_kernel",
     "_compact_replayssm_requests_kernel",
@@ -32,7 +32,7 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         name = DEFAULT_TARGET
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"--impl must name a module or a .py file, got {name!r}")
-    module = load_version(name, "--impl")  # a .py file loads with the vLLM stub injected
+    module = targets.load_target(name, label="--impl")  # a .py file loads with the vLLM stub injected
     missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     if missing:
         raise ValueError(f"--impl {name!r} lacks the reference entry points {missing} ({level} level); "

@@ -19,7 +19,7 @@ child whose process ends without a result died (an exit status or a signal).
 Either way the parent kills the child's whole process group and hands back the
 log up to that launch, which is the finding's trace. SIGINT and SIGTERM stop
 every child the same way and end the supervision early (a caller then raises
-:class:`~replayssm.interrupts.Interrupted`, as :func:`.replay.replay` does).
+:class:`~replayssm.base.interrupts.Interrupted`, as :func:`.replay.replay` does).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from replayssm.interrupts import SIGNALS
+from replayssm.base.interrupts import SIGNALS
 
 STATS_EVERY_SECONDS = 1.0
 """How often a child sends its statistics (for the progress line)."""
@@ -129,7 +129,7 @@ class Child:
 
 
 def catch_interrupts(handler: Callable[[int, Any], None]) -> dict[int, Any]:
-    """Route SIGINT and SIGTERM (:data:`~replayssm.interrupts.SIGNALS`) to
+    """Route SIGINT and SIGTERM (:data:`~replayssm.base.interrupts.SIGNALS`) to
     ``handler``; the handlers they had. Off the main thread nothing changes
     (signals stay with the caller) and it is empty."""
     previous = {}

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from replayssm.interrupts import Interrupted, interruptible, stop_interrupting
-from replayssm.reports import (
+from replayssm.base.interrupts import Interrupted, interruptible, stop_interrupting
+from replayssm.base.reports import (
     EXIT_COVERAGE,
     EXIT_FINDING,
     EXIT_PASSED,
@@ -186,22 +186,26 @@ def _prove(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from replayssm.verify.launch_explain import explain_launches, is_launch_trace
-    from replayssm.verify.traces import explain, explain_counterexample, load
+    from replayssm.base.traces import load_trace
+    from replayssm.verify.launch_explain import explain_launches
+    from replayssm.verify.traces import explain, explain_counterexample
 
     try:
-        document = load(args.file)
-        if isinstance(document, dict) and "obligation" in document:
+        kind, document = load_trace(args.file)
+        if kind == "counterexample":
             text = explain_counterexample(document)
-        elif is_launch_trace(document):
+        elif kind in ("launch", "kernel"):
             if "states" not in document:  # a system trace's launches: the spec computes the states
                 _interpreter_for("cpu")
-                from replayssm.fuzz.campaign import spec_states
+                from replayssm.fuzz.launch_traces import spec_states
 
                 document["states"] = spec_states(document)
             text = explain_launches(document)
-        else:
+        elif kind == "system":
             text = explain(document)
+        else:
+            raise ValueError(f"a {kind} trace is not drawn by explain (it draws system and launch traces and prove "
+                             f"counterexamples); run it with: replayssm-verify replay {args.file}")
     except (OSError, ValueError) as e:
         print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -281,22 +285,28 @@ def _fuzz(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    _interpreter_for(args.device or _recorded_device(args.file))
-    from replayssm.fuzz.replay import replay
-    from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
-    from replayssm.review.campaign import is_review_trace
-
-    if is_review_trace(args.file):
-        from replayssm.review.command import replay_trace
-
-        return replay_trace(args)
+    from replayssm.base.traces import load_trace
 
     try:
-        trace = kernel_trace(args.file)
-        if trace is not None:
-            ok, report = replay_kernel_trace(trace, args.impl, args.device or "cpu")
+        loaded = load_trace(args.file)
+    except (ValueError, OSError) as e:
+        print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    recorded = loaded.trace.get("#meta", {}).get("device")
+    # Triton picks interpreter or compiler when it is imported: before the replay modules are
+    _interpreter_for(args.device or (recorded if recorded in ("cpu", "cuda") else "cpu"))
+    if loaded.kind == "review":
+        from replayssm.review.command import replay_trace
+
+        return replay_trace(args, loaded.trace)
+    from replayssm.fuzz.replay import replay
+    from replayssm.verify.kernels.playback import replay_kernel_trace
+
+    try:
+        if loaded.kind == "kernel":
+            ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu")
         else:
-            ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog)
+            ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog, loaded=loaded)
     except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -305,16 +315,6 @@ def _replay(args: argparse.Namespace) -> int:
         return e.status
     print(report)
     return EXIT_PASSED if ok else EXIT_FINDING
-
-
-def _recorded_device(path: str) -> str:
-    """The device a trace's ``#meta`` names (cpu when it names none or cannot be read):
-    Triton picks interpreter or compiler at import, before the trace is loaded."""
-    try:
-        device = json.loads(Path(path).read_text()).get("#meta", {}).get("device")
-    except (OSError, ValueError, AttributeError):
-        return "cpu"
-    return device if device in ("cpu", "cuda") else "cpu"
 
 
 def _seconds(text: str) -> float:

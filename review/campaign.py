@@ -13,7 +13,7 @@ again without the callers.
 Campaigns are time-boxed: the convention combinations take turns, a few
 examples each, until the budget is spent. The first failure is kept as first
 seen, so that an interrupt while Hypothesis shrinks it still saves its trace
-(:attr:`Outcome.shrunk` false; see :mod:`replayssm.interrupts`).
+(:attr:`Outcome.shrunk` false; see :mod:`replayssm.base.interrupts`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from replayssm.fuzz.callers import Features
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.callers import GEOMETRIES
-from replayssm.interrupts import Interrupted
+from replayssm.base.interrupts import Interrupted
+from replayssm.base.traces import REVIEW_ID
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .adapters import Api
@@ -45,7 +46,6 @@ from .ghost import Ghost
 from .harness import Harness
 from .lifecycle import Finding, ReviewCallers, run_step
 
-TRACE_FORMAT = "replayssm-review-trace/1"
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
 SHRINK_SECONDS_MIN = 5.0
@@ -123,7 +123,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
         self.broken: list[Finding | None] = [None] * len(self.versions)
-        self.trace = {"#meta": {"format": TRACE_FORMAT, "versions": [[v.label, v.source, v.api.name]
+        self.trace = {"#meta": {"format": REVIEW_ID, "versions": [[v.label, v.source, v.api.name]
                                                                     for v in self.versions],
                                 "dropped": sorted(self.dropped)},
                       "params": self.setup.as_json(), "steps": []}
@@ -233,7 +233,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
     narrows them to where its callers can break its assumption;
     ``shrink``: let Hypothesis shrink a failure before it is saved; ``examples``: run that many
     examples whatever the clock says, for a reproducible campaign; ``progress``: where to say
-    that a counterexample was found). An :class:`~replayssm.interrupts.Interrupted` passes
+    that a counterexample was found). An :class:`~replayssm.base.interrupts.Interrupted` passes
     with the campaign so far as its ``partial`` :class:`Outcome`, the first failure (if any)
     saved as first seen."""
     start, tally = time.perf_counter(), Tally()
@@ -286,14 +286,6 @@ def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str
     return str(path)
 
 
-def is_review_trace(path: str) -> bool:
-    try:
-        meta = json.loads(Path(path).read_text()).get("#meta", {})
-    except (OSError, ValueError, AttributeError):
-        return False
-    return isinstance(meta, dict) and meta.get("format") == TRACE_FORMAT
-
-
 def describe_rows(step: Step) -> str:
     """A step's scheduled rows in one line: each request's phase, computed count ``N``,
     query length ``q``, accepted tokens and live column."""
@@ -315,9 +307,10 @@ def describe_schedule(path: str) -> list[str]:
     return lines
 
 
-def replay(path: str, versions: list[Version], device: str = "cpu") -> tuple[bool, str]:
-    """Run a review trace's steps on each version; ``(False, report)`` when a version breaks a property."""
-    trace = json.loads(Path(path).read_text())
+def replay(source: str | dict, versions: list[Version], device: str = "cpu") -> tuple[bool, str]:
+    """Run a review trace's steps (the trace, or the file holding it) on each
+    version; ``(False, report)`` when a version breaks a property."""
+    trace = source if isinstance(source, dict) else json.loads(Path(source).read_text())
     setup = Setup.from_json(trace["params"])
     dropped = frozenset(trace["#meta"].get("dropped", []))
     lines, ok = [], True

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replayssm.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
-from replayssm.reports import (
+from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
+from replayssm.base.reports import (
     EXIT_COVERAGE,
     EXIT_FINDING,
     EXIT_PASSED,
@@ -93,7 +93,7 @@ def _label(source: str) -> str:
 
 def run(args: argparse.Namespace, out: Any = None) -> int:
     """The subcommand; returns the exit code. The output paths are checked
-    first (:class:`replayssm.reports.UsageError`, exit 2, before any work).
+    first (:class:`replayssm.base.reports.UsageError`, exit 2, before any work).
     SIGINT or SIGTERM (once the versions start loading) ends the review:
     the worker processes are stopped, the verdicts so far printed and
     written with ``"interrupted": true`` and the parts not finished named,
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     out = out or (sys.stderr if args.json == STDOUT else sys.stdout)
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from .target import ReviewInputError
+    from replayssm.base.targets import TargetError
 
     verdicts: list[Verdict] = []
     versions: list | None = None
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
                 verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(base)))
                 print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
                 review_version(verdicts[-1], v, args, base, out)
-        except ReviewInputError as e:
+        except TargetError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE
         except Interrupted as e:
@@ -144,7 +144,9 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
 
     from .adapters import detect
     from .campaign import Version
-    from .target import ReviewInputError, file_at_ref, load_version
+    from replayssm.base.targets import load_target
+
+    from .target import ReviewInputError, file_at_ref
 
     if not 0 < args.budget < float("inf"):  # nan fails too: a budget that never runs out is no budget
         raise ReviewInputError(f"--budget must be > 0 seconds and finite, got {args.budget}")
@@ -168,7 +170,7 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
             heads = [str(file_at_ref(repo, args.head_ref, rel, "--head-ref"))]
 
     def version(source: str, api: str | None, label: str) -> Version:
-        module = load_version(source, label)
+        module = load_target(source, label=label)
         v = Version(_label(source), source, module, detect(module, api))
         check_bindings(v)
         return v
@@ -237,7 +239,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
     """Fill ``verdict`` with the proofs, the lifecycle campaign, the probes and
     (with ``base``) the differential campaign of ``v``, part by part, taking
     each from ``verdict.unfinished`` (:func:`planned_parts`) once it is done,
-    so that an :class:`~replayssm.interrupts.Interrupted` leaves the verdict
+    so that an :class:`~replayssm.base.interrupts.Interrupted` leaves the verdict
     holding what was reviewed so far (of a campaign cut short, its tally and
     its first failure as first seen, its trace saved)."""
     from .campaign import campaign
@@ -395,22 +397,24 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
                       "message": "request-steps on which base and head both conform"})
 
 
-def replay_trace(args: argparse.Namespace) -> int:
-    """``replay`` of a review trace: its versions (or ``--impl`` for the only/first one) on its steps."""
+def replay_trace(args: argparse.Namespace, trace: dict) -> int:
+    """``replay`` of a review trace (read from ``args.file``): its versions (or ``--impl`` for the only/first
+    one) on its steps."""
+    from replayssm.base.targets import TargetError, load_target
+
     from .adapters import detect
     from .campaign import Version, replay
-    from .target import ReviewInputError, load_version
 
     try:
-        meta = json.loads(Path(args.file).read_text())["#meta"]
+        meta = trace["#meta"]
         versions = []
         for n, (label, source, api) in enumerate(meta["versions"]):
             source = args.impl if (args.impl and n == len(meta["versions"]) - 1) else source
-            module = load_version(source, "--impl")
+            module = load_target(source, label="--impl")
             versions.append(Version(label, source, module, detect(module, api)))
-        ok, report = replay(args.file, versions, args.device or "cpu")
-    except (ReviewInputError, KeyError, ValueError, OSError) as e:
+        ok, report = replay(trace, versions, args.device or "cpu")
+    except (TargetError, KeyError, ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     print(report)
-    return 0 if ok else 1
+    return EXIT_PASSED if ok else EXIT_FINDING

@@ -184,7 +184,7 @@ def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Pa
               examples: int | None) -> tuple[dict, Outcome, str | None]:
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it.
-    An :class:`~replayssm.interrupts.Interrupted` passes with the campaign so far."""
+    An :class:`~replayssm.base.interrupts.Interrupted` passes with the campaign so far."""
     result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
                                 device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
                                 geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),

@@ -1,95 +1,17 @@
-"""Loading a version under review: a ``.py`` file as it is, or a module name.
-
-A file from a vLLM checkout imports ``vllm.*`` names; they come from the stub
-package (:mod:`replayssm.review.vllm_stub`), injected only while the file
-executes. Every problem with the input is a :class:`ReviewInputError` whose
-message names the file and what is wrong (syntax error with its line, a vLLM
-name the stub lacks, an import that fails), so the CLI can exit 2 before any
-work.
-"""
+"""What ``review`` adds to loading a target (:mod:`replayssm.base.targets`): a file at a git ref,
+and the error for review's own bad input."""
 
 from __future__ import annotations
 
-import ast
-import importlib
-import importlib.util
-import itertools
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
-from . import vllm_stub
-from .reference_page import module_source
-
-_COUNTER = itertools.count()
+from replayssm.base.targets import TargetError
 
 
-class ReviewInputError(ValueError):
-    """The version, its options or its launch API cannot be reviewed (exit 2)."""
-
-
-def import_failure(error: BaseException) -> str:
-    """What went wrong importing a target, in words: the error, or the ``sys.exit`` it called."""
-    if isinstance(error, SystemExit):
-        return f"it called sys.exit({error.code!r}) while being imported"
-    return f"{type(error).__name__}: {error}"
-
-
-def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
-    """Execute the ``.py`` file at ``path`` with the vLLM stub injected."""
-    path = Path(path)
-    if not path.is_file():
-        raise ReviewInputError(f"{label} file {str(path)!r} does not exist")
-    text = path.read_text()
-    try:
-        ast.parse(text, filename=str(path))
-    except SyntaxError as e:
-        raise ReviewInputError(f"{label} file {str(path)!r} does not parse: line {e.lineno}: {e.msg}") from e
-    name = f"replayssm_review_target_{next(_COUNTER)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        with vllm_stub.injected():
-            spec.loader.exec_module(module)
-    except ImportError as e:
-        del sys.modules[name]
-        if (e.name or "").startswith("vllm") or "vllm" in str(e):
-            raise ReviewInputError(
-                f"{label} file {str(path)!r} imports a vLLM name the stub lacks ({e}); "
-                f"the stub provides: {', '.join(sorted(vllm_stub.PROVIDED))}") from e
-        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
-    except (Exception, SystemExit) as e:  # the file's own top-level error, sys.exit included
-        del sys.modules[name]
-        raise ReviewInputError(f"{label} file {str(path)!r} cannot be imported: {import_failure(e)}") from e
-    return module
-
-
-def load_docs_page(path: str | Path, label: str = "--impl") -> ModuleType:
-    """The module a documentation page prints (``.txt``: vLLM's page for
-    ``vllm.v1.worker.replayssm_utils``), rebuilt by :mod:`.reference_page` and loaded."""
-    path = Path(path)
-    if not path.is_file():
-        raise ReviewInputError(f"{label} file {str(path)!r} does not exist")
-    source = Path(tempfile.mkdtemp(prefix="replayssm-review-")) / f"{path.stem.replace('-', '_')}_kernels.py"
-    source.write_text(module_source(path.read_text()))  # Triton's JIT reads kernels from a real file
-    return load_source(source, label)
-
-
-def load_version(name: str, label: str = "--impl") -> ModuleType:
-    """A ``.py`` path (loaded with the stub), a ``.txt`` documentation page, or an importable module name."""
-    if name.endswith(".py"):
-        return load_source(name, label)
-    if name.endswith(".txt"):
-        return load_docs_page(name, label)
-    try:
-        return importlib.import_module(name)
-    except (Exception, SystemExit) as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
-        raise ReviewInputError(f"{label} module {name!r} cannot be imported: {import_failure(e)}") from e
+class ReviewInputError(TargetError):
+    """The version's options or its launch API cannot be reviewed (exit 2, as a target that cannot be loaded)."""
 
 
 def file_at_ref(repo: str | Path, ref: str, path: str, label: str) -> Path:

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replayssm.interrupts import Interrupted
-from replayssm.reports import JunitCase, write_json, write_junit, write_reports
+from replayssm.base.interrupts import Interrupted
+from replayssm.base.reports import JunitCase, write_json, write_junit, write_reports
 
 REPORT_SCHEMA = "replayssm-review/2"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning

@@ -21,7 +21,8 @@ import z3
 from replayssm.verify import system_probes as sp
 from replayssm.verify.obligation import first_violation
 from replayssm.verify.terms import lift
-from replayssm.verify.traces import explain, save, trace_from_transition
+from replayssm.base.traces import write_json
+from replayssm.verify.traces import explain, trace_from_transition
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,7 @@ def write(docs: Path) -> list[Path]:
             out.append("Proved without it in this probe (no counterexample).")
             out.append("")
             continue
-        written.append(save(trace, folder / f"{name}.json"))
+        written.append(write_json(trace, folder / f"{name}.json"))
         out.append(f"`replayssm-verify explain docs/traces/{name}.json`:")
         out += ["", "```", explain(trace), "```", ""]
     for stale in set(folder.glob("*.json")) - set(written):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from replayssm.review.reference_page import module_source
-from replayssm.review.target import load_source
+from replayssm.base.reference_page import module_source
+from replayssm.base.targets import load_source
 from replayssm.spec import corpus
 
 ONLY_FRESH = ("changed = valid_dst & (~valid_src | (src_slot != dst_slot))", "changed = valid_dst & ~valid_src")

@@ -229,7 +229,7 @@ class ExplicitClaim(Claim):
         """Explore once; the goal, cover, shown statistics and trace of the run
         (with ``sharing``, some reachable state must share a block)."""
         if self._parts is None:
-            from .traces import record_run
+            from replayssm.base.system_traces import record_run
 
             p, r = self._explore()
             trace = None

@@ -17,11 +17,6 @@ from .traces import ring_row
 TRACKERS = ("ring_start", "num_committed")
 
 
-def is_launch_trace(trace: Any) -> bool:
-    return isinstance(trace, dict) and isinstance(trace.get("params"), dict) \
-        and "layers_per_group" in trace["params"]
-
-
 def _field(d: Any, key: str, where: str) -> Any:
     if not isinstance(d, dict) or key not in d:
         raise ValueError(f"{where}.{key} is missing")

@@ -20,6 +20,8 @@ from typing import Any
 
 import z3
 
+from replayssm.base.traces import COUNTEREXAMPLE_ID
+
 from .memory import SymbolicMemory
 from .proof_cache import ProofCache
 from .terms import lift
@@ -411,10 +413,6 @@ def merge_shards(results: list[Result]) -> Result:
                   reused=sum(r.reused for r in results), cases_cached=sum(r.cases_cached for r in results))
 
 
-COUNTEREXAMPLE_SCHEMA = "replayssm-counterexample/1"
-"""The ``schema`` of a saved counterexample (``explain`` reads it)."""
-
-
 def save_counterexample(result: Result, folder: Path) -> list[Path]:
     """Write a failed result's scenario as JSON, and its system trace (if it
     has one) beside it as ``<name>.trace.json`` for ``explain``/``replay``;
@@ -427,6 +425,6 @@ def save_counterexample(result: Result, folder: Path) -> list[Path]:
         written.append(folder / f"{result.name}.trace.json")
         written[1].write_text(json.dumps(trace, indent=1))
         scenario["trace_file"] = str(written[1])
-    written[0].write_text(json.dumps({"schema": COUNTEREXAMPLE_SCHEMA, "obligation": result.name,
+    written[0].write_text(json.dumps({"schema": COUNTEREXAMPLE_ID, "obligation": result.name,
                                       "assumptions": result.assumptions, **scenario}, indent=2))
     return written

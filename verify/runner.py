@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replayssm.interrupts import stop_children
+from replayssm.base.interrupts import stop_children
 
 from .obligation import REGISTRY, Result, merge_shards, prove
 from .proof_cache import ProofCache

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from replayssm import reports
+from replayssm.base import reports
 from replayssm.cli import main
 from replayssm.fuzz import campaign as campaign_module
 from replayssm.fuzz import report
@@ -201,7 +201,7 @@ def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, si
 
 def saved_trace(tmp_path: Path) -> dict:
     """A fuzz trace (a system trace's launches, as the fuzzer saves them) with its spec states."""
-    from replayssm.fuzz.campaign import spec_states
+    from replayssm.fuzz.launch_traces import spec_states
     from replayssm.fuzz.system_traces import launch_trace
 
     trace = launch_trace(json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text()))

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from replayssm.fuzz.actions import Migrate, Postprocess, SetState, action_from_json, action_to_json
-from replayssm.fuzz.campaign import (PROFILES, CampaignConfig, SetupError, load_trace, run_campaign, spec_states,
-                                     trace_actions)
+from replayssm.base.traces import load_trace
+from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign
+from replayssm.fuzz.launch_traces import replayable, spec_states, trace_actions
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.system_traces import launch_trace
 from replayssm.fuzz.target import DEFAULT_TARGET
@@ -118,7 +119,7 @@ def test_launch_actions_round_trip_through_json() -> None:
     """Every launch action of the system traces in docs/traces reads back as a
     record that writes the same JSON; the records run on the spec."""
     for path in sorted((REPO / "docs" / "traces").glob("*.json")):
-        trace = load_trace(str(path))
+        trace = replayable(load_trace(path))
         actions = trace_actions(trace)
         assert {type(a) for a in actions} <= {SetState, Migrate, Postprocess} and actions, path.name
         assert [action_to_json(a) for a in actions] == trace["actions"], path.name

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from replayssm.cli import main
-from replayssm.fuzz.actions import TRACE_ID
-from replayssm.fuzz.trace_checks import check_format, trace_kind
-from replayssm.verify.traces import FORMAT
+from replayssm.base.system_traces import FORMAT
+from replayssm.base.traces import TRACE_ID, check_format, trace_kind
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_TRACE = REPO / "docs" / "traces" / "row_nonempty.json"
@@ -24,7 +23,7 @@ def _system_trace() -> dict:
 
 
 def _launch_trace() -> dict:
-    from replayssm.fuzz.campaign import spec_states
+    from replayssm.fuzz.launch_traces import spec_states
     from replayssm.fuzz.system_traces import launch_trace
 
     trace = launch_trace(_system_trace())

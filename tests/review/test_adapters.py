@@ -14,7 +14,7 @@ from replayssm.fuzz.launcher import Setup
 from replayssm.review.adapters import detect
 from replayssm.review.arguments import Row, Step, boundary_work
 from replayssm.review.harness import Harness
-from replayssm.review.target import load_version
+from replayssm.base.targets import load_target
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.geometry import Conventions, Geometry
 from review_corpus import VERSIONS, needs_corpus, version_path
@@ -30,7 +30,7 @@ TARGETS.append(pytest.param("replayssm.impl.replayssm_utils", id="reference"))
 
 
 def _harness(target: str, conv: Conventions) -> Harness:
-    module = load_version(target)
+    module = load_target(target)
     setup = Setup(GEO, conv, (2, 2), num_cols=3, num_slots=8)
     return Harness(setup, module, detect(module), torch.device("cpu"))
 

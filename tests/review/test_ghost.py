@@ -52,10 +52,10 @@ def _a1_with_a_stray_write(stray) -> "Version":
 
     from replayssm.review.adapters import detect
     from replayssm.review.campaign import Version
-    from replayssm.review.target import load_version
+    from replayssm.base.targets import load_target
     from review_corpus import version_path
 
-    module = load_version(str(version_path("A1")))
+    module = load_target(str(version_path("A1")))
     kernel = module._postprocess_replayssm_kernel
 
     class Stray:

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from replayssm import reports
+from replayssm.base import reports
 from replayssm.cli import main
 from replayssm.review import probes as pr
 from replayssm.spec.assumptions import PREFILL_CONTINUATION_LONGER_THAN_ONE

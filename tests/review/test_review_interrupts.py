@@ -131,7 +131,7 @@ def test_an_interrupt_during_the_comparison_keeps_the_differences_so_far(tmp_pat
     the report, the comparison is not finished, and the status is 143. (The
     campaigns are stand-ins that pass, then raise the interrupt as a real
     campaign does, with what it had done.)"""
-    from replayssm.interrupts import Interrupted
+    from replayssm.base.interrupts import Interrupted
     from replayssm.review import campaign as campaign_module
     from replayssm.review.campaign import Outcome, Tally
 

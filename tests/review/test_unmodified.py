@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from replayssm.review.target import ReviewInputError, load_source
+from replayssm.base.targets import TargetError, load_source
 
 from review_corpus import VERSIONS, needs_corpus, unmodified
 
@@ -25,15 +25,15 @@ def test_unmodified_file_loads_with_the_stub(label: str, tmp_path) -> None:
 def test_a_vllm_name_the_stub_lacks_is_named(tmp_path) -> None:
     bad = tmp_path / "ssu_dispatch.py"
     bad.write_text("from vllm.v1.attention.backends.utils import NULL_BLOCK_ID, NOT_A_NAME\n")
-    with pytest.raises(ReviewInputError, match="NOT_A_NAME"):
+    with pytest.raises(TargetError, match="NOT_A_NAME"):
         load_source(bad)
     bad.write_text("from vllm.distributed import get_tp_group\n")
-    with pytest.raises(ReviewInputError, match="vllm.distributed"):
+    with pytest.raises(TargetError, match="vllm.distributed"):
         load_source(bad)
 
 
 def test_a_file_that_does_not_parse_is_named(tmp_path) -> None:
     bad = tmp_path / "ssu_dispatch.py"
     bad.write_text("def broken(:\n")
-    with pytest.raises(ReviewInputError, match="does not parse: line 1"):
+    with pytest.raises(TargetError, match="does not parse: line 1"):
         load_source(bad)

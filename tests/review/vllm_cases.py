@@ -559,9 +559,9 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
 
 @cache
 def _loaded(path: str):
-    from replayssm.review.target import load_version
+    from replayssm.base.targets import load_target
 
-    return load_version(path)
+    return load_target(path)
 
 
 def verdicts(case: VllmCase) -> tuple[str, str, str]:

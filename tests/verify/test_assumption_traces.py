@@ -11,7 +11,8 @@ from pathlib import Path
 
 import z3
 
-from replayssm.verify.traces import load, replay_actions
+from replayssm.base.system_traces import replay_actions
+from replayssm.base.traces import read_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def test_the_committed_assumption_traces_are_regenerated(tmp_path: Path) -> None
                            "(docs/assumptions.md discusses some of these traces)")
     else:  # another solver may pick other models: each committed trace must still be a counterexample
         for path in (ROOT / "docs" / "traces").glob("*.json"):
-            trace = load(path)
+            trace = read_json(path)
             assert trace["#meta"]["violated"] and all(diff == [] for _, _, diff in replay_actions(trace)), path
 
 

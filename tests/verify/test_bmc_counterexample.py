@@ -11,7 +11,9 @@ import json
 
 from replayssm.spec.system import phases
 from replayssm.cli import main
-from replayssm.verify.traces import explain, load, replay_actions
+from replayssm.base.system_traces import replay_actions
+from replayssm.base.traces import read_json
+from replayssm.verify.traces import explain
 
 
 def test_bmc_finds_a_planted_bug_and_saves_its_run(tmp_path, monkeypatch, capsys):
@@ -31,7 +33,7 @@ def test_bmc_finds_a_planted_bug_and_saves_its_run(tmp_path, monkeypatch, capsys
     assert any("canonical" in v for v in scenario["violated"]), scenario["violated"]
     trace_path = folder / "system.bmc.trace.json"
     assert scenario["trace_file"] == str(trace_path) and str(trace_path) in out
-    trace = load(trace_path)
+    trace = read_json(trace_path)
     assert trace["actions"] and all(diff == [] for _, _, diff in replay_actions(trace))
     assert "BROKEN invariants" in explain(trace_path)
     assert not (tmp_path / "out").exists()

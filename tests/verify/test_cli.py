@@ -57,7 +57,7 @@ def test_list_and_bad_input(capsys: pytest.CaptureFixture) -> None:
 
 def _trace() -> dict:
     from replayssm.verify import system_world as world
-    from replayssm.verify.traces import record_run
+    from replayssm.base.system_traces import record_run
 
     p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     return record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),

@@ -281,7 +281,7 @@ def test_explain_draws_launch_traces(tmp_path: Path, capsys: pytest.CaptureFixtu
     without their recorded states) render step by step with ring rows."""
     from replayssm.fuzz.system_traces import launch_trace
     from replayssm.verify import system_world as sp
-    from replayssm.verify.traces import record_run
+    from replayssm.base.system_traces import record_run
 
     p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
     system = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),

@@ -12,7 +12,8 @@ import pytest
 
 from replayssm.cli import main
 from replayssm.verify.kernels.obligations import PROPERTIES, register
-from replayssm.verify.kernels.playback import kernel_trace, replay_kernel_trace
+from replayssm.base.traces import load_trace
+from replayssm.verify.kernels.playback import replay_kernel_trace
 from replayssm.verify.obligation import REGISTRY, prove
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "impl"))
@@ -98,7 +99,7 @@ def test_cli_counterexample_is_a_trace_replay_reproduces_on_the_bug_only(capsys,
     assert "kernel _postprocess_replayssm_kernel" in out and "programs: p: program_id" in out
     assert "read of block_table at" in out and "extent:" in out
     trace_file = folder / f"kernel.postprocess.memory_safety@{path.stem}.kernel-trace.json"
-    assert trace_file.exists() and kernel_trace(str(trace_file)) is not None
+    assert trace_file.exists() and load_trace(trace_file).kind == "kernel"
     assert main(["replay", str(trace_file)]) == 1
     assert "failure reproduced: out of bounds" in capsys.readouterr().out
     ok, report = replay_kernel_trace(json.loads(trace_file.read_text()), "replayssm.impl.replayssm_utils")

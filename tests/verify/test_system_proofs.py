@@ -16,7 +16,9 @@ from replayssm.verify import system_steps as steps
 from replayssm.verify import system_world as world
 from replayssm.verify.terms import named_int
 from replayssm.verify.obligation import REGISTRY, Obligation, prove
-from replayssm.verify.traces import explain, load, record_run, replay_actions, save
+from replayssm.base.system_traces import record_run, replay_actions
+from replayssm.base.traces import read_json, write_json
+from replayssm.verify.traces import explain
 
 
 def _case_obligation(conv: str, *rows, claim=sp.preservation_claim) -> Obligation:
@@ -389,10 +391,10 @@ def test_explicit_bmc_finds_the_live_column_counterexample(tmp_path):
     assert r["status"] == "failed"
     trace = record_run(p, r["run"], checked=False, source="explicit", violated=r["violated"],
                        dropped=["live_col_is_last_block"])
-    path = save(trace, tmp_path / "live.json")
+    path = write_json(trace, tmp_path / "live.json")
     text = explain(path)
     assert "BROKEN invariants" in text or "FAILED checks" in text
-    assert all(diff == [] for _, _, diff in replay_actions(load(path)))
+    assert all(diff == [] for _, _, diff in replay_actions(read_json(path)))
 
 
 def test_z3_bmc_counterexample_is_a_replayable_trace():
@@ -410,8 +412,8 @@ def test_recorded_run_round_trips(tmp_path):
     steps = [("admit", {"req": 0, "stream": 0, "prompt": 3, "hit": 0}),
              ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}]}),
              ("step", {"rows": [{"sched": 1, "q": 1, "live_col": 1, "is_prefilling": 1, "slot": [2, 3]}]})]
-    path = save(record_run(p, steps), tmp_path / "t.json")
-    trace = load(path)
+    path = write_json(record_run(p, steps), tmp_path / "t.json")
+    trace = read_json(path)
     assert set(trace) == {"#meta", "params", "states", "actions"}
     assert len(trace["states"]) == 4 and trace["actions"][1]["picks"]["rows"][0]["q"] == 2
     assert all(diff == [] for _, _, diff in replay_actions(trace))

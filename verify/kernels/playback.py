@@ -18,13 +18,11 @@ observable:
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -444,23 +442,11 @@ def kernel_outputs(trace: dict, module: Any, role: Any) -> tuple[dict[str, np.nd
     return final, playback(trace, module, [role])
 
 
-def kernel_trace(path: str) -> dict | None:
-    """The trace in ``path`` when a kernel proof wrote it, else None (a
-    malformed file is left to the fuzz replay, which says why)."""
-    try:
-        trace = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    meta = trace.get("#meta") if isinstance(trace, dict) else None
-    return trace if isinstance(meta, dict) and meta.get("source") == "kernel-proof" else None
-
-
 def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Any = None) -> tuple[bool, str]:
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
     shows none of the failure the proof found (``roles``: the registry its
     role is looked up in). A bad device, target or trace is a ``ValueError``."""
-    from replayssm.fuzz.target import DEFAULT_TARGET
-    from replayssm.review.target import load_version
+    from replayssm.base.targets import DEFAULT_TARGET, load_target
 
     if device != "cpu":
         raise ValueError(f"a kernel-proof trace replays under Triton's interpreter: --device must be cpu, got {device!r}")
@@ -468,7 +454,7 @@ def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", role
     if meta.get("property") not in EXPECTED or len(trace.get("actions", [])) != 2:
         raise ValueError("not a kernel-proof trace: it needs #meta.property and a set_state and a launch action")
     # any module with the trace's kernel (the reference's, or our row-blocked one)
-    module = load_version(impl or meta.get("impl") or DEFAULT_TARGET, "--impl")
+    module = load_target(impl or meta.get("impl") or DEFAULT_TARGET, label="--impl")
     if not hasattr(module, str(meta.get("kernel"))):
         raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
     result = playback(trace, module, roles)

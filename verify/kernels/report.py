@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import z3
 
+from replayssm.base.traces import TRACE_ID
 from replayssm.spec.launch import allocate
 from replayssm.spec.vocab import conj, implies
 
@@ -240,8 +241,8 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
             picks[b] = [bool(v) for v in values] if b == "is_prefilling" else values
     action = {"name": replay.action, "caller": ["kernel proof counterexample"], "picks": picks}
     set_state = {"name": "set_state", "caller": ["the memory before the launch"], "picks": state}
-    meta = {"source": "kernel-proof", "obligation": name, "case": kc.claim.case, "kernel": kc.role.jits[0],
-            "role": kc.role.name, "property": kc.prop, "impl": impl}
+    meta = {"format": TRACE_ID, "source": "kernel-proof", "obligation": name, "case": kc.claim.case,
+            "kernel": kc.role.jits[0], "role": kc.role.name, "property": kc.prop, "impl": impl}
     if replay.meta is not None:
         meta.update(replay.meta(case))
     return {"params": params, "actions": [set_state, action], "#meta": meta}

@@ -3,8 +3,8 @@
 The contract (docs/cli.md): the workers are ended, what was done so far is
 summarised, the JSON says ``"interrupted": true`` and the JUnit file marks
 what did not finish, every finding so far is kept, and the exit status is
-128 + the signal's number (:data:`replayssm.reports.EXIT_SIGINT`,
-:data:`~replayssm.reports.EXIT_SIGTERM`).
+128 + the signal's number (:data:`replayssm.base.reports.EXIT_SIGINT`,
+:data:`~replayssm.base.reports.EXIT_SIGTERM`).
 
 Within :func:`interruptible` either signal raises :class:`Interrupted` in
 the main thread, wherever it is (``prove``, ``review``); a piece of work that

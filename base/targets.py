@@ -1,0 +1,100 @@
+"""Loading a target in this process: an importable module, a ``.py`` file as it is, or a docs page.
+
+A target is the code a command judges (``fuzz --impl``, ``review HEAD``,
+``prove --kernels --impl``, ``replay --impl``). A file from a vLLM checkout
+imports ``vllm.*`` names; they come from the stub package
+(:mod:`replayssm.base.vllm_stub`), injected only while the file executes. A
+``.txt`` file is vLLM's documentation page of the module, rebuilt into source
+(:mod:`.reference_page`). Every problem with the target is a
+:class:`TargetError` whose message names the option, the file and what is
+wrong (syntax error with its line, a vLLM name the stub lacks, an import that
+fails), so a command can exit 2 before any work.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import itertools
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from . import vllm_stub
+
+_COUNTER = itertools.count()
+
+DEFAULT_TARGET = "replayssm.impl.replayssm_utils"
+"""The target a command judges when none is named: our implementation's facade."""
+
+
+class TargetError(ValueError):
+    """The target cannot be loaded or used (exit 2); the message names the option and the file or module."""
+
+
+def import_failure(error: BaseException) -> str:
+    """What went wrong importing a target, in words: the error, or the ``sys.exit`` it called."""
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) while being imported"
+    return f"{type(error).__name__}: {error}"
+
+
+def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
+    """Execute the ``.py`` file at ``path`` with the vLLM stub injected."""
+    path = Path(path)
+    if not path.is_file():
+        raise TargetError(f"{label} file {str(path)!r} does not exist")
+    text = path.read_text()
+    try:
+        ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise TargetError(f"{label} file {str(path)!r} does not parse: line {e.lineno}: {e.msg}") from e
+    name = f"replayssm_target_{next(_COUNTER)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{label} file {str(path)!r} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        with vllm_stub.injected():
+            spec.loader.exec_module(module)
+    except ImportError as e:
+        del sys.modules[name]
+        if (e.name or "").startswith("vllm") or "vllm" in str(e):
+            raise TargetError(
+                f"{label} file {str(path)!r} imports a vLLM name the stub lacks ({e}); "
+                f"the stub provides: {', '.join(sorted(vllm_stub.PROVIDED))}") from e
+        raise TargetError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
+    except (Exception, SystemExit) as e:  # the file's own top-level error, sys.exit included
+        del sys.modules[name]
+        raise TargetError(f"{label} file {str(path)!r} cannot be imported: {import_failure(e)}") from e
+    return module
+
+
+def load_docs_page(path: str | Path, label: str = "--impl") -> ModuleType:
+    """The module a documentation page prints (``.txt``: vLLM's page for
+    ``vllm.v1.worker.replayssm_utils``), rebuilt by :mod:`.reference_page` and loaded."""
+    from .reference_page import module_source  # it reads our impl's table names: only for a docs page
+
+    path = Path(path)
+    if not path.is_file():
+        raise TargetError(f"{label} file {str(path)!r} does not exist")
+    source = Path(tempfile.mkdtemp(prefix="replayssm-target-")) / f"{path.stem.replace('-', '_')}_kernels.py"
+    source.write_text(module_source(path.read_text()))  # Triton's JIT reads kernels from a real file
+    return load_source(source, label)
+
+
+def load_target(name: str, *, label: str = "--impl") -> ModuleType:
+    """The target ``name`` names, loaded here: a ``.py`` path (with the vLLM
+    stub), a ``.txt`` documentation page, or an importable module name;
+    ``label`` is the option or argument that named it (in every message)."""
+    if name.endswith(".py"):
+        return load_source(name, label)
+    if name.endswith(".txt"):
+        return load_docs_page(name, label)
+    try:
+        return importlib.import_module(name)
+    except (Exception, SystemExit) as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
+        raise TargetError(f"{label} module {name!r} cannot be imported: {import_failure(e)}") from e

@@ -1,0 +1,182 @@
+"""The packages' layering, read from the source: every import (at the top of a
+module or inside a function) goes down the DAG below, and no two packages
+import each other, however indirectly.
+
+The layers, bottom to top (``docs/architecture.md`` draws them):
+
+- ``spec`` -- the one spec; imports nothing of ours;
+- ``impl`` -- our kernels, a target like any other: its importers are tests,
+  the fuzz harness (its pointer tables, the torch materialize backend), the
+  kernel proofs (its source) and ``base`` (a docs page rebuilt with its table
+  names);
+- ``base`` -- trace files, loading a target, exit codes and report files,
+  interrupts;
+- ``verify`` and ``fuzz`` -- two ways of judging a kernel, side by side;
+- ``review`` -- real vLLM versions, judged with fuzz's callers and verify's
+  kernel proofs;
+- ``replayssm`` -- the command line.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+PACKAGES = ("spec", "impl", "base", "verify", "fuzz", "review", "replayssm")
+"""The top-level folders, each installed as ``replayssm.<folder>`` (``replayssm/`` as ``replayssm``)."""
+
+MAY_IMPORT = {
+    "spec": set(),
+    "impl": set(),
+    "base": {"spec", "impl"},
+    "verify": {"spec", "base", "impl"},
+    "fuzz": {"spec", "base", "impl"},
+    "review": {"spec", "base", "verify", "fuzz"},
+    "replayssm": {"spec", "base", "verify", "fuzz", "review"},
+}
+"""The layering as data: which packages each package may import."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of one of our packages by another."""
+
+    path: str
+    line: int
+    module: str
+    importer: str
+    imported: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.importer} imports {self.module} ({self.imported})"
+
+
+def _module_name(root: Path, path: Path) -> tuple[str, str]:
+    """The dotted name a file is installed as, and its package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    package = parts[0]
+    return ".".join(["replayssm", *([] if package == "replayssm" else [package]), *parts[1:]]), package
+
+
+def _package_of(module: str) -> str | None:
+    """The package of ours a dotted name falls in, None for a third-party one."""
+    parts = module.split(".")
+    if parts[0] != "replayssm":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else "replayssm"
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The dotted names an import statement loads (``from replayssm import impl`` loads ``replayssm.impl``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[:len(anchor) - (node.level - 1)]
+        source = ".".join(anchor + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    if source == "replayssm":  # the root package holds the others: each name is a package
+        return [f"replayssm.{a.name}" for a in node.names]
+    return [source]
+
+
+def imports(root: Path) -> list[Import]:
+    """Every import, anywhere in a module, of one of our packages by another, under ``root``."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module, importer = _module_name(root, path)
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                for name in _imported(node, module, path.name == "__init__.py"):
+                    imported = _package_of(name)
+                    if imported is not None and imported != importer:
+                        found.append(Import(str(path.relative_to(root)), node.lineno, name, importer, imported))
+    return found
+
+
+def upward(found: list[Import]) -> list[Import]:
+    """The imports the layering does not allow."""
+    return [i for i in found if i.imported not in MAY_IMPORT[i.importer]]
+
+
+def cycles(found: list[Import]) -> list[list[str]]:
+    """Each cycle of packages importing each other (as the packages around it)."""
+    edges: dict[str, set[str]] = {}
+    for i in found:
+        edges.setdefault(i.importer, set()).add(i.imported)
+    out = []
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(edges.get(node, ())):
+            if nxt == path[0]:
+                out.append(path + [nxt])
+            elif nxt not in path and nxt > path[0]:  # each cycle once, from its smallest package
+                walk(nxt, path + [nxt])
+
+    for start in sorted(edges):
+        walk(start, [start])
+    return out
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    found = imports(REPO)
+    assert len({i.importer for i in found}) >= 5, "the scan found too few imports: is it reading the tree?"
+    bad = upward(found)
+    assert not bad, "imports against the layering:\n" + "\n".join(map(str, bad))
+
+
+def test_no_two_packages_import_each_other() -> None:
+    assert cycles(imports(REPO)) == []
+
+
+def test_the_layering_itself_is_a_dag() -> None:
+    as_imports = [Import("", 0, b, a, b) for a, allowed in MAY_IMPORT.items() for b in allowed]
+    assert cycles(as_imports) == []
+    assert set(MAY_IMPORT) == set(PACKAGES)
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    for package in PACKAGES:
+        (tmp_path / package).mkdir(exist_ok=True)
+    return tmp_path
+
+
+def test_a_planted_upward_import_is_reported(tmp_path: Path) -> None:
+    """Teeth: lazy, relative and ``from replayssm import`` forms are all seen."""
+    root = _tree(tmp_path, {
+        "spec/__init__.py": "",
+        "spec/vocab.py": "def f():\n    from replayssm.fuzz.campaign import run_campaign\n",
+        "base/__init__.py": "",
+        "base/traces.py": "from replayssm import review\n",
+        "verify/__init__.py": "",
+        "verify/kernels/__init__.py": "",
+        "verify/kernels/x.py": "from ...fuzz import target\nfrom ..traces import explain\n",
+        "fuzz/__init__.py": "",
+        "fuzz/campaign.py": "import replayssm.spec.vocab\nfrom replayssm.base.traces import load_trace\n",
+    })
+    bad = {(i.path, i.module) for i in upward(imports(root))}
+    assert bad == {("spec/vocab.py", "replayssm.fuzz.campaign"), ("base/traces.py", "replayssm.review"),
+                   ("verify/kernels/x.py", "replayssm.fuzz")}, bad
+
+
+def test_a_planted_cycle_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "verify/traces.py": "from replayssm.fuzz.trace_checks import check_format\n",
+        "fuzz/system_traces.py": "def f():\n    from replayssm.review.target import load_version\n",
+        "review/x.py": "import replayssm.verify.traces\n",
+    })
+    assert cycles(imports(root)) == [["fuzz", "review", "verify", "fuzz"]]
