@@ -74,6 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "then goes to stderr)")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per campaign, probe and "
                    "comparison with --base")
+    p.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0 for code scanning: each finding and "
+                   "regression at the kernel line it is located at")
+    p.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: verdicts, each finding's "
+                   "lifecycle timeline with ring diagrams, the assumptions relied on and their provenance")
 
 
 def _expand(heads: list[str]) -> list[str]:
@@ -100,21 +104,28 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     every finding's trace kept, and the status is 130 or 143."""
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
+    check_output_file(args.sarif, "--sarif")
+    check_output_file(args.html, "--html")
     check_output_folder(args.traces, "--traces")
     out = out or (sys.stderr if args.json == STDOUT else sys.stdout)
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from replayssm.base.targets import TargetError
 
+    from .locations import kernel_locations
+    from .timeline import timelines
+
     verdicts: list[Verdict] = []
     versions: list | None = None
+    base = None
     interrupted: Interrupted | None = None
     with interruptible():
         try:
             versions, base = _load(args)
             for v in versions:
                 size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
-                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(base)))
+                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(base),
+                                        locations=kernel_locations(v, base, _shown_as(args, v))))
                 print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
                 review_version(verdicts[-1], v, args, base, out)
         except TargetError as e:
@@ -130,7 +141,9 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
         print_table(verdicts, out)
         if interrupted is not None:
             print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
-        written = write_verdicts(args, verdicts, interrupted is not None, not_reviewed)
+        heads = {v.label: v for v in versions or []}
+        written = write_verdicts(args, verdicts, interrupted is not None, not_reviewed,
+                                 lambda document: timelines(document, heads, base, args.device))
     if interrupted is not None:
         return interrupted.status
     statuses = {v.status for v in verdicts}
@@ -191,6 +204,14 @@ def check_bindings(v: Any) -> None:
 
     setup = Setup(Geometry(2, 4, 4, 8), Conventions.all()[-1], (1,), num_cols=2, num_slots=4)
     Harness(setup, v.module, v.api, torch.device("cpu")).check_bindings()
+
+
+def _shown_as(args: argparse.Namespace, v: Any) -> str | None:
+    """The path the reports name ``v``'s file by: its path in the checkout with
+    ``--base-ref``/``--head-ref`` (the file read is a copy at the ref), else the path given."""
+    if args.base_ref or args.head_ref:
+        return _in_checkout(_expand(args.head)[0])[1]
+    return v.source if v.source.endswith(".py") else None
 
 
 def _in_checkout(path: str) -> tuple[Path, str]:

@@ -6,7 +6,7 @@ after an interrupt, what was and was not reviewed."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,8 @@ class Verdict:
     unfinished: list[str] = field(default_factory=list)
     """The parts of the review not done (an interrupt): :data:`LIFECYCLE`,
     ``probe without NAME``, :data:`DIFFERENTIAL`."""
+    locations: dict | None = None
+    """Where its kernels are in its source and which lines differ from the base (:mod:`.locations`)."""
 
     @property
     def latent(self) -> list[dict]:
@@ -79,11 +81,19 @@ class Verdict:
 
 
 def verdict_json(v: Verdict) -> dict:
+    """One version's verdict as the ``--json`` report holds it; each finding and
+    difference carries the source line it is reported at (``location``)."""
+    from .locations import locate
+
+    def located(entries: list[dict]) -> list[dict]:
+        return [{**e, "location": locate(v.locations, e)} if e.get("kind") != "neutral" else e for e in entries]
+
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": v.findings, "latent": v.latent, "assumptions": v.relies_on,
-            "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs, "campaign": v.campaign,
-            "differences": v.differences, "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished,
-            "unfinished": v.unfinished}
+            "properties": v.properties, "findings": located(v.findings), "latent": located(v.latent),
+            "assumptions": v.relies_on, "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs,
+            "campaign": v.campaign, "differences": located(v.differences),
+            "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished, "unfinished": v.unfinished,
+            "locations": v.locations}
 
 
 def _counterexample(finding: dict) -> str:
@@ -214,10 +224,15 @@ def interrupted_summary(e: Interrupted, verdicts: list[Verdict], not_reviewed: l
 
 
 def write_verdicts(args: argparse.Namespace, verdicts: list[Verdict], interrupted: bool,
-                   not_reviewed: list[str]) -> bool:
-    """Write ``--json`` and ``--junit`` (each that was asked for). One that
-    cannot be written (its folder removed during the review) is reported,
-    naming the option, the other still written; returns whether both were."""
+                   not_reviewed: list[str], timelines: Callable[[dict], dict] = lambda document: {}) -> bool:
+    """Write ``--json``, ``--junit``, ``--sarif`` and ``--html`` (each that was
+    asked for; ``timelines`` replays the document's finding traces for the
+    page). One that cannot be written (its folder removed during the review)
+    is reported, naming the option, the others still written; returns whether
+    every one was."""
+    from replayssm.base.html_report import review_html, write_html
+    from replayssm.base.sarif import review_issues, write_sarif
+
     document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,
                 "not_finished": [f"{v.label}: {p}" for v in verdicts for p in v.unfinished],
                 "not_reviewed": not_reviewed}
@@ -225,4 +240,7 @@ def write_verdicts(args: argparse.Namespace, verdicts: list[Verdict], interrupte
         ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
         ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
                                                     interrupted)),
+        ("--sarif", args.sarif, lambda: write_sarif(args.sarif, review_issues(document))),
+        ("--html", args.html, lambda: write_html(args.html, review_html(document,
+                                                                                          timelines(document)))),
     ], f"the table above lists every finding, its trace under --traces {args.traces}")

@@ -70,65 +70,113 @@ def ring_row(ring_len: int, ring_start: int, num_committed: int,
     return "".join(cells)
 
 
-def ring_diagram(p: SystemParams, st: State, g: int, s: int) -> str:
-    """One slot: ``[ ... ]`` rows with ``>`` at ring_start, committed rows in
-    ``( )``, other rows plain; then the checkpoint position and trackers."""
-    rs, nc = st.get("rs", g, s), st.get("nc", g, s)
-    cells = ring_row(int(p.geo.ring_len), rs, nc, lambda i: _tok(p, st.get("ring", g, s, i)))
-    ck = st.get("ck", g, s)
-    ckpt = "garbage" if ck < 0 else f"stream {ck // p.K} @ {ck % p.K}"
-    reg = st.get("reg", g, s)
-    pub = "" if reg < 0 else f"  published {_tok(p, reg).strip()}"
-    return f"g{g} slot {s}: [{cells}] ckpt {ckpt}, rs={rs} nc={nc} ref={st.get('ref', g, s)}{pub}"
+def slot_view(p: SystemParams, st: State, g: int, s: int) -> dict:
+    """What group ``g``'s slot ``s`` holds in ``st``, as data (the text
+    diagram's and the HTML report's): its ring (length, ``ring_start``,
+    ``num_committed``, each row's token as ``<stream><position>`` or None for
+    garbage), its checkpoint, reference count and published token."""
+    ck, reg = st.get("ck", g, s), st.get("reg", g, s)
+    return {"group": g, "slot": s, "ring_len": int(p.geo.ring_len), "ring_start": st.get("rs", g, s),
+            "committed": st.get("nc", g, s), "ref": st.get("ref", g, s),
+            "rows": [None if (code := st.get("ring", g, s, i)) == GARBAGE or code < 0 else _tok(p, code).strip()
+                     for i in range(int(p.geo.ring_len))],
+            "checkpoint": None if ck < 0 else [ck // p.K, ck % p.K],
+            "published": None if reg < 0 else _tok(p, reg).strip()}
 
 
-def describe_state(p: SystemParams, st: State) -> list[str]:
-    lines = []
-    for r in range(p.num_reqs):
-        if st.get("active", r) != 1:
-            lines.append(f"  req {r}: -")
-            continue
-        row = [" ".join(str(st.get("table", g, r, c)) for c in range(p.num_cols)) for g in range(p.groups)]
-        lines.append(f"  req {r}: stream {st.get('stream', r)} N={st.get('N', r)} prompt={st.get('prompt', r)} "
-                     f"live col={st.get('live', r)}  tables " + " | ".join(f"g{g}[{t}]" for g, t in enumerate(row)))
-    used = sorted({(g, s) for g in range(p.groups) for s in range(1, p.num_slots)
+def ring_diagram(v: dict) -> str:
+    """One slot's :func:`slot_view` as text: ``[ ... ]`` rows with ``>`` at
+    ring_start, committed rows in ``( )``, other rows plain; then the
+    checkpoint position and trackers."""
+    cells = ring_row(v["ring_len"], v["ring_start"], v["committed"],
+                     lambda i: f"{v['rows'][i]:<3}" if v["rows"][i] is not None else "  .")
+    ckpt = "garbage" if v["checkpoint"] is None else f"stream {v['checkpoint'][0]} @ {v['checkpoint'][1]}"
+    pub = "" if v["published"] is None else f"  published {v['published']}"
+    return (f"g{v['group']} slot {v['slot']}: [{cells}] ckpt {ckpt}, rs={v['ring_start']} nc={v['committed']} "
+            f"ref={v['ref']}{pub}")
+
+
+def used_slots(p: SystemParams, st: State) -> list[tuple[int, int]]:
+    """The (group, slot) pairs in use: referenced or published (the null slot 0 aside)."""
+    return sorted({(g, s) for g in range(p.groups) for s in range(1, p.num_slots)
                    if st.get("ref", g, s) > 0 or st.get("reg", g, s) >= 0})
-    for g, s in used:
-        lines.append("    " + ring_diagram(p, st, g, s))
-    return lines
+
+
+def describe_state(view: dict) -> list[str]:
+    """A state's requests and used slots (:func:`timeline`'s per-state view) as text."""
+    lines = []
+    for r in view["requests"]:
+        if not r["active"]:
+            lines.append(f"  req {r['req']}: -")
+            continue
+        tables = " | ".join(f"g{g}[{' '.join(str(x) for x in row)}]" for g, row in enumerate(r["tables"]))
+        lines.append(f"  req {r['req']}: stream {r['stream']} N={r['N']} prompt={r['prompt']} "
+                     f"live col={r['live_col']}  tables {tables}")
+    return lines + ["    " + ring_diagram(v) for v in view["slots"]]
+
+
+def requests_view(p: SystemParams, st: State) -> list[dict]:
+    """Each request row: whether it is active and, if so, its stream, computed
+    count ``N``, prompt, live column and block-table rows per group."""
+    return [{"req": r, "active": False} if st.get("active", r) != 1 else
+            {"req": r, "active": True, "stream": st.get("stream", r), "N": st.get("N", r),
+             "prompt": st.get("prompt", r), "live_col": st.get("live", r),
+             "tables": [[st.get("table", g, r, c) for c in range(p.num_cols)] for g in range(p.groups)]}
+            for r in range(p.num_reqs)]
+
+
+def timeline(trace: dict) -> dict:
+    """A system trace as data, step by step (what :func:`explain` prints and
+    the HTML report draws): its system, then per state (the initial one, then
+    after each action) the action and its picks, the checks that failed, the
+    invariants that broke, the variables where the replay differs from the
+    recording, the requests and every used slot (:func:`slot_view`)."""
+    p = params_of(trace)
+    meta = meta_of(trace)
+    st0 = states_of(trace, p)[0]
+    system = {"source": meta.get("source", ""), "conventions": p.conv.label(), "block_size": p.geo.block_size,
+              "window": p.geo.window, "ring_len": p.geo.ring_len, "layers": list(p.layers),
+              "dropped": list(meta.get("dropped", [])), "violated": list(meta.get("violated", []))}
+
+    def view(st: State) -> dict:
+        return {"requests": requests_view(p, st), "slots": [slot_view(p, st, g, s) for g, s in used_slots(p, st)]}
+
+    steps = [{"step": 0, "action": None, "picks": "", "failed": [], "broken": [], "differs": [], **view(st0)}]
+    prev = st0
+    for i, (act, outcome, diff) in enumerate(replay_actions(trace)):
+        shown = _shown_picks(act["name"], checked_picks(p, act["name"], act["picks"]), prev)
+        prev = outcome.state
+        steps.append({"step": i + 1, "action": act["name"], "picks": shown, "failed": failed_checks(outcome),
+                      "broken": sorted({n for n, x in invariants(outcome.state) if not x}), "differs": diff,
+                      **view(outcome.state)})
+    return {"system": system, "steps": steps}
 
 
 def explain(path: str | Path | dict) -> str:
     """A trace, step by step: each action with its picks, the state after it
     with a ring diagram per used slot, the checks that failed and the
-    invariants that broke."""
-    trace = path if isinstance(path, dict) else read_json(path)
-    p = params_of(trace)
-    meta = meta_of(trace)
-    out = [f"trace {meta.get('source', '')}  {p.conv.label()}  bs={p.geo.block_size} W={p.geo.window} "
-           f"R={p.geo.ring_len} layers={list(p.layers)}"]
-    if meta.get("dropped"):
-        out.append(f"dropped assumptions: {', '.join(meta['dropped'])}")
-    if meta.get("violated"):
-        out.append(f"violated: {', '.join(meta['violated'])}")
+    invariants that broke (:func:`timeline`, as text)."""
+    data = timeline(path if isinstance(path, dict) else read_json(path))
+    s = data["system"]
+    out = [f"trace {s['source']}  {s['conventions']}  bs={s['block_size']} W={s['window']} "
+           f"R={s['ring_len']} layers={s['layers']}"]
+    if s["dropped"]:
+        out.append(f"dropped assumptions: {', '.join(s['dropped'])}")
+    if s["violated"]:
+        out.append(f"violated: {', '.join(s['violated'])}")
     out.append("ring rows: '>' ring_start, '( )' committed, tokens as <stream><position>, '.' garbage")
-    st0 = states_of(trace, p)[0]
-    out.append("state 0:")
-    out += describe_state(p, st0)
-    prev = st0
-    for i, (act, outcome, diff) in enumerate(replay_actions(trace)):
-        shown = _shown_picks(act["name"], checked_picks(p, act["name"], act["picks"]), prev)
-        prev = outcome.state
-        out.append(f"step {i + 1}: {act['name']} {shown}")
-        bad = failed_checks(outcome)
-        if bad:
-            out.append(f"  FAILED checks: {', '.join(bad)}")
-        broken = sorted({n for n, x in invariants(outcome.state) if not x})
-        if broken:
-            out.append(f"  BROKEN invariants: {', '.join(broken)}")
-        if diff:
-            out.append(f"  (replay differs from the recorded state in: {', '.join(diff)})")
-        out += describe_state(p, outcome.state)
+    for step in data["steps"]:
+        if step["action"] is None:
+            out.append("state 0:")
+        else:
+            out.append(f"step {step['step']}: {step['action']} {step['picks']}")
+        if step["failed"]:
+            out.append(f"  FAILED checks: {', '.join(step['failed'])}")
+        if step["broken"]:
+            out.append(f"  BROKEN invariants: {', '.join(step['broken'])}")
+        if step["differs"]:
+            out.append(f"  (replay differs from the recorded state in: {', '.join(step['differs'])})")
+        out += describe_state(step)
     return "\n".join(out)
 
 

@@ -89,6 +89,8 @@ def test_differential_review_calls_a_regression(tmp_path: Path, capsys) -> None:
     (["--junit", "{tmp}/file/r.xml"], "--junit '{tmp}/file/r.xml': the folder"),
     (["--junit", "-"], "--junit needs a file name (- for standard output is --json's only)"),
     (["--traces", "{tmp}/file"], "--traces '{tmp}/file' is a file, not a folder"),
+    (["--sarif", "{tmp}/missing/r.sarif"], "--sarif '{tmp}/missing/r.sarif': the folder"),
+    (["--html", "{tmp}"], "--html '{tmp}' is a folder; give a file name"),
 ])
 def test_output_misuse_is_exit_2_before_any_work(argv: list, message: str, tmp_path: Path, capsys) -> None:
     """The output paths are checked before the version is even loaded (this one does not parse)."""

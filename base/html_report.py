@@ -1,0 +1,373 @@
+"""``--html FILE``: one self-contained page a reviewer reads, for ``review``, ``prove`` and ``fuzz``.
+
+The page is built from the data the command already writes (the ``--json``
+document) and the traces of its findings, drawn as data: inline CSS, inline
+SVG ring diagrams, one small inline script (it counts the findings into the
+header); no URL is loaded. Its parts:
+
+- the verdict table (per version, obligation or campaign);
+- per finding: the property (or obligation, or fuzz kind) that broke and
+  where (file, line, kernel), its message, the distinguishing input of a
+  proved difference, the replay command, and the lifecycle timeline: per
+  step the rows, and per slot its trackers (``ring_start``,
+  ``num_committed``) and what its bytes stand for (checkpoint and ring
+  rows), each slot as a ring diagram;
+- per version the caller assumptions it relies on, with their provenance
+  (``spec.provenance``: guaranteed, not guaranteed, contradicted, and the
+  evidence).
+
+Timelines are passed in by the command: a review trace's
+(:func:`replayssm.review.timeline.timeline`), a system trace's
+(:func:`replayssm.verify.traces.timeline`) or a fuzz launch trace (its
+``actions`` and ``states``, read as they are).
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from replayssm.base.reports import write_text
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#1c1e21;
+background:#fff;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #d0d4d9;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f2f4f7}
+.status-finding,.status-failed,.status-regression{color:#b00020;font-weight:600}
+.status-pass,.status-passed,.status-proved{color:#1b7f3b;font-weight:600}
+.status-coverage-shortfall,.status-interrupted,.status-coverage,.status-latent,.status-not-guaranteed{color:#a15c00;font-weight:600}
+.status-guaranteed{color:#1b7f3b}.status-contradicted{color:#b00020;font-weight:600}
+code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;background:#f6f8fa;border-radius:4px}
+code{padding:1px 4px}pre{padding:8px;overflow-x:auto;white-space:pre-wrap}
+section.finding{border:1px solid #e3b7bd;border-left:5px solid #b00020;border-radius:6px;padding:8px 16px;
+margin:16px 0;background:#fffafa}
+.where{font-weight:600}.muted{color:#666}.step{border-top:1px dashed #ccc;padding:6px 0}
+.step.broke{background:#fff0f0}.rings{display:flex;flex-wrap:wrap;gap:8px}
+figure{margin:0;text-align:center;font-size:11px}figcaption{max-width:190px}
+.legend span{display:inline-block;width:12px;height:12px;border:1px solid #888;vertical-align:middle;margin:0 4px}
+"""
+
+SCRIPT = """
+document.addEventListener('DOMContentLoaded', function () {
+  var n = document.querySelectorAll('section.finding').length;
+  var out = document.getElementById('finding-count');
+  if (out) { out.textContent = n + (n === 1 ? ' finding' : ' findings') + ' on this page'; }
+});
+"""
+
+COMMITTED, HELD, EMPTY = "#3d7fd6", "#cfe0f5", "#f4f4f4"
+
+
+def _e(x: Any) -> str:
+    return escape(str(x), quote=True)
+
+
+def token(t: Any) -> str | None:
+    """A ring row's or checkpoint's ``(stream, position)`` as the text
+    diagrams write it (stream 0 ``a``, 1 ``b``): ``a3``; None stays None."""
+    if t is None:
+        return None
+    if isinstance(t, str):
+        return t
+    stream, pos = t
+    return f"{'ab'[stream] if 0 <= stream < 2 else stream}{pos}"
+
+
+def ring_svg(ring_len: int, ring_start: int, committed: int, rows: list[str | None], center: str,
+             caption: str) -> str:
+    """One slot's ring as an SVG figure: ``ring_len`` sectors clockwise from
+    the top, the ``committed`` rows from ``ring_start`` filled dark, other
+    rows holding a token light, the rest blank; a marker at ``ring_start``;
+    ``center`` (the checkpoint) in the middle."""
+    size, outer, inner = 180, 80, 52
+    c = size / 2
+    cells = {(ring_start + j) % ring_len for j in range(max(0, min(committed, ring_len)))} if ring_len else set()
+
+    def at(r: float, a: float) -> str:
+        return f"{c + r * math.cos(a):.1f},{c + r * math.sin(a):.1f}"
+
+    parts = [f'<svg class="ring" width="{size}" height="{size}" '
+             f'viewBox="0 0 {size} {size}" role="img"><title>{_e(caption)}</title>']
+    for i in range(ring_len):
+        a0 = 2 * math.pi * i / ring_len - math.pi / 2
+        a1 = a0 + 2 * math.pi / ring_len
+        label = rows[i] if i < len(rows) else None
+        fill = COMMITTED if i in cells else HELD if label is not None else EMPTY
+        big = 1 if a1 - a0 > math.pi else 0
+        parts.append(f'<path class="row{" committed" if i in cells else ""}" d="M{at(outer, a0)} A{outer},{outer} 0 '
+                     f'{big} 1 {at(outer, a1)} L{at(inner, a1)} A{inner},{inner} 0 {big} 0 {at(inner, a0)} Z" '
+                     f'fill="{fill}" stroke="#777" stroke-width="0.6"><title>row {i}: {_e(label or "garbage")}'
+                     f'{" (committed)" if i in cells else ""}</title></path>')
+        if label is not None:
+            mid = (a0 + a1) / 2
+            parts.append(f'<text x="{c + (outer + inner) / 2 * math.cos(mid):.1f}" '
+                         f'y="{c + (outer + inner) / 2 * math.sin(mid) + 2.5:.1f}" font-size="7" text-anchor="middle" '
+                         f'fill="{"#fff" if i in cells else "#123"}">{_e(label)}</text>')
+    if ring_len and 0 <= ring_start < ring_len:
+        a = 2 * math.pi * ring_start / ring_len - math.pi / 2
+        parts.append(f'<polygon class="ring-start" points="{at(outer + 9, a - 0.06)} {at(outer + 9, a + 0.06)} '
+                     f'{at(outer + 1, a)}" fill="#b00020"><title>ring_start {ring_start}</title></polygon>')
+    parts.append(f'<text x="{c}" y="{c - 4}" font-size="10" text-anchor="middle">{_e(center)}</text>'
+                 f'<text x="{c}" y="{c + 10}" font-size="9" text-anchor="middle" fill="#555">'
+                 f'rs={ring_start} nc={committed}</text></svg>')
+    return f'<figure>{"".join(parts)}<figcaption>{_e(caption)}</figcaption></figure>'
+
+
+LEGEND = (f'<p class="legend muted">Ring rows clockwise from the top, row 0 first: <span style="background:'
+          f'{COMMITTED}"></span>committed (replayed on the checkpoint) <span style="background:{HELD}"></span>'
+          f'holds a token, not committed <span style="background:{EMPTY}"></span>garbage; the red marker is '
+          f'<code>ring_start</code>; tokens are &lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the '
+          f'centre is the checkpoint.</p>')
+
+
+# ---------------------------------------------------------------- timelines
+
+
+def _review_step(step: dict) -> str:
+    rings = []
+    for s in step["slots"]:
+        for layer in s["layers"]:
+            rings.append(ring_svg(s["ring_len"], s["ring_start"], s["committed"], [token(r) for r in layer["rows"]],
+                                  f"ckpt {token(layer['checkpoint']) or 'none'}",
+                                  f"group {s['group']} slot {s['slot']} layer {layer['layer']}: trackers "
+                                  f"({s['ring_start']}, {s['committed']})"))
+    broke = f'<p class="status-finding">broke: {_e(step["finding"])}</p>' if step.get("finding") else ""
+    return (f'<div class="step{" broke" if broke else ""}"><b>step {step["step"]}</b>: {_e(step["rows"])}{broke}'
+            f'<div class="rings">{"".join(rings)}</div></div>')
+
+
+def _system_step(step: dict) -> str:
+    head = "initial state" if step["action"] is None else f"{step['action']} {step['picks']}"
+    notes = "".join(f'<p class="status-finding">{_e(what)}: {_e(", ".join(step[key]))}</p>'
+                    for what, key in (("failed checks", "failed"), ("broken invariants", "broken"),
+                                      ("replay differs in", "differs")) if step[key])
+    reqs = "; ".join(f"req {r['req']}: stream {r['stream']} N={r['N']} live col {r['live_col']}"
+                     for r in step["requests"] if r["active"]) or "no active request"
+    rings = [ring_svg(v["ring_len"], v["ring_start"], v["committed"], v["rows"],
+                      f"ckpt {token(v['checkpoint']) or 'garbage'}",
+                      f"group {v['group']} slot {v['slot']}: ref {v['ref']}"
+                      + (f", published {v['published']}" if v["published"] else "")) for v in step["slots"]]
+    return (f'<div class="step{" broke" if notes else ""}"><b>step {step["step"]}</b>: {_e(head)}'
+            f'<div class="muted">{_e(reqs)}</div>{notes}<div class="rings">{"".join(rings)}</div></div>')
+
+
+def _launch_steps(trace: dict) -> list[str]:
+    """A fuzz launch trace: per action, the slots whose trackers it changed (no tokens: the trace holds none)."""
+    params = trace.get("params", {})
+    ring_len = int(params.get("geometry", {}).get("ring_len", 0))
+    before: dict = {}
+    out = []
+    for n, (action, state) in enumerate(zip(trace.get("actions", []), trace.get("states", []))):
+        rings = []
+        for g, (starts, counts) in enumerate(zip(state.get("ring_start", []), state.get("num_committed", []))):
+            for s, pair in enumerate(zip(starts, counts)):
+                if before.get((g, s), (0, 0)) != pair:
+                    rings.append(ring_svg(ring_len, pair[0], pair[1], [None] * ring_len, "",
+                                          f"group {g} slot {s}: trackers {pair}"))
+                before[(g, s)] = pair
+        caller = "; ".join(action.get("caller", []))
+        out.append(f'<div class="step"><b>step {n}</b>: {_e(action.get("name"))}'
+                   + (f' <span class="muted">[{_e(caller)}]</span>' if caller else "")
+                   + f'<div class="rings">{"".join(rings)}</div></div>')
+    return out
+
+
+def timeline_html(data: dict | None) -> str:
+    """A finding's timeline, whichever kind of trace it came from ('' without one)."""
+    if not data:
+        return ""
+    if "actions" in data and "states" in data and "layers_per_group" in data.get("params", {}):
+        steps = _launch_steps(data)
+    elif data.get("steps") and "slots" in data["steps"][0] and "action" in data["steps"][0]:
+        steps = [_system_step(s) for s in data["steps"]]
+    else:
+        steps = [_review_step(s) for s in data.get("steps", [])]
+    system = data.get("system") or data.get("params") or {}
+    return (f'<h3>Lifecycle timeline</h3><p class="muted">{_e(_system_line(system))}</p>{LEGEND}'
+            + "".join(steps))
+
+
+def _system_line(system: dict) -> str:
+    """The system a trace runs on, in one line (nested records as ``name=value``)."""
+    def shown(v: Any) -> str:
+        return " ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+    return "; ".join(f"{k}: {shown(v)}" for k, v in system.items() if v not in (None, [], ""))
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _status(s: str) -> str:
+    return f'<span class="status-{_e(s.replace(" ", "-"))}">{_e(s)}</span>'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
+
+
+def _distinction(entry: dict) -> str:
+    d = (entry.get("kernel_diff") or {}).get("distinction")
+    if not d:
+        return ""
+    rows = [[_e(k), f"<code>{_e(v)}</code>"] for k, v in (("variant", d.get("variant")), ("launch", d.get("launch")),
+                                                           ("inputs", d.get("inputs")), ("cells", d.get("cells")),
+                                                           ("judgement", d.get("judgement")),
+                                                           ("replayed on both kernels", d.get("replayed")))]
+    return "<h3>Distinguishing input (proved difference)</h3>" + _table(["", ""], rows)
+
+
+def _source_line(where: dict) -> str:
+    """The text of the line a finding is located at, when its file is here."""
+    try:
+        text = Path(where["file"]).read_text().splitlines()[int(where["line"]) - 1]
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return ""
+    return f'<pre class="source">{_e(where["line"])}: {_e(text.strip())}</pre>'
+
+
+def finding_html(title: str, entry: dict, timeline: dict | None, shown: set[str] | None = None) -> str:
+    """One finding's section: what broke and where (with the source line), the
+    message, a proved difference's distinguishing input, the replay command
+    and the timeline (once per trace: ``shown`` holds the traces drawn above)."""
+    where = entry.get("location") or {}
+    at = (f'{_e(where.get("file"))}:{_e(where.get("line"))}' + (f' in <code>{_e(where["kernel"])}</code>'
+                                                                 if where.get("kernel") else "")
+          + (f' <span class="muted">({_e(where["why"])})</span>' if where.get("why") else "")) if where else "-"
+    replay = f'<p>replay: <code>{_e(entry["replay"])}</code></p>' if entry.get("replay") else ""
+    trace = entry.get("trace")
+    if shown is not None and trace in shown:
+        drawn = f'<p class="muted">Its trace is drawn above ({_e(trace)}).</p>'
+    else:
+        drawn = timeline_html(timeline)
+        if shown is not None and trace and timeline:
+            shown.add(trace)
+    return (f'<section class="finding"><h3>{_e(title)}</h3><p class="where">where: {at}</p>'
+            f'{_source_line(where) if where else ""}<pre>{_e(entry.get("message", ""))}</pre>{_distinction(entry)}'
+            f'{replay}{drawn}</section>')
+
+
+def assumptions_html(names: list[str], notes: dict[str, str] | None = None) -> str:
+    """The caller assumptions ``names`` with their statements and provenance
+    (``notes``: what the run says of each, e.g. relied on)."""
+    from replayssm.spec import assumptions
+
+    known = {a.name: a for a in assumptions.ALL}
+    rows = []
+    for name in names:
+        a = known.get(name)
+        p = getattr(a, "provenance", None)
+        evidence = "<br>".join(f"<code>{_e(c.where())}</code>: {_e(c.shows)}" for c in getattr(p, "evidence", ()))
+        rows.append([f"<code>{_e(name)}</code>", _e((notes or {}).get(name, "")),
+                     _e(a.statement if a is not None else "(not in spec/assumptions.py)"),
+                     _status(p.status) if p is not None else "-",
+                     _e(getattr(p, "reason", "")) + ("<br>" if getattr(p, "reason", "") and evidence else "") + evidence])
+    return _table(["assumption", "this run", "statement", "provenance", "reason and evidence"], rows)
+
+
+def page(title: str, summary: str, body: str) -> str:
+    """The whole document: one file, nothing loaded from elsewhere."""
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style>'
+            f'<script>{SCRIPT}</script></head><body><h1>{_e(title)}</h1><p>{summary} · '
+            f'<span id="finding-count"></span></p>{body}</body></html>')
+
+
+# ---------------------------------------------------------------- per command
+
+
+def review_html(document: dict, timelines: dict[str, dict]) -> str:
+    """A review's page from its ``--json`` document and its findings' timelines (by trace path)."""
+    rows, sections, shown = [], [], set()
+    for v in document.get("verdicts", []):
+        broken = [p for p, s in v.get("properties", {}).items() if s == "broken"]
+        relied = [a for a, r in v.get("assumptions", {}).items() if r.get("relied_on")]
+        latent = [x["assumption"] for x in v.get("latent", [])]
+        rows.append([_e(v["version"]), _e(v.get("api")), _status(v["status"]),
+                     _e(f"{len(v.get('properties', {})) - len(broken)}/{len(v.get('properties', {}))} held"
+                        + (f"; broken: {', '.join(broken)}" if broken else "")),
+                     _e(", ".join(latent) or "-"), _e(", ".join(relied) or "-"), _e(len(v.get("findings", [])))])
+    body = "<h2>Verdicts</h2>" + _table(["version", "API", "verdict", "properties", "latent (not guaranteed)",
+                                         "relies on", "findings"], rows)
+    for v in document.get("verdicts", []):
+        for f in v.get("findings", []):
+            sections.append(finding_html(f"{v['version']}: {f.get('property')} broken", f,
+                                         timelines.get(f.get("trace", "")), shown))
+        for x in v.get("latent", []):
+            sections.append(finding_html(f"{v['version']}: latent {x.get('property')}: relies on {x['assumption']}, "
+                                         "which vLLM does not guarantee", x, timelines.get(x.get("trace", "")), shown))
+        for d in v.get("differences", []):
+            if d.get("kind") in ("regression", "fix") or (d.get("kernel_diff") or {}).get("distinction"):
+                sections.append(finding_html(f"{v['version']}: {d['kind']} ({d.get('evidence', 'sampled')}): "
+                                             f"{d.get('property')}", d, timelines.get(d.get("trace", "")), shown))
+    body += "<h2>Findings</h2>" + ("".join(sections) or "<p>none</p>")
+    for v in document.get("verdicts", []):
+        notes = {}
+        for probe, r in v.get("assumptions", {}).items():
+            said = r.get("outcome") or ("relied on" if r.get("relied_on") else "not relied on"
+                                        if r.get("relied_on") is False else r.get("why", "not probed"))
+            for name in r.get("assumptions") or [probe]:
+                notes[name] = f"probe {probe}: {said}" if probe != name else said
+        body += f"<h2>Assumptions of {_e(v['version'])}</h2>" + assumptions_html(list(notes), notes)
+    statuses = [v["status"] for v in document.get("verdicts", [])]
+    return page("replayssm-verify review", f"{len(statuses)} version(s): "
+                + ", ".join(_status(s) for s in statuses), body)
+
+
+def prove_html(document: dict, timelines: dict[str, dict]) -> str:
+    """A prove run's page from its ``--json`` report and the timelines of its counterexamples (by obligation)."""
+    results = document.get("obligations", [])
+    failed = [r for r in results if r.get("status") != "proved"]
+    rows = [[f"<code>{_e(r['name'])}</code>", _status(r["status"]), _e(r.get("cases")), _e(r.get("seconds"))]
+            for r in failed + [r for r in results if r.get("status") == "proved"]]
+    body = "<h2>Obligations</h2>" + _table(["obligation", "status", "cases", "seconds"], rows)
+    sections = []
+    for r in failed:
+        cx = r.get("counterexample") or {}
+        message = "\n".join([*(cx.get("violated") or []), r.get("detail", "")]).strip() or r["status"]
+        entry = {"message": message, "location": r.get("location"),
+                 "replay": r.get("replay")}
+        sections.append(finding_html(f"{r['name']} {r['status']}", entry, timelines.get(r["name"])))
+    body += "<h2>Findings</h2>" + ("".join(sections) or "<p>none</p>")
+    used = sorted({a for r in (failed or results) for a in r.get("assumptions", [])})
+    body += ("<h2>Assumptions " + ("the failed obligations rest on" if failed else "the obligations rest on")
+             + "</h2>" + assumptions_html(used, {a: "hypothesis" for a in used}))
+    return page("replayssm-verify prove", f"{len(results) - len(failed)}/{len(results)} proved", body)
+
+
+def fuzz_html(summary: dict, timelines: dict[str, dict]) -> str:
+    """A fuzz campaign's page from its JSON summary and its findings' launch traces (by trace path)."""
+    from replayssm.spec import assumptions
+
+    c = summary.get("config", {})
+    rows = [[_e(c.get("impl")), _e(c.get("level")), _e(c.get("seed")), _status(summary.get("status", "")),
+             _e(summary.get("examples")), _e(summary.get("request_steps")), _e(len(summary.get("findings", [])))]]
+    body = "<h2>Campaign</h2>" + _table(["implementation", "level", "seed", "verdict", "examples", "request-steps",
+                                         "findings"], rows)
+    if summary.get("missing_scenarios"):
+        body += (f"<details><summary class='status-coverage'>{len(summary['missing_scenarios'])} scenario "
+                 f"class(es) never reached</summary><p>{_e(', '.join(summary['missing_scenarios']))}</p></details>")
+    sections = []
+    for f in summary.get("findings", []):
+        cells = "\n".join(f"{x['buffer']}{x['index']}: spec {x['spec']}, implementation {x['impl']}"
+                          for x in f.get("cells", [])[:8])
+        entry = {"message": f"{f.get('reason', '')}\n{cells}".strip(), "location": f.get("location"),
+                 "replay": f"replayssm-verify replay {f['trace']}" if f.get("trace") else None}
+        sections.append(finding_html(f"{f['kind']} in {f.get('kernel')}", entry, timelines.get(f.get("trace") or "")))
+    body += "<h2>Findings</h2>" + ("".join(sections) or "<p>none</p>")
+    dropped = c.get("drop")
+    names = [a.name for a in assumptions.ALL]
+    body += "<h2>Assumptions the callers keep</h2>" + assumptions_html(
+        names, {n: "dropped for some requests" if n == dropped else "kept" for n in names})
+    return page("replayssm-verify fuzz", _status(summary.get("status", "")), body)
+
+
+def write_html(path: str, html: str) -> None:
+    """Write the page (through a temporary file beside ``path``)."""
+    write_text(path, html)

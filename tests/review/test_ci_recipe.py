@@ -1,0 +1,121 @@
+"""``docs/ci.md``: its recipe, run as the doc writes it, on a git repository
+holding two corpus versions (A1 on ``origin/main``, and a pull request that
+plants a one-line bug in its postprocess kernel), gives the exit status of
+a finding and its reports: JUnit as ``review --junit`` writes it, SARIF the
+2.1.0 schema accepts with the finding on the changed line, and an HTML page
+headless Chromium renders (one render), with the finding, its ring diagrams
+and nothing loaded from outside. The workflow's review step is the recipe
+word for word."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import yaml
+from report_checks import colours, render, sarif_errors
+from review_corpus import unmodified
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "ci.md"
+KERNELS = "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
+PLANT = ("old_committed + accepted)", "old_committed + 1)")
+"""The pull request's change: a window that did not checkpoint grows by one row whatever was accepted."""
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", DOC.read_text(), flags=re.S | re.M)
+
+
+def recipe() -> str:
+    """The doc's shell recipe (its first ``sh`` block)."""
+    return _blocks("sh")[0]
+
+
+def workflow() -> dict:
+    return yaml.safe_load(_blocks("yaml")[0])
+
+
+def test_the_workflow_runs_the_recipe_word_for_word() -> None:
+    steps = workflow()["jobs"]["review"]["steps"]
+    review = next(s for s in steps if s.get("name") == "Review the ReplaySSM kernels")
+    assert review["run"] == recipe()
+    assert workflow()[True]["pull_request"]["paths"] == [KERNELS]  # YAML reads the key 'on' as true
+    uploads = [s for s in steps if s.get("uses", "").startswith(("actions/upload-artifact", "github/codeql-action"))]
+    assert uploads and all(s.get("if", "").startswith("always()") for s in uploads)
+    assert any(s.get("uses", "").startswith("actions/cache") and s["with"]["path"] == ".replayssm-cache"
+               for s in steps)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def pull_request(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A vLLM-shaped repository: A1 on ``origin/main``, the planted change on HEAD; the recipe run in it."""
+    repo = tmp_path_factory.mktemp("vllm")
+    path = repo / KERNELS
+    path.parent.mkdir(parents=True)
+    a1 = unmodified("A1", tmp_path_factory.mktemp("a1")).read_text()
+    path.write_text(a1)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", KERNELS)
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "A1")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "main")
+    _git(repo, "checkout", "-qb", "pull-request")
+    assert a1.count(PLANT[0]) == 1
+    path.write_text(a1.replace(*PLANT))
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "planted")
+    changed = [n for n, line in enumerate(path.read_text().splitlines(), 1) if PLANT[1] in line]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "REPLAYSSM_REVIEW_ARGS": "--examples 2", "REPLAYSSM_VERIFY_CACHE": str(repo / ".replayssm-cache")}
+    done = subprocess.run(["bash", "-c", recipe()], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    return {"repo": repo, "out": repo / "replayssm-report", "changed": changed, "done": done}
+
+
+@pytest.mark.corpus
+def test_the_recipe_finds_the_planted_bug_and_writes_junit(pull_request: dict) -> None:
+    done, out = pull_request["done"], pull_request["out"]
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "replayssm-verify review: exit 1" in done.stdout
+    document = json.loads((out / "review.json").read_text())
+    verdict = document["verdicts"][0]
+    assert verdict["status"] == "finding" and verdict["findings"][0]["property"] == "refinement"
+    assert any(d["kind"] == "regression" for d in verdict["differences"])
+    suite = ElementTree.parse(out / "review.xml").getroot().find("testsuite")
+    failed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert "ssu_dispatch: lifecycle campaign" in failed, failed
+
+
+@pytest.mark.corpus
+def test_the_sarif_is_valid_and_on_the_changed_line(pull_request: dict) -> None:
+    log = json.loads((pull_request["out"] / "review.sarif").read_text())
+    assert sarif_errors(log) == []
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"refinement"} and len(results) == 2  # the finding and the regression
+    for r in results:
+        where = r["locations"][0]["physicalLocation"]
+        assert where["artifactLocation"]["uri"] == KERNELS  # the path in the checkout, not the copy at the ref
+        assert [where["region"]["startLine"]] == pull_request["changed"]
+
+
+@pytest.mark.corpus
+def test_the_html_report_renders_the_finding_and_loads_nothing(pull_request: dict, tmp_path: Path) -> None:
+    page = pull_request["out"] / "review.html"
+    html = page.read_text()
+    assert not re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, flags=re.I)
+    shown = render(page, tmp_path)
+    assert shown.page_requests == []
+    assert colours(shown.png) > 50, "the screenshot is (almost) blank"
+    dom = shown.dom
+    assert "ssu_dispatch: refinement broken" in dom and "2 findings on this page" in dom  # the script ran
+    assert f"{KERNELS}:{pull_request['changed'][0]}" in dom and "old_committed + 1)" in dom
+    assert dom.count("<svg") >= 4 and 'class="ring-start"' in dom and "committed" in dom
+    assert "replayssm-verify replay " in dom and "block_copy_moves_trackers" in dom  # the assumptions table

@@ -1,0 +1,86 @@
+"""The SARIF and HTML reports without the corpus: the checks can fail (a page
+that loads an image from outside is caught; a SARIF log missing its
+version is refused by the schema), a fuzz finding lands on the ``def`` line
+of the kernel it names, and a system trace's page draws every used slot."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from report_checks import render, sarif_errors
+
+from replayssm.base import html_report, sarif
+from replayssm.verify.traces import timeline
+
+
+def test_a_page_loading_from_outside_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "leaky.html"
+    page.write_text('<!DOCTYPE html><html><body><img src="http://example.invalid/ring.png">ring</body></html>')
+    shown = render(page, tmp_path / "render", 320, 200)
+    assert shown.page_requests == ["http://example.invalid/ring.png"]
+
+
+def test_the_schema_refuses_a_log_without_its_version() -> None:
+    log = sarif.sarif_log([sarif.Issue("refinement", "m", "k.py", 3)])
+    assert sarif_errors(log) == []
+    del log["version"]
+    assert sarif_errors(log), "the schema must require the version"
+
+
+def _def_line(path: Path, name: str) -> int:
+    return next(n.lineno for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_a_fuzz_finding_is_located_at_its_kernels_def_line() -> None:
+    import replayssm.impl.kernels as ours
+
+    summary = {"config": {"impl": "replayssm.impl.replayssm_utils", "level": "kernel"}, "findings": [
+        {"kind": "discrepancy", "reason": "disagrees with the spec in 1 entries", "kernel": "_postprocess_replayssm_kernel",
+         "cells": [{"buffer": "ring_start", "index": [0, 1], "spec": 2, "impl": 3}], "trace": "out/f.json"},
+        {"kind": "memory", "reason": "red zone written", "kernel": "ReplaySSMModelContext.postprocess",
+         "cells": [], "trace": None}]}
+    log = sarif.sarif_log(sarif.fuzz_issues(sarif.fuzz_located(summary)))
+    assert sarif_errors(log) == []
+    kernel, context = (r["locations"][0]["physicalLocation"] for r in log["runs"][0]["results"])
+    assert kernel["artifactLocation"]["uri"].endswith("impl/kernels.py")
+    assert kernel["region"]["startLine"] == _def_line(Path(ours.__file__), "_postprocess_replayssm_kernel")
+    assert context["artifactLocation"]["uri"].endswith("impl/context.py") and context["region"]["startLine"] > 1
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["discrepancy", "memory"]
+
+
+def test_a_system_traces_page_draws_each_used_slot(tmp_path: Path) -> None:
+    from replayssm.verify import system_world as world
+    from replayssm.verify.traces import record_run
+
+    p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
+    trace = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
+                           ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                                               "slot": [1, 1]}]})])
+    data = timeline(trace)
+    report = {"obligations": [{"name": "system.example", "status": "failed", "cases": 1, "seconds": 0.1,
+                               "assumptions": ["row_nonempty"], "counterexample": {"violated": ["refinement"]}}]}
+    page = html_report.prove_html(report, {"system.example": data})
+    used = sum(len(s["slots"]) for s in data["steps"])
+    assert used and page.count("<svg") == used
+    assert "system.example failed" in page and "row_nonempty" in page and "guaranteed" in page
+    json.dumps(data)  # the timeline is plain data
+
+
+def test_a_latent_reliance_is_a_sarif_warning_and_a_section_of_the_page() -> None:
+    where = {"file": "vllm/ssu_dispatch.py", "line": 42, "kernel": "_postprocess_replayssm_kernel", "why": "def"}
+    document = {"verdicts": [{"version": "head", "api": "A", "status": "latent", "source": "head.py",
+                              "properties": {"refinement": "held"}, "findings": [], "differences": [],
+                              "latent": [{"assumption": "live_move_copies_state", "property": "refinement",
+                                          "message": "refinement: ...", "trace": "t.json", "replay": "r",
+                                          "location": where}],
+                              "assumptions": {"live_move_copies_state": {"assumptions": ["live_move_copies_state"],
+                                                                         "outcome": "latent", "relied_on": True}}}]}
+    log = sarif.sarif_log(sarif.review_issues(document))
+    assert sarif_errors(log) == []
+    (result,) = log["runs"][0]["results"]
+    assert result["level"] == "warning" and result["locations"][0]["physicalLocation"]["region"]["startLine"] == 42
+    assert "which vLLM does not guarantee" in result["message"]["text"]
+    page = html_report.review_html(document, {})
+    assert "latent refinement: relies on live_move_copies_state" in page and "status-latent" in page
