@@ -52,7 +52,7 @@ def test_a_fuzz_finding_is_located_at_its_kernels_def_line() -> None:
 
 def test_a_system_traces_page_draws_each_used_slot(tmp_path: Path) -> None:
     from replayssm.verify import system_world as world
-    from replayssm.verify.traces import record_run
+    from replayssm.base.system_traces import record_run
 
     p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     trace = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
