@@ -68,6 +68,12 @@ MUTANTS = [
            "valid_req = req * 65536 * 32768 >= 0", "migration.int32"),
     Mutant("migration writes the source's trackers", "tl.store(num_committed + dst_slot, committed, mask=changed)",
            "tl.store(num_committed + src_slot, committed, mask=changed)", "migration.conflicts"),
+    Mutant("postprocess clears the first plan row", "tl.store(plan_ring_start + batch, 0, mask=writes_plan)",
+           "tl.store(plan_ring_start + 0, 0, mask=writes_plan)", "postprocess.frame"),
+    Mutant("migration resets slot 0's count", "tl.store(num_committed + dst_slot, committed, mask=changed)",
+           "tl.store(num_committed + 0 * dst_slot, committed, mask=changed)", "migration.frame"),
+    Mutant("compaction pads the plan instead of the list", "tl.store(active_request_indices + lane, -1, mask=in_capacity & (lane >= count))",
+           "tl.store(plan_flush_count + lane, -1, mask=in_capacity & (lane >= count))", "compaction.frame"),
 ]
 
 

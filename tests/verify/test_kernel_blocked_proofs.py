@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from replayssm.impl import kernels_blocked
-from replayssm.verify.kernels.obligations import PROPERTIES, kernel_claim
+from replayssm.verify.kernels.obligations import kernel_claim, properties
+from replayssm.verify.kernels.registry import BLOCKED
 from replayssm.verify.kernels.selection import kernel_obligations
 from replayssm.verify.obligation import Obligation, prove
 
@@ -17,7 +18,7 @@ SAMPLE = ["rows odd cum/pre/map/align/live", "last rows pow2 len/post/nomap/alig
 
 @pytest.mark.parametrize("case", SAMPLE)
 def test_ours_prove_every_obligation_in_sample_variants(case):
-    for prop in PROPERTIES:
+    for prop in properties(BLOCKED):
         claim = kernel_claim(kernels_blocked, "blocked", prop, case).claim
         result = prove(Obligation(f"kernel.blocked.{prop}", "blocked", "", lambda claim=claim: [claim], every_case=True))
         assert result.status == "proved", f"{case} {prop}: {result.status} {result.detail}"
@@ -25,7 +26,7 @@ def test_ours_prove_every_obligation_in_sample_variants(case):
 
 def test_impl_selects_the_blocked_kernel_and_a_module_without_kernels_is_refused():
     names = kernel_obligations("replayssm.impl.kernels_blocked")
-    assert sorted(names) == sorted(f"kernel.blocked.{p}@replayssm.impl.kernels_blocked" for p in PROPERTIES)
+    assert sorted(names) == sorted(f"kernel.blocked.{p}@replayssm.impl.kernels_blocked" for p in properties(BLOCKED))
     assert all(n.startswith("kernel.") and "blocked" not in n for n in kernel_obligations(None))
     with pytest.raises(ValueError, match="has none of the kernels the proofs know .*postprocess_replayssm_blocked"):
         kernel_obligations("replayssm.impl.materialize")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from replayssm.impl import kernels_blocked
-from replayssm.verify.kernels.obligations import PROPERTIES, kernel_claim, register, variants
+from replayssm.verify.kernels.obligations import kernel_claim, properties, register, variants
+from replayssm.verify.kernels.registry import BLOCKED
 from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
 from replayssm.verify.obligation import Obligation, prove
@@ -92,7 +93,7 @@ def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
 
 
 def test_every_blocked_obligation_has_a_planted_bug_and_every_variant_a_case():
-    assert sorted(set(PROPERTIES) - {m.caught_by for m in MUTANTS}) == []
+    assert sorted(set(properties(BLOCKED)) - {m.caught_by for m in MUTANTS}) == []
     labels = [label for label, _ in variants("blocked")]
     assert {m.case for m in MUTANTS} <= set(labels)
     assert len(labels) == 2 * len(variants("postprocess")) + 16

@@ -45,6 +45,8 @@ class KernelCase:
     required: tuple = ()
     """Behavioural assumptions this case's equivalence needs as a precondition
     of the kernel's contract (not reported as optional)."""
+    row: tuple = ()
+    """``(batch, group)`` of the batch row this program owns (its frame); empty: no row."""
 
     @property
     def mem(self) -> SymbolicMemory:
@@ -127,7 +129,7 @@ def postprocess_kernel_case(jit: Any, conv: Conventions, geo: Geometry, label: s
     facts = memory_facts(run.mem, geo, c.sizes)
     cover = c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode
     return KernelCase("postprocess", label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
-                      {**conv.as_constexprs(), "geometry": geo})
+                      {**conv.as_constexprs(), "geometry": geo}, row=(c.trace.batch, c.trace.group))
 
 
 def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label: str, *, program: str = "p",
@@ -137,7 +139,7 @@ def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label:
     run = run_kernel(jit, migration_launch(c.mem, has_idx_mapping, geo, program), c.mem, program)
     facts = memory_facts(run.mem, geo, c.sizes)
     return KernelCase("migration", label, c.mem, run, c.assumptions + facts, c.trace.changed, c.show(), c,
-                      {"HAS_IDX_MAPPING": has_idx_mapping, "geometry": geo})
+                      {"HAS_IDX_MAPPING": has_idx_mapping, "geometry": geo}, row=(c.batch, c.group))
 
 
 def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:

@@ -28,6 +28,7 @@ from ..scenarios import INVARIANT_TRACKER_RANGE
 from ..terms import Sym, lift, named_int
 from . import blocked
 from .cases import KernelCase
+from .frame import frame_parts
 from .registry import ROLES
 from .roles import KernelRole, Registry, by_name
 from .source import Unsupported
@@ -43,6 +44,9 @@ PROPERTIES = {
              "narrows a value that does not fit",
     "conflicts": "no cell is written by two programs of one launch with different values or read by one and "
                  "written by another, and no two lanes of one block store write one cell with different values",
+    "frame": "every store lands in the program's frame: trackers of the slots its own block-table row names, its own "
+             "row of the plan and of its group's layers in the slot tables, the work list only where the role "
+             "gives it one",
 }
 
 OPTIONAL = (
@@ -56,7 +60,7 @@ exactly those."""
 
 OURS = "replayssm.impl.kernels"
 
-PREPROCESSED = ("memory_safety", "int32", "conflicts")
+PREPROCESSED = ("memory_safety", "int32", "conflicts", "frame")
 """Obligations whose cases are checked as one query after Z3's equation
 solving (``Claim.preprocess``): 2 to 4 times faster than part by part on
 ours; equivalence is the opposite (about 9 times slower in one query)."""
@@ -228,7 +232,7 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, preprocess=True)
         return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
-             "conflicts": lane_parts}[prop](case)
+             "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at)}[prop](case)
     if prop == "equivalence" and case.block is not None:
         parts = [Part(n, t, ("", 0), case.mem.program, terms) for n, t, terms in blocked.lane_equivalence(case)]
     assumptions, optional = case.assumptions, []
@@ -242,10 +246,11 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
 
 
 def properties(role: KernelRole) -> list[str]:
-    """The obligations stated for ``role``: its own list, else every one, equivalence only beside a spec program."""
+    """The obligations stated for ``role``: its own list, else every one,
+    equivalence only beside a spec program, frame only with a frame."""
     if role.properties:
         return list(role.properties)
-    return [p for p in PROPERTIES if p != "equivalence" or role.spec]
+    return [p for p in PROPERTIES if (p != "equivalence" or role.spec) and (p != "frame" or role.frame)]
 
 
 def obligation_name(role: str, prop: str, target: str = "") -> str:

@@ -31,6 +31,8 @@ from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, compact_launch, migrate_launch, next_power_of_2, postprocess_launch
 from replayssm.spec.memory import MemoryFault, ValueOverflow
 
+from .frame import replay_violations
+
 GUARD = 8
 """Guard elements around each buffer and after each block-table row."""
 
@@ -40,7 +42,7 @@ POISON = -1_000_003
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
 EXPECTED = {"memory_safety": "out_of_bounds", "equivalence": "discrepancies", "conflicts": "conflicts",
-            "int32": "overflows"}
+            "int32": "overflows", "frame": "outside_frame"}
 """Which playback finding reproduces a failure of each obligation."""
 
 
@@ -52,6 +54,7 @@ class Playback:
     conflicts: list[str] = field(default_factory=list)
     discrepancies: list[str] = field(default_factory=list)
     overflows: list[str] = field(default_factory=list)
+    outside_frame: list[str] = field(default_factory=list)
     spec_fault: str = ""
 
     def reproduces(self, prop: str) -> bool:
@@ -63,9 +66,10 @@ class Playback:
         lines += [f"  conflict: {x}" for x in self.conflicts[:12]]
         lines += [f"  differs from the spec: {x}" for x in self.discrepancies[:12]]
         lines += [f"  overflow: {x}" for x in self.overflows[:12]]
+        lines += [f"  outside the frame: {x}" for x in self.outside_frame[:12]]
         if self.spec_fault:
             lines.append(f"  the spec program itself faults on these inputs: {self.spec_fault}")
-        return "\n".join(lines) or "  the kernel stays in bounds, conflict-free and equal to the spec"
+        return "\n".join(lines) or "  the kernel stays in bounds, in its frame, conflict-free and equal to the spec"
 
 
 class Arena:
@@ -415,6 +419,9 @@ def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
     final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()}, role)
     result.spec_fault = fault
     result.conflicts += conflicts(log)
+    if role.frame is not None:
+        geo = _setup(trace)[0]
+        result.outside_frame += replay_violations(log, before, role.frame, geo.pad_slot, geo.max_num_reqs)
     compared = trace.get("#meta", {}).get("compared")
     if not fault and role.replay.spec is not None:
         for b, impl in final.items():

@@ -20,7 +20,7 @@ from ..goals import TRACKERS
 from ..scenarios import GEOMETRIES, migration_case, postprocess_case
 from . import blocked, playback
 from .cases import KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
-from .roles import KernelRole, Replay
+from .roles import WORK_LIST_FRAME, KernelRole, Replay
 
 REFERENCE_CONTRACT = tuple(a.name for a in env.ALL if a not in (
     env.LIVE_MOVE_COPIES_STATE, env.BLOCK_COPY_MOVES_TRACKERS, env.FRESH_SLOT_IS_FREE))
@@ -162,14 +162,15 @@ COMPACTION = KernelRole(
     "compaction", ("_compact_replayssm_requests_kernel",), compaction_variants,
     lambda jit, label, params: compaction_kernel_case(jit, *params, label),
     Replay("compact", (), playback.prepare_compaction, playback.spec_compaction, by_capacity=True),
-    spec="spec.compaction (the work list of a plan)", assumes=(), generation="reference")
+    spec="spec.compaction (the work list of a plan)", assumes=(), generation="reference", frame=WORK_LIST_FRAME)
 
 BLOCKED = KernelRole(
     "blocked", (blocked.KERNEL,), blocked_variants, blocked_case,
     Replay("postprocess", POSTPROCESS_INPUTS, playback.prepare_blocked, playback.spec_postprocess, packed=True,
            meta=_blocked_meta),
     pair=blocked_pair, spec="spec.postprocess per row, then spec.compaction", assumes=REFERENCE_CONTRACT,
-    generation="ours (row-blocked)")
+    generation="ours (row-blocked)", frame=None)
+# the blocked program owns ROWS rows: its frame (a row set) is not stated yet
 
 REFERENCE = (POSTPROCESS, MIGRATION, COMPACTION)
 """The reference API's roles (ours, the reference page, any target of that API)."""

@@ -48,6 +48,27 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class Frame:
+    """The cells one program may write (the frame obligation, :mod:`.frame`).
+
+    ``row``: the program owns batch row ``case.row = (batch, group)``: the
+    trackers of its group at the slots its own block-table row names (not
+    the null id), its own entry of the per-row plan buffers, and its own
+    batch entry of each of its group's layers in the packed slot tables.
+    ``work_list(batch)``: whether the program of row ``batch`` may write the
+    work list (``active_request_indices``, ``num_active``) anywhere in
+    bounds, on a term or an int (the proof's and playback's reading); None:
+    never. Any other buffer is outside the frame."""
+
+    row: bool = True
+    work_list: Callable[[Any], Any] | None = None
+
+
+ROW_FRAME = Frame()
+WORK_LIST_FRAME = Frame(row=False, work_list=lambda batch: True)
+
+
+@dataclass(frozen=True)
 class KernelRole:
     """One kernel role and its launch contract."""
 
@@ -70,6 +91,8 @@ class KernelRole:
     """The caller assumptions (``spec/assumptions.py`` names) its contract states."""
     generation: str = ""
     """The launch API the role belongs to (``reference`` for the spec's API)."""
+    frame: Frame | None = ROW_FRAME
+    """The cells a program may write (None: no frame obligation)."""
     properties: tuple[str, ...] = field(default=())
     """The obligations stated for it (empty: every one that applies)."""
 

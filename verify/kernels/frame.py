@@ -1,0 +1,111 @@
+"""The frame obligation: every store of a program lands in the cells its role's
+:class:`.roles.Frame` gives it, for every input inside the caller contract.
+
+A tracker store's slot must be an entry of the program's own block-table row:
+the slot term is taken apart where the kernel read it (a ``Select`` of the
+block table's initial array, through the ``ite`` of masks and branches), and
+each such read must be at the program's group and batch, inside the row and
+not the null id. A slot the kernel did not read from its row (a constant, an
+input, another row's entry) is outside the frame unless the guard of the
+store is false.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import z3
+
+from replayssm.spec.vocab import conj, implies
+
+from ..goals import TRACKERS
+from ..terms import Sym, lift
+
+PLAN_ROWS = ("plan_ring_start", "plan_flush_count")
+SLOT_TABLES = ("src_slots", "dst_slots")
+WORK_LIST = ("active_request_indices", "num_active")
+
+
+def _block_table_entry(term: Any) -> bool:
+    return z3.is_select(term) and z3.is_const(term.arg(0)) and term.arg(0).decl().name() == "mem_block_table"
+
+
+def slot_of_row(slot: Any, batch: Any, group: Any, num_cols: Any, pad: int) -> Any:
+    """The condition that ``slot`` (a term) is a non-null entry the program read
+    from block-table row ``(group, batch)``: false for any other origin."""
+    t = lift(slot)
+    if z3.is_app_of(t, z3.Z3_OP_ITE):
+        c, a, b = t.children()
+        return z3.If(c, lift(slot_of_row(a, batch, group, num_cols, pad)), lift(slot_of_row(b, batch, group, num_cols, pad)))
+    if _block_table_entry(t) and t.num_args() == 4:
+        g, b, col = (t.arg(i) for i in (1, 2, 3))
+        return lift(conj(Sym(g) == group, Sym(b) == batch, Sym(col) >= 0, Sym(col) < num_cols, Sym(t) != pad))
+    return lift(False)
+
+
+def allowed(case: Any, frame: Any, write: Any) -> Any:
+    """Whether the frame admits ``write`` (a term over the program's inputs)."""
+    b = write.buffer
+    if b in WORK_LIST:
+        return lift(frame.work_list(case.row[0] if case.row else 0)) if frame.work_list is not None else lift(False)
+    if not frame.row or not case.row:
+        return lift(False)
+    batch, group = case.row
+    mem, geo = case.mem, case.constexprs["geometry"]
+    if b in TRACKERS:
+        num_cols = mem.shapes["block_table"][2]
+        return lift(conj(Sym(lift(write.index[0])) == group,
+                         Sym(slot_of_row(write.index[1], batch, group, num_cols, geo.pad_slot))))
+    if b in PLAN_ROWS:
+        return lift(Sym(lift(write.index[0])) == batch)
+    if b in SLOT_TABLES:
+        base, layers = mem.initial("packed_base", (group,)), mem.initial("num_layers", (group,))
+        e, rows = Sym(lift(write.index[0])), geo.max_num_reqs
+        return lift(conj(e >= base, e < base + layers * rows, Sym(lift((lift(e) - lift(base)) % rows)) == batch))
+    return lift(False)
+
+
+def frame_parts(case: Any, frame: Any, part: Any, where: Any) -> list:
+    """One part per store: its guard implies the frame admits it (``part``
+    builds the obligation's :class:`.obligations.Part`)."""
+    out = []
+    for i, a in enumerate(case.mem.accesses):
+        if a.kind != "write":
+            continue
+        at = where(case, i)
+        out.append(part(f"store to {a.buffer} at {at[0]}:{at[1]} inside the program's frame",
+                        implies(Sym(lift(a.guard)), Sym(allowed(case, frame, a))), at, case.mem.program,
+                        {"index": tuple(a.index), "guard": a.guard}))
+    return out
+
+
+def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int) -> list[str]:
+    """The frame read concretely on a replayed launch's log (``playback``):
+    each write ``(program, "write", (region, element), value)`` whose cell the
+    frame does not give program ``(batch, group)``."""
+    import re
+
+    out = []
+    for program, kind, (region, element), _ in log:
+        if kind != "write":
+            continue
+        batch, group = (tuple(program) + (0, 0))[:2]
+        name = re.sub(r"\[\d+\]$", "", region)
+        own = re.search(r"\[(\d+)\]$", region)
+        if name in WORK_LIST:
+            ok = frame.work_list is not None and bool(frame.work_list(batch))
+        elif not frame.row:
+            ok = False
+        elif name in TRACKERS:
+            row = [int(s) for s in buffers["block_table"][group][batch]] if batch < len(buffers["block_table"][group]) else []
+            ok = own is not None and int(own.group(1)) == group and element != pad and element in row
+        elif name in PLAN_ROWS:
+            ok = element == batch
+        elif name in SLOT_TABLES:
+            base, layers = int(buffers["packed_base"][group]), int(buffers["num_layers"][group])
+            ok = base <= element < base + layers * rows and (element - base) % rows == batch
+        else:
+            ok = False
+        if not ok:
+            out.append(f"program {tuple(program)} wrote {region} element {element}, outside its frame")
+    return out
