@@ -99,7 +99,12 @@ def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
         if args.kernels:
             from replayssm.verify.kernels.selection import kernel_obligations
 
-            return [REGISTRY[n] for n in kernel_obligations(args.impl, args.only)]
+            if args.impl is None:
+                return [REGISTRY[n] for n in kernel_obligations(None, args.only)]
+            from replayssm.review.kernel_proofs import target_roles
+
+            module, roles = target_roles(args.impl)
+            return [REGISTRY[n] for n in kernel_obligations(args.impl, args.only, roles, module)]
         chosen = obligations(args.only)
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -304,7 +309,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     try:
         if loaded.kind == "kernel":
-            ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu")
+            from replayssm.review.kernel_proofs import every_role
+
+            ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu", every_role())
         else:
             ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog, loaded=loaded)
     except (ValueError, OSError) as e:

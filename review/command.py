@@ -265,14 +265,14 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
     its first failure as first seen, its trace saved)."""
     from .campaign import campaign
     from .kernel_proofs import kernel_proofs
+    from .kernel_proofs import summary as kernel_summary
 
     traces = Path(args.traces)
     start = time.perf_counter()
     try:
         try:
             verdict.kernel_proofs = kp = kernel_proofs(v.module, v.api, v.source)
-            print(f"  kernel proofs: {'run them with ' + kp['command'] if kp['applies'] else 'none apply (' + kp['why'] + ')'}",
-                  file=out, flush=True)
+            print(f"  kernel proofs: {kernel_summary(kp)}", file=out, flush=True)
             campaigns = time.perf_counter()
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
                             device=args.device, examples=args.examples, progress=out)

@@ -100,6 +100,13 @@ def registry() -> dict[str, Api]:
     return {a.name: a for a in (reference.API, gen_d.API, gen_c.API, gen_b.API, gen_a.API)}
 
 
+def kernel_roles(api: Api) -> tuple:
+    """The kernel roles of ``api`` (declared in its adapter module beside ``API``)."""
+    from . import gen_a, gen_b, gen_c, gen_d, reference
+
+    return {m.API.name: m.ROLES for m in (reference, gen_a, gen_b, gen_c, gen_d)}[api.name]
+
+
 def detect(module: ModuleType, name: str | None = None) -> Api:
     """The API of ``module`` (or the one named by ``--api``), checked against its kernels."""
     apis = registry()

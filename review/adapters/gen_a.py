@@ -13,6 +13,9 @@ host passes for Mamba2 layers) and A5's ``GDN_STP`` (False for Mamba2 layers)
 are bound by name.
 """
 
+from replayssm.verify.kernels.named import NamedLaunch, named_role
+from replayssm.verify.kernels.registry import COMPACTION
+
 from . import Api, Launch, Phase
 
 API = Api(
@@ -30,3 +33,12 @@ API = Api(
     },
     work_list=True,
 )
+
+ROLES = (
+    named_role("A.postprocess", ("_postprocess_replayssm_kernel",),
+               NamedLaunch("postprocess", "group", live_col_is_zero=True), "A"),
+    named_role("A.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group"), "A"),
+    COMPACTION,
+)
+"""A's kernel roles: the per-group postprocess and reset over the reference
+caller's row, bound by name; its compaction is the reference API's kernel."""

@@ -10,6 +10,10 @@ none); B1 then compacts; B2/B3 take the caller's ``materialize_dst_cols``
 program 0. Then one FlashInfer materialize per group.
 """
 
+from replayssm.verify.kernels.named import NamedLaunch, named_role
+from replayssm.verify.kernels.registry import COMPACTION
+from replayssm.verify.kernels.roles import Frame
+
 from . import Api, Launch, Phase
 
 LIVE = {"live_cols": "live_cols_required"}
@@ -31,3 +35,12 @@ API = Api(
     },
     work_list=True,
 )
+
+ROLES = (
+    named_role("B.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group"), "B",
+               frame=Frame(work_list=lambda batch: batch == 0)),
+    named_role("B.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group"), "B"),
+    COMPACTION,
+)
+"""B's kernel roles: B2/B3's postprocess builds the work list in program 0
+(its frame); B1 compacts with the reference API's kernel."""

@@ -12,6 +12,9 @@ commits the live slot and plans the prefix snapshot from the caller's
 ``group.materialize()`` again.
 """
 
+from replayssm.verify.kernels.named import NamedLaunch, named_role
+from replayssm.verify.kernels.roles import Frame
+
 from . import Api, Launch, Phase
 
 LIVE = {"live_cols": "live_cols_required"}
@@ -30,3 +33,14 @@ API = Api(
     },
     work_list=True,
 )
+
+WORK_LIST_IN_PROGRAM_0 = Frame(work_list=lambda batch: batch == 0)
+
+ROLES = (
+    named_role("C.preprocess", ("_preprocess_replayssm_kernel",),
+               NamedLaunch("postprocess", "group", inputs={"num_computed_tokens": "num_computed_before"},
+                           post_step=False), "C", frame=WORK_LIST_IN_PROGRAM_0),
+    named_role("C.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group", post_step=False),
+               "C", frame=WORK_LIST_IN_PROGRAM_0),
+)
+"""C's kernel roles: both kernels plan per row and build the work list in program 0."""

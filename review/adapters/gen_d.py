@@ -15,6 +15,8 @@ then one FlashInfer call materializes every layer (D1/D2 in align mode, D3
 always; a mode-none plan has no work). There is no work list.
 """
 
+from replayssm.verify.kernels.named import NamedLaunch, named_role
+
 from . import Api, Launch, Phase
 
 GRID = ("max_num_reqs", "num_groups")
@@ -37,3 +39,10 @@ API = Api(
     work_list=False,
     plans=("plan", "precopy"),
 )
+
+ROLES = (
+    named_role("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",), NamedLaunch("postprocess", "model"), "D"),
+    named_role("D.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "model"), "D"),
+    named_role("D.copy", ("_copy_reassigned_replayssm_slots_kernel",), NamedLaunch("migration", "model"), "D"),
+)
+"""D's kernel roles: model-wide programs ``(batch, group)`` over pointer tables."""

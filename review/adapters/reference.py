@@ -9,6 +9,8 @@ FlashInfer materialize for all layers. This API also has a spec program, so
 level like any generation.
 """
 
+from replayssm.verify.kernels.registry import REFERENCE
+
 from . import Api, Launch, Phase
 
 GRID = ("num_reqs", "num_groups")
@@ -27,3 +29,6 @@ API = Api(
     },
     work_list=True,
 )
+
+ROLES = REFERENCE
+"""The reference API's roles, each beside its spec program (``verify/kernels/registry.py``)."""

@@ -18,7 +18,7 @@ import z3
 
 from ..terms import Sym, fresh_int, lift, mk_add, mk_and, mk_ite
 from .arith import cast, extremum, lanewise, where
-from .contracts import ABSENT, BufferArg, PointerTable, ScalarArg, StrideTable
+from .contracts import ABSENT, BufferArg, PointerTable, ScalarArg, StrideArg, StrideTable
 from .source import is_jit
 from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete, offset_parts
 
@@ -45,7 +45,10 @@ def argument_value(run: Any, role: Any) -> Any:
         return role
     if isinstance(role, BufferArg):
         shape = run.mem.shapes[role.buffer]
-        return Pointer(role.buffer, tuple(lift(0) for _ in shape), 0, role.dtype)
+        start = role.start if role.start is not None else tuple(0 for _ in shape)
+        return Pointer(role.buffer, tuple(lift(i) for i in start), role.fixed, role.dtype)
+    if isinstance(role, StrideArg):
+        return Scalar(lift(role.value), "i64", lin=(((role.buffer, role.dim), lift(1)),), unit=lift(0))
     if isinstance(role, (PointerTable, StrideTable)):
         return Pointer(role.name, (lift(0),), 0, "i64")
     if isinstance(role, ScalarArg):

@@ -16,10 +16,24 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BufferArg:
-    """A pointer to entry 0 of the one-dimensional buffer ``buffer``."""
+    """A pointer to entry 0 of ``buffer``, or to ``start`` with its first
+    ``fixed`` components the launch's own (one cache group's rows of a
+    per-group tensor: the group fixed, offsets move the rest)."""
 
     buffer: str
     dtype: str = "i32"
+    start: tuple | None = None
+    fixed: int = 0
+
+
+@dataclass(frozen=True)
+class StrideArg:
+    """A plain integer argument equal to ``value``, the stride of ``buffer``
+    along dimension ``dim`` (an offset scaled by it moves that dimension)."""
+
+    buffer: str
+    dim: int
+    value: Any
 
 
 @dataclass(frozen=True)

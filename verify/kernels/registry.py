@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import z3
+
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.vocab import conj, disj, implies
 
 from ..goals import TRACKERS
 from ..scenarios import GEOMETRIES, migration_case, postprocess_case
+from ..terms import lift
 from . import blocked, playback
 from .cases import KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
 from .roles import WORK_LIST_FRAME, KernelRole, Replay
@@ -70,18 +73,23 @@ def blocked_variants() -> list[tuple[str, tuple]]:
     return rows + work
 
 
-def exclusive_live_slots(p: KernelCase, q: KernelCase) -> list[tuple[str, Any]]:
+def exclusive_live_slots(p: KernelCase, q: KernelCase, decode: Any = None) -> list[tuple[str, Any]]:
     """``exclusive_decode_live_slot`` instantiated at the kernel's own tracker
     stores: what the spec allows two programs to share, stated on the cells
-    the kernel writes (the spec states it on the cells the spec writes)."""
+    the kernel writes (the spec states it on the cells the spec writes);
+    ``decode(case)``: the rows that commit their live slot (default the spec's decode rows)."""
     out = []
     for me, other in ((p, q), (q, p)):
         t = me.spec.trace
+        commits = decode(me) if decode is not None else t.decode
         for w in other.mem.writes:
             if w.buffer in TRACKERS:
                 same_group = conj(w.guard, w.index[0] == me.run.launch.program_ids[1])
-                out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
-                    t.live_slot, t.decode, w.index[1], me.constexprs["geometry"].pad_slot))))
+                held = implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
+                    t.live_slot, commits, w.index[1], me.constexprs["geometry"].pad_slot))
+                # a loop's store is every iteration's: the assumption holds at each
+                out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, z3.ForAll([lift(v) for v in w.loop_vars], lift(held))
+                            if w.loop_vars else held))
     return out
 
 

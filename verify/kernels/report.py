@@ -120,6 +120,8 @@ def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | Non
         if m is None:
             continue
         for groups, rows, cols in SMALL_LAUNCHES:
+            if groups > 1 and kc.role.replay.one_group:
+                continue
             small = _solve(facts + _small(kc, groups, rows, cols), part.term)
             if small is not None:
                 return small, i, True
@@ -236,7 +238,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
         for b in replay.inputs:
             if b == "idx_mapping" and not conv["has_idx_mapping"]:
                 continue
-            shape = tuple(_eval(m, n) if not isinstance(n, int) else n for n in mem.shapes[b])
+            shape = tuple(_eval(m, n) if not isinstance(n, int) else n for n in case.mem.shapes[b])
             values = _cells(m, mem, b, shape, None)
             picks[b] = [bool(v) for v in values] if b == "is_prefilling" else values
     action = {"name": replay.action, "caller": ["kernel proof counterexample"], "picks": picks}

@@ -45,6 +45,8 @@ class Replay:
     launch pins each group's base and layer count)."""
     meta: Callable[[Any], dict] | None = None
     """Extra ``#meta`` entries of a trace, from its case."""
+    one_group: bool = False
+    """The replayed launch is one cache group's (a per-group launch API): small launches have one group."""
 
 
 @dataclass(frozen=True)

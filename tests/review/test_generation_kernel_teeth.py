@@ -1,0 +1,60 @@
+"""Teeth of the generations' kernel obligations: one planted one-line bug in a
+copy of one corpus version per generation (made here from ``../shared``, never
+committed), caught by the named kernel obligation of its adapter's role, with
+a counterexample whose launch reproduces the failure on the real (mutated)
+kernel under Triton's interpreter. One variant each keeps the test small."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from replayssm.review.adapters import detect, kernel_roles
+from replayssm.review.target import load_version
+from replayssm.verify.kernels.obligations import kernel_claim, register
+from replayssm.verify.kernels.playback import playback
+from replayssm.verify.kernels.report import explain
+from replayssm.verify.obligation import Obligation, prove
+
+CORPUS = Path(os.environ.get("REPLAYSSM_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "reference"))
+if "REPLAYSSM_CORPUS" not in os.environ and not CORPUS.is_dir():  # a worktree beside the checkout
+    CORPUS = Path("/work/shared/reference")
+VERSIONS = CORPUS / "vllm-versions"
+
+PLANTED = [
+    ("A1", "for col in tl.range(first_col, last_col + 1):", "for col in tl.range(first_col, last_col + 2):",
+     "A.postprocess", "memory_safety"),
+    ("B1", "tl.store(tracker_committed + dst_slot, 0, mask=fresh)",
+     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=fresh)", "B.migration", "frame"),
+    ("C1", "checkpointed = old_committed + query_len > LOGICAL_WINDOW",
+     "checkpointed = old_committed * 65536 * 32768 + query_len > LOGICAL_WINDOW", "C.postprocess", "int32"),
+    ("D1", "tl.store(tracker_committed + dst_slot, 0, mask=valid_slot)",
+     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=valid_slot)", "D.migration", "frame"),
+]
+
+
+@pytest.mark.skipif(not VERSIONS.is_dir(), reason="the vLLM corpus (REPLAYSSM_CORPUS) is not here")
+@pytest.mark.parametrize("version,old,new,role,prop", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, role, prop, tmp_path):
+    text = (VERSIONS / f"{version}.py").read_text()
+    assert text.count(old) == 1, f"{version}: the planted line occurs {text.count(old)} times"
+    path = tmp_path / f"{version}_planted.py"
+    path.write_text(text.replace(old, new))
+    module = load_version(str(path))
+    roles = kernel_roles(detect(module))
+    record = next(r for r in roles if r.name == role)
+    label = path.stem
+    register(module, label, roles)
+    name = f"kernel.{role}.{prop}@{label}"
+    case = record.variants()[0][0]
+    claim = kernel_claim(module, record, prop, case).claim
+    result = prove(Obligation(name, role, "", lambda: [claim]))
+    assert result.status == "failed", f"{version}: {name} {result.status}"
+    finding = explain(name, case, str(path))
+    assert finding.trace is not None, finding.text
+    seen = playback(finding.trace, module, roles)
+    assert seen.reproduces(prop), f"{version}: not reproduced\n{finding.text}\n{seen.report()}"
+    original = load_version(str(VERSIONS / f"{version}.py"))
+    assert not playback(finding.trace, original, roles).reproduces(prop), f"{version}: the unplanted copy fails too"

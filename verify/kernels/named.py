@@ -1,0 +1,322 @@
+"""Launch contracts bound by parameter name: a generation's kernels over the reference caller.
+
+Every launch-API generation of vLLM's kernels takes the caller's per-step
+vectors and the cache groups' tables under the same parameter names (the ones
+``review/arguments.py`` and ``review/harness.py`` bind). A generation's kernel
+runs here on the spec scenario of one batch row (``verify.scenarios``: the
+symbolic inputs and every caller assumption on them), each parameter bound by
+its name (:data:`ARGUMENTS`), with the vectors only some generations take
+(``materialize_*``, ``num_computed_before``, ``tracker_capacities``,
+``group_layer_offsets``) stated as the caller computes them from that row.
+
+A :class:`NamedLaunch` is the contract of one role: the scenario it runs on,
+its scope (``group``: one launch per cache group on that group's tensors,
+program id ``(batch,)``; ``model``: one launch, ``(batch, group)`` over
+pointer tables) and parameter overrides. The proofs cover the programs of
+rows below ``num_reqs``; on a ``max_num_reqs`` grid the programs of padding
+rows are not covered (said by the role's ``assumes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.boundary import mamba_state_copy_boundary
+from replayssm.spec.geometry import Conventions
+from replayssm.spec.launch import next_power_of_2
+from replayssm.spec.vocab import conj, disj, ite
+
+from ..scenarios import GEOMETRIES, memory_facts, migration_case, postprocess_case
+from ..terms import lift
+from .cases import KernelCase, per_group_tables
+from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideArg
+from .evaluator import run_program
+from .kmemory import KernelMemory
+from .roles import ROW_FRAME, Frame, KernelRole, Replay
+from .source import is_constexpr, source_of
+
+PER_ROW = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "live_cols", "src_cols",
+           "dst_cols", "materialize_src_cols", "materialize_dst_cols", "materialize_token_counts",
+           "num_computed_before", "plan_ring_start", "plan_flush_count", "active_request_indices",
+           "tracker_capacities", "group_layer_offsets")
+"""Parameters that point at entry 0 of the buffer of their name."""
+
+EXTRA_SHAPES = {"materialize_src_cols": "rows", "materialize_dst_cols": "rows", "materialize_token_counts": "rows",
+                "num_computed_before": "rows", "tracker_capacities": "groups", "group_layer_offsets": "groups+1",
+                "num_active": 1, "rand_seeds": 1}
+"""Buffers beside the reference scenario's, by extent."""
+
+TABLES = {"block_table_ptrs": ("block_table", 3), "tracker_ring_start_ptrs": ("ring_start", 2),
+          "tracker_num_committed_ptrs": ("num_committed", 2)}
+"""Int64 tables of each group's row address (model scope), by the buffer they address."""
+
+
+@dataclass(frozen=True)
+class NamedLaunch:
+    """One generation role's launch contract (see the module docstring)."""
+
+    scenario: str
+    """``postprocess`` or ``migration``: the spec scenario whose row the program is."""
+    scope: str
+    """``group`` or ``model``."""
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    """Parameter -> buffer where the caller passes another vector under that name."""
+    live_col_is_zero: bool = False
+    """Whether the kernel takes ``LIVE_COL_IS_ZERO`` (else the caller always passes live columns)."""
+    post_step: bool = True
+    """Whether the kernel takes the computed-count convention (else the count is pre-step)."""
+
+
+def _conventions(contract: NamedLaunch) -> list[Conventions]:
+    return [c for c in Conventions.all() if (contract.live_col_is_zero or not c.live_col_is_zero)
+            and (contract.post_step or not c.post_step)]
+
+
+def named_variants(contract: NamedLaunch) -> list[tuple[str, tuple]]:
+    """A sample of the constexpr space: four convention combinations (both
+    values of every flag the kernel takes) over the small geometries (a
+    serial loop over rows unrolls ``MAX_NUM_REQS`` times), one and two layers."""
+    small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 8]
+    if contract.scenario == "migration":
+        return [(f"{n} {'map' if m else 'nomap'}", (Conventions(False, False, m, True, False), g, 1))
+                for (n, g), m in zip(small, (False, True, True))]
+    convs = _conventions(contract)
+    picks = [convs[0], convs[-1], convs[len(convs) // 3], convs[(2 * len(convs)) // 3]]
+    return [(f"{small[i % len(small)][0]} {c.label()} L{1 + i % 2}", (c, small[i % len(small)][1], 1 + i % 2))
+            for i, c in enumerate(dict.fromkeys(picks))]
+
+
+def _shapes(spec_mem: Any, geo: Any) -> dict:
+    sz_groups = spec_mem.shapes["block_table"][0]
+    shapes = dict(spec_mem.shapes)
+    extent = {"rows": geo.max_num_reqs, "groups": sz_groups, "groups+1": sz_groups + 1}
+    shapes.update({b: (extent.get(n, n),) for b, n in EXTRA_SHAPES.items()})
+    shapes.update({t: (sz_groups,) for t in (*TABLES, "block_table_strides")})
+    return shapes
+
+
+def _argument(name: str, contract: NamedLaunch, spec_mem: Any, geo: Any, sizes: Any, group: Any) -> Any:
+    """What parameter ``name`` holds in this launch (a contract role)."""
+    name = contract.inputs.get(name, name)
+    group_scope = contract.scope == "group"
+    if name in PER_ROW:
+        return BufferArg(name)
+    if name == "is_prefilling":
+        return BufferArg(name, "i1")
+    if name == "num_active_ptr":
+        return BufferArg("num_active")
+    if name == "rand_seeds":
+        return BufferArg(name, "i64")
+    if name == "block_table" and group_scope:
+        return BufferArg("block_table", start=(group, 0, 0), fixed=1)
+    if name in ("tracker_start", "tracker_committed") and group_scope:
+        return BufferArg("ring_start" if name == "tracker_start" else "num_committed", start=(group, 0), fixed=1)
+    if name in ("src_slots", "dst_slots"):
+        return BufferArg(name, start=(spec_mem.initial("packed_base", (group,)),)) if group_scope else BufferArg(name)
+    if name == "block_table_stride_req":
+        return StrideArg("block_table", 1, sizes.num_cols)
+    if name == "slot_table_stride_layer":
+        return ScalarArg(geo.max_num_reqs, "i64")
+    if name == "tracker_capacity":
+        return ScalarArg(sizes.num_slots)
+    if name == "num_reqs":
+        return ScalarArg(sizes.num_reqs)
+    if name in TABLES:
+        buffer, dims = TABLES[name]
+        return PointerTable(name, buffer, lambda e, dims=dims: (e,) + (0,) * (dims - 1), 1)
+    if name in ("src_slots_ptrs", "dst_slots_ptrs", "block_table_strides", "tracker_start_ptrs",
+                "tracker_committed_ptrs"):
+        return per_group_tables(spec_mem)[name]
+    raise ValueError(f"no caller provides parameter {name!r}")
+
+
+def constexprs(conv: Conventions, geo: Any, layers: int) -> dict[str, Any]:
+    """Every constexpr any generation takes, by name (``review/harness.py``'s namespace)."""
+    return {**conv.as_constexprs(), "QUERY_IS_CUMULATIVE": conv.cumulative, "NUM_COMPUTED_IS_AFTER": conv.post_step,
+            "MAMBA_BLOCK_SIZE": geo.block_size, "LOGICAL_WINDOW": geo.window, "RING_BUFFER_LEN": geo.ring_len,
+            "PAD_SLOT_ID": geo.pad_slot, "MAX_NUM_REQS": geo.max_num_reqs,
+            "BLOCK_SIZE": next_power_of_2(geo.max_num_reqs), "EXECUTED_QUERY_WIDTH": 0, "GDN_STP": False,
+            "NUM_RAND_SEEDS": 1, "NUM_LAYERS": layers, "MAX_LAYERS_PER_GROUP": layers}
+
+
+def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, Any]]:
+    """The generation-only vectors at the program's row as the caller computes
+    them (``review/arguments.py``): the prefix snapshot's live column,
+    destination column and token count in align mode when the step crosses a
+    block boundary, else ``-1, -1, 0``; the pre-step computed count."""
+    t, g = c.trace, c.ghost
+    after = t.row.computed_after
+    b = mamba_state_copy_boundary(t.row.running_pos, after, geo.block_size)
+    work = conj(align, b.needs_copy, b.dst_col >= 0)
+    batch = t.batch
+    return [("caller_computes_materialize", conj(
+        mem.initial("materialize_src_cols", (batch,)) == ite(work, g.live_col, -1),
+        mem.initial("materialize_dst_cols", (batch,)) == ite(work, b.dst_col, -1),
+        mem.initial("materialize_token_counts", (batch,)) == ite(work, ite(t.row.prefilling, 0, b.bias + 1), 0))),
+        ("caller_passes_pre_step_count", mem.initial("num_computed_before", (g.req,)) == g.computed_before)]
+
+
+def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, scope: str) -> list[tuple[str, Any]]:
+    """The group's layer count and tables as the caller lays them out."""
+    n, base = mem.initial("num_layers", (group,)), mem.initial("packed_base", (group,))
+    if scope == "group":
+        return [("group_layers_are_NUM_LAYERS", n == layers)]
+    off, nxt = mem.initial("group_layer_offsets", (group,)), mem.initial("group_layer_offsets", (group + 1,))
+    return [("group_layers_within_MAX_LAYERS_PER_GROUP", conj(n >= 1, n <= layers)),
+            ("group_layer_offsets_match_packed_tables", conj(off * geo.max_num_reqs == base, nxt == off + n)),
+            ("tracker_capacities_are_tracker_lengths", mem.initial("tracker_capacities", (group,)) == sizes.num_slots)]
+
+
+def read_facts(mem: Any, sizes: Any) -> list[tuple[str, Any]]:
+    """Caller assumptions at the generation-only vectors the kernel read."""
+    out = []
+    for r in mem.reads:
+        if r.buffer in ("materialize_src_cols", "materialize_dst_cols"):
+            out.append((env.COLUMNS_IN_TABLE.name, env.COLUMNS_IN_TABLE(r.value, sizes.num_cols)))
+        elif r.buffer == "tracker_capacities":
+            out.append(("tracker_capacities_are_tracker_lengths", r.value == sizes.num_slots))
+    return out
+
+
+def named_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
+               spec: Any = None) -> KernelCase:
+    """One program of ``jit`` for row ``batch_<program>`` of group ``group_<program>``."""
+    conv, geo, layers = params
+    if spec is not None:
+        c = spec
+    elif contract.scenario == "migration":
+        c = migration_case(conv.has_idx_mapping, geo, program=program)
+    else:
+        c = postprocess_case(conv, geo, program=program)
+    batch, group = (c.trace.batch, c.trace.group) if contract.scenario == "postprocess" else (c.batch, c.group)
+    src = source_of(jit)
+    args = [_argument(p.arg, contract, c.mem, geo, c.sizes, group) for p in src.node.args.args if not is_constexpr(p)]
+    if "idx_mapping" in [p.arg for p in src.node.args.args] and not conv.has_idx_mapping:
+        args = [ABSENT if a == BufferArg("idx_mapping") else a for a in args]
+    launch = Launch(args, constexprs(conv, geo, layers), (batch, group), max_trips=geo.max_num_reqs + 1)
+    mem = KernelMemory(_shapes(c.mem, geo), c.mem.arrays, program)
+    run = run_program(jit, launch, mem)
+    facts = memory_facts(run.mem, geo, c.sizes) + read_facts(run.mem, c.sizes)
+    facts += group_facts(run.mem, geo, c.sizes, group, layers, contract.scope)
+    if contract.scenario == "postprocess":
+        facts += caller_vectors(c, run.mem, geo, conv.materialize_prefixes)
+        cover = c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode
+    else:
+        cover = c.trace.changed
+    return KernelCase(role, label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
+                      {**conv.as_constexprs(), "geometry": geo, "layers": layers}, row=(batch, group))
+
+
+def commits_live_slot(case: KernelCase) -> Any:
+    """The rows whose live slot the caller keeps exclusive: decode rows, and a
+    one-token prefill continuation, which vLLM's Mamba forward runs as a decode
+    from the prior state (and the generations' kernels commit as one)."""
+    t, g = case.spec.trace, case.spec.ghost
+    return disj(t.decode, conj(t.prefill, g.query_len == 1, g.computed_before > 0))
+
+
+def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+    """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
+    from ..migration_proofs import race_claim
+    from ..postprocess_proofs import _race_claim
+    from .registry import exclusive_live_slots
+
+    conv, geo, _ = params
+    if contract.scenario == "postprocess":
+        sq = postprocess_case(conv, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+        spec_claim = _race_claim(label, p.spec, sq)
+    else:
+        sq = migration_case(conv.has_idx_mapping, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+        spec_claim = race_claim(label, p.spec, sq)
+    q = named_case(contract, role, jit, label, params, program="q", spec=sq)
+    facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
+    if contract.scenario == "postprocess":
+        facts += exclusive_live_slots(p, q, commits_live_slot)
+    if contract.scope == "group":
+        facts.append(("one_launch_per_group", lift(p.row[1] == q.row[1])))
+    return p, q, spec_claim.assumptions + facts, spec_claim.cover
+
+
+def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
+    """The replayed launch of group 0 (group scope) or of the model, every parameter bound by name."""
+    import torch
+
+    src = source_of(jit)
+    n, rows, groups = v.num_reqs, v.geo.max_num_reqs, v.groups
+    layers = list(v.layers)
+    base0 = int(v.buffers["packed_base"][0])
+    offsets = [0]
+    for x in layers:
+        offsets.append(offsets[-1] + x)
+    values = {"tracker_capacities": [v.num_slots] * groups, "group_layer_offsets": offsets}
+    args, kwargs = [], {}
+    consts = constexprs(v.conv, v.geo, layers[0] if contract.scope == "group" else max(layers))
+    for p in src.node.args.args:
+        name = contract.inputs.get(p.arg, p.arg)
+        if is_constexpr(p):
+            kwargs[p.arg] = consts[p.arg]
+            continue
+        if name == "idx_mapping" and not v.conv.has_idx_mapping:
+            args.append(None)
+        elif name in values:
+            v.buffers[name] = np.asarray(values[name], dtype=np.int32)
+            args.append(v.flat(name))
+        elif name in PER_ROW or name == "is_prefilling":
+            args.append(v.per_request(name, torch.bool if name == "is_prefilling" else None)
+                        if name not in ("plan_ring_start", "plan_flush_count", "active_request_indices")
+                        else v.flat(name))
+        elif name == "num_active_ptr":
+            v.buffers.setdefault("num_active", np.zeros(1, dtype=np.int32))
+            args.append(v.flat("num_active"))
+        elif name == "rand_seeds":
+            v.buffers.setdefault("rand_seeds", np.zeros(1, dtype=np.int64))
+            args.append(v.flat("rand_seeds", torch.int64))
+        elif name == "block_table":
+            args.append(v.block_tables()[0])
+        elif name in ("tracker_start", "tracker_committed"):
+            args.append(v.trackers("ring_start" if name == "tracker_start" else "num_committed")[0])
+        elif name in ("src_slots", "dst_slots"):
+            flat = v.flat(name)
+            args.append(flat[base0:] if contract.scope == "group" else flat)
+        elif name == "block_table_stride_req":
+            args.append(v.block_tables()[0].stride(0))
+        elif name == "slot_table_stride_layer":
+            args.append(rows)
+        elif name == "tracker_capacity":
+            args.append(v.num_slots)
+        elif name == "num_reqs":
+            args.append(n)
+        elif name in TABLES:
+            args.append(v.pointers(TABLES[name][0]))
+        else:
+            raise ValueError(f"no replay binding for parameter {p.arg!r}")
+    grid = (n,) if contract.scope == "group" else (n, groups)
+    outputs = {b: v.flat(b) for b in ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count",
+                                      "active_request_indices") if b in v._flat}
+    return grid, args, kwargs, outputs
+
+
+def named_role(name: str, jits: tuple[str, ...], contract: NamedLaunch, generation: str,
+               frame: Frame | None = ROW_FRAME, assumes: tuple[str, ...] = ()) -> KernelRole:
+    """The record of a generation's kernel role under ``contract``."""
+    inputs = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
+              "live_cols", "src_cols", "dst_cols", "materialize_src_cols", "materialize_dst_cols",
+              "materialize_token_counts", "num_computed_before")
+    replay = Replay("launch", inputs, lambda jit, v: prepare_named(contract, jit, v), None, packed=True,
+                    one_group=contract.scope == "group")
+    return KernelRole(
+        name, jits, lambda: named_variants(contract),
+        lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
+        pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
+        spec="", assumes=assumes or REFERENCE_CALLER, generation=generation, frame=frame)
+
+
+REFERENCE_CALLER = tuple(a.name for a in env.ALL if a not in (
+    env.LIVE_MOVE_COPIES_STATE, env.BLOCK_COPY_MOVES_TRACKERS, env.FRESH_SLOT_IS_FREE)) + (
+    "caller_computes_materialize", "caller_passes_pre_step_count", "rows below num_reqs only")
+
