@@ -6,22 +6,17 @@ kernel under Triton's interpreter. One variant each keeps the test small."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from replayssm.review.adapters import detect, kernel_roles
 from replayssm.review.target import load_version
+from replayssm.spec import corpus
 from replayssm.verify.kernels.obligations import kernel_claim, register
 from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
 from replayssm.verify.obligation import Obligation, prove
 
-CORPUS = Path(os.environ.get("REPLAYSSM_CORPUS", Path(__file__).resolve().parents[2].parent / "shared" / "reference"))
-if "REPLAYSSM_CORPUS" not in os.environ and not CORPUS.is_dir():  # a worktree beside the checkout
-    CORPUS = Path("/work/shared/reference")
-VERSIONS = CORPUS / "vllm-versions"
+VERSIONS = corpus.versions()
 
 PLANTED = [
     ("A1", "for col in tl.range(first_col, last_col + 1):", "for col in tl.range(first_col, last_col + 2):",
@@ -35,7 +30,7 @@ PLANTED = [
 ]
 
 
-@pytest.mark.skipif(not VERSIONS.is_dir(), reason="the vLLM corpus (REPLAYSSM_CORPUS) is not here")
+@pytest.mark.skipif(not corpus.present(), reason=corpus.missing() if not corpus.present() else "")
 @pytest.mark.parametrize("version,old,new,role,prop", PLANTED, ids=[p[0] for p in PLANTED])
 def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, role, prop, tmp_path):
     text = (VERSIONS / f"{version}.py").read_text()
