@@ -61,7 +61,9 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
     rows = case.constexprs["geometry"].max_num_reqs
     layers = [mem.initial("num_layers", (g,)) for g in range(groups)]
     out = [sz.groups == groups, sz.num_cols >= 1, sz.num_cols <= cols_limit, sz.num_slots >= 1, sz.num_slots <= SMALL_SLOTS,
-           sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows)]
+           sz.num_reqs >= 1, sz.num_reqs <= min(rows, rows_limit or rows),
+           # positions of a few blocks per column allowed: a replayed loop over blocks stays short
+           sz.max_model_len <= cols_limit * case.constexprs["geometry"].block_size]
     if kc.role.replay.packed:
         base = 0
         for g, n in enumerate(layers):
