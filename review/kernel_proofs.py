@@ -63,9 +63,11 @@ def target_roles(impl: str) -> tuple[ModuleType, tuple]:
     from replayssm.verify.kernels.registry import ROLES
 
     from .adapters import detect
-    from .target import ReviewInputError, load_version
+    from replayssm.base.targets import load_target
 
-    module = load_version(impl, "--impl")
+    from .target import ReviewInputError
+
+    module = load_target(impl, label="--impl")
     try:
         return module, kernel_roles(detect(module))
     except ReviewInputError:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from replayssm.base.targets import load_target
 from replayssm.review.adapters import detect, kernel_roles
-from replayssm.review.target import load_version
 from replayssm.spec import corpus
 from replayssm.verify.kernels.obligations import kernel_claim, register
 from replayssm.verify.kernels.playback import playback
@@ -37,7 +37,7 @@ def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, r
     assert text.count(old) == 1, f"{version}: the planted line occurs {text.count(old)} times"
     path = tmp_path / f"{version}_planted.py"
     path.write_text(text.replace(old, new))
-    module = load_version(str(path))
+    module = load_target(str(path))
     roles = kernel_roles(detect(module))
     record = next(r for r in roles if r.name == role)
     label = path.stem
@@ -51,5 +51,5 @@ def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, r
     assert finding.trace is not None, finding.text
     seen = playback(finding.trace, module, roles)
     assert seen.reproduces(prop), f"{version}: not reproduced\n{finding.text}\n{seen.report()}"
-    original = load_version(str(VERSIONS / f"{version}.py"))
+    original = load_target(str(VERSIONS / f"{version}.py"))
     assert not playback(finding.trace, original, roles).reproduces(prop), f"{version}: the unplanted copy fails too"
