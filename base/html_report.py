@@ -287,14 +287,14 @@ def review_html(document: dict, timelines: dict[str, dict]) -> str:
     rows, sections, shown = [], [], set()
     for v in document.get("verdicts", []):
         broken = [p for p, s in v.get("properties", {}).items() if s == "broken"]
-        relied = [a for a, r in v.get("assumptions", {}).items() if r.get("relied_on")]
+        relied = [a for a, r in v.get("assumptions", {}).items() if r.get("relied_on") and r.get("outcome") != "latent"]
         latent = [x["assumption"] for x in v.get("latent", [])]
         rows.append([_e(v["version"]), _e(v.get("api")), _status(v["status"]),
                      _e(f"{len(v.get('properties', {})) - len(broken)}/{len(v.get('properties', {}))} held"
                         + (f"; broken: {', '.join(broken)}" if broken else "")),
                      _e(", ".join(latent) or "-"), _e(", ".join(relied) or "-"), _e(len(v.get("findings", [])))])
     body = "<h2>Verdicts</h2>" + _table(["version", "API", "verdict", "properties", "latent (not guaranteed)",
-                                         "relies on", "findings"], rows)
+                                         "relies on (guaranteed)", "findings"], rows)
     for v in document.get("verdicts", []):
         for f in v.get("findings", []):
             sections.append(finding_html(f"{v['version']}: {f.get('property')} broken", f,

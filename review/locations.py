@@ -6,8 +6,8 @@ checkout names it, for ``--head-ref``), each kernel the version's launch API
 runs with the phases that launch it and the span of its ``def``, and, against
 a base, the head lines that differ from it. :func:`locate` puts a finding or a
 difference on one line: the first changed line inside a kernel of the phase
-its message names (else of any kernel the version launches), else that
-kernel's ``def`` line.
+its message names (else, for a finding or a difference, of any kernel the
+version launches), else that kernel's ``def`` line.
 """
 
 from __future__ import annotations
@@ -79,9 +79,11 @@ def _phase(message: str) -> str | None:
     return next((p for p in PHASES if rest.startswith(p + ":")), None)
 
 
-def locate(locations: dict | None, entry: dict) -> dict | None:
+def locate(locations: dict | None, entry: dict, follow_change: bool = True) -> dict | None:
     """The one source line a finding or difference ``entry`` is reported at:
-    ``{"file", "line", "kernel", "why"}`` (None without locations)."""
+    ``{"file", "line", "kernel", "why"}`` (None without locations);
+    ``follow_change`` false keeps it on the kernel of its phase (a latent
+    reliance is no effect of the change)."""
     if not locations or not locations.get("kernels"):
         return None
     kernels = locations["kernels"]
@@ -90,7 +92,7 @@ def locate(locations: dict | None, entry: dict) -> dict | None:
     ranked = ([k for k in kernels if k["name"] == named] or
               [k for k in kernels if phase in k["phases"]] or [k for k in kernels if "postprocess" in k["phases"]]
               or kernels)
-    for k in ranked if named else ranked + kernels:  # a kernel-diff entry stays on its kernel
+    for k in ranked if named or not follow_change else ranked + kernels:  # a kernel-diff entry stays on its kernel
         if k["changed"]:
             return {"file": locations["file"], "line": k["changed"][0], "kernel": k["name"],
                     "why": "the first line the change touched in this kernel"}

@@ -85,11 +85,12 @@ def verdict_json(v: Verdict) -> dict:
     difference carries the source line it is reported at (``location``)."""
     from .locations import locate
 
-    def located(entries: list[dict]) -> list[dict]:
-        return [{**e, "location": locate(v.locations, e)} if e.get("kind") != "neutral" else e for e in entries]
+    def located(entries: list[dict], follow_change: bool = True) -> list[dict]:
+        return [{**e, "location": locate(v.locations, e, follow_change)} if e.get("kind") != "neutral" else e
+                for e in entries]
 
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": located(v.findings), "latent": located(v.latent),
+            "properties": v.properties, "findings": located(v.findings), "latent": located(v.latent, follow_change=False),
             "assumptions": v.relies_on, "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located(v.differences),
             "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished, "unfinished": v.unfinished,

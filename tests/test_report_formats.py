@@ -84,3 +84,16 @@ def test_a_latent_reliance_is_a_sarif_warning_and_a_section_of_the_page() -> Non
     assert "which vLLM does not guarantee" in result["message"]["text"]
     page = html_report.review_html(document, {})
     assert "latent refinement: relies on live_move_copies_state" in page and "status-latent" in page
+
+
+def test_a_latent_reliance_stays_on_its_phases_kernel_a_finding_follows_the_change() -> None:
+    from replayssm.review.locations import locate
+
+    locations = {"file": "f.py", "changed": [30], "kernels": [
+        {"name": "reset", "phases": ["migrate"], "line": 20, "end": 40, "changed": [30]},
+        {"name": "post", "phases": ["postprocess"], "line": 50, "end": 90, "changed": []}]}
+    finding = {"message": "refinement: request 0 ..."}
+    assert locate(locations, finding)["line"] == 30  # the only change, in the migrate kernel
+    assert locate(locations, finding, follow_change=False) == {
+        "file": "f.py", "line": 50, "kernel": "post", "why": "the kernel's def line (the postprocess phase launches it)"}
+    assert locate(locations, {"message": "memory: migrate: wrote past a row"}, follow_change=False)["line"] == 30
