@@ -33,7 +33,7 @@ def _cell(text: str) -> str:
 
 
 def uses() -> dict[str, list[str]]:
-    """Where each record is used: in how many obligations' first cases, by the
+    """Where each record is used: in some obligation's first case, by the
     system probes, by ``fuzz --drop`` and by the review's probes, and the
     files that build it in (a model choice built in nowhere is not modelled)."""
     from replayssm.review.probes import probes as review_probes
@@ -42,18 +42,17 @@ def uses() -> dict[str, list[str]]:
     from replayssm.verify import system_probes
     from replayssm.verify.catalog import obligations
 
-    in_proofs: dict[str, int] = {}
+    in_proofs: set[str] = set()
     for ob in obligations(None):
         first = next(iter(ob.build()), None)
-        for name in {n for n, _ in first.assumptions} if first is not None else set():
-            in_proofs[name] = in_proofs.get(name, 0) + 1
+        in_proofs |= {n for n, _ in first.assumptions} if first is not None else set()
     probed = {n for pr in system_probes.PROBES.values() for n in pr.assumptions}
     reviewed = {n for pr in review_probes() for n in pr.assumptions}
     out: dict[str, list[str]] = {}
     for name, record in contract.RECORDS.items():
         where = []
         if name in in_proofs:
-            where.append(f"proofs ({in_proofs[name]} obligations)")
+            where.append("proofs")  # not how many: every new obligation would make the table stale
         if name in probed:
             where.append("system probe")
         if name in {a.name for a in assumptions.PER_REQUEST}:
