@@ -28,6 +28,11 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 """Interrupted (128 + the signal's number): the partial results were still written."""
 
+EXIT_STATUS = {"passed": EXIT_PASSED, "finding": EXIT_FINDING, "usage": EXIT_USAGE, "coverage": EXIT_COVERAGE,
+               "SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM}
+"""The exit status of each outcome by name (``usage``: bad input or set-up; a signal by its name), as a
+report's ``status`` names it; every command ends with one of these."""
+
 
 class UsageError(ValueError):
     """Bad input, reported as ``error: ...`` with exit status :data:`EXIT_USAGE`;

@@ -258,15 +258,19 @@ def check_device(device: str) -> None:
         raise SetupError("--device cuda: this torch sees no CUDA device")
 
 
+def check_budget(examples: Any, max_steps: Any) -> None:
+    """A :class:`SetupError` unless both are ints >= 1 (named as ``fuzz``'s options)."""
+    for option, value in (("--examples", examples), ("--max-steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SetupError(f"{option} must be >= 1 (an int), got {value!r}")
+
+
 def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
     """The campaign's target, or a :class:`SetupError` naming what is wrong
     with the device, the budget, the output paths, the target or the level."""
     if config.ray is None or config.device != "cuda":  # under Ray the workers' machines need CUDA, not this one
         check_device(config.device)
-    for name in ("examples", "max_steps"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SetupError(f"{name} must be an int >= 1, got {value!r}")
+    check_budget(config.examples, config.max_steps)
     if config.ray is not None and config.jobs is None:
         pass  # one worker per GPU or CPU of the cluster, counted once connected (.ray_pool)
     elif isinstance(config.jobs, bool) or not isinstance(config.jobs, int) or not 1 <= config.jobs <= MAX_JOBS:

@@ -20,15 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.base.reports import (EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
-                               write_text)
+from replayssm.base.reports import EXIT_STATUS, write_text
 
 SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
-
-EXIT_CODES = {"passed": EXIT_PASSED, "finding": EXIT_FINDING, "usage": EXIT_USAGE, "coverage": EXIT_COVERAGE,
-              "SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM}
-"""``fuzz``'s exit status for each outcome (``usage``: a set-up or usage error), as every command's."""
 
 PROGRESS_AFTER_SECONDS = 5.0
 """Runs shorter than this print no progress line."""
@@ -214,7 +209,7 @@ def summarize(config: dict, stats: Any, missing: list[str], findings: list[Findi
         status, verdict = "passed", "PASSED"
     print(verdict, file=out, flush=True)
     return {"schema": SUMMARY_SCHEMA, "status": status if signum is None else "interrupted",
-            "exit_code": EXIT_CODES[status], "passed": status == "passed", "interrupted": signum is not None,
+            "exit_code": EXIT_STATUS[status], "passed": status == "passed", "interrupted": signum is not None,
             "config": config, "examples": stats.examples, "request_steps": stats.request_steps,
             "seconds": round(seconds, 3), "kernel_seconds": round(stats.kernel_seconds, 3),
             "spec_seconds": round(stats.spec_seconds, 3), "scenarios": stats.scenarios, "rules": stats.rules,

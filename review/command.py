@@ -54,6 +54,10 @@ CAMPAIGN_SHARE = 0.4
 """The share of ``--budget`` the lifecycle campaign gets; the probes share the
 rest (what the campaign left of the budget: :func:`.probes.share`)."""
 
+NAME = "review"
+HELP = "review versions of vLLM's ReplaySSM kernels (any launch API) against the lifecycle; with --base, differentially"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``review`` subcommand's options."""
     p.add_argument("head", nargs="+", metavar="HEAD",

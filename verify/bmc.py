@@ -39,7 +39,7 @@ from replayssm.spec.geometry import Geometry
 from replayssm.spec.vocab import conj, ite, within
 
 from .obligation import Claim, obligation
-from .system_world import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
+from .system_world import EVERY_INVARIANT, SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
 from .terms import Sym, lift, named_int
 
 BMC_DEPTH = 8
@@ -259,7 +259,7 @@ class ExplicitClaim(Claim):
             f"bounded model check of the composed system from the initial state, depth {BMC_DEPTH}, by "
             "exhaustive exploration, for v1 and v2 callers: 2 requests sharing prefixes, 2 cache groups (1 and "
             "2 layers); every step's safety checks and the system invariants hold in every reachable state",
-            shardable=True)
+            shardable=True, invariants=EVERY_INVARIANT)
 def bmc() -> Iterator[Claim]:
     for label in BMC_CONVENTIONS:
         yield ExplicitClaim(f"explicit {label}", lambda label=label: explicit_bmc(label), BMC_DEPTH,
@@ -282,7 +282,8 @@ checkpoint after a one-token prompt comes at depth 4), prompts of 1 token."""
 @obligation("system.bmc_odd_ring", "system",
             f"bounded model check with a ring of {ODD_RING.ring_len} rows (not a power of two), depth "
             f"{ODD_RING_DEPTH}, by exhaustive exploration, v2 caller in mode none (the ring wraps): 2 requests, "
-            "2 cache groups; every step's safety checks and the system invariants hold in every reachable state")
+            "2 cache groups; every step's safety checks and the system invariants hold in every reachable state",
+            invariants=EVERY_INVARIANT)
 def bmc_odd_ring() -> Iterator[Claim]:
     yield ExplicitClaim("explicit v2-none ring 5", lambda: explicit_bmc(**ODD_RING_DOMAIN), ODD_RING_DEPTH,
                         "system.bmc_odd_ring v2-none", sharing=False)
@@ -300,7 +301,8 @@ them, so prefill chunks run past the first block (from 0 to 3, or from 2)."""
             f"bounded model check in mode none, depth {BMC_DEPTH}, by exhaustive exploration, for v1 and v2 "
             "callers: a one-column block table (as vLLM sizes it without prefix caching) and prompts of 3 tokens "
             "over 2-token blocks, so prefill chunks run past the first block in that column; every step's safety "
-            "checks and the system invariants hold in every reachable state", shardable=True)
+            "checks and the system invariants hold in every reachable state", shardable=True,
+            invariants=EVERY_INVARIANT)
 def bmc_none() -> Iterator[Claim]:
     for label in NONE_CONVENTIONS:
         yield ExplicitClaim(f"explicit {label} prompts 3",
@@ -315,7 +317,7 @@ SYMBOLIC_DEPTH = 2
 @obligation("system.bmc_symbolic", "system",
             f"bounded model check by symbolic unrolling (Z3), depth {SYMBOLIC_DEPTH}, every pick symbolic over "
             "its whole domain: 2 requests, 2 token streams, 2 cache groups; every step's checks and the system "
-            "invariants hold")
+            "invariants hold", invariants=EVERY_INVARIANT)
 def bmc_symbolic() -> Iterator[Claim]:
     p = system_params(SYSTEM_CONVENTIONS["v2-align"], num_slots=5)
     u = Unrolling(p)

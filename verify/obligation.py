@@ -85,6 +85,9 @@ class Obligation:
     """Files outside ``spec/`` and ``verify/`` the queries are built from (a
     kernel's source, for the kernel-source proofs): the proof cache keeps a
     whole proved obligation only while they are unchanged too."""
+    invariants: tuple[str, ...] = ()
+    """The system invariants (``spec.system.INVARIANTS``, by name) whose
+    preservation or truth this obligation proves, for ``prove --invariant``."""
 
 
 @dataclass
@@ -138,14 +141,15 @@ REGISTRY: dict[str, Obligation] = {}
 
 
 def obligation(name: str, transition: str, statement: str, shardable: bool = False,
-               lemmas: tuple[str, ...] = (), every_case: bool = False, sources: tuple[str, ...] = ()
-               ) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
+               lemmas: tuple[str, ...] = (), every_case: bool = False, sources: tuple[str, ...] = (),
+               invariants: tuple[str, ...] = ()) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
     """Register ``build`` as the obligation ``name``."""
 
     def register(build: Callable[[], Iterable[Claim]]) -> Callable[[], Iterable[Claim]]:
         if name in REGISTRY:
             raise ValueError(f"obligation {name!r} is declared twice ({REGISTRY[name].build.__qualname__} and {build.__qualname__})")
-        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case, sources)
+        REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case, sources,
+                                    invariants)
         return build
 
     return register

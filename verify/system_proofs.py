@@ -41,6 +41,7 @@ from .system_steps import (
 from .system_world import (
     ALIGN,
     DIRECT,
+    EVERY_INVARIANT,
     REFERENCE_CALLER,
     SYSTEM_CONVENTIONS,
     convention_label,
@@ -196,7 +197,8 @@ def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
 
 
 @obligation("system.initial", "system",
-            "the initial state (no request, every slot free) satisfies the inductive invariant")
+            "the initial state (no request, every slot free) satisfies the inductive invariant",
+            invariants=EVERY_INVARIANT)
 def initial() -> list[Claim]:
     claims = []
     for label, conv in SYSTEM_CONVENTIONS.items():
@@ -208,11 +210,13 @@ def initial() -> list[Claim]:
 
 system_admit = obligation(
     "system.admit", "admit",
-    "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant", shardable=True)(
+    "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant", shardable=True,
+    invariants=EVERY_INVARIANT)(
     _preserves("admit", lambda t: t.picks.hit == 1 if t.p.conv.materialize_prefixes else True))
 system_free = obligation(
     "system.free", "free",
-    "free / preempt preserves the inductive invariant (a freed published block stays registered)", shardable=True)(
+    "free / preempt preserves the inductive invariant (a freed published block stays registered)", shardable=True,
+    invariants=EVERY_INVARIANT)(
     _preserves("free", lambda t: t.pre.get("reg", 0, 1) != -1))
 
 STEP_ROWS, BATCH_ROWS = (1,), (2,)
@@ -226,14 +230,14 @@ system_step = obligation(
     "copy-on-write, live-column move (block copy + migration), forward pass, postprocess, compaction, "
     "materialize preserve the inductive invariant and pass every safety check (a v1 shape: leaves what "
     "the v2 shape leaves and passes its own checks); every shape admits some state", shardable=True,
-    every_case=True)(_preserves("step", rows=STEP_ROWS))
+    every_case=True, invariants=EVERY_INVARIANT)(_preserves("step", rows=STEP_ROWS))
 system_step_batch = obligation(
     "system.step_batch", "step",
     "one engine step with both requests scheduled (v1: one program per row; v2: rows swapped by "
     "idx_mapping), every pair of row shapes (decode or prefill, every live-column move) preserves the "
     "inductive invariant and passes every safety check (no materialize race; a v1 pair: leaves what the "
     "v2 pair leaves and passes its own checks); every pair admits some state", shardable=True,
-    every_case=True)(_preserves("step", rows=BATCH_ROWS))
+    every_case=True, invariants=EVERY_INVARIANT)(_preserves("step", rows=BATCH_ROWS))
 
 
 def pinned_layout_is_general(st: State) -> Any:
@@ -296,7 +300,7 @@ def selecting(*invariants: Invariant, checks: tuple[str, ...] = ()) -> Callable[
 
 @obligation("system.groups_agree", "step",
             f"after a step {GROUPS_AGREE.statement}, and a publish (postprocess materialize) happens in every "
-            "group or in none", shardable=True, lemmas=STEP_LEMMAS)
+            "group or in none", shardable=True, lemmas=STEP_LEMMAS, invariants=(GROUPS_AGREE.name,))
 @with_solver_params
 def groups_agree() -> Iterator[Claim]:
     for label, t in transitions("step", ALIGN, rows=STEP_ROWS + BATCH_ROWS):
@@ -307,7 +311,8 @@ def groups_agree() -> Iterator[Claim]:
 
 
 @obligation("system.no_token_dropped", "all",
-            f"after every action {NO_TOKEN_DROPPED.statement}", shardable=True, lemmas=ACTION_LEMMAS)
+            f"after every action {NO_TOKEN_DROPPED.statement}", shardable=True, lemmas=ACTION_LEMMAS,
+            invariants=(NO_TOKEN_DROPPED.name, REFINEMENT.name))
 @with_solver_params
 def no_token_dropped() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):
@@ -315,7 +320,8 @@ def no_token_dropped() -> Iterator[Claim]:
             yield step_claim(t, label, selecting(NO_TOKEN_DROPPED, REFINEMENT))
 
 
-@obligation("system.canonical", "all", CANONICAL.statement, shardable=True, lemmas=ACTION_LEMMAS)
+@obligation("system.canonical", "all", CANONICAL.statement, shardable=True, lemmas=ACTION_LEMMAS,
+            invariants=(CANONICAL.name,))
 @with_solver_params
 def canonical() -> Iterator[Claim]:
     for action in ("admit", "free", "step"):

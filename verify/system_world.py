@@ -11,10 +11,14 @@ from typing import Any
 
 from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry
-from replayssm.spec.system import ACTIONS, Picks, State, SystemParams, initial_state, picks_from_flat
+from replayssm.spec.system import ACTIONS, INVARIANTS, Picks, State, SystemParams, initial_state, picks_from_flat
 from replayssm.spec.vocab import conj
 
 from .terms import named_int
+
+EVERY_INVARIANT = tuple(inv.name for inv in INVARIANTS)
+"""What an obligation proving the whole inductive invariant (or checking every invariant) proves,
+by invariant name (``prove --invariant NAME``)."""
 
 SYSTEM_GEOMETRY = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
 """Two requests, block size 2, W = 2, R = 4 (decode rows of up to 2 tokens)."""

@@ -185,7 +185,7 @@ def test_a_report_whose_folder_went_away_is_exit_2_naming_the_option(tmp_path: P
     still written, and a run that proved everything exits 2."""
     import shutil
 
-    from replayssm import cli
+    from replayssm.commands import prove
 
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -194,7 +194,7 @@ def test_a_report_whose_folder_went_away_is_exit_2_naming_the_option(tmp_path: P
         yield from discharge(*args, **kwargs)
         shutil.rmtree(gone)
 
-    monkeypatch.setattr(cli, "discharge", discharge_then_remove)
+    monkeypatch.setattr(prove, "discharge", discharge_then_remove)
     code = main(["prove", "--only", CHEAP, "--jobs", "1", "--no-cache", "--json", str(gone / "r.json"),
                  "--junit", str(tmp_path / "r.xml")])
     captured = capsys.readouterr()

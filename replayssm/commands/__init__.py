@@ -1,0 +1,30 @@
+"""The subcommands of ``replayssm-verify``, one module each: its ``NAME``, its ``HELP`` line, its
+options (``add_arguments(parser)``) beside the code that runs it (``run(args) -> exit status``);
+``replayssm.cli`` only assembles them. ``review``'s module is ``replayssm.review.command``.
+
+Shared here: the argparse type of a number of seconds, and the Triton mode a device asks for."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEVICES = ("cpu", "cuda")
+"""The ``--device`` choices of ``fuzz`` and ``replay``."""
+
+
+def interpreter_for(device: str) -> None:
+    """Triton chooses interpreter or compiler when it is imported: on cpu, the interpreter."""
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value

@@ -1,0 +1,47 @@
+"""``replayssm-verify explain``: a trace file drawn step by step (a system trace, a fuzz failure or
+a system trace's launches, a prove counterexample file), read once with ``base.traces.load_trace``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from replayssm.base.reports import EXIT_PASSED, EXIT_USAGE
+
+from . import interpreter_for
+
+NAME = "explain"
+HELP = ("print a trace step by step with ring diagrams: a system trace, a fuzz "
+          "failure, or a prove counterexample file")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from replayssm.base.traces import load_trace
+    from replayssm.verify.launch_explain import explain_launches
+    from replayssm.verify.traces import explain, explain_counterexample
+
+    try:
+        kind, document = load_trace(args.file)
+        if kind == "counterexample":
+            text = explain_counterexample(document)
+        elif kind in ("launch", "kernel"):
+            if "states" not in document:  # a system trace's launches: the spec computes the states
+                interpreter_for("cpu")
+                from replayssm.fuzz.launch_traces import spec_states
+
+                document["states"] = spec_states(document)
+            text = explain_launches(document)
+        elif kind == "system":
+            text = explain(document)
+        else:
+            raise ValueError(f"a {kind} trace is not drawn by explain (it draws system and launch traces and prove "
+                             f"counterexamples); run it with: replayssm-verify replay {args.file}")
+    except (OSError, ValueError) as e:
+        print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return EXIT_PASSED
