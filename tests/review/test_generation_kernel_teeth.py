@@ -19,20 +19,22 @@ from replayssm.verify.obligation import Obligation, prove
 VERSIONS = corpus.versions()
 
 PLANTED = [
+    # in align mode: A1's prefill reset reads past a one-column mode-none table without any plant
     ("A1", "for col in tl.range(first_col, last_col + 1):", "for col in tl.range(first_col, last_col + 2):",
-     "A.postprocess", "memory_safety"),
+     "A.postprocess", "memory_safety", "unit len/post/nomap/align/live L1"),
     ("B1", "tl.store(tracker_committed + dst_slot, 0, mask=fresh)",
-     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=fresh)", "B.migration", "frame"),
+     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=fresh)", "B.migration", "frame", "pow2 nomap"),
     ("C1", "checkpointed = old_committed + query_len > LOGICAL_WINDOW",
-     "checkpointed = old_committed * 65536 * 32768 + query_len > LOGICAL_WINDOW", "C.postprocess", "int32"),
+     "checkpointed = old_committed * 65536 * 32768 + query_len > LOGICAL_WINDOW", "C.postprocess", "int32",
+     "pow2 len/pre/nomap/none/live L1"),
     ("D1", "tl.store(tracker_committed + dst_slot, 0, mask=valid_slot)",
-     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=valid_slot)", "D.migration", "frame"),
+     "tl.store(tracker_committed + 0 * dst_slot, 0, mask=valid_slot)", "D.migration", "frame", "pow2 nomap"),
 ]
 
 
 @pytest.mark.skipif(not corpus.present(), reason=corpus.missing() if not corpus.present() else "")
-@pytest.mark.parametrize("version,old,new,role,prop", PLANTED, ids=[p[0] for p in PLANTED])
-def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, role, prop, tmp_path):
+@pytest.mark.parametrize("version,old,new,role,prop,case", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, role, prop, case, tmp_path):
     text = (VERSIONS / f"{version}.py").read_text()
     assert text.count(old) == 1, f"{version}: the planted line occurs {text.count(old)} times"
     path = tmp_path / f"{version}_planted.py"
@@ -43,7 +45,6 @@ def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, r
     label = path.stem
     register(module, label, roles)
     name = f"kernel.{role}.{prop}@{label}"
-    case = record.variants()[0][0]
     claim = kernel_claim(module, record, prop, case).claim
     result = prove(Obligation(name, role, "", lambda: [claim]))
     assert result.status == "failed", f"{version}: {name} {result.status}"

@@ -109,6 +109,30 @@ def _table(ptrs, base_ptrs, strides, out):
     tl.store(out + g * 4 + i, tl.load(row + i) * (g + 1) + below)
 
 
+@triton.jit
+def _sorted(x, up, down):
+    i = tl.arange(0, 8)
+    v = tl.load(x + i)
+    tl.store(up + i, tl.sort(v, dim=0))
+    tl.store(down + i, tl.sort(v, descending=True))
+
+
+@triton.jit
+def _boolops(x, out, FLAG: tl.constexpr):
+    pid = tl.program_id(0)
+    v = tl.load(x + pid)
+    r = 0
+    if FLAG and v > 2:
+        r = r + 1
+    if v < 0 or FLAG:
+        r = r + 10
+    if (v > 0) and (v < 5):
+        r = r + 100
+    if (v == 3) or (v == -1) or False:
+        r = r + 1000
+    tl.store(out + pid, r)
+
+
 def _symbolic(kernel, launch_args, constexprs, inputs: dict, shapes: dict, programs: list) -> dict:
     """Run ``kernel`` symbolically program after program; the final value of every cell of ``shapes``."""
     first = KernelMemory(shapes, {}, "p")
@@ -201,6 +225,25 @@ def test_cumsum_and_sum(device):
     got = _symbolic(_scan, [BufferArg("x"), BufferArg("out"), BufferArg("total")], {}, {"x": x},
                     {"x": (N,), "out": (N,), "total": (1,)}, [(0,)])
     assert got["out"].tolist() == out.cpu().tolist() and got["total"].tolist() == total.tolist()
+
+
+def test_sort_ascending_and_descending(device):
+    x = np.array([5, -3, 7, 0, 5, 2147483647, -2147483648, 1], dtype=np.int32)
+    up, down = (torch.zeros(N, dtype=torch.int32, device=device) for _ in range(2))
+    _sorted[(1,)](torch.from_numpy(x.copy()).to(device), up, down)
+    got = _symbolic(_sorted, [BufferArg("x"), BufferArg("up"), BufferArg("down")], {}, {"x": x},
+                    {"x": (N,), "up": (N,), "down": (N,)}, [(0,)])
+    assert got["up"].tolist() == up.cpu().tolist() and got["down"].tolist() == down.cpu().tolist()
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_and_or_on_scalars_short_circuit_constexprs(flag, device):
+    x = np.array([3, -1, 0, 4, 7], dtype=np.int32)
+    out = torch.zeros(5, dtype=torch.int32, device=device)
+    _boolops[(5,)](torch.from_numpy(x.copy()).to(device), out, FLAG=flag)
+    got = _symbolic(_boolops, [BufferArg("x"), BufferArg("out")], {"FLAG": flag}, {"x": x},
+                    {"x": (5,), "out": (5,)}, [(i,) for i in range(5)])
+    assert got["out"].tolist() == out.cpu().tolist()
 
 
 def test_pointer_table_rows(device):

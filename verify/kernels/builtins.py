@@ -24,7 +24,7 @@ from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, 
 
 DTYPES = {tl.int1: "i1", tl.int32: "i32", tl.int64: "i64"}
 
-BUILTIN_JIT = (tl.cumsum, tl.sum, tl.max, tl.min, tl.zeros_like)
+BUILTIN_JIT = (tl.cumsum, tl.sum, tl.max, tl.min, tl.zeros_like, tl.sort)
 """``tl`` functions written as jit functions in Triton's own library that are
 interpreted here by their semantics rather than inlined (their bodies use
 ``tl.reduce``/``tl.full``, outside the subset)."""
@@ -221,6 +221,24 @@ def reduce_extremum(kind: str, x: Any, axis: Any = None, return_indices: Any = F
     return best
 
 
+def sort(x: Any, dim: Any = None, descending: Any = False) -> Block:
+    """``tl.sort`` of a 1-D block along its only dimension: the lanes in
+    ascending (``descending``: descending) order, by an odd-even
+    transposition network of ``len`` rounds (each a compare-exchange of
+    neighbours, :func:`extremum`), which sorts any input."""
+    if not isinstance(x, Block) or dim not in (0, -1, None):
+        raise TypeError("tl.sort other than along the only dimension of a 1-D block")
+    lanes = [as_scalar(v) for v in x.lanes]
+    if any(v.dtype == "i1" for v in lanes):
+        raise TypeError("tl.sort of a boolean block")
+    low, high = ("max", "min") if concrete(descending) else ("min", "max")
+    for r in range(len(lanes)):
+        for i in range(r % 2, len(lanes) - 1, 2):
+            a, b = lanes[i], lanes[i + 1]
+            lanes[i], lanes[i + 1] = extremum(low, a, b), extremum(high, a, b)
+    return Block(tuple(lanes))
+
+
 def zeros_like(x: Any) -> Any:
     """``tl.zeros_like``: zero in every lane, of each lane's element type."""
     return lanewise(lambda v: Scalar(lift(0), as_scalar(v).dtype) if as_scalar(v).dtype != "i1"
@@ -315,6 +333,8 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
         return reduce_extremum("max" if fn is tl.max else "min", *args, **kwargs)
     if fn is tl.zeros_like:
         return zeros_like(*args)
+    if fn is tl.sort:
+        return sort(*args, **kwargs)
     if fn is tl.cast:
         return to(run, args[0], args[1] if len(args) > 1 else kwargs["dtype"])
     if fn is tl.pointer_type:

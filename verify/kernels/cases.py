@@ -25,6 +25,7 @@ from ..terms import named_int
 from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideTable
 from .evaluator import KernelRun, run_program
 from .kmemory import KernelMemory
+from .source import Unsupported, is_constexpr, source_of
 
 
 @dataclass
@@ -111,8 +112,23 @@ def migration_launch(spec_mem: SymbolicMemory, has_idx_mapping: bool, geo: Geome
     return Launch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
 
 
-def compaction_launch(cap: int, num_reqs: Any) -> Launch:
-    args = [BufferArg("plan_flush_count"), BufferArg("active_request_indices"), ScalarArg(num_reqs)]
+COMPACTION_ARGS = {"plan_flush_count": "plan_flush_count", "active_request_indices": "active_request_indices",
+                   "num_active_ptr": "num_active"}
+"""The compaction kernel's pointer parameters by name, and the buffer each points at
+(A5's ``num_active_ptr``: the count it also stores, a buffer the spec does not have)."""
+
+
+def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> Launch:
+    """The compaction kernel's arguments bound by parameter name (``num_reqs`` the count)."""
+    src = source_of(jit)
+    args = []
+    for p in src.node.args.args:
+        if is_constexpr(p):
+            continue
+        if p.arg not in COMPACTION_ARGS and p.arg != "num_reqs":
+            raise Unsupported(f"compaction parameter {p.arg} (known: {', '.join(COMPACTION_ARGS)}, num_reqs)",
+                              src.file, p.lineno)
+        args.append(ScalarArg(num_reqs) if p.arg == "num_reqs" else BufferArg(COMPACTION_ARGS[p.arg]))
     return Launch(args, {"MAX_NUM_REQS": cap, "BLOCK_SIZE": next_power_of_2(cap)}, (0,))
 
 
@@ -147,7 +163,8 @@ def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:
     num_reqs = named_int("num_reqs")
     spec_mem = SymbolicMemory({"plan_flush_count": (cap,), "active_request_indices": (cap,)}, {}, "spec")
     trace = compact_program(spec_mem, cap, num_reqs, next_power_of_2(cap))
-    run = run_kernel(jit, compaction_launch(cap, num_reqs), spec_mem, "p")
+    run = run_program(jit, compaction_launch(jit, cap, num_reqs),
+                      KernelMemory({**spec_mem.shapes, "num_active": (1,)}, spec_mem.arrays, "p"))
     flush = {f"plan_flush_count[{i}]": spec_mem.initial("plan_flush_count", (i,)) for i in range(cap)}
     assume = [("num_reqs_in_capacity", (num_reqs >= 0) & (num_reqs <= cap))]
     assume += [("int32_inputs", (v >= INT32_MIN) & (v <= INT32_MAX)) for v in flush.values()]

@@ -352,10 +352,7 @@ class KernelRun:
                 raise self.unsupported(f"comparison {ast.unparse(e)}", e)
             return self._binop(CMP[type(e.ops[0])], self._expr(e.left, frame), self._expr(e.comparators[0], frame), e)
         if isinstance(e, ast.BoolOp):
-            values = [self._expr(v, frame) for v in e.values]
-            if all(isinstance(v, (bool, int)) for v in values):
-                return py_builtins.all(values) if isinstance(e.op, ast.And) else py_builtins.any(values)
-            raise self.unsupported(f"{'and' if isinstance(e.op, ast.And) else 'or'} on tensors (use & or |)", e)
+            return self._boolop(e, frame)
         if isinstance(e, ast.IfExp):
             cond = self._expr(e.test, frame)
             if isinstance(cond, (bool, int)):
@@ -365,6 +362,30 @@ class KernelRun:
         if isinstance(e, ast.Tuple):
             return tuple(self._expr(x, frame) for x in e.elts)
         raise self.unsupported(f"expression {type(e).__name__}", e)
+
+    def _boolop(self, e: ast.BoolOp, frame: Frame) -> Any:
+        """``and`` / ``or``: constexpr operands short-circuit as in Python (a
+        falsy one ends an ``and``, a truthy one an ``or``, unevaluated
+        operands after it); the scalar tensors left combine as Triton's
+        logical and / or (``i1``); a single one is the result as it is."""
+        is_and = isinstance(e.op, ast.And)
+        tensors, last = [], None
+        for v in e.values:
+            x = self._expr(v, frame)
+            if isinstance(x, (bool, int)):
+                if bool(x) != is_and:
+                    return Scalar(lift(not is_and), "i1") if tensors else x
+                last = x
+                continue
+            if not isinstance(x, Scalar):
+                raise self.unsupported(f"{'and' if is_and else 'or'} on a block (use & or |)", e)
+            tensors.append(x)
+        if not tensors:
+            return last
+        if len(tensors) == 1:
+            return tensors[0]
+        terms = [as_bool_term(t) for t in tensors]
+        return Scalar(mk_and(terms) if is_and else mk_or(terms), "i1")
 
     def _name(self, e: ast.Name, frame: Frame) -> Any:
         if e.id in frame.vars:

@@ -164,10 +164,14 @@ def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, A
 def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, scope: str) -> list[tuple[str, Any]]:
     """The group's layer count and tables as the caller lays them out."""
     n, base = mem.initial("num_layers", (group,)), mem.initial("packed_base", (group,))
+    # the group's rows of the [layer, batch] tables: the spec states it where it reads the base, the
+    # generations' kernels write those rows without reading it
+    packed = (env.PACKED_TABLES_MATCH_LAYERS.name,
+              env.PACKED_TABLES_MATCH_LAYERS(base, n, sizes.total_layers, geo.max_num_reqs))
     if scope == "group":
-        return [("group_layers_are_NUM_LAYERS", n == layers)]
+        return [("group_layers_are_NUM_LAYERS", n == layers), packed]
     off, nxt = mem.initial("group_layer_offsets", (group,)), mem.initial("group_layer_offsets", (group + 1,))
-    return [("group_layers_within_MAX_LAYERS_PER_GROUP", conj(n >= 1, n <= layers)),
+    return [packed, ("group_layers_within_MAX_LAYERS_PER_GROUP", conj(n >= 1, n <= layers)),
             ("group_layer_offsets_match_packed_tables", conj(off * geo.max_num_reqs == base, nxt == off + n)),
             ("tracker_capacities_are_tracker_lengths", mem.initial("tracker_capacities", (group,)) == sizes.num_slots)]
 

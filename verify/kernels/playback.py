@@ -322,9 +322,15 @@ def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any) -> tuple[dic
 
 def prepare_compaction(jit: Any, v: ReplayView) -> tuple:
     """The compaction kernel's one program over the plan's flush counts."""
+    from .cases import COMPACTION_ARGS
+    from .source import is_constexpr, source_of
+
+    v.buffers.setdefault("num_active", np.zeros(1, dtype=np.int32))
     t = {b: v.flat(b) for b in ("plan_flush_count", "active_request_indices")}
+    args = [v.num_reqs if p.arg == "num_reqs" else v.flat(COMPACTION_ARGS[p.arg])
+            for p in source_of(jit).node.args.args if not is_constexpr(p)]
     kwargs = {"MAX_NUM_REQS": v.geo.max_num_reqs, "BLOCK_SIZE": next_power_of_2(v.geo.max_num_reqs)}
-    return (1,), [t["plan_flush_count"], t["active_request_indices"], v.num_reqs], kwargs, t
+    return (1,), args, kwargs, t
 
 
 def prepare_migration(jit: Any, v: ReplayView) -> tuple:
