@@ -97,3 +97,50 @@ def test_a_latent_reliance_stays_on_its_phases_kernel_a_finding_follows_the_chan
     assert locate(locations, finding, follow_change=False) == {
         "file": "f.py", "line": 50, "kernel": "post", "why": "the kernel's def line (the postprocess phase launches it)"}
     assert locate(locations, {"message": "memory: migrate: wrote past a row"}, follow_change=False)["line"] == 30
+
+
+def test_prove_writes_sarif_at_the_line_its_kernel_counterexample_names(tmp_path: Path) -> None:
+    """A planted read past a block-table row: the result is on the line the proof names, in the planted file."""
+    from replayssm.cli import main
+
+    old = "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE) - 1, 0)"
+    source = (Path(__file__).resolve().parents[1] / "impl" / "kernels.py").read_text()
+    assert source.count(old) == 1
+    planted = tmp_path / "planted_kernels.py"
+    planted.write_text(source.replace(old, old.replace(") - 1, 0)", "), 0)")))
+    out = tmp_path / "r"
+    code = main(["prove", "--kernels", "--impl", str(planted), "--only", "postprocess.memory_safety", "--no-cache",
+                 "--counterexamples", str(tmp_path / "cx"), "--sarif", f"{out}.sarif", "--html", f"{out}.html"])
+    assert code == 1
+    log = json.loads(Path(f"{out}.sarif").read_text())
+    assert sarif_errors(log) == []
+    (result,) = log["runs"][0]["results"]
+    where = result["locations"][0]["physicalLocation"]
+    named = result["message"]["text"].split(" at planted_kernels.py:")[1].split()[0]
+    assert Path(where["artifactLocation"]["uri"]).name == "planted_kernels.py"
+    assert where["region"]["startLine"] == int(named) and result["ruleId"].startswith("kernel.postprocess.memory")
+    page = Path(f"{out}.html").read_text()
+    assert f"planted_kernels.py:{named}" in page and "replayssm-verify replay " in page and "kernel-trace" in page
+
+
+def test_fuzz_writes_sarif_and_a_page_with_the_findings_trace(tmp_path: Path) -> None:
+    """A planted off-by-one commit count: found, located at its kernel's def line, its launches drawn."""
+    from replayssm.cli import main
+
+    source = (Path(__file__).resolve().parents[1] / "impl" / "kernels.py").read_text()
+    old = "        tl.store(num_committed + live_slot, next_committed)\n"
+    assert source.count(old) == 1
+    planted = tmp_path / "planted_kernels.py"
+    planted.write_text(source.replace(old, old.replace("next_committed)", "next_committed + 1)")))
+    out = tmp_path / "s"
+    code = main(["fuzz", "--impl", str(planted), "--examples", "64", "--jobs", "1", "--shrink-seconds", "2",
+                 "--failures", str(tmp_path / "f"), "--sarif", f"{out}.sarif", "--html", f"{out}.html"])
+    assert code == 1
+    log = json.loads(Path(f"{out}.sarif").read_text())
+    assert sarif_errors(log) == []
+    result = log["runs"][0]["results"][0]
+    where = result["locations"][0]["physicalLocation"]
+    assert result["ruleId"] == "discrepancy" and where["artifactLocation"]["uri"] == planted.as_uri()
+    assert where["region"]["startLine"] == _def_line(planted, "_postprocess_replayssm_kernel")
+    page = Path(f"{out}.html").read_text()
+    assert "discrepancy in _postprocess_replayssm_kernel" in page and "<svg" in page and "num_committed" in page

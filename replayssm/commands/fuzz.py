@@ -16,11 +16,14 @@ from replayssm.base.reports import (
     JunitCase,
     UsageError,
     check_output_file,
+    status_after_writing,
     write_junit,
+    write_reports,
 )
 from replayssm.verify.runner import usable_cpus
 
 from . import DEVICES, interpreter_for, seconds
+from .finding_reports import add_options, check_options, fuzz_reports
 
 NAME = "fuzz"
 HELP = "stateful conformance fuzzing of an implementation against the spec"
@@ -66,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the campaign summary as JSON (- for stdout; the report "
                         "then goes to stderr)")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case for the campaign")
+    add_options(parser)
     parser.add_argument("--drop", metavar="NAME", help="break this caller assumption (a name in spec/assumptions.py's "
                         "PER_REQUEST) for some requests and judge the others by containment")
     parser.add_argument("--systems", type=int, default=1, metavar="K",
@@ -88,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     examples = profile["examples"] if args.examples is None else args.examples
     max_steps = profile["max_steps"] if args.max_steps is None else args.max_steps
     check_output_file(args.junit, "--junit")
+    check_options(args)
+    if args.numeric and (args.sarif or args.html):
+        raise UsageError(f"--{'sarif' if args.sarif else 'html'} does not apply to --numeric (its findings name no "
+                         "kernel line or trace to draw)")
     if args.numeric and args.systems != 1:
         raise UsageError(f"--systems must be 1 with --numeric (the numeric layer runs one system), got {args.systems}")
     if args.numeric and (args.ray is not None or args.database is not None):
@@ -136,4 +144,5 @@ def run(args: argparse.Namespace) -> int:
         write_junit(args.junit, "replayssm-verify fuzz", [JunitCase(
             f"{result['config']['impl']} {config.level} seed {config.seed}", result["seconds"], failure,
             "failure" if result["findings"] else "error")], result["interrupted"])
-    return result["exit_code"]
+    written = write_reports(fuzz_reports(args, result), "the findings are printed above")
+    return status_after_writing(result["exit_code"], written)

@@ -26,6 +26,8 @@ from replayssm.spec.system import INVARIANTS
 from replayssm.verify.obligation import Obligation, Result, render_scenario, save_counterexample
 from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, discharge
 
+from .finding_reports import add_options, check_options, prove_reports
+
 NAME = "prove"
 HELP = "discharge the Z3 proof obligations"
 
@@ -49,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="DIR", help="the proof cache's folder (default: $REPLAYSSM_VERIFY_CACHE, "
                         "else ~/.cache/replayssm-verify)")
     parser.add_argument("--no-cache", action="store_true", help="prove every case again; read and write no cache")
+    add_options(parser)
     parser.add_argument("--kernels", action="store_true",
                         help="prove the Triton kernels' source (memory safety, equivalence with the spec, int32, "
                              "conflicts): ours, or --impl's")
@@ -62,6 +65,7 @@ def _check_prove_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--jobs must be in [1, {MAX_JOBS}], got {args.jobs}")
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
+    check_options(args)
     check_output_folder(args.counterexamples, "--counterexamples")
     if args.cache is not None:
         check_output_folder(args.cache, "--cache")
@@ -237,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
                                                                                 "counterexamples": saved})),
             ("--junit", args.junit, lambda: write_junit(args.junit, "replayssm-verify prove", _junit_cases(report),
                                                         report.interrupted)),
+            *prove_reports(args, {**report.as_json(), "counterexamples": saved}, saved),
         ], "the results are printed above")
     if status == EXIT_PASSED:
         status = EXIT_FINDING if report.failed else EXIT_PASSED

@@ -105,6 +105,8 @@ def cli(*argv: str) -> int:
     (["--failures", "{tmp}/file"], "--failures '{tmp}/file' is a file, not a folder"),
     (["--failures", "{tmp}/file/below"], "'{tmp}/file' is a file, not a folder"),
     (["--junit", "{tmp}/missing/r.xml"], "--junit '{tmp}/missing/r.xml': the folder"),
+    (["--html", "{tmp}"], "--html '{tmp}' is a folder; give a file name"),
+    (["--numeric", "--sarif", "{tmp}/s.sarif"], "--sarif does not apply to --numeric"),
     (["--impl", "{tmp}/exits.py"], "it called sys.exit(3) while being imported"),
 ])
 def test_fuzz_misuse_is_exit_2_before_any_work(tmp_path: Path, capsys, argv: list[str], message: str) -> None:

@@ -40,6 +40,7 @@ def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--json", "{file}/r.json"], "--json '{file}/r.json': the folder"),
     (["--json", "{tmp}"], "is a folder; give a file name"),
     (["--junit", "{missing}/r.xml"], "--junit '{missing}/r.xml': the folder"),
+    (["--sarif", "{missing}/r.sarif"], "--sarif '{missing}/r.sarif': the folder"),
     (["--counterexamples", "{file}"], "--counterexamples '{file}' is a file, not a folder"),
     (["--counterexamples", "{file}/sub"], "is a file, not a folder"),
     (["--cache", "{file}"], "--cache '{file}' is a file, not a folder"),
