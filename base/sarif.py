@@ -37,7 +37,6 @@ SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 """The ``$schema`` a SARIF log names (a name only: nothing is fetched)."""
 TOOL = "replayssm-verify"
-INFORMATION_URI = "https://github.com/replayssm/replayssm-verify"
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def sarif_log(issues: list[Issue]) -> dict:
         results.append({"ruleId": i.rule, "ruleIndex": ids.index(i.rule), "level": i.level,
                         "message": {"text": i.message}, "locations": [{"physicalLocation": location}]})
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [{
-        "tool": {"driver": {"name": TOOL, "version": _version(), "informationUri": INFORMATION_URI,
+        "tool": {"driver": {"name": TOOL, "version": _version(),
                             "rules": [{"id": r, "shortDescription": {"text": t}} for r, t in rules.items()]}},
         "results": results}]}
 
