@@ -6,19 +6,23 @@ columns, never filled, and held only null entries past the live column)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replayssm.fuzz.actions import Postprocess
 from replayssm.fuzz.callers import AIMS, Callers, systems
 from replayssm.fuzz.campaign import PROFILES, SCENARIOS, CampaignConfig, run_campaign
+from replayssm.fuzz.launcher import Setup
+from replayssm.fuzz.machine import fuzz_trace
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
-from replayssm.spec.geometry import Conventions
+from replayssm.spec.geometry import Conventions, Geometry
 
 REACH_CLASSES = ("table full", "live column is the last column", "stale slot past the live column",
-                 "block size 1", "one-column table")
+                 "block size 1", "one-column table", "mode-none chunk past the first block")
 
 
 def test_reach_classes_are_required_and_aimed_at() -> None:
@@ -87,3 +91,34 @@ def test_ci_profile_catches_a_prefill_reset_one_column_past_the_row(tmp_path, mu
     assert not ok, report
     ok, report = replay(result["failures"][0], DEFAULT_TARGET, "cpu")
     assert ok, report
+
+
+MODE_NONE_V2 = Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=False,
+                           live_col_is_zero=True)
+
+
+def _mode_none_chunk_trace(tmp_path, setup: Setup) -> str:
+    """One postprocess launch: request 0 (batch row 0, slot 1) prefills tokens
+    0..5 of a 6-token prompt at block size 4, a chunk past the first block; row
+    1 holds request 1's slot 2."""
+    table = [[[1] + [0] * (setup.num_cols - 1), [2] + [0] * (setup.num_cols - 1)]]
+    launch = Postprocess(1, [0], [0, 6], [6, 0], [1, 0], [True], None, table)
+    path = tmp_path / f"mode-none-{setup.num_cols}-columns.json"
+    path.write_text(json.dumps(fuzz_trace(setup.as_json(), [launch])))
+    return str(path)
+
+
+def test_a_mode_none_reset_of_every_chunk_column_reads_past_the_one_column_row(tmp_path, mutant) -> None:
+    """A1's mode-none bug planted in our kernel (its prefill resets every
+    column the chunk spans, not only the live one): in the one-column table
+    vLLM gives mode none, the reset reads past the row (a memory finding);
+    in the old model's table of a column per block it read null entries of
+    the row and passed."""
+    target = mutant("        if MATERIALIZE_PREFIXES:\n            # Every block", "        if True:\n            # Every block")
+    geo = Geometry(max_num_reqs=2, block_size=4, window=4, ring_len=8)
+    vllm_table = _mode_none_chunk_trace(tmp_path, Setup.sized(geo, MODE_NONE_V2, (1,), model_blocks=3, num_slots=4))
+    ok, report = replay(vllm_table, target, "cpu")
+    assert not ok and "memory" in report, report
+    assert replay(vllm_table, DEFAULT_TARGET, "cpu")[0]
+    column_per_block = _mode_none_chunk_trace(tmp_path, Setup(geo, MODE_NONE_V2, (1,), 3, 4))
+    assert replay(column_per_block, target, "cpu")[0], "the old table shape catches it too: the test lost its point"
