@@ -42,7 +42,7 @@ def launch_trace(system_trace: dict) -> dict:
     p = params_from_json(system_trace["params"])
     geo = Geometry(max_num_reqs=p.num_reqs, block_size=p.geo.block_size, window=p.geo.window,
                    ring_len=p.geo.ring_len, pad_slot=p.geo.pad_slot)
-    setup = Setup(geo, p.conv, tuple(p.layers), p.num_cols, p.num_slots)
+    setup = Setup(geo, p.conv, tuple(p.layers), p.num_cols, p.num_slots, p.max_len)
     actions = []
     for act, outcome, _ in replay_actions(system_trace):
         for name, snap, launch in outcome.info.get("launches", []):

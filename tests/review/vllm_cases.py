@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from replayssm.review.arguments import Row
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
@@ -55,25 +56,19 @@ signature (T1's cache mode ``all`` materializes in A1 only); T3 calls
 ``materialize_reassigned_slots`` (D2)."""
 
 
-@dataclass(frozen=True)
-class Row:
-    """One scheduled batch row's true step (``req`` is its request index)."""
+def _row(req: int, computed_before: int, query_len: int, accepted: int, prefilling: bool, live_col: int) -> Row:
+    """One scheduled batch row's true step, as the review harness takes it
+    (request ``req`` of stream 0, its live column unmoved)."""
+    return Row(req, 0, req, computed_before, query_len, accepted, prefilling, live_col, live_col)
 
-    req: int
-    computed_before: int
-    query_len: int
-    accepted: int
-    prefilling: bool
-    live_col: int
-    final_chunk: bool = True
 
-    def ghost(self, cum_base: int) -> GhostRow:
-        return GhostRow(self.computed_before, self.query_len, self.accepted, self.prefilling, self.live_col,
-                        self.req, cum_base)
+def _ghost(row: Row, cum_base: int) -> GhostRow:
+    return GhostRow(row.computed_before, row.query_len, row.accepted, row.prefilling, row.live_col, row.req, cum_base)
 
-    @property
-    def end(self) -> int:
-        return self.computed_before + self.query_len
+
+def _end(row: Row) -> int:
+    """The position after the row's last scheduled token."""
+    return row.computed_before + row.query_len
 
 
 @dataclass(frozen=True)
@@ -130,7 +125,7 @@ class VllmCase:
     @property
     def max_model_len(self) -> int:
         """The shortest model length that holds every row: the test does not set one."""
-        return max(r.end for r in self.rows if r is not None)
+        return max(_end(r) for r in self.rows if r is not None)
 
     def geometry(self) -> Geometry:
         return Geometry(self.max_num_reqs, self.block_size, self.window, self.ring_len, self.pad)
@@ -177,7 +172,7 @@ def _staged(file: str, post_step: bool, case: tuple, trackers: list[tuple[int, i
     mode-none row in batch 0 on slot 0 (block size 256, W = 16, R = 20), direct launch."""
     before, q, prefilling, accepted = case[:4]
     conv = V2 if post_step else V1
-    row = Row(0, before, q, accepted, prefilling, 0)
+    row = _row(0, before, q, accepted, prefilling, 0)
     past_first_block = prefilling and before + q > 256 and len(table[0]) == 1
     return VllmCase(file, "test_replayssm_postprocess_commits_staged_transition",
                     "-".join(str(x) for x in (*case, post_step)), conv, 256, 16, 20, -1, table,
@@ -235,7 +230,7 @@ def _boundary_cases() -> list[VllmCase]:
         for post, label in ((False, "v1"), (True, "v2")):
             conv = Conventions(cumulative=post, post_step=post, has_idx_mapping=True, materialize_prefixes=True,
                                live_col_is_zero=False)
-            rows = (Row(2, 14, 4, 3, False, 1), Row(0, 14, 4, 1, False, 1), Row(1, 14, 4, 3, False, 1), None)
+            rows = (_row(2, 14, 4, 3, False, 1), _row(0, 14, 4, 1, False, 1), _row(1, 14, 4, 3, False, 1), None)
             inputs = {"idx_mapping": [2, 0, 1, -1],
                       "query_metadata": [0, 4, 8, 12, 16] if post else [4] * 4,
                       "num_computed_tokens": [15, 17, 17] if post else [14] * 3,
@@ -261,7 +256,7 @@ def _self_copy_cases() -> list[VllmCase]:
     for post, label in ((False, "v1"), (True, "v2")):
         conv = Conventions(cumulative=post, post_step=post, has_idx_mapping=True, materialize_prefixes=True,
                            live_col_is_zero=False)
-        rows = (Row(1, 0, 48, 1, True, 2), Row(2, 28, 4, 4, False, 1), Row(0, 0, 16, 1, True, 0), None)
+        rows = (_row(1, 0, 48, 1, True, 2), _row(2, 28, 4, 4, False, 1), _row(0, 0, 16, 1, True, 0), None)
         inputs = {"idx_mapping": [1, 2, 0, -1],
                   "query_metadata": [0, 48, 52, 68, 68] if post else [48, 4, 16, 0],
                   "num_computed_tokens": [16, 48, 32] if post else [0, 0, 28],
@@ -354,7 +349,7 @@ def _encoded_inputs(case: VllmCase) -> dict[str, Any]:
     conv = case.conv
     got = {k: (None if v is None else list(v)) for k, v in case.inputs.items()}
     for b, row, base in _rows_with_base(case):
-        for buf, (i,), value in encode_row(conv, b, row.ghost(base)):
+        for buf, (i,), value in encode_row(conv, b, _ghost(row, base)):
             got[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
     return got
 
@@ -367,12 +362,12 @@ def _read_columns(case: VllmCase, row: Row) -> set[int]:
     cols = {row.live_col}
     if case.conv.materialize_prefixes:
         bs = case.block_size
-        after = row.end if row.prefilling else row.computed_before + row.accepted
+        after = row.computed_after
         b = mamba_state_copy_boundary(running_position(row.prefilling, after, row.accepted), after, bs)
         if b.needs_copy and b.dst_col >= 0:
             cols.add(int(b.dst_col))
         if row.prefilling:
-            cols.update(range(row.computed_before // bs, -(-row.end // bs)))
+            cols.update(range(row.computed_before // bs, -(-_end(row) // bs)))
     return {c for c in cols if 0 <= c < case.num_cols}
 
 
@@ -393,7 +388,7 @@ def admission(case: VllmCase) -> dict[str, bool]:
     num_reqs = len(case.rows)
     written = {b: {case.table[b][row.live_col]} for b, row, _ in _rows_with_base(case)}
     for b, row, base in _rows_with_base(case):
-        g = row.ghost(base)
+        g = _ghost(row, base)
         forward_prefill = row.prefilling and not (row.query_len == 1 and row.computed_before > 0)
         note(env.DECODE_ROW_FITS.name, env.DECODE_ROW_FITS(geo, g))
         note(env.ACCEPTED_WITHIN_ROW.name, env.ACCEPTED_WITHIN_ROW(geo, g))
@@ -401,7 +396,7 @@ def admission(case: VllmCase) -> dict[str, bool]:
         note(env.DECODE_WITHIN_BLOCK.name, env.DECODE_WITHIN_BLOCK(geo, g))
         note(env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, g, case.max_model_len))
         note(env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, g))
-        note(env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, g, row.final_chunk))
+        note(env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, g, True))  # no later chunk
         note(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name, env.PREFILL_CONTINUATION_LONGER_THAN_ONE(geo, g))
         note(env.IS_PREFILLING_AGREES.name, env.IS_PREFILLING_AGREES(row.prefilling, forward_prefill))
         note(env.IDX_MAPPING_IN_RANGE.name, env.IDX_MAPPING_IN_RANGE(row.req, geo.max_num_reqs))
@@ -533,7 +528,7 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
     import torch
 
     from replayssm.review.adapters import detect
-    from replayssm.review.arguments import Row as StepRow, Step
+    from replayssm.review.arguments import Step
     from replayssm.review.harness import Harness
     from replayssm.spec import corpus
 
@@ -544,13 +539,11 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
     h.ring_start[0][:] = torch.tensor(case.ring_start, dtype=torch.int32)
     h.num_committed[0][:] = torch.tensor(case.num_committed, dtype=torch.int32)
     action = _postprocess_action(case)
-    step_rows = [None if r is None else StepRow(r.req, 0, r.req, r.computed_before, r.query_len, r.accepted,
-                                                 r.prefilling, r.live_col, r.live_col) for r in case.rows]
     postprocess = {"query_metadata": action.query_metadata, "num_computed_tokens": action.num_computed_tokens,
                    "num_accepted_tokens": action.num_accepted_tokens, "idx_mapping": action.idx_mapping,
                    "is_prefilling": action.is_prefilling, "live_cols": action.live_cols}
     migrate = {"src_cols": [-1] * case.max_num_reqs, "dst_cols": [-1] * case.max_num_reqs}
-    _, broken = h.run_phase("postprocess", Step(step_rows, [[list(r) for r in case.table]], [], migrate,
+    _, broken = h.run_phase("postprocess", Step(list(case.rows), [[list(r) for r in case.table]], [], migrate,
                                                      postprocess), case.conv)
     plan = h.plans["plan"][0].numpy()
     start, committed = h.tracker_arrays()
