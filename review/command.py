@@ -182,9 +182,9 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
     if args.base_ref or args.head_ref:
         repo, rel = _in_checkout(heads[0])
         if args.base_ref:
-            base_source = str(file_at_ref(repo, args.base_ref, rel, "--base-ref"))
+            base_source = str(file_at_ref(repo, args.base_ref, rel, "--base-ref", args.traces))
         if args.head_ref:
-            heads = [str(file_at_ref(repo, args.head_ref, rel, "--head-ref"))]
+            heads = [str(file_at_ref(repo, args.head_ref, rel, "--head-ref", args.traces))]
 
     def version(source: str, api: str | None, label: str) -> Version:
         module = load_target(source, label=label)

@@ -119,3 +119,18 @@ def test_the_html_report_renders_the_finding_and_loads_nothing(pull_request: dic
     assert f"{KERNELS}:{pull_request['changed'][0]}" in dom and "old_committed + 1)" in dom
     assert dom.count("<svg") >= 4 and 'class="ring-start"' in dom and "committed" in dom
     assert "replayssm-verify replay " in dom and "block_copy_moves_trackers" in dom  # the assumptions table
+
+
+@pytest.mark.corpus
+def test_the_replay_commands_name_files_inside_the_reports(pull_request: dict) -> None:
+    """The versions read at the two refs are kept under the traces folder the
+    workflow uploads, so each replay command works on the downloaded reports."""
+    out, repo = pull_request["out"], pull_request["repo"]
+    verdict = json.loads((out / "review.json").read_text())["verdicts"][0]
+    replays = [e["replay"] for e in verdict["findings"] + verdict["differences"] if e.get("replay")]
+    assert replays
+    for command in replays:
+        impl = Path(command.split("--impl ")[1].split()[0])
+        assert (repo / impl).resolve().is_relative_to((out / "traces").resolve()), command
+    head = out / "traces" / "at-HEAD" / Path(KERNELS).name
+    assert head.read_text() == (repo / KERNELS).read_text()
