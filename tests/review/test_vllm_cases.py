@@ -84,3 +84,13 @@ def test_teeth_the_old_mode_none_cap_rejects_t2s_long_chunk(monkeypatch) -> None
     monkeypatch.setattr(env, "MODEL_FITS_TABLE", replace(env.MODEL_FITS_TABLE, holds=_old_mode_none_cap))
     with pytest.raises(AssertionError, match="breaks \\['model_fits_table'\\]"):
         test_the_caller_model_admits_the_case(case)
+
+
+def test_teeth_a_value_the_spec_does_not_leave_is_not_predicted(monkeypatch) -> None:
+    """T2's long chunk with its live slot's asserted committed count one off: the prediction check names it."""
+    case = vc.BY_NAME[T2_LONG_CHUNK]
+    (buf, index, value), *rest = case.expect
+    planted = replace(case, params=case.params + "-planted", expect=((buf, index, value + 1), *rest))
+    monkeypatch.setitem(vc.BY_NAME, planted.name, planted)
+    with pytest.raises(AssertionError, match=f"{buf}', {index + 1}, {value + 1}, {value}"):
+        test_the_spec_predicts_every_asserted_value(planted)

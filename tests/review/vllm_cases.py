@@ -454,7 +454,8 @@ def _per_request(case: VllmCase, values: list, fill: int) -> list:
 
 @cache
 def prediction(name: str) -> list[tuple[str, int, int, int]]:
-    """The spec's launch on the case's inputs: ``(buffer, index, asserted, predicted)``."""
+    """The spec's launch on the case's inputs: ``(buffer, index, asserted, predicted)``,
+    tracker indices in the relabelled slot ids (:meth:`VllmCase.relabelled`)."""
     from replayssm.fuzz.launcher import SpecSide
 
     case = BY_NAME[name].relabelled()
