@@ -39,7 +39,7 @@ WORK_LIST_IN_PROGRAM_0 = Frame(work_list=lambda batch: batch == 0)
 ROLES = (
     named_role("C.preprocess", ("_preprocess_replayssm_kernel",),
                NamedLaunch("postprocess", "group", inputs={"num_computed_tokens": "num_computed_before"},
-                           post_step=False), "C", frame=WORK_LIST_IN_PROGRAM_0),
+                           post_step=False, moves=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
     named_role("C.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group", post_step=False),
                "C", frame=WORK_LIST_IN_PROGRAM_0),
 )

@@ -29,7 +29,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.launch import next_power_of_2
-from replayssm.spec.vocab import conj, disj, ite
+from replayssm.spec.vocab import conj, disj, implies, ite
 
 from ..scenarios import GEOMETRIES, memory_facts, migration_case, postprocess_case
 from ..terms import lift
@@ -70,6 +70,9 @@ class NamedLaunch:
     """Whether the kernel takes ``LIVE_COL_IS_ZERO`` (else the caller always passes live columns)."""
     post_step: bool = True
     """Whether the kernel takes the computed-count convention (else the count is pre-step)."""
+    moves: bool = False
+    """Whether a postprocess-scenario kernel also moves live columns (``src_cols`` to
+    ``dst_cols``): its conflict obligation assumes ``fresh_distinct_destinations`` too."""
 
 
 def _conventions(contract: NamedLaunch) -> list[Conventions]:
@@ -224,6 +227,27 @@ def commits_live_slot(case: KernelCase) -> Any:
     return disj(t.decode, conj(t.prefill, g.query_len == 1, g.computed_before > 0))
 
 
+def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[tuple[str, Any]]:
+    """``fresh_distinct_destinations`` between two rows of one group that move
+    their live column (``src_cols`` to ``dst_cols``, both columns of the row's
+    block-table entries), as the migration's race claim states it."""
+    def moved(c: KernelCase) -> tuple:
+        batch, group = c.row
+        req = c.spec.ghost.req
+        sc, dc = (c.mem.initial(b, (req,)) for b in ("src_cols", "dst_cols"))
+        slots = [c.mem.initial("block_table", (group, batch, col)) for col in (sc, dc)]
+        return conj(req >= 0, sc >= 0, sc != dc), slots
+
+    (mp, (sp, dp)), (mq, (sq, dq)) = moved(p), moved(q)
+    same = p.row[1] == q.row[1]
+    out = []
+    for m_me, d_me, m_other, others in ((mp, dp, mq, (sq, dq)), (mq, dq, mp, (sp, dp))):
+        for slot in others:
+            out.append((env.FRESH_DISTINCT_DESTINATIONS.name, implies(
+                conj(same, m_me, m_other), env.FRESH_DISTINCT_DESTINATIONS(d_me, slot, pad))))
+    return out
+
+
 def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
     from ..migration_proofs import race_claim
@@ -241,6 +265,8 @@ def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: t
     facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
     if contract.scenario == "postprocess":
         facts += exclusive_live_slots(p, q, commits_live_slot)
+    if contract.moves:
+        facts += fresh_destinations(p, q, geo.pad_slot)
     if contract.scope == "group":
         facts.append(("one_launch_per_group", lift(p.row[1] == q.row[1])))
     return p, q, spec_claim.assumptions + facts, spec_claim.cover
