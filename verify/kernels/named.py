@@ -37,6 +37,7 @@ from .cases import KernelCase, per_group_tables
 from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideArg
 from .evaluator import run_program
 from .kmemory import KernelMemory
+from .registry import REFERENCE_CONTRACT, exclusive_live_slots
 from .roles import ROW_FRAME, Frame, KernelRole, Replay
 from .source import is_constexpr, source_of
 
@@ -252,7 +253,6 @@ def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: t
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
     from ..migration_proofs import race_claim
     from ..postprocess_proofs import _race_claim
-    from .registry import exclusive_live_slots
 
     conv, geo, _ = params
     if contract.scenario == "postprocess":
@@ -343,10 +343,4 @@ def named_role(name: str, jits: tuple[str, ...], contract: NamedLaunch, generati
         name, jits, lambda: named_variants(contract),
         lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
         pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
-        spec="", assumes=assumes or REFERENCE_CALLER, generation=generation, frame=frame)
-
-
-REFERENCE_CALLER = tuple(a.name for a in env.ALL if a not in (
-    env.LIVE_MOVE_COPIES_STATE, env.BLOCK_COPY_MOVES_TRACKERS, env.FRESH_SLOT_IS_FREE)) + (
-    "caller_computes_materialize", "caller_passes_pre_step_count", "rows below num_reqs only")
-
+        spec="", assumes=assumes or REFERENCE_CONTRACT, generation=generation, frame=frame)
