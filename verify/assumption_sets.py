@@ -68,7 +68,7 @@ def dropped_obligation(jp: JointProbe, dropped: tuple[str, ...]) -> Obligation:
             kept = [(n, x) for n, x in c.assumptions if n not in dropped]
             if not gone:
                 raise ValueError(f"{jp.obligation} {c.case} assumes none of {list(dropped)}")
-            yield Claim(c.goal, kept, z3.Not(z3.And(*gone)), c.case, c.show, c.memories, preprocess=c.preprocess)
+            yield Claim(c.goal, kept, z3.Not(z3.And(*gone)), c.case, c.show, c.memories, strategy=c.strategy)
 
     return Obligation(f"{jp.obligation} without {'+'.join(dropped)}", ob.transition, ob.statement, build)
 

@@ -221,7 +221,7 @@ class ExplicitClaim(Claim):
     def __init__(self, case: str, explore_run: Callable[[], tuple[SystemParams, dict]], depth: int,
                  source: str, sharing: bool = True) -> None:
         self.assumptions = [("bounded_domain", Sym(z3.BoolVal(True)))]
-        self.case, self.memories, self.preprocess, self.trace_of = case, [], False, None
+        self.case, self.memories, self.strategy, self.trace_of = case, [], "parts", None
         self._explore, self._depth, self._source, self._sharing = explore_run, depth, source, sharing
         self._parts: dict[str, Any] | None = None
 
@@ -328,5 +328,5 @@ def bmc_symbolic() -> Iterator[Claim]:
     cover = conj(u.states[-1].get("active", 0) == 1, u.states[-1].get("N", 0) > 0)
     from .traces import trace_from_model
 
-    yield Claim(goal, u.facts, cover, f"symbolic v2-align depth {SYMBOLIC_DEPTH}", preprocess=True,
+    yield Claim(goal, u.facts, cover, f"symbolic v2-align depth {SYMBOLIC_DEPTH}", strategy="preprocess",
                 trace_of=lambda m, violated: trace_from_model(u, m, violated))

@@ -59,4 +59,4 @@ def memory_safety() -> Iterator[Claim]:
         num_reqs, mem, trace, flush, assume = _case(cap)
         goal = in_bounds(mem)
         yield Claim(goal, assume, trace.num_active >= 1, f"MAX_NUM_REQS={cap}", {"num_reqs": num_reqs}, [mem],
-                    whole_goal=True)
+                    strategy="whole_goal")

@@ -11,17 +11,14 @@ says ``every_case``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import z3
 
-from replayssm.base.traces import COUNTEREXAMPLE_ID
-
+from .counterexamples import scenario
 from .memory import SymbolicMemory
 from .proof_cache import ProofCache
 from .terms import lift
@@ -29,37 +26,50 @@ from .terms import lift
 TIMEOUT_MS = 20_000
 
 
+STRATEGIES = {
+    "parts": "each goal part on its own, incrementally, in the claim's order: the first part that can fail is "
+             "the one named",
+    "whole_goal": "the conjunction of the open goal parts in one query first, and each part on its own only when "
+                  "that query is not unsat (to name the first violated part, as with parts): for goals of many "
+                  "parts that each take the solver a few milliseconds (bounds, int32, races), where one query "
+                  "costs about half of one per part",
+    "preprocess": "the whole goal in one query after Z3's equation solving and simplification (PREPROCESS), the "
+                  "first violated part found again part by part: for large claims whose assumptions pin many "
+                  "variables (the system step shapes, the kernels' memory safety)",
+}
+"""How a claim's goal is solved, by name (``Claim.strategy``)."""
+
+PartName = Union[str, Callable[[], str]]
+"""A goal part's name; a callable is evaluated only for a counterexample."""
+
+
 @dataclass
 class Claim:
     """One case of an obligation: ``assumptions => goal``.
 
-    ``goal`` is a term or a list of named parts (a name may be a callable,
-    evaluated only for a counterexample); a counterexample names the parts it
-    violates."""
+    ``goal`` is a list of named parts (a single term given is the one part
+    named ``goal``); a counterexample names the parts it violates. Its
+    ``strategy`` (one of :data:`STRATEGIES`) says how the parts are solved."""
 
-    goal: Any
+    goal: list[tuple[PartName, Any]]
     assumptions: list[tuple[str, Any]]
     cover: Any = True
     case: str = ""
     show: dict[str, Any] = field(default_factory=dict)
     memories: list[SymbolicMemory] = field(default_factory=list)
     trace: dict | None = None
-    """A replayable system trace (``verify.traces`` format) of the failure
+    """A replayable system trace (``base.system_traces`` format) of the failure
     this claim already knows of (the explicit BMC), saved with its scenario."""
-    preprocess: bool = False
-    """Check the whole goal in one query after Z3's equation solving and
-    simplification (:data:`PREPROCESS`); for large claims whose assumptions
-    pin many variables (the system step shapes). Otherwise each goal part is
-    checked on its own, incrementally."""
+    strategy: str = "parts"
     trace_of: Callable[[z3.ModelRef, list[str]], dict] | None = None
-    """Builds the system trace (``verify.traces`` format) of a counterexample
+    """Builds the system trace (``base.system_traces`` format) of a counterexample
     model, given the violated parts' names: the run ``explain`` draws."""
-    whole_goal: bool = False
-    """Check the conjunction of the open goal parts in one query first, and
-    each part on its own only when that query is not unsat (to name the
-    first violated part, as without it): for goals of many parts that each
-    take the solver a few milliseconds (bounds, int32, races), where one
-    query costs about half of one per part."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.goal, list):
+            self.goal = [("goal", self.goal)]
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"a claim's strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
 
 
 @dataclass(frozen=True)
@@ -172,76 +182,8 @@ def _solver(facts: Iterable[Any], preprocess: bool = False) -> z3.Solver:
     return s
 
 
-def _value(model: z3.ModelRef, term: Any) -> Any:
-    v = model.eval(lift(term), model_completion=True)
-    if z3.is_int_value(v):
-        return v.as_long()
-    if z3.is_true(v):
-        return True
-    if z3.is_false(v):
-        return False
-    return str(v)
-
-
-def _goal_term(goal: Any) -> Any:
-    if isinstance(goal, list):
-        return z3.And(*[lift(t) for _, t in goal]) if goal else z3.BoolVal(True)
-    return lift(goal)
-
-
-def _scenario(claim: Claim, model: z3.ModelRef) -> dict:
-    values = {k: _value(model, t) for k, t in claim.show.items()}
-    violated = [n() if callable(n) else n for n, t in claim.goal if _value(model, t) is not True] if isinstance(claim.goal, list) else []
-    accesses = []
-    for mem in claim.memories:
-        for a in mem.accesses:
-            if a.loop_vars:
-                continue
-            if _value(model, a.guard) is not True:
-                continue
-            accesses.append(
-                {
-                    "program": a.program,
-                    "kind": a.kind,
-                    "buffer": a.buffer,
-                    "index": [_value(model, i) for i in a.index],
-                    "value": _value(model, a.value),
-                    "shape": [_value(model, n) for n in mem.shapes[a.buffer]],
-                }
-            )
-    out = {"case": claim.case, "violated": violated, "values": values, "accesses": accesses}
-    if claim.trace is not None:
-        out["trace"] = claim.trace
-    elif claim.trace_of is not None:
-        out["trace"] = claim.trace_of(model, violated)
-    return out
-
-
-def _outside(index: list, shape: list) -> bool:
-    return any(isinstance(i, int) and isinstance(n, int) and not 0 <= i < n for i, n in zip(index, shape))
-
-
-def render_scenario(scenario: dict) -> str:
-    """A counterexample as text a kernel engineer can read: the violated
-    parts, the values (left out when the scenario has a system trace, which
-    ``explain`` draws instead), and each access with its buffer's extent."""
-    lines = [f"  case: {scenario['case']}"] if scenario.get("case") else []
-    lines += [f"  violated: {v}" for v in scenario.get("violated", [])]
-    if "trace" in scenario or "trace_file" in scenario:
-        lines.append(f"  ({len(scenario['values'])} state values left out: the run is drawn by explain)")
-    else:
-        for k, v in scenario["values"].items():
-            lines.append(f"  {k} = {v}")
-    for a in scenario["accesses"]:
-        idx = ", ".join(str(i) for i in a["index"])
-        arrow = {"read": "->", "write": "<-"}.get(a["kind"], "@")
-        value = "" if a.get("value") is None else f" {arrow} {a['value']}"
-        line = f"  [{a['program']}] {a['buffer']}[{idx}]{value if arrow != '@' else ''}"
-        if "shape" in a:
-            extent = " x ".join(str(n) for n in a["shape"])
-            line += f"   ({a['buffer']} is {extent}{': OUT OF BOUNDS' if _outside(a['index'], a['shape']) else ''})"
-        lines.append(line)
-    return "\n".join(lines)
+def _goal_term(parts: list[tuple[PartName, Any]]) -> Any:
+    return z3.And(*[lift(t) for _, t in parts]) if parts else z3.BoolVal(True)
 
 
 def first_violation(claim: Claim) -> z3.ModelRef | None:
@@ -249,9 +191,8 @@ def first_violation(claim: Claim) -> z3.ModelRef | None:
     fail, or None: the part a reader looks at first, rather than whichever
     part the solver broke in a combined query."""
     facts = [f for _, f in claim.assumptions]
-    parts = claim.goal if isinstance(claim.goal, list) else [("goal", claim.goal)]
-    for _, part in parts:
-        s = _solver(facts + [z3.Not(lift(part))], claim.preprocess)
+    for _, part in claim.goal:
+        s = _solver(facts + [z3.Not(lift(part))], claim.strategy == "preprocess")
         if s.check() == z3.sat:
             return s.model()
     return None
@@ -268,18 +209,16 @@ class ProvedParts:
         for ob in proved:
             for claim in ob.build():
                 self.claims.append(claim)
-                parts = claim.goal if isinstance(claim.goal, list) else [("goal", claim.goal)]
-                self.parts.setdefault(self.key(claim), set()).update(lift(t).get_id() for _, t in parts)
+                self.parts.setdefault(self.key(claim), set()).update(lift(t).get_id() for _, t in claim.goal)
 
     @staticmethod
     def key(claim: Claim) -> tuple[int, ...]:
         return tuple(lift(f).get_id() for _, f in claim.assumptions)
 
-    def open_parts(self, claim: Claim) -> list[tuple[Any, Any]]:
+    def open_parts(self, claim: Claim) -> list[tuple[PartName, Any]]:
         """``claim``'s goal parts not already proved."""
-        parts = claim.goal if isinstance(claim.goal, list) else [("goal", claim.goal)]
         known = self.parts.get(self.key(claim), set())
-        return [(n, t) for n, t in parts if lift(t).get_id() not in known]
+        return [(n, t) for n, t in claim.goal if lift(t).get_id() not in known]
 
 
 def _raised(ob: Obligation, case: str, e: Exception, names: list[str], cases: int, seconds: float) -> Result:
@@ -326,7 +265,7 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
                 if n not in names:
                     names.append(n)
             parts = proved.open_parts(claim)
-            reused += len(claim.goal if isinstance(claim.goal, list) else [claim.goal]) - len(parts)
+            reused += len(claim.goal) - len(parts)
             verdict = _prove_case(ob, claim, parts, covered, cache)
             if isinstance(verdict, Result):
                 verdict.seconds, verdict.assumptions, verdict.cases = time.perf_counter() - start, names, cases
@@ -341,7 +280,7 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
     return result if shards > 1 else merge_shards([result])
 
 
-def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], covered: bool,
+def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]], covered: bool,
                 cache: ProofCache | None) -> Result | bool:
     """Prove one case's open ``parts`` and, unless an earlier case was covered
     (and the obligation does not ask ``every_case``), check its cover; the
@@ -351,7 +290,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], cove
     key = query = None
     if cache is not None:
         query = facts + [z3.Not(lift(t)) for _, t in parts]
-        key = cache.case_key(ob.name, query, claim.cover, claim.preprocess)
+        key = cache.case_key(ob.name, query, claim.cover, claim.strategy == "preprocess")
         kept = cache.proved_case(key, ob.name, claim.case)
         if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
             return bool(kept["covered"])
@@ -360,7 +299,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], cove
         return failure
     cover: bool | None = None
     if ob.every_case or not covered:
-        w = _solver(facts + [claim.cover], claim.preprocess)
+        w = _solver(facts + [claim.cover], claim.strategy == "preprocess")
         verdict = w.check()
         if ob.every_case and verdict == z3.unsat:
             return Result(ob.name, "failed", 0, [], 0,
@@ -374,26 +313,27 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]], cove
     return bool(cover)
 
 
-def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[Any, Any]]) -> Result | None:
+def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]) -> Result | None:
     """None when every part holds under the case's assumptions, else the
     failure (with the first violated part's model) or the unknown."""
     if not parts:  # every part proved by a lemma: nothing to check
         return None
     facts = [f for _, f in claim.assumptions]
-    if claim.whole_goal and not claim.preprocess and len(parts) > 1:
+    preprocess = claim.strategy == "preprocess"
+    if claim.strategy == "whole_goal" and len(parts) > 1:
         s = _solver(facts + [z3.Not(_goal_term(parts))])
         if s.check() == z3.unsat:
             return None
-    s = _solver(facts, claim.preprocess)
-    if claim.preprocess:
+    s = _solver(facts, preprocess)
+    if preprocess:
         parts = [("goal", _goal_term(parts))]
     for _, part in parts:
         s.push()
         s.add(z3.Not(lift(part)))
         verdict = s.check()
         if verdict == z3.sat:
-            model = (first_violation(claim) if claim.preprocess else None) or s.model()
-            return Result(ob.name, "failed", 0, [], 0, counterexample=_scenario(claim, model))
+            model = (first_violation(claim) if preprocess else None) or s.model()
+            return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, model))
         if verdict == z3.unknown:
             return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")
         s.pop()
@@ -415,20 +355,3 @@ def merge_shards(results: list[Result]) -> Result:
                       detail="vacuous: no case's assumptions admit the covered situation")
     return Result(results[0].name, "proved", seconds, names, cases, covered=True,
                   reused=sum(r.reused for r in results), cases_cached=sum(r.cases_cached for r in results))
-
-
-def save_counterexample(result: Result, folder: Path) -> list[Path]:
-    """Write a failed result's scenario as JSON, and its system trace (if it
-    has one) beside it as ``<name>.trace.json`` for ``explain``/``replay``;
-    returns the files written, the scenario's first."""
-    folder.mkdir(parents=True, exist_ok=True)
-    scenario = dict(result.counterexample or {})
-    trace = scenario.pop("trace", None)
-    written = [folder / f"{result.name}.json"]
-    if trace is not None:
-        written.append(folder / f"{result.name}.trace.json")
-        written[1].write_text(json.dumps(trace, indent=1))
-        scenario["trace_file"] = str(written[1])
-    written[0].write_text(json.dumps({"schema": COUNTEREXAMPLE_ID, "obligation": result.name,
-                                      "assumptions": result.assumptions, **scenario}, indent=2))
-    return written

@@ -59,10 +59,10 @@ def _cases(when: Callable[[Conventions], bool] = lambda c: True) -> Iterator[tup
 
 
 def _claim(label: str, c: PostprocessCase, goal: Any, cover: Any = True, extra: list | None = None,
-           whole_goal: bool = False) -> Claim:
+           strategy: str = "parts") -> Claim:
     start, committed = _live_before(c)
     show = {**c.show(), "live ring_start before": start, "live num_committed before": committed}
-    return Claim(goal, c.assumptions + (extra or []), cover, label, show, [c.mem], whole_goal=whole_goal)
+    return Claim(goal, c.assumptions + (extra or []), cover, label, show, [c.mem], strategy=strategy)
 
 
 def _align(conv: Conventions) -> bool:
@@ -313,7 +313,7 @@ def publish_canonical() -> Iterator[Claim]:
             ("destination block ends at aligned",
              implies(t.materialize, (t.boundary.dst_col + 1) * c.geo.block_size == t.boundary.aligned)),
         ]
-        yield _claim(label, c, goal, conj(t.materialize, t.decode), whole_goal=True)
+        yield _claim(label, c, goal, conj(t.materialize, t.decode), strategy="whole_goal")
 
 
 @obligation("postprocess.prefill_resets", "postprocess",
@@ -410,7 +410,7 @@ def frame() -> Iterator[Claim]:
                 ok = conj(real, disj(*[conj(v >= 0, v < layers,
                                             w.index[0] == base + packed_offset(v, t.batch, geo)) for v in w.loop_vars]))
             parts.append((f"{name} in the frame", implies(w.guard, ok)))
-        yield _claim(label, c, parts, conj(t.prefill, t.last_col > t.first_col), whole_goal=True)
+        yield _claim(label, c, parts, conj(t.prefill, t.last_col > t.first_col), strategy="whole_goal")
 
 
 @obligation("postprocess.padding_rows", "postprocess",
@@ -434,7 +434,7 @@ def memory_safety() -> Iterator[Claim]:
     for label, c in _cases():
         goal = in_bounds(c.mem)
         yield _claim(label, c, goal, c.trace.wants_materialize if c.conv.materialize_prefixes else c.trace.decode,
-                     whole_goal=True)
+                     strategy="whole_goal")
 
 
 @obligation("postprocess.int32", "postprocess",
@@ -442,7 +442,7 @@ def memory_safety() -> Iterator[Claim]:
 def int32() -> Iterator[Claim]:
     for label, c in _cases():
         goal = within_int32(c.intermediates)
-        yield _claim(label, c, goal, c.trace.decode, whole_goal=True)
+        yield _claim(label, c, goal, c.trace.decode, strategy="whole_goal")
 
 
 @obligation("postprocess.determinism", "postprocess",
@@ -471,4 +471,4 @@ def _race_claim(label: str, p: PostprocessCase, q: PostprocessCase) -> Claim:
         base_p, layers_p, base_q, layers_q, p.geo.max_num_reqs, p.trace.group == q.trace.group)))
     shared_plan = conj(p.trace.group == q.trace.group, p.trace.decode, q.trace.prefill)
     return Claim(race_free(p.mem, q.mem), p.assumptions + q.assumptions + aliasing + [("distinct_programs", distinct)],
-                 shared_plan, label, pair_show(p, q), [p.mem, q.mem], whole_goal=True)
+                 shared_plan, label, pair_show(p, q), [p.mem, q.mem], strategy="whole_goal")

@@ -57,7 +57,7 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
     ctx = context()
     goal = [(n, x) for n, x in ctx.grouped(ctx.inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in ctx.grouped(t.outcome.checks, "check: ") if goal_filter(n)]
-    return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), preprocess=True,
+    return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), strategy="preprocess",
                  trace_of=lambda m, violated: trace_from_transition(t, m, violated, dropped))
 
 
@@ -280,7 +280,7 @@ def _shapes_cover_claims() -> Iterator[Claim]:
         facts = list(ctx.grouped(ctx.inductive_invariant(t.pre), "inv(pre): "))
         facts += [("guard", t.guard)] + ctx.grouped(t.assumptions)
         goal = [("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
-        yield Claim(goal, facts, True, label, t.show(), preprocess=True,
+        yield Claim(goal, facts, True, label, t.show(), strategy="preprocess",
                     trace_of=lambda m, violated, t=t: trace_from_transition(t, m, violated, ()))
 
 

@@ -185,7 +185,7 @@ def explain_counterexample(scenario: dict) -> str:
     the obligation, its violated parts and accesses, then the run it
     describes, drawn by :func:`explain` (from ``trace_file``, or the trace
     the scenario holds)."""
-    from .obligation import render_scenario
+    from .counterexamples import render_scenario
 
     out = [f"counterexample of {scenario.get('obligation')}", render_scenario(scenario)]
     trace = scenario.get("trace")

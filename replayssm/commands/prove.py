@@ -23,7 +23,8 @@ from replayssm.base.reports import (
     write_reports,
 )
 from replayssm.spec.system import INVARIANTS
-from replayssm.verify.obligation import Obligation, Result, render_scenario, save_counterexample
+from replayssm.verify.counterexamples import render_scenario, save_counterexample
+from replayssm.verify.obligation import Obligation, Result
 from replayssm.verify.runner import DEFAULT_JOBS_CAP, MAX_JOBS, REPORT_SCHEMA, Report, default_jobs, discharge
 
 from .finding_reports import add_options, check_options, prove_reports

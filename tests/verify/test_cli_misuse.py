@@ -263,7 +263,8 @@ def test_explain_draws_a_system_counterexample_of_prove(tmp_path: Path, capsys: 
     with its run, and ``explain`` draws the run with ring diagrams instead of
     dumping every state variable."""
     from replayssm.verify import system_probes as sp
-    from replayssm.verify.obligation import prove, save_counterexample
+    from replayssm.verify.counterexamples import save_counterexample
+    from replayssm.verify.obligation import prove
 
     name = sorted(sp.PROBES)[0]
     claim = sp.probe_claim(sp.PROBES[name], drop=True)
@@ -320,7 +321,8 @@ def test_obligations_from_outside_the_tree_are_never_reused_whole(tmp_path: Path
 def test_a_memory_safety_counterexample_prints_the_buffers_extent() -> None:
     from replayssm.verify.goals import in_bounds
     from replayssm.verify.memory import SymbolicMemory
-    from replayssm.verify.obligation import prove, render_scenario
+    from replayssm.verify.counterexamples import render_scenario
+    from replayssm.verify.obligation import prove
 
     n = named_int("misuse.n")
 

@@ -12,19 +12,18 @@ from replayssm.verify.terms import named_int
 X = named_int("test.x")
 
 
-def _claims(goals: list[list[tuple[str, object]]], cover: object = True, preprocess: bool = False,
-            whole_goal: bool = False):
-    return lambda: [Claim(goal, [("x positive", X > 0)], cover, f"case {i}", {"x": X}, preprocess=preprocess,
-                          whole_goal=whole_goal) for i, goal in enumerate(goals)]
+def _claims(goals: list[list[tuple[str, object]]], cover: object = True, strategy: str = "parts"):
+    return lambda: [Claim(goal, [("x positive", X > 0)], cover, f"case {i}", {"x": X}, strategy=strategy)
+                    for i, goal in enumerate(goals)]
 
 
 BASE = [[("non-negative", X >= 0), ("positive", X > 0)], [("above -1", X > -1)]]
 
 
-@pytest.mark.parametrize("preprocess", [False, True])
-def test_shards_merge_to_the_whole_verdict(preprocess: bool) -> None:
-    good = Obligation("t.good", "t", "", _claims(BASE, preprocess=preprocess))
-    bad = Obligation("t.bad", "t", "", _claims(BASE + [[("too big", X > 5)]], preprocess=preprocess))
+@pytest.mark.parametrize("strategy", ["parts", "preprocess"])
+def test_shards_merge_to_the_whole_verdict(strategy: str) -> None:
+    good = Obligation("t.good", "t", "", _claims(BASE, strategy=strategy))
+    bad = Obligation("t.bad", "t", "", _claims(BASE + [[("too big", X > 5)]], strategy=strategy))
     assert prove(good).status == "proved"
     merged = merge_shards([prove(good, (i, 2)) for i in range(2)])
     assert merged.status == "proved" and merged.cases == 2
@@ -64,9 +63,9 @@ def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
 
 
 def test_lemma_parts_are_reused_and_new_parts_still_solved() -> None:
-    base = Obligation("t.base", "t", "", _claims(BASE, preprocess=True))
-    view = Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], preprocess=True))
-    wrong = Obligation("t.wrong", "t", "", _claims([[("positive", X > 0), ("too big", X > 5)]], preprocess=True))
+    base = Obligation("t.base", "t", "", _claims(BASE, strategy="preprocess"))
+    view = Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], strategy="preprocess"))
+    wrong = Obligation("t.wrong", "t", "", _claims([[("positive", X > 0), ("too big", X > 5)]], strategy="preprocess"))
     r = prove(view, lemmas=[base])
     assert r.status == "proved" and r.reused == 1
     assert prove(view).reused == 0
@@ -76,19 +75,19 @@ def test_lemma_parts_are_reused_and_new_parts_still_solved() -> None:
 
 def test_the_first_failing_part_in_order_is_reported() -> None:
     ob = Obligation("t.order", "t", "", _claims([[("ok", X > 0), ("first", X > 2), ("second", X > 1)]],
-                                                 preprocess=True))
+                                                 strategy="preprocess"))
     r = prove(ob)
     assert r.status == "failed" and "first" in r.counterexample["violated"]
     assert r.counterexample["values"]["x"] <= 2
 
 
-@pytest.mark.parametrize("whole_goal", [False, True])
-def test_a_whole_goal_claim_gets_the_per_part_verdict(whole_goal: bool) -> None:
+@pytest.mark.parametrize("strategy", ["parts", "whole_goal"])
+def test_a_whole_goal_claim_gets_the_per_part_verdict(strategy: str) -> None:
     """One query for the whole goal first: a failing part is still found,
     and named as the first violated part in order, as part by part."""
-    good = Obligation("t.whole_good", "t", "", _claims(BASE, whole_goal=whole_goal))
+    good = Obligation("t.whole_good", "t", "", _claims(BASE, strategy=strategy))
     bad = Obligation("t.whole_bad", "t", "", _claims([[("ok", X > 0), ("first", X > 2), ("second", X > 1)]],
-                                                     whole_goal=whole_goal))
+                                                     strategy=strategy))
     assert prove(good).status == "proved"
     r = prove(bad)
     assert r.status == "failed" and r.counterexample["violated"][0] == "first"
@@ -97,8 +96,8 @@ def test_a_whole_goal_claim_gets_the_per_part_verdict(whole_goal: bool) -> None:
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_discharge_waits_for_lemmas_and_shards(jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    obs = [Obligation("t.base", "t", "", _claims(BASE, preprocess=True), shardable=True),
-           Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], preprocess=True), True, ("t.base",)),
+    obs = [Obligation("t.base", "t", "", _claims(BASE, strategy="preprocess"), shardable=True),
+           Obligation("t.view", "t", "", _claims([[("positive", X > 0)]], strategy="preprocess"), True, ("t.base",)),
            Obligation("t.bad", "t", "", _claims([[("too big", X > 5)]]), True, ("t.base",))]
     for ob in obs:
         monkeypatch.setitem(REGISTRY, ob.name, ob)
@@ -116,3 +115,12 @@ def test_discharge_names_obligations_waiting_on_each_other(jobs: int, monkeypatc
         monkeypatch.setitem(REGISTRY, ob.name, ob)
     with pytest.raises(LemmaCycle, match=r"waiting on each other's lemmas: \['t.a', 't.b'\]"):
         list(discharge([ob.name for ob in obs], jobs))
+
+
+def test_a_claim_s_goal_is_always_a_list_of_named_parts_and_its_strategy_a_known_one() -> None:
+    term = X > 0
+    assert [(n, t is term) for n, t in Claim(term, []).goal] == [("goal", True)]
+    parts = [("positive", X > 0)]
+    assert Claim(parts, []).goal is parts
+    with pytest.raises(ValueError, match="strategy must be one of parts, whole_goal, preprocess, got 'fast'"):
+        Claim(parts, [], strategy="fast")

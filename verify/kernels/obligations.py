@@ -62,7 +62,7 @@ OURS = "replayssm.impl.kernels"
 
 PREPROCESSED = ("memory_safety", "int32", "conflicts", "frame")
 """Obligations whose cases are checked as one query after Z3's equation
-solving (``Claim.preprocess``): 2 to 4 times faster than part by part on
+solving (``Claim.strategy`` ``"preprocess"``): 2 to 4 times faster than part by part on
 ours; equivalence is the opposite (about 9 times slower in one query)."""
 
 
@@ -232,7 +232,7 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         if p.block is not None:
             parts += [Part(n, t, _at(p, i), "p", terms) for n, t, terms, i in blocked.lane_conflicts(p)]
         show = {**{f"p.{k}": v for k, v in p.show.items()}, **{f"q.{k}": v for k, v in q.show.items()}}
-        claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, preprocess=True)
+        claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, strategy="preprocess")
         return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at)}[prop](case)
@@ -244,7 +244,7 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         assumptions = [a for a in case.assumptions if a[0] not in optional_here]
         optional = [a for a in case.assumptions if a[0] in optional_here]
     claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label,
-                  preprocess=prop in PREPROCESSED)
+                  strategy="preprocess" if prop in PREPROCESSED else "parts")
     return KernelClaim(role, prop, claim, parts, [case], optional, show=case.show)
 
 

@@ -24,7 +24,8 @@ from replayssm.base.traces import TRACE_ID
 from replayssm.spec.launch import allocate
 from replayssm.spec.vocab import conj, implies
 
-from ..obligation import TIMEOUT_MS, _value
+from ..counterexamples import _value
+from ..obligation import TIMEOUT_MS
 from ..terms import lift
 from .obligations import KernelClaim, kernel_claim, parse_name
 
