@@ -3,28 +3,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from script_modules import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("module_index", ROOT / "scripts" / "module_index.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_module_index_is_current() -> None:
-    script = _script()
+    script = load("module_index")
     text = script.DOC.read_text()
     assert script.rewritten(text) == text, "docs/architecture.md's module index is stale: python3 scripts/module_index.py"
 
 
 def test_a_module_without_its_line_is_caught(tmp_path: Path, monkeypatch) -> None:
     """Teeth: a new module in a copy of a package makes the committed index stale."""
-    script = _script()
+    script = load("module_index")
     root = tmp_path / "repo"
     for package in script.PACKAGES:
         (root / package).mkdir(parents=True)

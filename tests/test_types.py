@@ -4,22 +4,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("mypy_baseline", ROOT / "scripts" / "mypy_baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from script_modules import load
 
 
 def test_mypy_errors_stay_within_the_baseline() -> None:
-    script = _script()
+    script = load("mypy_baseline")
     counts = script.error_counts(script.run_mypy())
     more, fewer = script.differences(counts, script.read_baseline())
     assert not more, "new mypy errors (python3 scripts/mypy_baseline.py shows them):\n" + "\n".join(more)
@@ -29,7 +21,7 @@ def test_mypy_errors_stay_within_the_baseline() -> None:
 
 def test_a_planted_type_error_is_counted_against_the_baseline(tmp_path: Path) -> None:
     """Teeth: mypy runs on a small tree laid out like ours, and an error planted in it rises above a baseline."""
-    script = _script()
+    script = load("mypy_baseline")
     (tmp_path / "replayssm").mkdir()
     (tmp_path / "replayssm" / "__init__.py").write_text("")
     for folder in script.FOLDERS:
