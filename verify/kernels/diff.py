@@ -506,5 +506,6 @@ def judge(d: Distinction) -> str:
         return (f"{UNCONFIRMED}: one program of each leaves {', '.join(differ)} different, but the whole launch "
                 "on this input does not (another program writes those cells alike)")
     kept = "the spec's result, memory safety, int32, conflict freedom and the plan contract" if d.has_spec else \
-        "memory safety, int32, conflict freedom and the plan and tracker contract (the role has no spec program)"
+        ("memory safety, int32, conflict freedom and the plan and tracker contract (the role has no spec "
+         "program: what the step makes of it is the lifecycle campaign's to judge)")
     return f"{CHANGE}: {', '.join(differ)} differ, both keep {kept}"
