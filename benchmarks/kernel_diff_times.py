@@ -46,13 +46,13 @@ CONSECUTIVE = ("A1:A2", "A2:A3", "A3:A4", "A4:A5", "B1:B2", "B2:B3", "C1:C2", "D
 DIFF = """
 import json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
-from replayssm.review.adapters import detect
-from replayssm.review.kernel_diff import kind_of, roles_of
+from replayssm.review.adapters import detect, kernel_roles
+from replayssm.review.kernel_diff import kind_of
 from replayssm.base.targets import load_target
 from replayssm.verify.kernels.diff import diff_role, matched_roles
 (base, base_api), (head, head_api) = [(m, detect(m)) for m in (load_target(sys.argv[1]), load_target(sys.argv[2]))]
 out = []
-for role, head_role in matched_roles(base, head, roles_of(base_api), roles_of(head_api)):
+for role, head_role in matched_roles(base, head, kernel_roles(base_api), kernel_roles(head_api)):
     r = diff_role(base, head, role, head_role=None if head_role is role else head_role)
     out.append({"role": r.role, "kind": kind_of(r), "seconds": round(r.seconds, 3), "summary": r.summary()})
 print(json.dumps(out))

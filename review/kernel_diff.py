@@ -38,22 +38,15 @@ def kind_of(role_diff: Any) -> str:
     return KINDS.get(d.judgement.split(":")[0], "change")
 
 
-def roles_of(api: Any) -> tuple:
-    """The kernel-role records of a launch API: the reference API's
-    registry, or the roles its generation's adapter declares (none yet: its
-    kernels are compared by the campaign only)."""
-    from replayssm.verify.kernels.registry import REFERENCE
-
-    return REFERENCE if api.name == "reference" else tuple(getattr(api, "roles", ()))
-
-
 def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dict]:
     """One ``differences`` entry per kernel role base and head share (same
     generation, or matched by role name across two), each printed as it is
     decided."""
     from replayssm.verify.kernels.diff import diff_role, matched_roles
 
-    pairs = matched_roles(base.module, head.module, roles_of(base.api), roles_of(head.api))
+    from .adapters import kernel_roles
+
+    pairs = matched_roles(base.module, head.module, kernel_roles(base.api), kernel_roles(head.api))
     if not pairs:
         print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
               file=out, flush=True)

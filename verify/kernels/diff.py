@@ -335,8 +335,13 @@ def _claim(pc: PairCase, facts: list, parts: list[Part], side: str = "head") -> 
     return KernelClaim(role, "equivalence", claim, parts, [case], show=case.show)
 
 
-def _model(facts: list, extra: list, goal: Any) -> z3.ModelRef | None:
+MINIMISE_MS = 5_000
+"""The solver's time for one query of the minimisation (an unknown keeps the larger launch)."""
+
+
+def _model(facts: list, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
     s = _solver(facts)
+    s.set("timeout", timeout_ms)
     for e in extra:
         s.add(lift(e))
     s.add(z3.Not(lift(goal)))
@@ -347,13 +352,13 @@ def small_models(pc: PairCase, facts: list, parts: list[Part]) -> Iterator[z3.Mo
     """Models violating ``parts``' conjunction, smallest first: one per
     launch tier of :data:`.report.SMALL_LAUNCHES` that has one (one group and
     one row first), each with the fewest requests, columns, slots and layers
-    (each pinned to its smallest value that still admits a model)."""
+    (each pinned, by bisection, to its smallest value that still admits a model)."""
     from .report import SMALL_LAUNCHES, _small
 
     kc = _claim(pc, facts, parts)
     goal = z3.And(*[lift(p.term) for p in parts])
     for groups, rows, cols in SMALL_LAUNCHES:
-        small = _small(kc, groups, rows, cols)
+        small = _small(kc, groups, rows, cols) + _replayable(pc)
         m = _model(facts, small, goal)
         if m is None:
             continue
@@ -361,14 +366,29 @@ def small_models(pc: PairCase, facts: list, parts: list[Part]) -> Iterator[z3.Mo
             value = m.eval(lift(size), model_completion=True)
             if not z3.is_int_value(value):
                 continue
-            for v in range(0, value.as_long()):
-                tighter = _model(facts, small + [lift(size) == v], goal)
+            lo, hi = 0, value.as_long()  # bisect for the smallest value that still admits a model
+            while lo < hi:
+                mid = (lo + hi) // 2
+                tighter = _model(facts, small + [lift(size) <= mid], goal, MINIMISE_MS)
                 if tighter is not None:
-                    small, m = small + [lift(size) == v], tighter
-                    break
-            else:
-                small = small + [lift(size) == value]
+                    hi, m = min(mid, tighter.eval(lift(size), model_completion=True).as_long()), tighter
+                else:
+                    lo = mid + 1
+            small = small + [lift(size) == hi]
         yield m
+
+
+REPLAYABLE = 4096
+"""The largest magnitude of a shown input (positions, lengths, counts) of a
+replayed launch: the interpreter runs a kernel's loops one iteration at a time."""
+
+
+def _replayable(pc: PairCase) -> list:
+    """Every integer input the case shows within :data:`REPLAYABLE` (outside
+    the guaranteed contract positions are unbounded, and a prefill reset
+    would loop over them all)."""
+    terms = [lift(t) for t in pc.head.show.values() if not isinstance(t, (bool, int))]
+    return [z3.And(t >= -REPLAYABLE, t <= REPLAYABLE) for t in terms if z3.is_int(t)]
 
 
 def _sizes(pc: PairCase) -> list:
