@@ -536,4 +536,6 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     summary["worker_seconds"] = round(sum(c.result["seconds"] for c in supervisor.children
                                           if isinstance(c.result, dict)), 3)
     summary["slowest_launch_seconds"] = round(max(c.slowest_launch for c in supervisor.children), 3)
+    if pool:
+        summary["ray_tasks"] = sorted(pool.tasks, key=lambda t: t["worker"])
     return summary

@@ -21,6 +21,12 @@ are made by the same code:
 * The Hub also holds the example database (``--database DIR``: a folder on
   the driver's machine, :mod:`.example_db`), which the child processes reach
   through their task; no shared file system is needed.
+* Each task's record on the driver (:attr:`RayPool.tasks`, the summary's
+  ``ray_tasks``) names its node, the GPU ids Ray gave it, the
+  ``CUDA_VISIBLE_DEVICES`` it saw, how many example-database calls its child
+  made, and its examples and request-steps.
+* :data:`CPU_GPUS_VARIABLE` declares GPUs on a local Ray that computes on the
+  CPU, so the one-task-per-GPU scheduling runs (in tests) without GPUs.
 * SIGINT and SIGTERM on the driver ask every task to stop its child and
   return what it has (:data:`STOP_GRACE_SECONDS`), then cancel the tasks that
   did not; the partial summary follows as for the local pool. A task's child
@@ -50,6 +56,24 @@ INSTALL_HINT = ("pip install 'replayssm-verify[cluster]' (in a checkout: pip ins
 STOP_GRACE_SECONDS = 15.0
 """After an interrupt, how long the driver waits for the tasks to stop their
 children and hand back their records before it cancels them."""
+
+CPU_GPUS_VARIABLE = "REPLAYSSM_RAY_CPU_GPUS"
+"""When set to N >= 1 with ``--device cpu``: the local Ray this process starts
+declares N GPUs (``ray.init(num_gpus=N)``; with an ADDRESS, the GPUs the
+cluster declares, e.g. ``ray start --num-gpus N``), and each task holds one of
+them, as under ``--device cuda``: Ray assigns it a GPU id and sets
+``CUDA_VISIBLE_DEVICES``, while the worker computes on the CPU. It exercises
+the per-GPU scheduling where there are no GPUs; the numbers are CPU numbers."""
+
+
+def cpu_gpus(device: str) -> int:
+    """The GPUs :data:`CPU_GPUS_VARIABLE` declares (0 when unset), or a ``ValueError`` naming it."""
+    value = os.environ.get(CPU_GPUS_VARIABLE, "")
+    if not value:
+        return 0
+    if not value.isdigit() or int(value) < 1 or device != "cpu":
+        raise ValueError(f"{CPU_GPUS_VARIABLE}={value!r}: allowed is a whole number >= 1, with --device cpu only")
+    return int(value)
 
 
 def require_ray() -> Any:
@@ -137,12 +161,18 @@ def run_task(work: bytes, worker: int, device: str, watchdog: float, hub: Any) -
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     body, args = pickle.loads(work)
+    database_calls = [0]
+
+    def database_call(operation: str, call_args: tuple) -> Any:
+        database_calls[0] += 1
+        return ray.get(hub.database_call.remote(operation, call_args))
+
     context = multiprocessing.get_context("fork" if device == "cpu" else "spawn")
     ours, theirs = context.Pipe(duplex=True)
     from .example_db import serve_database
 
     threading.Thread(target=serve_database, daemon=True,
-                     args=(ours, lambda op, a: ray.get(hub.database_call.remote(op, a)))).start()
+                     args=(ours, database_call)).start()
     posted: dict = {"stats": None, "at": 0.0}
 
     def tick() -> None:
@@ -162,14 +192,15 @@ def run_task(work: bytes, worker: int, device: str, watchdog: float, hub: Any) -
     ours.close()
     gpus = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
     return {"child": _record(supervisor.children[0], supervisor), "node": ray.util.get_node_ip_address(),
-            "gpus": list(gpus)}
+            "gpus": [str(g) for g in gpus], "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "database_calls": database_calls[0]}
 
 
 class RayPool:
     """A campaign's workers as Ray tasks (the module docstring); ``config.jobs``
     counted from the cluster when None. Connects at construction: a cluster
-    that cannot be reached, or one without a GPU for ``--device cuda``, is a
-    ``SetupError``."""
+    that cannot be reached, or one without a GPU for ``--device cuda`` (or
+    :data:`CPU_GPUS_VARIABLE`), is a ``SetupError``."""
 
     def __init__(self, config: Any, out: TextIO) -> None:
         from .campaign import MAX_JOBS, SetupError
@@ -179,30 +210,39 @@ class RayPool:
         self.signal: int | None = None
         where = config.ray or "a local Ray"
         self._handlers = {s: signal.getsignal(s) for s in SIGNALS}
+        try:
+            declared = cpu_gpus(config.device)
+        except ValueError as e:
+            raise SetupError(str(e)) from None
+        self.task_gpus = 1 if config.device == "cuda" or declared else 0
         started = time.perf_counter()
         try:
             self.ray.init(address=config.ray or None, include_dashboard=False, logging_level=logging.ERROR,
-                          configure_logging=True)
+                          configure_logging=True, **({"num_gpus": declared} if declared and not config.ray else {}))
         except Exception as e:  # noqa: BLE001 - any failure to connect is a set-up error
             raise SetupError(f"--ray {config.ray or '(local)'}: cannot start or reach Ray: "
                              f"{type(e).__name__}: {e}") from None
         resources = self.ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
         nodes = len([n for n in self.ray.nodes() if n.get("Alive")])
-        unit = "GPU" if config.device == "cuda" else "CPU"
-        available = gpus if config.device == "cuda" else cpus
+        unit = "GPU" if self.task_gpus else "CPU"
+        available = gpus if self.task_gpus else cpus
         if available < 1:
             self.close()
-            raise SetupError(f"--ray {config.ray or '(local)'}: the cluster reports no {unit}; --device "
-                             f"{config.device} runs each worker on one {unit}")
+            holder = f"{CPU_GPUS_VARIABLE} holds" if declared else f"--device {config.device} runs"
+            raise SetupError(f"--ray {config.ray or '(local)'}: the cluster reports no {unit}; {holder} "
+                             f"each worker on one {unit}")
         self.config = config if config.jobs is not None else dataclasses.replace(
             config, jobs=min(available, MAX_JOBS))
         print(f"Ray: {where} ({'reached' if config.ray else 'started'} in {time.perf_counter() - started:.1f} s), "
               f"{nodes} node(s), {gpus} GPU(s), {cpus} CPU(s); {self.config.jobs} task(s) of one {unit} each"
-              + (f" ({available} {unit}(s): the rest wait for a free one)" if self.config.jobs > available else ""),
+              + (f" ({available} {unit}(s): the rest wait for a free one)" if self.config.jobs > available else "")
+              + (f" (GPUs held by {CPU_GPUS_VARIABLE}; the workers compute on the CPU)" if declared else ""),
               file=out, flush=True)
         catch_interrupts(self._on_signal)  # after ray.init, which sets its own for SIGTERM
         self.children: list[Child] = []
+        self.tasks: list[dict] = []
+        """One record per returned task, in the order they returned (the module docstring)."""
         self._tasks: dict[Any, Child] = {}
         self.hub: Any = None
 
@@ -221,7 +261,7 @@ class RayPool:
         """Submit worker ``name``'s task: ``body(*args, reporter, database=...)`` on one GPU or CPU."""
         c = self.config
         task = self.ray.remote(run_task).options(
-            num_gpus=1 if c.device == "cuda" else 0, num_cpus=0 if c.device == "cuda" else 1, max_retries=0)
+            num_gpus=self.task_gpus, num_cpus=1 - self.task_gpus, max_retries=0)
         child = Child(name, None, None)
         self.children.append(child)
         work = pickle.dumps((body, args))  # unpickled after the task has set Triton's mode
@@ -293,9 +333,14 @@ class RayPool:
         if child.fault is not None:
             self.on_fault(child)
         stats = child.result["stats"] if isinstance(child.result, dict) else child.stats or {}
-        gpus = f", GPU {','.join(map(str, value['gpus']))}" if value["gpus"] else ""
-        print(f"  worker {child.name} ({value['node']}{gpus}) ended: {stats.get('examples', 0)} examples, "
-              f"{stats.get('request_steps', 0)} request-steps", file=self.out, flush=True)
+        task = {"worker": child.name, "node": value["node"], "gpus": value["gpus"],
+                "cuda_visible_devices": value["cuda_visible_devices"], "database_calls": value["database_calls"],
+                "examples": stats.get("examples", 0), "request_steps": stats.get("request_steps", 0)}
+        self.tasks.append(task)
+        gpus = f", GPU {','.join(task['gpus'])}" if task["gpus"] else ""
+        print(f"  worker {child.name} ({task['node']}{gpus}) ended: {task['examples']} examples, "
+              f"{task['request_steps']} request-steps, {task['database_calls']} database calls",
+              file=self.out, flush=True)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signal = signum
