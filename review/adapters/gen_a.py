@@ -15,6 +15,7 @@ are bound by name.
 
 from replayssm.verify.kernels.named import NamedLaunch, named_role
 from replayssm.verify.kernels.registry import COMPACTION
+from replayssm.verify.kernels.roles import DeclaredOutput, Frame
 
 from . import Api, Launch, Phase
 
@@ -36,9 +37,13 @@ API = Api(
 
 ROLES = (
     named_role("A.postprocess", ("_postprocess_replayssm_kernel",),
-               NamedLaunch("postprocess", "group", live_col_is_zero=True), "A"),
+               NamedLaunch("postprocess", "group", live_col_is_zero=True), "A",
+               frame=Frame(outputs=(DeclaredOutput("rand_seeds", program=0),))),
     named_role("A.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group"), "A"),
     COMPACTION,
 )
 """A's kernel roles: the per-group postprocess and reset over the reference
-caller's row, bound by name; its compaction is the reference API's kernel."""
+caller's row, bound by name; its compaction is the reference API's kernel.
+The postprocess also declares A3's extra output: program 0 increments each of
+the ``rand_seeds`` (``NUM_RAND_SEEDS`` of them), a write of the launch, not of
+the lifecycle state."""

@@ -7,7 +7,9 @@ block table's initial array, through the ``ite`` of masks and branches), and
 each such read must be at the program's group and batch, inside the row and
 not the null id. A slot the kernel did not read from its row (a constant, an
 input, another row's entry) is outside the frame unless the guard of the
-store is false.
+store is false. A declared extra output of the launch
+(:class:`.roles.DeclaredOutput`, e.g. A3's ``rand_seeds``) may be written by
+its one program only, inside the buffer's extent.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ def slot_of_row(slot: Any, batch: Any, group: Any, num_cols: Any, pad: int) -> A
 def allowed(case: Any, frame: Any, write: Any) -> Any:
     """Whether the frame admits ``write`` (a term over the program's inputs)."""
     b = write.buffer
+    out = frame.output(b)
+    if out is not None:
+        e, (numel,) = Sym(lift(write.index[0])), case.mem.shapes[b]
+        return lift(conj(Sym(lift(case.row[0] if case.row else 0)) == out.program, e >= 0, e < numel))
     if b in WORK_LIST:
         return lift(frame.work_list(case.row[0] if case.row else 0)) if frame.work_list is not None else lift(False)
     if not frame.row or not case.row:
@@ -85,6 +91,8 @@ def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int)
     frame does not give program ``(batch, group)``."""
     import re
 
+    import numpy as np
+
     out = []
     for program, kind, (region, element), _ in log:
         if kind != "write":
@@ -92,7 +100,10 @@ def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int)
         batch, group = (tuple(program) + (0, 0))[:2]
         name = re.sub(r"\[\d+\]$", "", region)
         own = re.search(r"\[(\d+)\]$", region)
-        if name in WORK_LIST:
+        declared = frame.output(name)
+        if declared is not None:
+            ok = batch == declared.program and 0 <= element < np.asarray(buffers[name]).size
+        elif name in WORK_LIST:
             ok = frame.work_list is not None and bool(frame.work_list(batch))
         elif not frame.row:
             ok = False

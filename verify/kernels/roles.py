@@ -50,6 +50,16 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class DeclaredOutput:
+    """A buffer a version's launch writes beside the lifecycle state, as its
+    adapter declares it: only the program of batch row ``program`` may write
+    it, anywhere inside its extent (its ``numel``)."""
+
+    buffer: str
+    program: int = 0
+
+
+@dataclass(frozen=True)
 class Frame:
     """The cells one program may write (the frame obligation, :mod:`.frame`).
 
@@ -60,10 +70,16 @@ class Frame:
     ``work_list(batch)``: whether the program of row ``batch`` may write the
     work list (``active_request_indices``, ``num_active``) anywhere in
     bounds, on a term or an int (the proof's and playback's reading); None:
-    never. Any other buffer is outside the frame."""
+    never. ``outputs``: the launch's declared extra outputs
+    (:class:`DeclaredOutput`). Any other buffer is outside the frame."""
 
     row: bool = True
     work_list: Callable[[Any], Any] | None = None
+    outputs: tuple[DeclaredOutput, ...] = ()
+
+    def output(self, buffer: str) -> DeclaredOutput | None:
+        """The declared extra output ``buffer`` (None: not one)."""
+        return next((o for o in self.outputs if o.buffer == buffer), None)
 
 
 ROW_FRAME = Frame()

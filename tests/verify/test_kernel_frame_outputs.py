@@ -1,0 +1,56 @@
+"""A launch's declared extra outputs in the frame (``roles.DeclaredOutput``):
+A3's postprocess increments ``rand_seeds`` from program 0, which its adapter
+declares, so its frame is proved; teeth: a copy of A3 (made here from
+``../shared``, never committed) whose write to ``rand_seeds`` comes from
+another program, or lands past its extent, fails the frame, and the
+counterexample's launch shows the stray write on the mutated kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from replayssm.base.targets import load_target
+from replayssm.review.adapters import detect, kernel_roles
+from replayssm.spec import corpus
+from replayssm.verify.kernels.obligations import register
+from replayssm.verify.kernels.playback import playback
+from replayssm.verify.kernels.report import explain
+from replayssm.verify.obligation import REGISTRY, prove
+
+NAME = "kernel.A.postprocess.frame@{}"
+PLANTED = [
+    ("another program", "if NUM_RAND_SEEDS > 0 and batch_idx == 0:", "if NUM_RAND_SEEDS > 0 and batch_idx == 1:"),
+    ("past its numel", "tl.store(rand_seeds + seed_idx, seed + 1)", "tl.store(rand_seeds + seed_idx + 1, seed + 1)"),
+]
+
+pytestmark = pytest.mark.corpus
+
+
+def _frame(path: str, label: str):
+    module = load_target(path)
+    roles = kernel_roles(detect(module))
+    register(module, label, roles)
+    return module, roles, prove(REGISTRY[NAME.format(label)])
+
+
+def test_a3_declared_rand_seeds_write_is_inside_the_frame():
+    _, _, result = _frame(str(corpus.versions() / "A3.py"), "A3")
+    assert result.status == "proved", result.counterexample
+
+
+@pytest.mark.parametrize("what,old,new", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_rand_seeds_write_outside_the_declaration_fails_the_frame(what, old, new, tmp_path):
+    text = (corpus.versions() / "A3.py").read_text()
+    assert text.count(old) == 1
+    path = tmp_path / "A3_planted.py"
+    path.write_text(text.replace(old, new))
+    module, roles, result = _frame(str(path), path.stem)
+    assert result.status == "failed", f"{what}: {result.status}"
+    case = result.counterexample["case"]
+    finding = explain(NAME.format(path.stem), case, str(path))
+    assert finding.trace is not None, finding.text
+    assert "rand_seeds" in finding.text, finding.text
+    seen = playback(finding.trace, module, roles)
+    # a store past the extent replays as an out-of-bounds write (the arena's watch), one from another
+    # program as a write outside the frame
+    assert seen.reproduces("frame") or any("rand_seeds" in x for x in seen.out_of_bounds), seen.report()
