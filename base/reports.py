@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +67,24 @@ def check_output_file(path: str | None, option: str, stdout_ok: bool = False) ->
     _writable_folder(target.resolve().parent, option, path)
     if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path!r} exists and is not writable")
+
+
+def check_distinct_outputs(outputs: dict[str, str | None]) -> None:
+    """Raise :class:`UsageError` when two output options (option -> path) name
+    one file: the second report would overwrite the first."""
+    seen: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is None or path == STDOUT:
+            continue
+        key = Path(path).resolve()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {option} name the same file {path!r}: give each report its own")
+        seen[key] = option
+
+
+def replay_command(trace: str, impl: str | None = None) -> str:
+    """The ``replayssm-verify replay`` command line of ``trace`` (with ``--impl``), quoted for a shell."""
+    return shlex.join(["replayssm-verify", "replay", str(trace), *(["--impl", str(impl)] if impl else [])])
 
 
 def check_output_folder(path: str, option: str) -> None:

@@ -41,16 +41,23 @@ def import_failure(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
-    """Execute the ``.py`` file at ``path`` with the vLLM stub injected."""
+def load_source(path: str | Path, label: str = "--impl", raw: bool = False) -> ModuleType:
+    """Execute the ``.py`` file at ``path`` with the vLLM stub injected
+    (``raw``: a ``sys.exit`` or another ``BaseException`` at import is raised
+    as it is, for :mod:`.target_host` to report as the target's)."""
     path = Path(path)
     if not path.is_file():
         raise TargetError(f"{label} file {str(path)!r} does not exist")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise TargetError(f"{label} file {str(path)!r} is not Python source text (UTF-8): {e}") from None
     try:
         ast.parse(text, filename=str(path))
     except SyntaxError as e:
         raise TargetError(f"{label} file {str(path)!r} does not parse: line {e.lineno}: {e.msg}") from e
+    except ValueError as e:  # a null byte
+        raise TargetError(f"{label} file {str(path)!r} is not Python source text: {e}") from None
     name = f"replayssm_target_{next(_COUNTER)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -67,13 +74,15 @@ def load_source(path: str | Path, label: str = "--impl") -> ModuleType:
                 f"{label} file {str(path)!r} imports a vLLM name the stub lacks ({e}); "
                 f"the stub provides: {', '.join(sorted(vllm_stub.PROVIDED))}") from e
         raise TargetError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
-    except (Exception, SystemExit) as e:  # the file's own top-level error, sys.exit included
+    except BaseException as e:  # the file's own top-level error, sys.exit included
         del sys.modules[name]
+        if raw and not isinstance(e, Exception) or not isinstance(e, (Exception, SystemExit)):
+            raise
         raise TargetError(f"{label} file {str(path)!r} cannot be imported: {import_failure(e)}") from e
     return module
 
 
-def load_docs_page(path: str | Path, label: str = "--impl") -> ModuleType:
+def load_docs_page(path: str | Path, label: str = "--impl", raw: bool = False) -> ModuleType:
     """The module a documentation page prints (``.txt``: vLLM's page for
     ``vllm.v1.worker.replayssm_utils``), rebuilt by :mod:`.reference_page` and loaded."""
     from .reference_page import module_source  # it reads our impl's table names: only for a docs page
@@ -82,19 +91,28 @@ def load_docs_page(path: str | Path, label: str = "--impl") -> ModuleType:
     if not path.is_file():
         raise TargetError(f"{label} file {str(path)!r} does not exist")
     source = Path(tempfile.mkdtemp(prefix="replayssm-target-")) / f"{path.stem.replace('-', '_')}_kernels.py"
-    source.write_text(module_source(path.read_text()))  # Triton's JIT reads kernels from a real file
-    return load_source(source, label)
+    try:
+        text = module_source(path.read_text())
+    except (UnicodeDecodeError, ValueError, IndexError, KeyError) as e:
+        raise TargetError(f"{label} file {str(path)!r} is not a documentation page of the module's "
+                          f"source: {type(e).__name__}: {e}") from None
+    source.write_text(text)  # Triton's JIT reads kernels from a real file
+    return load_source(source, label, raw)
 
 
-def load_target(name: str, *, label: str = "--impl") -> ModuleType:
+def load_target(name: str, *, label: str = "--impl", raw: bool = False) -> ModuleType:
     """The target ``name`` names, loaded here: a ``.py`` path (with the vLLM
     stub), a ``.txt`` documentation page, or an importable module name;
-    ``label`` is the option or argument that named it (in every message)."""
+    ``label`` is the option or argument that named it (in every message);
+    ``raw``: see :func:`load_source`. The commands load a target in a process
+    of its own (:mod:`.isolation`), which calls this."""
     if name.endswith(".py"):
-        return load_source(name, label)
+        return load_source(name, label, raw)
     if name.endswith(".txt"):
-        return load_docs_page(name, label)
+        return load_docs_page(name, label, raw)
     try:
         return importlib.import_module(name)
-    except (Exception, SystemExit) as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
+    except BaseException as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
+        if raw and not isinstance(e, Exception) or not isinstance(e, (Exception, SystemExit)):
+            raise
         raise TargetError(f"{label} module {name!r} cannot be imported: {import_failure(e)}") from e

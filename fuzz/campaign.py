@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.base.reports import check_output_file, check_output_folder
@@ -34,7 +35,7 @@ from .lockstep import LockstepMachine, check_systems, widen_choices
 from .launch_traces import spec_states
 from .machine import ReplaySSMMachine, Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
-from .target import DEFAULT_TARGET, load_target
+from .target import DEFAULT_TARGET, isolates, load_target
 from .workers import Child, Reporter, Supervisor
 
 PROFILES = {
@@ -158,6 +159,10 @@ class SupervisedMachine(ReplaySSMMachine):
 
     reporter: Reporter | None = None
     last_failure: dict | None = None
+    first_failure: dict | None = None
+    """The campaign's first failure as it first appeared (with its run's
+    ``log``), kept through shrinking: a fault that does not recur when
+    Hypothesis runs it again is reported from it (:func:`_shrunk_finding`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -170,6 +175,10 @@ class SupervisedMachine(ReplaySSMMachine):
             super().execute(action)
         except Exception as e:
             type(self).last_failure = describe_failure(e, action, self)
+            if type(self).first_failure is None:
+                type(self).first_failure = {**type(self).last_failure, "error": f"{type(e).__name__}: {e}"[:4000],
+                                            "log": {"params": self.trace["params"],
+                                                    "actions": list(self.trace["actions"])}}
             if self.reporter is not None:
                 self.reporter.failing(type(self).last_failure)
             raise
@@ -183,7 +192,10 @@ def describe_failure(error: BaseException, action: Action | None, machine: Any =
     while running ``action`` (None: outside a launch, e.g. an invariant)."""
     kind = getattr(error, "kind", "exception")
     lines = str(error).splitlines() or [""]
-    reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
+    if isinstance(error, TargetFault):  # the target's own words: what it raised, or how it changed its process
+        reason = error.reason
+    else:
+        reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
     name = action.NAME if action else None
     cells: list[Cell] = []
     if kind == "discrepancy" and machine is not None:
@@ -201,7 +213,7 @@ def _machine(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
-             "last_trace": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop,
+             "last_trace": None, "first_failure": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop,
              "systems": config.systems}
     widen_choices(config.systems)
     bases = (SupervisedMachine,) if config.systems == 1 else (SupervisedMachine, LockstepMachine)
@@ -265,9 +277,10 @@ def check_budget(examples: Any, max_steps: Any) -> None:
             raise SetupError(f"{option} must be >= 1 (an int), got {value!r}")
 
 
-def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
-    """The campaign's target, or a :class:`SetupError` naming what is wrong
-    with the device, the budget, the output paths, the target or the level."""
+def check_setup(config: CampaignConfig, json_path: str | None = None, load: bool = True) -> Any:
+    """The campaign's target (``load`` false: None, the options only), or a
+    :class:`SetupError` naming what is wrong with the device, the budget, the
+    output paths, the target or the level."""
     if config.ray is None or config.device != "cuda":  # under Ray the workers' machines need CUDA, not this one
         check_device(config.device)
     check_budget(config.examples, config.max_steps)
@@ -298,6 +311,10 @@ def check_setup(config: CampaignConfig, json_path: str | None = None) -> Any:
             from .ray_pool import require_ray
 
             require_ray()
+        if not isinstance(config.impl, (str, type(None))) or config.impl is not None and not config.impl.strip():
+            raise ValueError(f"--impl must name a module or a .py file, got {config.impl!r}")
+        if not load:
+            return None
         return load_target(config.impl, cuda=config.device == "cuda" and config.ray is None, level=config.level)
     except ValueError as e:
         raise SetupError(str(e)) from e
@@ -313,14 +330,21 @@ def _limit_shrinking(seconds: float) -> None:
 
 
 def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None,
-               database: ExampleDatabase | None = None) -> dict:
+               database: ExampleDatabase | None = None) -> dict | None:
     """One process's share of a campaign: every ``jobs``-th convention
     combination of :func:`combinations_of`, each with its share of the
     examples (so every combination is reached whatever the example count),
     until the first finding. Returns statistics and findings (each with its
     shrunk trace). ``target``: the loaded implementation (loaded here when None);
-    ``database``: the shared example database (default: ``config.database``'s folder, if any)."""
-    target = target if target is not None else check_setup(config)
+    ``database``: the shared example database (default: ``config.database``'s folder, if any).
+    A target that is no usable input is said to ``reporter`` (``unusable``) and None returned."""
+    try:
+        target = target if target is not None else check_setup(config)
+    except SetupError as e:
+        if reporter is None:
+            raise
+        reporter.send("unusable", str(e))
+        return None
     _limit_shrinking(config.shrink_limit)
     if reporter is not None:
         reporter.ready()
@@ -373,6 +397,11 @@ def _shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: in
     """The finding of a failed Hypothesis run, with the shrunk run's trace
     (Hypothesis runs the shrunk example last). A failure before that run
     recorded its parameters is the harness's, raised."""
+    first = machine.first_failure
+    if isinstance(error, Flaky) and first is not None:  # it failed once, then not again: never the spec's fault
+        return {**first, "reason": f"{first['reason']} (non-deterministic: the same run passed when Hypothesis "
+                                   "repeated it; the trace is the run as it first failed)",
+                "combination": combination, "seed": seed, "shrunk": False, "deterministic": False}
     trace = machine.last_trace
     if trace is None:
         raise RuntimeError(f"the fuzz harness failed before its run recorded a trace (seed {seed}): "
@@ -383,9 +412,12 @@ def _shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: in
         if isolated is not None:
             return {**isolated, "combination": combination, "seed": seed, "shrunk": True,
                     "error": f"{type(error).__name__}: {error}"[:4000]}
-    return {**described, "combination": combination, "seed": seed, "shrunk": True,
-            "error": f"{type(error).__name__}: {error}"[:4000], "log": {"params": trace["params"],
-                                                                          "actions": trace["actions"]}}
+    found = {**described, "combination": combination, "seed": seed, "shrunk": True,
+             "error": f"{type(error).__name__}: {error}"[:4000], "log": {"params": trace["params"],
+                                                                           "actions": trace["actions"]}}
+    if first is not None and first["log"] != found["log"]:
+        found["first_seen"] = first  # the run as it first failed, saved beside the shrunk one
+    return found
 
 
 def _merge(parts: list[dict]) -> Statistics:
@@ -434,34 +466,49 @@ class _Campaign:
         conv = Conventions(**child.params["conventions"])
         return Conventions.all().index(conv)
 
-    def record(self, found: dict) -> None:
-        """Save a finding's trace, print the finding, keep it."""
+    def _save(self, found: dict, name: str) -> str | None:
+        """Save the trace of ``found``'s ``log`` (with the spec's states and the
+        finding's ``#meta``) as ``name``; None when no launch had started."""
         log = found["log"]
-        trace = {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": log["params"],
-                 "actions": log["actions"]}
-        if log["params"] is not None:
-            try:
-                trace["states"] = spec_states(trace)
-            except Exception as e:  # noqa: BLE001 - the trace is saved anyway; the states are a convenience
-                print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
-                      file=self.out)
+        if log["params"] is None:
+            return None
+        trace = {"#meta": {"format": TRACE_ID, "source": "fuzz"}, "params": log["params"], "actions": log["actions"]}
+        try:
+            trace["states"] = spec_states(trace)
+        except Exception as e:  # noqa: BLE001 - the trace is saved anyway; the states are a convenience
+            print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
+                  file=self.out)
         c = self.config
         impl = c.impl or DEFAULT_TARGET
         if impl.endswith(".py"):
             impl = str(Path(impl).resolve())
         trace["#meta"].update({"seed": found["seed"], "combination": found["combination"], "impl": impl,
                                "level": c.level, "device": c.device, "failure": found["kind"],
-                               "error": found.get("error", found["reason"]), "shrunk": found["shrunk"]})
+                               "error": found.get("error", found["reason"]), "shrunk": found["shrunk"],
+                               "deterministic": found.get("deterministic", True)})
         if "lockstep" in found:
             trace["#meta"]["lockstep"] = found["lockstep"]
+        return save_trace(trace, c.failures_dir, name, self.out)
+
+    def record(self, found: dict) -> None:
+        """Save a finding's trace (and, when it was shrunk, its run as it first
+        failed), print the finding, keep it."""
+        log = found["log"]
         name = unique_name(self.name, found["kind"], found["seed"], found["combination"])
         finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
                           len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])
-        if log["params"] is not None:
-            finding.trace = save_trace(trace, c.failures_dir, name, self.out)
+        finding.trace = self._save(found, name)
+        if "first_seen" in found:
+            first = {**found["first_seen"], "seed": found["seed"], "combination": found["combination"],
+                     "shrunk": False}
+            finding.first_seen = self._save(first, unique_name(self.name, f"{found['kind']}-first-seen",
+                                                               found["seed"], found["combination"]))
+        finding.deterministic = found.get("deterministic", True)
         finding.seconds = round(time.perf_counter() - self.start, 3)
         self.findings.append(finding)
         print("\n".join(finding.lines()), file=self.out, flush=True)
+        if log["params"] is None and found.get("error", found["reason"]) != found["reason"]:  # the target's words
+            print("\n".join(f"    {line}" for line in found["error"].splitlines()), file=self.out, flush=True)
 
     def fault(self, child: Child) -> None:
         """A worker hung or died: the finding is its log up to that launch."""
@@ -470,7 +517,8 @@ class _Campaign:
         if fault["log"] is None:
             fault["log"] = {"params": None, "actions": []}
         action = fault["log"]["actions"][-1]["name"] if fault["log"]["actions"] else None
-        self.record({**fault, "kernel": kernel_of(action, self.config.level) if action else "the worker",
+        where = "the target's import" if child.fault.get("error") and not child.ready else "the worker"
+        self.record({**fault, "kernel": kernel_of(action, self.config.level) if action else where,
                      "combination": n, "seed": self.config.seed * 1000 + n, "shrunk": False})
 
 
@@ -480,7 +528,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     problems (including unwritable ``json_path`` or failures folder) raise
     :class:`SetupError` before any work."""
     start = time.perf_counter()
-    target = check_setup(config, json_path)
+    target = check_setup(config, json_path, load=not isolates(config.level))  # an isolated target: in each worker
     pool = None
     if config.ray is not None:
         from .ray_pool import RayPool
@@ -527,6 +575,9 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
             n = campaign.combination_of(child)
             campaign.record({**child.failing, "combination": n, "seed": config.seed * 1000 + n,
                              "shrunk": False, "log": child.failing_log})
+    unusable = [c.unusable for c in supervisor.children if c.unusable is not None]
+    if unusable and not campaign.findings and supervisor.signal is None:
+        raise SetupError(unusable[0])
     if errors and not campaign.findings and supervisor.signal is None:
         raise SetupError("a fuzz worker failed outside the implementation:\n" + errors[0])
     stats = _merge(parts)
@@ -539,3 +590,4 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     if pool:
         summary["ray_tasks"] = sorted(pool.tasks, key=lambda t: t["worker"])
     return summary
+

@@ -13,6 +13,7 @@ import multiprocessing
 from typing import Any
 
 from replayssm.base.interrupts import Interrupted
+from replayssm.base.isolation import TargetFault
 from replayssm.base.traces import Loaded, load_trace
 
 from .actions import SetState, action_to_json
@@ -21,7 +22,7 @@ from .containment import compare_outside
 from .guards import GuardViolation
 from .launch_traces import replayable, spec_states, trace_actions
 from .launcher import LEVELS, Setup, SpecSide
-from .target import DEFAULT_TARGET, load_target
+from .target import DEFAULT_TARGET, isolates, load_target
 from .workers import Reporter, Supervisor
 
 
@@ -78,7 +79,7 @@ def replay(path: str, impl: str | None = None, device: str | None = None, level:
         checked_states = _check_recorded_states(trace)
     except (KeyError, TypeError, IndexError) as e:
         raise ValueError(f"the trace's params or actions are malformed: {type(e).__name__}: {e}") from e
-    target = load_target(impl, cuda=device == "cuda", level=level)
+    target = None if isolates(level) else load_target(impl, cuda=device == "cuda", level=level)  # else: in the child
     origin = ", ".join(f"{k} {v}" if given[k] else f"{k} {v} (from #meta)" if meta.get(k) else f"{k} {v} (default)"
                        for k, v in (("impl", impl), ("level", level), ("device", device)))
     lines = [f"replaying {len(trace['actions'])} actions ({len(launches)} launches) of {path}: {origin}"]
@@ -93,8 +94,11 @@ def replay(path: str, impl: str | None = None, device: str | None = None, level:
     if child.fault is not None:
         step = len(child.actions) - 1
         lines.append(f"  {child.fault['reason']}")
-        lines.append(f"{child.fault['kind']} reproduced at step {step}")
+        where = f"at step {step}" if child.ready else "while the target was imported"
+        lines.append(f"{child.fault['kind']} reproduced {where}")
         return False, "\n".join(lines)
+    if child.unusable is not None:
+        raise ValueError(child.unusable)
     if child.error is not None:
         raise ValueError(child.error.splitlines()[0])
     ok, summary = child.result
@@ -110,7 +114,11 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
 
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
-    target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
+    try:
+        target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
+    except ValueError as e:
+        reporter.send("unusable", str(e))
+        return False, ""
     reporter.ready()
 
     def say(line: str) -> None:
@@ -120,7 +128,7 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
         if isinstance(e, GuardViolation):
             say(f"  {e}")
             return False, f"memory finding reproduced {where}"
-        say(f"  the implementation raised {type(e).__name__}: {e}")
+        say(f"  {e.reason}" if isinstance(e, TargetFault) else f"  the implementation raised {type(e).__name__}: {e}")
         return False, f"failure reproduced {where}"
 
     try:
@@ -151,7 +159,11 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
     summary = (f"no discrepancy: the implementation agrees with the spec on every state buffer after each of the "
                f"{len(trace['actions'])} actions ({launches} launches)")
     meta = trace.get("#meta", {})
-    if meta.get("failure") == "invariant":
+    if meta.get("deterministic") is False:
+        summary += ("\n(this trace was saved for a non-deterministic fault, which passed when the campaign repeated "
+                    f"it too: {meta.get('error', '')}; a fault that depends on the target's process history, its "
+                    "launch count or the time does not recur in a fresh process)")
+    elif meta.get("failure") == "invariant":
         summary += ("\n(this trace was saved for a broken invariant of the spec against the callers' view of "
                     f"FlashInfer, which replay does not check: {meta.get('error', '')})")
     elif meta.get("failure") in ("exception", "hang", "crash"):

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.base.reports import EXIT_STATUS, write_text
+from replayssm.base.reports import EXIT_STATUS, replay_command, write_text
 
 SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
@@ -79,6 +79,10 @@ class Finding:
     trace: str | None = None
     seconds: float = 0.0
     """When it was saved, in seconds from the campaign's start."""
+    first_seen: str | None = None
+    """The trace of the run as it first failed, before shrinking (None: the trace is that run)."""
+    deterministic: bool = True
+    """False when the failing run passed when it was repeated (a count- or time-dependent fault)."""
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -89,8 +93,10 @@ class Finding:
         out += [f"    {c}" for c in self.cells[:4]]
         length = f"{self.actions} launch actions" + (", shrunk" if self.shrunk else ", not shrunk")
         out.append(f"    trace: {length}; seed {self.seed}, combination {self.combination}")
-        out.append(f"    saved to {self.trace}  (replayssm-verify replay {self.trace})" if self.trace
+        out.append(f"    saved to {self.trace}  ({replay_command(self.trace)})" if self.trace
                    else "    no trace saved (no launch had started, or it is printed above)")
+        if self.first_seen:
+            out.append(f"    as it first failed, before shrinking: {self.first_seen}")
         return out
 
 
@@ -197,7 +203,8 @@ def summarize(config: dict, stats: Any, missing: list[str], findings: list[Findi
           f"({stats.request_steps / max(seconds, 1e-9):.1f} verified request-steps/s; kernels "
           f"{stats.kernel_seconds:.1f} s, spec {stats.spec_seconds:.1f} s)", file=out)
     for f in findings:
-        print(f"FINDING ({f.kind}) saved to {f.trace}", file=out)
+        print(f"FINDING ({f.kind}) saved to {f.trace}" if f.trace else f"FINDING ({f.kind}) in {f.kernel}: {f.reason}",
+              file=out)
     if signum is not None:
         status = signal.Signals(signum).name
         verdict = f"INTERRUPTED by {status} (partial summary; {len(findings)} finding(s) saved)"

@@ -6,12 +6,17 @@ the leader of its own process group and talks to the parent over its own pipe
 
 * ``("ready",)`` once it has set up (loaded the target): a child that dies
   before that failed to start, which is a set-up error, not a finding,
+* ``("unusable", text)`` instead when the target is no input it can judge
+  (a set-up error whose message is ``text``),
 * ``("example", params)`` when a new example starts (the first launch of it),
 * ``("launch", action)`` before it hands a launch action to the implementation,
   ``("landed",)`` once that returned,
 * ``("stats", {...})`` now and then, ``("failing", {kind, reason, ...})`` at its first failure,
 * anything else its body sends (``("finding", ...)``, ``("line", ...)``),
-* ``("result", value)`` last, or ``("error", text)`` when its body raised.
+* ``("result", value)`` last, or ``("error", text)`` when its body raised,
+  or ``("target", {kind, reason, error})`` when the target (in its own
+  process, :mod:`.isolation`) ended, hung or misbehaved at import: a fault
+  like a dead worker's, with the action log up to that point.
 
 The parent keeps each child's current example as an *action log*. A launch
 that has not landed ``watchdog`` seconds after it was announced is a hang; a
@@ -34,6 +39,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from replayssm.base.interrupts import SIGNALS
+
+from replayssm.base.isolation import TargetFault, TargetGone
 
 STATS_EVERY_SECONDS = 1.0
 """How often a child sends its statistics (for the progress line)."""
@@ -94,6 +101,9 @@ def _child_main(body: Callable[..., Any], args: tuple, conn: Connection) -> None
     reporter = Reporter(conn)
     try:
         reporter.send("result", body(*args, reporter))
+    except (TargetGone, TargetFault) as e:  # the target's process ended, hung or misbehaved at import
+        fault = e.fault if isinstance(e, TargetGone) else e
+        reporter.send("target", {"kind": fault.kind, "reason": fault.reason, "error": fault.report()[:4000]})
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which decides
         reporter.send("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
     finally:
@@ -120,6 +130,8 @@ class Child:
     fault: dict | None = None
     done: bool = False
     ready: bool = False
+    unusable: str | None = None
+    """Why the target is no input this child can judge (a set-up error), if it said so."""
 
     def log(self) -> dict | None:
         """The current example as ``{"params", "actions"}`` (None before its first launch)."""
@@ -224,6 +236,8 @@ class Supervisor:
         kind = message[0]
         if kind == "ready":
             child.ready = True
+        elif kind == "unusable":
+            child.unusable = message[1]
         elif kind == "example":
             child.params, child.actions = message[1], []
         elif kind == "launch":
@@ -242,6 +256,9 @@ class Supervisor:
             child.result = message[1]
         elif kind == "error":
             child.error = message[1]
+        elif kind == "target":
+            child.fault = {**message[1], "log": child.log()}
+            self.on_fault(child)
         else:
             self.on_message(child, message)
 
@@ -258,6 +275,8 @@ class Supervisor:
         child.process.join(5)
         child.done = True
         child.conn.close()
+        if child.fault is not None or child.unusable is not None:  # reported before the worker ended
+            return
         if child.result is None and child.error is None and not child.ready:
             child.error = f"the worker process died ({describe_exit(child.process.exitcode)}) while it set up"
         elif child.result is None and child.error is None:

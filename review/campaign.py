@@ -54,12 +54,16 @@ SHRINK_SECONDS_MIN = 5.0
 
 @dataclass
 class Version:
-    """A version under test: its label, loaded module and launch API."""
+    """A version under test: its label, loaded module (in a process of its
+    own: :class:`replayssm.base.isolation.RemoteModule`) and launch API, and
+    its kernels as read from its source for the proofs
+    (:func:`replayssm.verify.kernels.source_module.kernel_module`)."""
 
     label: str
     source: str
-    module: ModuleType
+    module: Any
     api: Api
+    kernels: ModuleType | None = None
 
 
 @dataclass

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,10 @@ from replayssm.base.reports import (
     EXIT_PASSED,
     EXIT_USAGE,
     STDOUT,
+    check_distinct_outputs,
     check_output_file,
     check_output_folder,
+    replay_command,
     status_after_writing,
 )
 
@@ -73,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", type=int, help="run this many examples per campaign instead of filling the budget "
                    "(reproducible whatever the machine's speed)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--watchdog", type=float, metavar="SECONDS", help="how long one kernel launch may take "
+                   "before it is a hang finding (default: 20 on cpu, 300 on cuda); a version's import has its own "
+                   "bound (120 s)")
     p.add_argument("--traces", metavar="DIR", default="out/review", help="where finding traces are saved")
     p.add_argument("--json", metavar="FILE", help="write the verdicts as JSON (- for stdout; the progress "
                    "then goes to stderr)")
@@ -82,6 +88,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "regression at the kernel line it is located at")
     p.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: verdicts, each finding's "
                    "lifecycle timeline with ring diagrams, the assumptions relied on and their provenance")
+
+
+def _absolute(source: str) -> str:
+    """A file's absolute path; a module name as it is."""
+    return str(Path(source).resolve()) if source.endswith((".py", ".txt")) else source
 
 
 def _expand(heads: list[str]) -> list[str]:
@@ -99,6 +110,21 @@ def _label(source: str) -> str:
     return Path(source).stem if source.endswith((".py", ".txt")) else source
 
 
+def _labels(sources: list[str]) -> dict[str, str]:
+    """Each version's label: its file's stem, or, where two files share a stem
+    (``co1/ssu_dispatch.py co2/ssu_dispatch.py``), as many of its folders as
+    tell them apart (``co1/ssu_dispatch``)."""
+    labels = {s: _label(s) for s in sources}
+    depth = 1
+    while len(set(labels.values())) < len(labels) and depth < 32:
+        clash = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+        for s, lab in labels.items():
+            if lab in clash and s.endswith((".py", ".txt")):
+                labels[s] = "/".join(Path(s).resolve().with_suffix("").parts[-depth - 1:])
+        depth += 1
+    return labels
+
+
 def run(args: argparse.Namespace, out: Any = None) -> int:
     """The subcommand; returns the exit code. The output paths are checked
     first (:class:`replayssm.base.reports.UsageError`, exit 2, before any work).
@@ -110,6 +136,7 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     check_output_file(args.junit, "--junit")
     check_output_file(args.sarif, "--sarif")
     check_output_file(args.html, "--html")
+    check_distinct_outputs({"--json": args.json, "--junit": args.junit, "--sarif": args.sarif, "--html": args.html})
     check_output_folder(args.traces, "--traces")
     out = out or (sys.stderr if args.json == STDOUT else sys.stdout)
     if args.device == "cpu":
@@ -126,12 +153,17 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     with interruptible():
         try:
             versions, base = _load(args)
-            for v in versions:
+            for v in [base] * isinstance(base, Faulted) + versions:
+                if isinstance(v, Faulted):  # the target misbehaved at import: its finding, and nothing to run
+                    verdicts.append(v.verdict())
+                    print(f"reviewing {v.label} ({v.source}): {v.fault.reason}", file=out, flush=True)
+                    continue
+                against = None if isinstance(base, Faulted) else base
                 size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
-                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(base),
-                                        locations=kernel_locations(v, base, _shown_as(args, v))))
+                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(against),
+                                        locations=kernel_locations(v, against, _shown_as(args, v))))
                 print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
-                review_version(verdicts[-1], v, args, base, out)
+                review_version(verdicts[-1], v, args, against, out)
         except TargetError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE
@@ -141,13 +173,15 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
             print(f"{e}: the review stopped" + (f", {workers} worker process(es) ended" if workers else ""),
                   file=out, flush=True)
         stop_interrupting()  # the work is over: a signal must not cut the report short
-        not_reviewed = list(args.head) if versions is None else [v.label for v in versions[len(verdicts):]]
+        done = {v.label for v in verdicts}
+        not_reviewed = list(args.head) if versions is None else [v.label for v in versions if v.label not in done]
         print_table(verdicts, out)
         if interrupted is not None:
             print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
-        heads = {v.label: v for v in versions or []}
+        heads = {v.label: v for v in versions or [] if not isinstance(v, Faulted)}
+        against = None if isinstance(base, Faulted) else base
         written = write_verdicts(args, verdicts, interrupted is not None, not_reviewed,
-                                 lambda document: timelines(document, heads, base, args.device))
+                                 lambda document: timelines(document, heads, against, args.device))
     if interrupted is not None:
         return interrupted.status
     statuses = {v.status for v in verdicts}
@@ -156,13 +190,31 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     return status_after_writing(status, written)
 
 
+@dataclass
+class Faulted:
+    """A version that misbehaved while it was imported (in its own process:
+    :mod:`replayssm.base.isolation`): a finding, with nothing left to run."""
+
+    label: str
+    source: str
+    fault: Any
+
+    def verdict(self) -> Verdict:
+        finding = {"property": "process", "message": self.fault.report(), "trace": None, "shrunk": False,
+                   "replay": None}
+        return Verdict(self.label, self.source, "unknown", "not loaded: it misbehaved at import",
+                       properties={"process": "broken"}, findings=[finding])
+
+
 def _load(args: argparse.Namespace) -> tuple[list, Any]:
     import torch
 
+    from replayssm.base.isolation import TargetFault, load_isolated
+    from replayssm.fuzz.campaign import WATCHDOG_SECONDS
+    from replayssm.verify.kernels.source_module import kernel_module
+
     from .adapters import detect
     from .campaign import Version
-    from replayssm.base.targets import load_target
-
     from .target import ReviewInputError, file_at_ref
 
     if not 0 < args.budget < float("inf"):  # nan fails too: a budget that never runs out is no budget
@@ -171,14 +223,17 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
         raise ReviewInputError(f"--examples must be >= 1, got {args.examples}")
     if args.seed < 0:
         raise ReviewInputError(f"--seed must be >= 0, got {args.seed}")
+    if args.watchdog is not None and not 0 < args.watchdog < float("inf"):
+        raise ReviewInputError(f"--watchdog must be > 0 seconds and finite, got {args.watchdog}")
+    watchdog = args.watchdog or WATCHDOG_SECONDS[args.device]["dev"]
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ReviewInputError("--device cuda: this torch sees no CUDA device")
-    heads = _expand(args.head)
+    heads = [_absolute(h) for h in _expand(args.head)]  # a trace names each file wherever it is replayed from
     if not heads:
         raise ReviewInputError(f"HEAD {args.head}: no .py files to review")
     if (args.base or args.base_ref) and len(heads) != 1:
         raise ReviewInputError(f"--base/--base-ref compare one HEAD, got {len(heads)}")
-    base_source = args.base
+    base_source = _absolute(args.base) if args.base else None
     if args.base_ref or args.head_ref:
         repo, rel = _in_checkout(heads[0])
         if args.base_ref:
@@ -186,9 +241,20 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
         if args.head_ref:
             heads = [str(file_at_ref(repo, args.head_ref, rel, "--head-ref", args.traces))]
 
-    def version(source: str, api: str | None, label: str) -> Version:
-        module = load_target(source, label=label)
-        v = Version(_label(source), source, module, detect(module, api))
+    labels = _labels(heads)
+
+    def version(source: str, api: str | None, label: str) -> Version | Faulted:
+        try:
+            module = load_isolated(source, label, cuda=args.device == "cuda", launch_seconds=watchdog)
+        except TargetFault as e:
+            return Faulted(labels.get(source, _label(source)), source, e)
+        except ValueError as e:  # no version at all (its message names the file and why): exit 2
+            raise ReviewInputError(str(e)) from None
+        try:
+            kernels = kernel_module(source, label)  # its source, for the proofs: not run here
+        except ValueError as e:
+            raise ReviewInputError(str(e)) from None
+        v = Version(labels.get(source, _label(source)), source, module, detect(module, api), kernels)
         check_bindings(v)
         return v
 
@@ -233,7 +299,7 @@ def _in_checkout(path: str) -> tuple[Path, str]:
 
 def _finding(prop: str, message: str, trace: str, source: str, shrunk: bool) -> dict:
     return {"property": prop, "message": message, "trace": trace, "shrunk": shrunk,
-            "replay": f"replayssm-verify replay {trace} --impl {source}"}
+            "replay": replay_command(trace, source)}
 
 
 def _note_lifecycle(verdict: Verdict, main: Any, source: str, interrupted: bool) -> None:
@@ -275,7 +341,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
     start = time.perf_counter()
     try:
         try:
-            verdict.kernel_proofs = kp = kernel_proofs(v.module, v.api, v.source)
+            verdict.kernel_proofs = kp = kernel_proofs(v.kernels, v.api, v.source)
             print(f"  kernel proofs: {kernel_summary(kp)}", file=out, flush=True)
             campaigns = time.perf_counter()
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
@@ -383,7 +449,7 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
         seen.add((kind, prop, assumption))
         found.append({"kind": kind, "evidence": "sampled", "property": prop, "assumption": assumption,
                       "message": message, "trace": trace,
-                      "replay": f"replayssm-verify replay {trace} --impl {base.source if kind == 'fix' else head.source}"})
+                      "replay": replay_command(trace, base.source if kind == "fix" else head.source)})
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
 
     neutral_steps, turn = 0, 0
@@ -425,19 +491,27 @@ def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, o
 def replay_trace(args: argparse.Namespace, trace: dict) -> int:
     """``replay`` of a review trace (read from ``args.file``): its versions (or ``--impl`` for the only/first
     one) on its steps."""
-    from replayssm.base.targets import TargetError, load_target
+    from replayssm.base.isolation import TargetFault, load_isolated
+    from replayssm.base.targets import TargetError
+    from replayssm.fuzz.campaign import WATCHDOG_SECONDS
 
     from .adapters import detect
     from .campaign import Version, replay
 
+    device = args.device or "cpu"
     try:
         meta = trace["#meta"]
         versions = []
         for n, (label, source, api) in enumerate(meta["versions"]):
             source = args.impl if (args.impl and n == len(meta["versions"]) - 1) else source
-            module = load_target(source, label="--impl")
+            try:
+                module = load_isolated(source, "--impl", cuda=device == "cuda",
+                                       launch_seconds=getattr(args, "watchdog", None) or WATCHDOG_SECONDS[device]["dev"])
+            except TargetFault as e:
+                print(f"{label} ({source}): {e.report()}\n{label}: finding reproduced at import")
+                return EXIT_FINDING
             versions.append(Version(label, source, module, detect(module, api)))
-        ok, report = replay(trace, versions, args.device or "cpu")
+        ok, report = replay(trace, versions, device)
     except (TargetError, KeyError, ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
         return EXIT_USAGE

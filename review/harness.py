@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from replayssm.fuzz.guards import Arena, GuardViolation, guarded_inputs, guards_enabled
+from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec.launch import next_power_of_2
 
@@ -211,7 +212,12 @@ class Harness:
                     raise ReviewInputError(f"unknown signature: {launch.kernel} takes {p!r}, which no caller of "
                                            f"the {self.api.name} API provides")
                 kwargs[p] = ns[key]
-            getattr(self.module, launch.kernel)[tuple(ns[x] if isinstance(x, str) else x for x in grid)](**kwargs)
+            try:
+                getattr(self.module, launch.kernel)[tuple(ns[x] if isinstance(x, str) else x for x in grid)](**kwargs)
+            except (TargetFault, TargetGone) as e:  # it raised, hung, ended or changed its process
+                from .lifecycle import Finding
+
+                raise Finding("process", (e.fault if isinstance(e, TargetGone) else e).reason) from None
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             for arena in (self.arena, *arenas):

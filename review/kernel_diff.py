@@ -16,8 +16,11 @@ either version.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
+
+from replayssm.base.reports import replay_command
 
 KINDS = {"fix": "fix", "regression": "regression", "change that breaks nothing": "change",
          "change, both break": "both break", "not reproduced": "not reproduced"}
@@ -46,14 +49,14 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
 
     from .adapters import kernel_roles
 
-    pairs = matched_roles(base.module, head.module, kernel_roles(base.api), kernel_roles(head.api))
+    pairs = matched_roles(base.kernels, head.kernels, kernel_roles(base.api), kernel_roles(head.api))
     if not pairs:
         print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
               file=out, flush=True)
         return []
     found = []
     for role, head_role in pairs:
-        r = diff_role(base.module, head.module, role, head_role=head_role if head_role is not role else None,
+        r = diff_role(base.kernels, head.kernels, role, head_role=head_role if head_role is not role else None,
                       base_label=base.label, head_label=head.label)
         entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {r.role}", "message": r.summary(),
                  "kernel_diff": r.as_json()}
@@ -62,8 +65,8 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
             traces.mkdir(parents=True, exist_ok=True)
             path = traces / f"kernel-diff-{base.label}-vs-{head.label}-{r.role}.json"
             path.write_text(json.dumps(d.trace))
-            entry.update(trace=str(path), replay=f"replayssm-verify replay {path} --impl {head.source} "
-                         f"(or --impl {base.source})")
+            entry.update(trace=str(path), replay=f"{replay_command(str(path), head.source)} "
+                         f"(or --impl {shlex.quote(base.source)})")
         found.append(entry)
         print(f"  kernel diff (proved, {r.seconds:.1f} s): {r.summary()}", file=out, flush=True)
     return found

@@ -58,16 +58,17 @@ def summary(kp: dict[str, Any]) -> str:
 
 
 def target_roles(impl: str) -> tuple[ModuleType, tuple]:
-    """``impl`` loaded, and the kernel roles of its launch API (the reference
-    API's and our row-blocked one when no generation matches)."""
+    """``impl``'s kernels (read from its source, never run), and the kernel
+    roles of its launch API (the reference API's and our row-blocked one when
+    no generation matches)."""
     from replayssm.verify.kernels.registry import ROLES
 
-    from .adapters import detect
-    from replayssm.base.targets import load_target
+    from replayssm.verify.kernels.source_module import kernel_module
 
+    from .adapters import detect
     from .target import ReviewInputError
 
-    module = load_target(impl, label="--impl")
+    module = kernel_module(impl, "--impl")  # its kernels read from its source: the file is not run
     try:
         return module, kernel_roles(detect(module))
     except ReviewInputError:

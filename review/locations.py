@@ -54,13 +54,13 @@ def kernel_locations(version: Any, base: Any = None, shown_as: str | None = None
     phases: dict[str, list[str]] = {}
     for phase, p in version.api.phases.items():
         for launch in p.launches:
-            if launch.kernel in version.api.kernels(version.module):
+            if launch.kernel in version.api.kernels(version.kernels):
                 phases.setdefault(launch.kernel, []).append(phase)
-    files = {k: _kernel_file(version.module, k) for k in phases}
+    files = {k: _kernel_file(version.kernels, k) for k in phases}
     source = next((f for f in files.values() if f is not None), None)
     changed: list[int] = []
     if source is not None and base is not None:
-        base_file = next((f for k in phases if (f := _kernel_file(base.module, k)) is not None), None)
+        base_file = next((f for k in phases if (f := _kernel_file(base.kernels, k)) is not None), None)
         if base_file is not None:
             changed = changed_lines(base_file.read_text(), source.read_text())
     spans = _spans(source.read_text()) if source is not None else {}

@@ -17,8 +17,12 @@ class ReviewInputError(TargetError):
 def file_at_ref(repo: str | Path, ref: str, path: str, label: str, folder: str | Path) -> Path:
     """``path`` as it is at git ``ref`` of the checkout ``repo``, written to
     ``folder/at-REF/NAME`` (the review's traces folder: the file the replay
-    commands name travels with the traces)."""
-    proc = subprocess.run(["git", "-C", str(repo), "show", f"{ref}:{path}"], capture_output=True, text=True)
+    commands name travels with the traces). A ``ref`` that starts with ``-``
+    is refused: git would read it as an option (``--output=FILE`` writes a file)."""
+    if not ref or ref.startswith("-"):
+        raise ReviewInputError(f"{label} {ref!r} is not a git revision (it must not start with '-')")
+    proc = subprocess.run(["git", "-C", str(repo), "show", "--end-of-options", f"{ref}:{path}"],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise ReviewInputError(f"{label} {ref!r}: cannot read {path!r} from {str(repo)!r}: {proc.stderr.strip()}")
     out = Path(folder) / f"at-{re.sub(r'[^A-Za-z0-9_.-]', '_', ref)}" / Path(path).name

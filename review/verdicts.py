@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replayssm.base.interrupts import Interrupted
-from replayssm.base.reports import JunitCase, write_json, write_junit, write_reports
+from replayssm.base.reports import JunitCase, replay_command, write_json, write_junit, write_reports
 
 REPORT_SCHEMA = "replayssm-review/2"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning
@@ -55,7 +55,7 @@ class Verdict:
     def latent(self) -> list[dict]:
         """The probes whose counterexample needs an assumption vLLM does not guarantee."""
         return [{"assumption": name, "property": r["property"], "message": r["message"], "trace": r["trace"],
-                 "replay": f"replayssm-verify replay {r['trace']} --impl {self.source}"}
+                 "replay": replay_command(r["trace"], self.source)}
                 for name, r in self.relies_on.items() if r.get("outcome") == "latent"]
 
     @property
@@ -104,6 +104,8 @@ def _counterexample(finding: dict) -> str:
 
     if "kernel_diff" in finding:  # proved: a kernel launch, not a caller schedule
         return "\n".join([finding["message"], *(f"{k}: {finding[k]}" for k in ("trace", "replay") if k in finding)])
+    if finding.get("trace") is None:  # a fault at import: its words and the target's output are the evidence
+        return finding["message"]
     try:
         schedule = describe_schedule(finding["trace"])
     except (OSError, ValueError, KeyError) as e:
@@ -198,7 +200,8 @@ def print_table(verdicts: list[Verdict], out: Any) -> None:
         latent = ", ".join(n for n, o in outcomes.items() if o == "latent") or ("-" if probed else "not probed")
         relied = ", ".join(n for n, o in outcomes.items() if o == "relies on a guarantee") or "-"
         unfinished = str(sum(o == "not finished" for o in outcomes.values())) if probed else "-"
-        notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") for f in v.findings]
+        notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") if f.get("trace") else f["message"].splitlines()[0]
+                  for f in v.findings]
                  + [f"latent: {x['trace']}" for x in v.latent]
                  + [f"{d['kind']}{' of reliance on ' + d['assumption'] if d.get('assumption') else ''} "
                     f"({d['evidence']}): {d['trace']}" for d in v.differences

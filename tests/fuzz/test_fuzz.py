@@ -174,6 +174,6 @@ def test_an_implementation_crash_is_saved_and_replayed_as_a_failure(tmp_path: Pa
     meta = json.loads(Path(result["failures"][0]).read_text())["#meta"]
     assert meta["failure"] == "exception" and "planted crash" in meta["error"]
     ok, report = replay(result["failures"][0], str(target), "cpu")
-    assert not ok and "the implementation raised RuntimeError: planted crash" in report, report
+    assert not ok and "the target raised RuntimeError: planted crash" in report, report
     ok, report = replay(result["failures"][0], DEFAULT_TARGET, "cpu")  # the real implementation does not crash
     assert ok and "the implementation did not raise here" in report, report

@@ -30,9 +30,9 @@ def kernel_obligations(impl: str | None, only: str | None = None, roles: Registr
         names = [n for n in REGISTRY if n.startswith("kernel.") and "@" not in n]
     else:
         if module is None:
-            from replayssm.base.targets import load_target
+            from .source_module import kernel_module
 
-            module = load_target(impl, label="--impl")
+            module = kernel_module(impl, "--impl")  # its source, not run
         names = register(module, target_label(impl), roles)
         if not names:
             known = sorted({j for r in roles for j in r.jits})

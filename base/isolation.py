@@ -1,0 +1,381 @@
+"""The target in a process of its own: it is imported and launched there, judged here.
+
+A target (an ``--impl`` under ``fuzz``, ``replay`` or ``prove --kernels``, a
+version under ``review``) is code under review: it may end its process, hang,
+start threads, change the working directory, the environment or a library
+(``numpy.nonzero`` replaced), or raise any ``BaseException``. None of that may
+reach the verdict, so the verdict's process (the spec, the comparison, the
+guards' checks, the report) never imports it. :class:`TargetHost` starts a
+fresh interpreter (:mod:`.target_host`) in a temporary working directory of
+its own, with a copy of the environment and its standard output and error
+captured to files, that imports the target and launches its kernels on
+request; :class:`RemoteModule` stands for the target here: its Triton kernels
+are :class:`RemoteKernel` objects with the kernels' parameter names, and
+``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
+
+Only plain buffers cross the boundary (:func:`send_frames`): a JSON header and
+raw bytes, never a pickle, so the host cannot run code here. A launch sends
+every storage its tensor arguments view (each once, so aliasing views stay
+aliased), the host rebuilds them, moves the addresses an int64 argument holds
+(the pointer tables) from our storages to its own copies and back, launches,
+and sends the storages back; we copy them into ours, so red zones, poison and
+inputs are judged here by the guards as for a launch in this process.
+
+Everything the host reports about the target is a :class:`TargetFault`
+(a finding of the target, never a set-up error of ours): it ended its
+process (an exit status or a signal), did not finish within a watchdog
+(``load_seconds`` at import, ``launch_seconds`` per launch), raised (any
+``BaseException``, named as raised), or left its process changed (a
+non-daemon thread, another working directory, a changed environment variable,
+a replaced function of ``numpy``, ``torch``, ``os``, ...). A fault that ends
+or hangs the host is a :class:`TargetGone` (a ``BaseException``, so that
+Hypothesis does not shrink it); the next use starts a fresh host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LOAD_SECONDS = 120.0
+"""How long a target may take to import (torch and triton are imported
+before the target, outside this bound); ``$REPLAYSSM_TARGET_LOAD_SECONDS``
+overrides it (the tests' looping import)."""
+
+
+def load_seconds() -> float:
+    """The load watchdog: :data:`LOAD_SECONDS` unless the environment says otherwise."""
+    try:
+        return float(os.environ.get("REPLAYSSM_TARGET_LOAD_SECONDS", LOAD_SECONDS))
+    except ValueError:
+        return LOAD_SECONDS
+
+START_SECONDS = 120.0
+"""How long the host may take to start and import torch and triton."""
+
+MAX_FRAME = 1 << 30
+"""The largest frame read from a host (a storage, or a header)."""
+
+
+class TargetFault(Exception):
+    """The target did something a conforming target does not: a finding of the
+    target. ``kind``: ``crash`` (it ended its process), ``hang`` (a watchdog
+    ran out), ``exception`` (it raised), ``tampering`` (it changed its
+    process); ``phase``: ``import`` or the kernel launched; ``output``: the
+    tail of what it printed."""
+
+    def __init__(self, kind: str, phase: str, reason: str, output: str = "", detail: str = "") -> None:
+        super().__init__(reason)
+        self.kind, self.phase, self.reason, self.output, self.detail = kind, phase, reason, output, detail
+        self.kernel = phase
+
+    def report(self) -> str:
+        """The reason, the target's traceback and the tail of its output, for a report."""
+        parts = [self.reason]
+        if self.detail:
+            parts.append(self.detail.rstrip())
+        if self.output.strip():
+            parts.append("what the target printed (last lines):\n" + self.output.rstrip())
+        return "\n".join(parts)
+
+
+class TargetGone(BaseException):
+    """The target's process ended or hung (:attr:`fault` says how): the
+    launch cannot be judged, and a state machine must not retry it."""
+
+    def __init__(self, fault: TargetFault) -> None:
+        super().__init__(str(fault))
+        self.fault = fault
+
+
+def send_frames(conn: Connection, header: dict, buffers: list[bytes] = ()) -> None:
+    """A message as plain data: a JSON header (with ``buffers``, their count), then each buffer's bytes."""
+    conn.send_bytes(json.dumps({**header, "buffers": len(buffers)}).encode())
+    for b in buffers:
+        conn.send_bytes(b)
+
+
+def recv_frames(conn: Connection) -> tuple[dict, list[bytes]]:
+    """What :func:`send_frames` sent; a ``ValueError`` for anything else."""
+    header = json.loads(conn.recv_bytes(MAX_FRAME))
+    if not isinstance(header, dict) or not isinstance(header.get("buffers"), int):
+        raise ValueError(f"not a message header: {header!r:.200}")
+    return header, [conn.recv_bytes(MAX_FRAME) for _ in range(header["buffers"])]
+
+
+def describe_exit(code: int | None) -> str:
+    """``exit status 0`` or ``signal SIGKILL`` for a process's return code."""
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class TargetHost:
+    """One target's process. :meth:`load` imports it (``name``: a module or a
+    ``.py``/``.txt`` file; ``label``: the option that named it, for messages);
+    :meth:`launch` runs one of its kernels; :meth:`close` ends it. Its
+    standard output and error go to files in its own working directory."""
+
+    name: str
+    label: str = "--impl"
+    cuda: bool = False
+    load_seconds: float | None = None
+    """The load watchdog (None: :func:`load_seconds`)."""
+    launch_seconds: float | None = None
+    process: subprocess.Popen | None = None
+    conn: Connection | None = None
+    folder: Path | None = None
+    description: dict = field(default_factory=dict)
+    launches: int = 0
+
+    def start(self) -> None:
+        """Start the host and wait until it has imported torch and triton."""
+        self.folder = Path(tempfile.mkdtemp(prefix="replayssm-target-"))
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["REPLAYSSM_TARGET_DEVICE"] = "cuda" if self.cuda else "cpu"
+        env["PYTHONUNBUFFERED"] = "1"  # what it prints reaches its files even when it ends with os._exit
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)  # a module name: as here
+        if not self.cuda:
+            env.setdefault("TRITON_INTERPRET", "1")
+        in_group = os.getpgid(0) == os.getpid()  # a supervised worker: a watchdog kills its whole group
+        with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
+                cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        try:
+            self._reply("start", START_SECONDS)
+        except TargetGone as e:  # before the target is imported: our failure, not the target's
+            raise RuntimeError(f"the target's process did not start: {e.fault.report()}") from None
+
+    @property
+    def output(self) -> str:
+        """The tail of what the host printed (standard output, then error)."""
+        if self.folder is None:
+            return ""
+        return "\n".join(x for x in (_tail(self.folder / "stdout.txt"), _tail(self.folder / "stderr.txt")) if x)
+
+    def _gone(self, phase: str, how: str) -> TargetGone:
+        output = self.output
+        self.close()
+        where = "at import" if phase == "import" else ("while starting" if phase == "start"
+                                                       else f"during launch {self.launches} ({phase})")
+        return TargetGone(TargetFault("crash", phase, f"the target ended the process {where}: {how}", output))
+
+    def _reply(self, phase: str, seconds: float | None) -> tuple[dict, list[bytes]]:
+        """The host's next message, within ``seconds`` (None: no bound); a
+        :class:`TargetGone` when it ends or does not answer in time."""
+        assert self.conn is not None and self.process is not None
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while not self.conn.poll(0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))):
+            code = self.process.poll()
+            if code is not None and not self.conn.poll():
+                raise self._gone(phase, describe_exit(code))
+            if deadline is not None and time.monotonic() >= deadline:
+                what = "finish its import" if phase == "import" else f"return from launch {self.launches} ({phase})"
+                output = self.output
+                self.close()
+                raise TargetGone(TargetFault("hang", phase, f"the target did not {what} within the {seconds:g} s "
+                                             "watchdog", output))
+        try:
+            return recv_frames(self.conn)
+        except (EOFError, OSError, ValueError):
+            self.process.wait(5)
+            raise self._gone(phase, describe_exit(self.process.poll())) from None
+
+    def _judge(self, header: dict, phase: str) -> None:
+        """Raise the fault a host's answer reports, if any (a ``RuntimeError``
+        for a failure of the host's own code, which is not the target's)."""
+        if header.get("internal"):
+            self.close()
+            raise RuntimeError(f"the target's process failed outside the target ({phase}):\n{header['internal']}")
+        if header.get("raised"):
+            reason = header["raised"] if phase == "import" else f"{header['raised']} (launch {self.launches}: {phase})"
+            raise TargetFault("crash" if header.get("exited") else "exception", phase, reason, self.output,
+                              header.get("traceback", ""))
+        if header.get("changed"):
+            what = "at import" if phase == "import" else f"in {phase}"
+            raise TargetFault("tampering", phase, f"the target changed its process {what}: "
+                              + "; ".join(header["changed"]), self.output)
+
+    def load(self) -> dict:
+        """Import the target; its description: ``kernels`` (name -> parameter
+        names) and ``names`` (its other top-level names). A :class:`TargetFault`
+        when it misbehaves at import; a ``ValueError`` (the host's
+        :class:`~.targets.TargetError` message) when it is no input at all."""
+        if self.process is None:
+            self.start()
+        assert self.conn is not None
+        send_frames(self.conn, {"op": "load", "name": self.name, "label": self.label})
+        header, _ = self._reply("import", self.load_seconds if self.load_seconds is not None else load_seconds())
+        self._judge({"internal": header["internal"]} if header.get("internal") else {}, "import")
+        if header.get("unusable"):
+            self.close()
+            raise ValueError(header["unusable"])
+        self._judge(header, "import")
+        self.description = {"kernels": header["kernels"], "names": header["names"]}
+        return self.description
+
+    def launch(self, kernel: str, grid: tuple, args: tuple, kwargs: dict) -> None:
+        """Launch ``kernel[grid](*args, **kwargs)`` there; every tensor argument's
+        storage comes back with what the launch left in it."""
+        import torch
+
+        if self.process is None:  # a fresh host after one that ended
+            self.load()
+        assert self.conn is not None
+        storages: list[Any] = []
+        index: dict[int, int] = {}
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                s = value.untyped_storage()
+                if s.data_ptr() not in index:
+                    index[s.data_ptr()] = len(storages)
+                    storages.append(s)
+                return {"tensor": index[s.data_ptr()], "offset": value.storage_offset(), "shape": list(value.shape),
+                        "stride": list(value.stride()), "dtype": str(value.dtype).removeprefix("torch.")}
+            if value is None or isinstance(value, (bool, int, float, str)):
+                return {"value": value}
+            raise TypeError(f"a launch argument of type {type(value).__name__} cannot cross to the target's process")
+
+        header = {"op": "launch", "kernel": kernel, "grid": [int(g) for g in grid],
+                  "args": [plain(a) for a in args], "kwargs": {k: plain(v) for k, v in kwargs.items()}}
+        header["storages"] = [{"base": s.data_ptr(), "nbytes": s.nbytes()} for s in storages]
+        raw = [bytes(torch.empty(0, dtype=torch.uint8, device=s.device).set_(s).cpu().numpy().tobytes())
+               for s in storages]
+        send_frames(self.conn, header, raw)
+        self.launches += 1
+        reply, back = self._reply(kernel, self.launch_seconds)
+        if len(back) == len(storages):
+            for s, data in zip(storages, back):
+                if len(data) == s.nbytes():
+                    target = torch.empty(0, dtype=torch.uint8, device=s.device).set_(s)
+                    target.copy_(torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
+        self._judge(reply, kernel)
+
+    def close(self) -> None:
+        """End the host (its whole process group when it has one) and remove its folder."""
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                try:
+                    if os.getpgid(self.process.pid) == self.process.pid:
+                        os.killpg(self.process.pid, signal.SIGKILL)
+                    else:
+                        self.process.kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            self.process = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class RemoteKernel:
+    """A kernel of the target, as :func:`~replayssm.review.adapters.kernel_params`
+    and the harnesses see one: ``arg_names`` (None for a launchable object
+    that is no Triton function), and ``kernel[grid](...)``."""
+
+    def __init__(self, host: TargetHost, name: str, arg_names: list[str] | None) -> None:
+        self.host, self.__name__ = host, name
+        self.arg_names = list(arg_names) if arg_names is not None else None
+
+    def __getitem__(self, grid: Any) -> Any:
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        return lambda *args, **kwargs: self.host.launch(self.__name__, grid, args, kwargs)
+
+
+class RemoteModule:
+    """The target as the harnesses see it: its kernels as :class:`RemoteKernel`
+    attributes; its other top-level names are known (``hasattr``) but cannot
+    be used here."""
+
+    def __init__(self, host: TargetHost) -> None:
+        self._host = host
+        self.__name__ = f"isolated:{host.name}"
+        self._kernels = {k: RemoteKernel(host, k, p) for k, p in host.description["kernels"].items()}
+
+    def __getattr__(self, name: str) -> Any:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        if name in self.__dict__.get("_host").description.get("names", ()):
+            return _Elsewhere(name)
+        raise AttributeError(name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*self._kernels, *self._host.description.get("names", ())})
+
+    def close(self) -> None:
+        self._host.close()
+
+
+@dataclass(frozen=True)
+class _Elsewhere:
+    """A top-level name of the target that is not a kernel: it lives in the target's process only."""
+
+    name: str
+
+
+def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,
+                  launch_seconds: float | None = None, load_seconds: float | None = None) -> RemoteModule:
+    """The target ``name`` imported in a :class:`TargetHost` of its own, as a
+    :class:`RemoteModule`; a :class:`TargetFault` (a finding) or a
+    ``ValueError`` (no usable input) as :meth:`TargetHost.load` raises."""
+    host = TargetHost(_absolute(name), label, cuda, load_seconds, launch_seconds)
+    try:
+        host.load()
+    except TargetGone as e:
+        raise e.fault from None
+    except BaseException:
+        host.close()
+        raise
+    return RemoteModule(host)
+
+
+def _absolute(name: str) -> str:
+    """A file target's absolute path (the host runs in another folder); a module name as it is."""
+    return str(Path(name).resolve()) if name.endswith((".py", ".txt")) else name

@@ -1,0 +1,111 @@
+"""The target runs in a process of its own (issue 27): whatever it does at
+import or in a launch is a finding of the target, never a pass, never a
+set-up error, and cannot reach the process that judges it. The planted
+targets are in ``tests/targets/``."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from replayssm.cli import main
+from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.base.isolation import TargetFault, load_isolated
+from fuzz_processes import REPO, plant
+
+TARGETS = REPO / "tests" / "targets"
+
+AT_IMPORT = {
+    "exit_at_import.py": ("crash", "the target ended the process at import: exit status 0"),
+    "thread_at_import.py": ("tampering", "it left non-daemon thread(s) running: planted-sleeper"),
+    "chdir_at_import.py": ("tampering", "it changed the working directory to /"),
+    "numpy_patched.py": ("tampering", "it replaced numpy.nonzero"),
+    "keyboard_interrupt_at_import.py": ("exception", "the target raised KeyboardInterrupt at import"),
+    "exits_3_at_import.py": ("crash", "the target called sys.exit(3) at import"),
+    "loops_at_import.py": ("hang", "the target did not finish its import within the 3 s watchdog"),
+}
+"""Each planted target's fault at import: its kind and the start of its reason."""
+
+
+def _fault(name: str) -> TargetFault:
+    try:
+        module = load_isolated(str(TARGETS / name), load_seconds=3.0)
+    except TargetFault as e:
+        return e
+    module.close()
+    raise AssertionError(f"{name} loaded without a fault")
+
+
+def test_a_target_misbehaving_at_import_is_its_finding() -> None:
+    """Each planted target in a process of its own, several at once (each
+    starts an interpreter with torch and triton)."""
+    with ThreadPoolExecutor(3) as pool:
+        faults = dict(zip(AT_IMPORT, pool.map(_fault, AT_IMPORT)))
+    for name, (kind, reason) in AT_IMPORT.items():
+        fault = faults[name]
+        assert (fault.kind, fault.phase) == (kind, "import") and reason in fault.reason, (name, fault.reason)
+    assert "about to leave" in faults["exit_at_import.py"].output  # what it printed is kept, not lost
+    assert "REPLAYSSM_PLANTED" in faults["chdir_at_import.py"].reason
+    assert "KeyboardInterrupt" in faults["keyboard_interrupt_at_import.py"].detail  # its traceback
+
+
+def test_fuzz_of_a_target_that_exits_at_import_is_a_finding_with_its_reports(tmp_path: Path, capsys) -> None:
+    out, junit = tmp_path / "s.json", tmp_path / "r.xml"
+    code = main(["fuzz", "--impl", str(TARGETS / "exit_at_import.py"), "--jobs", "1", "--examples", "32",
+                 "--failures", str(tmp_path / "f"), "--json", str(out), "--junit", str(junit)])
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    summary = json.loads(out.read_text())
+    (finding,) = summary["findings"]
+    assert finding["kind"] == "crash" and finding["kernel"] == "the target's import", finding
+    assert "the target ended the process at import: exit status 0" in finding["reason"]
+    assert "FAILED: 1 finding(s)" in printed and "failure" in junit.read_text()
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "SystemExit(0)"])
+def test_a_base_exception_in_a_launch_is_a_finding_of_the_kernel(tmp_path: Path, raised: str) -> None:
+    line = "    valid_req = req >= 0\n"
+    target = plant(tmp_path, line, line + f"    raise {raised}\n")
+    result = run_campaign(CampaignConfig(target, "cpu", 128, 6, seed=0, jobs=1, failures_dir=str(tmp_path / "f"),
+                                         shrink_seconds=1.0))
+    assert result["exit_code"] == 1, result
+    (finding,) = result["findings"]
+    words = "called sys.exit(0)" if raised.startswith("SystemExit") else "raised KeyboardInterrupt"
+    assert finding["kernel"] == "_reset_new_replayssm_slots_kernel" and words in finding["reason"], finding
+    assert finding["trace"] and json.loads(Path(finding["trace"]).read_text())["actions"][-1]["name"] == "migrate"
+
+
+def test_a_fault_that_does_not_recur_is_kept_as_it_first_appeared(tmp_path: Path) -> None:
+    """The third launch of the target's process raises, once: the finding is
+    the run that failed, with the target's own message, called
+    non-deterministic (it was "exception in the spec's invariants: FlakyFailure")."""
+    result = run_campaign(CampaignConfig(str(TARGETS / "count_dependent.py"), "cpu", 128, 6, seed=0, jobs=1,
+                                         failures_dir=str(tmp_path / "f"), shrink_seconds=2.0))
+    assert result["exit_code"] == 1, result
+    (finding,) = result["findings"]
+    assert finding["kernel"] == "_reset_new_replayssm_slots_kernel" and not finding["deterministic"], finding
+    assert "planted: the third launch of this process fails" in finding["reason"]
+    assert "non-deterministic" in finding["reason"] and "spec" not in finding["kernel"]
+    meta = json.loads(Path(finding["trace"]).read_text())["#meta"]
+    assert meta["failure"] == finding["kind"] and meta["deterministic"] is False and not meta["shrunk"]
+    assert "the third launch" in meta["error"]
+
+
+def test_another_launch_api_is_named(tmp_path: Path) -> None:
+    """A1 (generation A) keeps the reference's kernel names with other
+    parameters: ``fuzz`` and ``prove --kernels`` name the mismatch (exit 2)."""
+    from replayssm.fuzz.target import load_target
+    from replayssm.verify.kernels.selection import kernel_obligations
+
+    a1 = REPO.parent / "shared" / "reference" / "vllm-versions" / "A1.py"
+    if not a1.is_file():
+        pytest.skip("the vLLM corpus (../shared/reference/vllm-versions) is not there")
+    with pytest.raises(ValueError, match="has kernels of another launch API: _postprocess_replayssm_kernel takes "
+                                         "block_table, tracker_start"):
+        load_target(str(a1))
+    with pytest.raises(ValueError, match="not the reference launch API's"):
+        kernel_obligations(str(a1))
+    assert main(["prove", "--kernels", "--impl", str(a1), "--no-cache"]) == 2

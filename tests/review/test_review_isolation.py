@@ -1,0 +1,73 @@
+"""``review`` imports and launches each version in a process of its own
+(issue 27): a version that ends its process at import, or a kernel that
+never returns, is that version's finding, with the reports written; the
+review's own process decides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from replayssm.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = REPO / "tests" / "targets"
+MIGRATION_LINE = "    valid_req = req >= 0\n"
+
+
+def test_a_version_that_exits_at_import_is_a_finding_with_its_reports(tmp_path: Path, capsys) -> None:
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main(["review", str(TARGETS / "exit_at_import.py"), "--examples", "1", "--traces", str(tmp_path / "t"),
+                 "--json", str(report), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    (verdict,) = json.loads(report.read_text())["verdicts"]
+    assert verdict["status"] == "finding" and verdict["properties"] == {"process": "broken"}, verdict
+    message = verdict["findings"][0]["message"]
+    assert "the target ended the process at import: exit status 0" in message and "about to leave" in message
+    assert "exit_at_import" in out and "finding" in out and "<failure" in junit.read_text()
+
+
+def test_a_kernel_that_never_returns_is_a_hang_finding_of_the_version(tmp_path: Path, capsys) -> None:
+    source = (REPO / "impl" / "kernels.py").read_text()
+    looping = tmp_path / "looping_kernels.py"
+    looping.write_text(source.replace(MIGRATION_LINE, MIGRATION_LINE + "    while True: pass\n", 1))
+    report = tmp_path / "r.json"
+    code = main(["review", str(looping), "--examples", "1", "--watchdog", "2", "--budget", "4",
+                 "--traces", str(tmp_path / "t"), "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    (verdict,) = json.loads(report.read_text())["verdicts"]
+    (finding,) = verdict["findings"]
+    assert finding["property"] == "process" and "within the 2 s watchdog" in finding["message"], finding
+    assert "_reset_new_replayssm_slots_kernel" in finding["message"] and Path(finding["trace"]).is_file()
+
+
+def test_review_input_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
+    binary, page = tmp_path / "binary.py", tmp_path / "half.txt"
+    binary.write_bytes(b"\x96\x00\xff" * 100)
+    full = REPO.parent / "shared" / "reference" / "vllm-replayssm_utils.txt"
+    page.write_text(full.read_text()[:20000] if full.is_file() else "half a page")
+    kernels = str(REPO / "impl" / "kernels.py")  # in a git checkout
+    cases = [
+        ([kernels, f"--base-ref=--output={tmp_path / 'written'}"], "is not a git revision"),
+        ([kernels, "--json", str(tmp_path / "x"), "--junit", str(tmp_path / "x")], "name the same file"),
+        ([str(binary)], "is not Python source text"),
+        ([str(page)], "error: "),
+    ]
+    for argv, message in cases:
+        assert main(["review", *argv, "--examples", "1", "--traces", str(tmp_path / "t")]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "written").exists()
+
+
+def test_two_versions_with_one_file_name_keep_their_own_labels(tmp_path: Path) -> None:
+    from replayssm.base.reports import replay_command
+    from replayssm.review.command import _absolute, _labels
+
+    sources = [_absolute(str(tmp_path / d / "ssu_dispatch.py")) for d in ("co1", "co2")] + ["A1.py"]
+    labels = _labels(sources)
+    assert [labels[s] for s in sources] == ["co1/ssu_dispatch", "co2/ssu_dispatch", "A1"]
+    assert all(Path(s).is_absolute() for s in sources[:2])
+    assert replay_command("/a b/t.json", "/x y/v.py") == "replayssm-verify replay '/a b/t.json' --impl '/x y/v.py'"

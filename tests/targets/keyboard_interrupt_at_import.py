@@ -1,0 +1,2 @@
+"""Raises KeyboardInterrupt while it is imported."""
+raise KeyboardInterrupt

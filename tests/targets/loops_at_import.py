@@ -1,0 +1,3 @@
+"""Never finishes its import."""
+while True:
+    pass
