@@ -36,7 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import bad_options, emit, header  # noqa: E402
 from time_to_kill import PLANTED, planted_file  # noqa: E402
 
-CORPUS_VERSION = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "vllm-versions" / "A1.py"
 
 
 def timed(command: list[str], limit: float) -> tuple[float, float, int | None, str]:
@@ -63,8 +62,10 @@ def fuzz_run(python: str, jobs: int, limit: float) -> dict:
 
 
 def review_run(python: str, limit: float) -> dict:
+    from replayssm.spec import corpus
+
     with tempfile.TemporaryDirectory() as tmp:
-        wall, cpu, code, text = timed([python, "-m", "replayssm", "review", str(CORPUS_VERSION), "--examples", "2",
+        wall, cpu, code, text = timed([python, "-m", "replayssm", "review", str(corpus.versions() / "A1.py"), "--examples", "2",
                                        "--traces", tmp], limit)
     return {"seconds": wall, "cpu_seconds": cpu, "exit_code": code, "tail": text if code not in (0, 1, 3) else ""}
 

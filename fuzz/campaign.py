@@ -23,10 +23,10 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
+from replayssm.base.isolation import TargetFault
 from replayssm.base.reports import check_output_file, check_output_folder
-from replayssm.spec.geometry import Conventions
-
 from replayssm.base.traces import TRACE_ID
+from replayssm.spec.geometry import Conventions
 
 from .actions import Action, action_to_json
 from .containment import check_drop, compare_outside

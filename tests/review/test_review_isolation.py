@@ -46,8 +46,9 @@ def test_a_kernel_that_never_returns_is_a_hang_finding_of_the_version(tmp_path: 
 def test_review_input_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
     binary, page = tmp_path / "binary.py", tmp_path / "half.txt"
     binary.write_bytes(b"\x96\x00\xff" * 100)
-    full = REPO.parent / "shared" / "reference" / "vllm-replayssm_utils.txt"
-    page.write_text(full.read_text()[:20000] if full.is_file() else "half a page")
+    from replayssm.spec import corpus
+
+    page.write_text(corpus.reference_page().read_text()[:20000])
     kernels = str(REPO / "impl" / "kernels.py")  # in a git checkout
     cases = [
         ([kernels, f"--base-ref=--output={tmp_path / 'written'}"], "is not a git revision"),
