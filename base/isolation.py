@@ -117,7 +117,8 @@ def recv_frames(conn: Connection) -> tuple[dict, list[bytes]]:
 
 
 def describe_exit(code: int | None) -> str:
-    """``exit status 0`` or ``signal SIGKILL`` for a process's return code."""
+    """``exit status 0`` or ``signal SIGKILL`` for a process's return code (a
+    ``multiprocessing`` exit code reads the same: negative for a signal)."""
     if code is None:
         return "no exit status"
     if code < 0:

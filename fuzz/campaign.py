@@ -444,6 +444,8 @@ class _Campaign:
     findings: list[Finding]
     start: float
     supervisor: Supervisor | None = None
+    faulted: bool = False
+    """A worker's hang or death was recorded (the first stops the others)."""
 
     def stop_others(self, child: Child) -> None:
         """The first finding stops the other workers (the finder goes on to shrink)."""
@@ -511,7 +513,13 @@ class _Campaign:
             print("\n".join(f"    {line}" for line in found["error"].splitlines()), file=self.out, flush=True)
 
     def fault(self, child: Child) -> None:
-        """A worker hung or died: the finding is its log up to that launch."""
+        """A worker hung or died: the finding is its log up to that launch. The
+        first fault stops the other workers; one that a stopped worker had
+        already reported in the same turn of the supervisor is not a second
+        finding (a slow host's first launch past the watchdog, say)."""
+        if self.faulted:
+            return
+        self.faulted = True
         self.stop_others(child)
         fault, n = child.fault, self.combination_of(child)
         if fault["log"] is None:

@@ -40,7 +40,7 @@ from typing import Any
 
 from replayssm.base.interrupts import SIGNALS
 
-from replayssm.base.isolation import TargetFault, TargetGone
+from replayssm.base.isolation import TargetFault, TargetGone, describe_exit
 
 STATS_EVERY_SECONDS = 1.0
 """How often a child sends its statistics (for the progress line)."""
@@ -161,18 +161,6 @@ def restore_handlers(previous: dict[int, Any]) -> None:
             signal.signal(s, h)
         except (ValueError, TypeError):
             pass
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """``exit status 1`` or ``signal SIGSEGV`` for a process's exit code."""
-    if exitcode is None:
-        return "no exit status"
-    if exitcode < 0:
-        try:
-            return f"signal {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"signal {-exitcode}"
-    return f"exit status {exitcode}"
 
 
 def kill_group(process: Any) -> None:

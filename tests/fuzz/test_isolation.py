@@ -94,6 +94,7 @@ def test_a_fault_that_does_not_recur_is_kept_as_it_first_appeared(tmp_path: Path
     assert "the third launch" in meta["error"]
 
 
+@pytest.mark.corpus
 def test_another_launch_api_is_named(tmp_path: Path) -> None:
     """A1 (generation A) keeps the reference's kernel names with other
     parameters: ``fuzz`` names the mismatch (exit 2)."""

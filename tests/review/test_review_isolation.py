@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from replayssm.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +45,7 @@ def test_a_kernel_that_never_returns_is_a_hang_finding_of_the_version(tmp_path: 
     assert "_reset_new_replayssm_slots_kernel" in finding["message"] and Path(finding["trace"]).is_file()
 
 
+@pytest.mark.corpus
 def test_review_input_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
     binary, page = tmp_path / "binary.py", tmp_path / "half.txt"
     binary.write_bytes(b"\x96\x00\xff" * 100)
