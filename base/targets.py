@@ -93,7 +93,7 @@ def load_docs_page(path: str | Path, label: str = "--impl", raw: bool = False) -
     source = Path(tempfile.mkdtemp(prefix="replayssm-target-")) / f"{path.stem.replace('-', '_')}_kernels.py"
     try:
         text = module_source(path.read_text())
-    except (UnicodeDecodeError, ValueError, IndexError, KeyError) as e:
+    except (UnicodeDecodeError, SyntaxError, ValueError, IndexError, KeyError) as e:
         raise TargetError(f"{label} file {str(path)!r} is not a documentation page of the module's "
                           f"source: {type(e).__name__}: {e}") from None
     source.write_text(text)  # Triton's JIT reads kernels from a real file

@@ -141,7 +141,11 @@ def module_file(name: str, label: str = "--impl") -> Path:
         if not page.is_file():
             raise ValueError(f"{label} file {name!r} does not exist")
         out = Path(tempfile.mkdtemp(prefix="replayssm-kernels-")) / f"{page.stem.replace('-', '_')}_kernels.py"
-        out.write_text(module_source(page.read_text()))
+        try:
+            out.write_text(module_source(page.read_text()))
+        except (UnicodeDecodeError, SyntaxError, ValueError, IndexError, KeyError) as e:
+            raise ValueError(f"{label} file {name!r} is not a documentation page of the module's source: "
+                             f"{type(e).__name__}: {e}") from None
         return out
     try:
         spec = importlib.util.find_spec(name)
