@@ -59,3 +59,30 @@ def test_roles_of_two_generations_are_matched_by_name(tmp_path: Path) -> None:
     (result,) = diff_versions(page, other, (MIGRATION,), head_roles=(theirs,))
     assert result.role == "migration ~ X.migration" and result.kernel == "_reset_slots_elsewhere" and result.outcome == EQUAL
     assert diff_versions(page, other, (MIGRATION,), head_roles=(replace(theirs, name="X.reset"),)) == []
+
+
+@pytest.mark.corpus
+def test_a_generation_version_and_a_planted_copy_through_its_adapter_records(tmp_path: Path) -> None:
+    """A1 (generation A, no spec program) against a copy whose reset kernel
+    zeroes a fresh slot's committed count to -1 (one line): the migration
+    role differs, replayed, and the one-launch check (trackers in range)
+    calls it a regression; an unchanged copy of A1 is proved equal."""
+    from replayssm.base.targets import load_source
+    from replayssm.review.adapters import detect, kernel_roles
+    from replayssm.spec import corpus
+
+    line = "tl.store(tracker_committed + dst_slot, 0, mask=fresh)"
+    text = (corpus.versions() / "A1.py").read_text()
+    assert text.count(line) == 1
+    files = {"a1": text, "a1_copy": text, "a1_planted": text.replace(line, line.replace(", 0,", ", -1,"))}
+    modules = {}
+    for name, body in files.items():
+        (tmp_path / f"{name}.py").write_text(body)
+        modules[name] = load_source(tmp_path / f"{name}.py", name)
+    roles = [r for r in kernel_roles(detect(modules["a1"])) if r.name.endswith("migration")]
+    (planted,) = diff_versions(modules["a1"], modules["a1_planted"], roles)
+    assert planted.outcome == DIFFERS and planted.distinction.replayed
+    assert planted.distinction.judgement.startswith("regression: head breaks tracker range: num_committed"), \
+        planted.distinction.judgement
+    (unchanged,) = diff_versions(modules["a1"], modules["a1_copy"], roles)
+    assert unchanged.outcome == EQUAL
