@@ -15,6 +15,7 @@ from replayssm.base.reports import (
     STDOUT,
     JunitCase,
     UsageError,
+    check_distinct_outputs,
     check_output_file,
     status_after_writing,
     write_junit,
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     max_steps = profile["max_steps"] if args.max_steps is None else args.max_steps
     check_output_file(args.junit, "--junit")
     check_options(args)
+    check_distinct_outputs({"--json": args.json, "--junit": args.junit, "--sarif": getattr(args, "sarif", None),
+                            "--html": getattr(args, "html", None)})
     if args.numeric and (args.sarif or args.html):
         raise UsageError(f"--{'sarif' if args.sarif else 'html'} does not apply to --numeric (its findings name no "
                          "kernel line or trace to draw)")

@@ -15,6 +15,7 @@ from replayssm.base.reports import (
     STDOUT,
     JunitCase,
     UsageError,
+    check_distinct_outputs,
     check_output_file,
     check_output_folder,
     status_after_writing,
@@ -67,6 +68,8 @@ def _check_prove_args(args: argparse.Namespace) -> None:
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
     check_options(args)
+    check_distinct_outputs({"--json": args.json, "--junit": args.junit, "--sarif": getattr(args, "sarif", None),
+                            "--html": getattr(args, "html", None)})
     check_output_folder(args.counterexamples, "--counterexamples")
     if args.cache is not None:
         check_output_folder(args.cache, "--cache")

@@ -75,3 +75,12 @@ def test_two_versions_with_one_file_name_keep_their_own_labels(tmp_path: Path) -
     assert [labels[s] for s in sources] == ["co1/ssu_dispatch", "co2/ssu_dispatch", "A1"]
     assert all(Path(s).is_absolute() for s in sources[:2])
     assert replay_command("/a b/t.json", "/x y/v.py") == "replayssm-verify replay '/a b/t.json' --impl '/x y/v.py'"
+
+
+def test_two_reports_into_one_file_are_exit_2_for_prove_and_fuzz(tmp_path: Path, capsys) -> None:
+    same = str(tmp_path / "x")
+    for argv in (["prove", "--only", "boundary.exact"], ["fuzz"]):
+        assert main([*argv, "--json", same, "--junit", same]) == 2, argv
+        err = capsys.readouterr().err
+        assert "--json and --junit name the same file" in err, err
+    assert not (tmp_path / "x").exists()
