@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --kernels: the module or .py file whose kernels to prove (default: ours)")
 
 
+LIST_SCHEMA = "replayssm-prove-list/1"
+"""The ``schema`` of ``prove --list --json``: per obligation its name, transition, statement,
+first case and that case's assumptions."""
+
+
 def _check_prove_args(args: argparse.Namespace) -> None:
     """Every option of ``prove`` checked before any work (:class:`UsageError`)."""
     if not 1 <= args.jobs <= MAX_JOBS:
@@ -209,14 +214,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         chosen = _chosen(args, cache)
         if args.list:
+            listed = []
             for ob in chosen:
-                print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}")
+                print(f"{ob.name}  [{ob.transition}]\n    {ob.statement}", file=args.out)
                 first = next(iter(ob.build()), None)
                 names = {n for n, _ in first.assumptions} if first is not None else set()
                 print(f"    assumptions (first case{': ' + first.case if first is not None and first.case else ''}), "
-                      f"by provenance:{'' if names else ' none'}")
+                      f"by provenance:{'' if names else ' none'}", file=args.out)
                 for line in _hypotheses_by_provenance(names):
-                    print(f"      {line}")
+                    print(f"      {line}", file=args.out)
+                listed.append({"name": ob.name, "transition": ob.transition, "statement": ob.statement,
+                               "first_case": first.case if first is not None else None,
+                               "assumptions": sorted(names)})
+            if args.json:  # the listing as data (it wrote nothing)
+                return status_after_writing(EXIT_PASSED, write_reports([
+                    ("--json", args.json, lambda: write_json(args.json, LIST_SCHEMA, {"obligations": listed}))],
+                    "the list is printed above"))
             return EXIT_PASSED
         report = Report([ob.name for ob in chosen])
         run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested

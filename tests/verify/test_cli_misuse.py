@@ -359,3 +359,12 @@ def test_a_reader_that_leaves_early_ends_the_listing_quietly(monkeypatch: pytest
     """``prove --list | head -1``: exit 141 (as a shell tool killed by SIGPIPE), no traceback."""
     monkeypatch.setattr(sys, "stdout", _ClosedPipe(tmp_path / "out"))
     assert main(["prove", "--list"]) == 128 + signal.SIGPIPE
+
+
+def test_prove_list_json_writes_the_list(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``prove --list --json FILE`` (it wrote nothing, issue 27): the listing as data, with a schema."""
+    out = tmp_path / "list.json"
+    assert main(["prove", "--list", "--only", CHEAP, "--json", str(out)]) == 0
+    listed = json.loads(out.read_text())
+    assert listed["schema"] == "replayssm-prove-list/1" and [o["name"] for o in listed["obligations"]] == [CHEAP]
+    assert listed["obligations"][0]["assumptions"] and CHEAP in capsys.readouterr().out
