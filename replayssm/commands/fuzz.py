@@ -71,8 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "then goes to stderr)")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case for the campaign")
     add_options(parser)
-    parser.add_argument("--drop", metavar="NAME", help="break this caller assumption (a name in spec/assumptions.py's "
-                        "PER_REQUEST) for some requests and judge the others by containment")
+    parser.add_argument("--drop", metavar="NAME", action="append",
+                        help="break this caller assumption (a name in spec/assumptions.py's PER_REQUEST) for some "
+                        "requests and judge the others by containment (one per campaign)")
     parser.add_argument("--systems", type=int, default=1, metavar="K",
                         help="independent small systems per launch, 1 to 256, driven in lockstep by one example; a "
                         "finding is still one system's trace (default 1; docs/fuzz.md)")
@@ -94,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     max_steps = profile["max_steps"] if args.max_steps is None else args.max_steps
     check_output_file(args.junit, "--junit")
     check_options(args)
+    if args.drop is not None and len(args.drop) > 1:  # containment judges one broken assumption at a time
+        raise UsageError(f"--drop takes one assumption per campaign, got {len(args.drop)}: {', '.join(args.drop)} "
+                         "(it used to keep only the last); run one campaign per assumption")
+    args.drop = args.drop[0] if args.drop else None
     check_distinct_outputs({"--json": args.json, "--junit": args.junit, "--sarif": getattr(args, "sarif", None),
                             "--html": getattr(args, "html", None)})
     if args.numeric and (args.sarif or args.html):

@@ -84,3 +84,10 @@ def test_two_reports_into_one_file_are_exit_2_for_prove_and_fuzz(tmp_path: Path,
         err = capsys.readouterr().err
         assert "--json and --junit name the same file" in err, err
     assert not (tmp_path / "x").exists()
+
+
+def test_fuzz_drop_twice_is_exit_2_naming_both(capsys) -> None:
+    """``--drop A --drop B`` kept only B; containment judges one broken assumption per campaign."""
+    assert main(["fuzz", "--drop", "decode_within_block", "--drop", "positions_nonnegative"]) == 2
+    err = capsys.readouterr().err
+    assert "--drop takes one assumption per campaign, got 2: decode_within_block, positions_nonnegative" in err
