@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "window 16, <= 3 layers (default: realistic on cuda, small on cpu)")
     parser.add_argument("--numeric-plant", choices=["plan one row short", "ring start off by one", "dropped checkpoint"],
                         help="with --numeric: plant a numeric-only fault (a tooth: the run must find it)")
-    parser.add_argument("--level", choices=["kernel", "context"], default="kernel",
-                        help="launch the module's kernels directly, or go through its ReplaySSMModelContext")
+    parser.add_argument("--level", choices=["kernel", "context"],
+                        help="launch the module's kernels directly (the default), or go through its "
+                        "ReplaySSMModelContext")
     parser.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "
                         "combinations (default: the profile's)")
     parser.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
@@ -109,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
     if args.numeric and (args.ray is not None or args.database is not None):
         raise UsageError(f"--{'ray' if args.ray is not None else 'database'} does not apply to --numeric "
                          "(one process, no example database)")
+    ignored = [f"--{n.replace('_', '-')}" for n in ("drop", "watchdog", "shrink_seconds") if getattr(args, n)]
+    if args.numeric and (ignored or args.level == "kernel"):
+        raise UsageError(f"{', '.join(ignored) or '--level kernel'} does not apply to --numeric (it runs the "
+                         "context level on real states, with its own time budget: --numeric-seconds)")
+    args.level = args.level or "kernel"
     numeric_only = [f"--{n.replace('_', '-')}" for n in NUMERIC_ONLY if getattr(args, n) is not None]
     if numeric_only and not args.numeric:
         raise UsageError(f"{', '.join(numeric_only)} only apply with --numeric")

@@ -91,3 +91,10 @@ def test_fuzz_drop_twice_is_exit_2_naming_both(capsys) -> None:
     assert main(["fuzz", "--drop", "decode_within_block", "--drop", "positions_nonnegative"]) == 2
     err = capsys.readouterr().err
     assert "--drop takes one assumption per campaign, got 2: decode_within_block, positions_nonnegative" in err
+
+
+def test_fuzz_numeric_refuses_the_options_it_ignored(capsys) -> None:
+    for extra, named in ((["--level", "kernel"], "--level kernel"), (["--watchdog", "5"], "--watchdog"),
+                         (["--drop", "decode_within_block"], "--drop")):
+        assert main(["fuzz", "--numeric", *extra]) == 2, extra
+        assert f"{named} does not apply to --numeric" in capsys.readouterr().err
