@@ -23,6 +23,9 @@ def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
         run = out["stateful"][k]["runs"][0]
         assert run["passed"] or run["missing_scenarios"], run  # a finding would fail this
         assert run["findings"] == 0 and run["examples"] >= 32
+        assert {"request_steps", "request_steps_per_s", "busy_request_steps_per_s", "seconds", "cpu_seconds",
+                "kernel_seconds", "spec_seconds"} <= set(run)  # counts may be 0: one example per combination
+        assert "cpu_seconds_per_request_step" in out["stateful"][k]
     assert "over_one_system" in out["stateful"]["2"]  # None here: one example per combination only admits
 
 
