@@ -477,9 +477,14 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
     "distinct_slots_in_row",
     "the non-null slots of one block-table row are pairwise distinct",
     _distinct_slots_in_row,
-    guaranteed(
+    contradicted(
+        "vLLM's own model-wide test names one physical block in two columns of a row (a live column moved "
+        "while the block stays), and C1's comment promises distinct blocks for distinct live columns only: "
+        "vLLM would have to promise distinct blocks for every column of a row, and its test shows it does not",
+        cite(T5, "block_tables[0][0, 1] = block_tables[0][0, 0]",
+             "vLLM's test aliases columns 0 and 1 of a row to one block in one cache group."),
         cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
-             "distinct columns map to distinct physical blocks."),
+             "the block manager's promise is about distinct live columns, not every column of a row."),
     ),
 )
 
