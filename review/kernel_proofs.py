@@ -9,6 +9,17 @@ block-table row, int32, no conflict between programs, the frame, and
 equivalence where the role has a spec program. A failed obligation names its
 case and the violated part; ``prove --kernels --impl FILE`` explains it and
 writes the launch that ``replay`` runs on the real kernel.
+
+Given a ``traces`` folder, each failure is explained here too: its
+counterexample's launch is saved there and replayed on the real kernel under
+Triton's interpreter (``replayed``: ``reproduced``, ``shows another
+failure`` when the launch misbehaves otherwise, e.g. a store past the extent
+that the frame predicted, ``not reproduced``, or ``no small launch``). The
+obligations assume the role's whole caller contract (the guaranteed
+assumptions and the ones vLLM does not guarantee), so a counterexample
+satisfies every guaranteed one: a failure that replays is a finding
+(:attr:`.verdicts.Verdict.kernel_findings`); the proofs cannot tell a latent
+reliance (they are not run with the unguaranteed assumptions dropped).
 """
 
 from __future__ import annotations
@@ -21,10 +32,11 @@ from typing import Any
 from .adapters import Api, kernel_roles
 
 
-def kernel_proofs(module: ModuleType, api: Api, source: str) -> dict[str, Any]:
+def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None = None) -> dict[str, Any]:
     """Every kernel obligation of ``module`` under ``api``'s roles, proved: per
     obligation its status, cases and first violated part; with the command
-    that explains and replays a failure."""
+    that explains and replays a failure (and, with ``traces``, each failure's
+    saved launch and how it replayed: :func:`replay_failure`)."""
     from replayssm.verify.kernels.obligations import register
     from replayssm.verify.obligation import REGISTRY, prove
 
@@ -38,6 +50,8 @@ def kernel_proofs(module: ModuleType, api: Api, source: str) -> dict[str, Any]:
         results.append({"obligation": name, "status": r.status, "cases": r.cases,
                         "case": (r.counterexample or {}).get("case"),
                         "violated": ((r.counterexample or {}).get("violated") or [None])[0]})
+        if r.status == "failed" and traces is not None and results[-1]["case"]:
+            results[-1].update(replay_failure(module, roles, name, results[-1]["case"], source, traces))
     if not names:
         return {"applies": False, "why": f"the target defines none of the {api.name} API's kernels "
                                          f"({', '.join(sorted({j for r in roles for j in r.jits}))})"}
@@ -46,13 +60,34 @@ def kernel_proofs(module: ModuleType, api: Api, source: str) -> dict[str, Any]:
             "command": f"replayssm-verify prove --kernels --impl {source}"}
 
 
+def replay_failure(module: ModuleType, roles: tuple, name: str, case: str, source: str, traces: Path) -> dict:
+    """Obligation ``name``'s failure at ``case`` explained, its launch saved
+    under ``traces`` and replayed on ``module``'s kernel: ``replayed``, and
+    ``trace``/``replay`` where a small launch shows it."""
+    from replayssm.verify.kernels.obligations import parse_name
+    from replayssm.verify.kernels.playback import EXPECTED, playback
+    from replayssm.verify.kernels.report import explain, save_trace
+
+    finding = explain(name, case, source)
+    path = save_trace(finding, traces, f"kernel-{name.removeprefix('kernel.').replace('@', '-')}")
+    if path is None:
+        return {"replayed": "no small launch", "explanation": finding.text}
+    seen = playback(finding.trace, module, roles)
+    prop = parse_name(name)[2]
+    replayed = ("reproduced" if seen.reproduces(prop) else "shows another failure"
+                if any(getattr(seen, f) for f in EXPECTED.values()) else "not reproduced")
+    return {"replayed": replayed, "trace": str(path), "replay": f"replayssm-verify replay {path} --impl {source}",
+            "explanation": finding.text}
+
+
 def summary(kp: dict[str, Any]) -> str:
     """One line: how many obligations were proved, and each failure by name."""
     if not kp["applies"]:
         return f"none apply ({kp['why']})"
     res = kp["results"]
     proved = sum(r["status"] == "proved" for r in res)
-    bad = [f"{r['obligation']} {r['status']} ({r['case']}: {r['violated']})" for r in res if r["status"] != "proved"]
+    bad = [f"{r['obligation']} {r['status']} ({r['case']}: {r['violated']})"
+           + (f", {r['replayed']} on the real kernel" if "replayed" in r else "") for r in res if r["status"] != "proved"]
     line = f"{proved}/{len(res)} proved in {kp['seconds']:.1f} s"
     return line + ("; " + "; ".join(bad) + f"; explain with {kp['command']}" if bad else "")
 

@@ -19,6 +19,7 @@ REPORT_SCHEMA = "replayssm-review/2"
 ``base_assumptions``, a difference's ``assumption``)."""
 
 LIFECYCLE = "lifecycle campaign"
+KERNEL_PROOFS = "kernel proofs"
 DIFFERENTIAL = "against the base (differential)"
 """The parts of a version's review besides its probes (``probe without NAME``),
 as :attr:`Verdict.unfinished` and the JUnit test cases name them."""
@@ -59,6 +60,18 @@ class Verdict:
                 for name, r in self.relies_on.items() if r.get("outcome") == "latent"]
 
     @property
+    def kernel_findings(self) -> list[dict]:
+        """The kernel obligations that failed with a counterexample that the
+        real kernel shows on replay (:mod:`.kernel_proofs`): proved findings,
+        inside the whole caller contract, so inside the guaranteed one."""
+        kp = self.kernel_proofs or {}
+        return [{"property": r["obligation"], "evidence": "proved", "case": r["case"], "violated": r["violated"],
+                 "replayed": r["replayed"], "message": f"{r['obligation']} failed ({r['case']}: {r['violated']}); "
+                 f"the counterexample {r['replayed']} on the real kernel", "trace": r["trace"], "replay": r["replay"]}
+                for r in kp.get("results", ()) if r["status"] == "failed"
+                and r.get("replayed") in ("reproduced", "shows another failure")]
+
+    @property
     def probes_not_finished(self) -> list[str]:
         """Probes of assumptions vLLM does not guarantee that ran out of time: a coverage shortfall."""
         return [f"probe without {name} not finished: {r['why']}" for name, r in self.relies_on.items()
@@ -66,12 +79,13 @@ class Verdict:
 
     @property
     def status(self) -> str:
-        """``finding`` (a property broken inside the contract; a regression counts),
+        """``finding`` (a property broken inside the contract, a kernel
+        obligation failed with a counterexample that replays; a regression counts),
         ``interrupted``, ``latent`` (a property broken only when vLLM breaks an
         assumption it does not guarantee), ``coverage shortfall`` (too few
         request-steps, a required scenario missed, a probe of an unguaranteed
         assumption not finished) or ``pass``."""
-        if self.findings or any(d["kind"] == "regression" for d in self.differences):
+        if self.findings or self.kernel_findings or any(d["kind"] == "regression" for d in self.differences):
             return "finding"
         if self.unfinished:
             return "interrupted"
@@ -90,7 +104,8 @@ def verdict_json(v: Verdict) -> dict:
                 for e in entries]
 
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": located(v.findings), "latent": located(v.latent, follow_change=False),
+            "properties": v.properties, "findings": located(v.findings),
+            "kernel_findings": v.kernel_findings, "latent": located(v.latent, follow_change=False),
             "assumptions": v.relies_on, "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located(v.differences),
             "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished, "unfinished": v.unfinished,
@@ -102,7 +117,7 @@ def _counterexample(finding: dict) -> str:
     how to replay it, and the trace's system and caller schedule."""
     from .campaign import describe_schedule
 
-    if "kernel_diff" in finding:  # proved: a kernel launch, not a caller schedule
+    if "kernel_diff" in finding or finding.get("evidence") == "proved":  # a kernel launch, not a caller schedule
         return "\n".join([finding["message"], *(f"{k}: {finding[k]}" for k in ("trace", "replay") if k in finding)])
     if finding.get("trace") is None:  # a fault at import: its words and the target's output are the evidence
         return finding["message"]
@@ -138,7 +153,8 @@ def _probe_case(v: Verdict, name: str, r: dict | None) -> JunitCase:
 
 def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> list[JunitCase]:
     """Per version: its lifecycle campaign (failed by a finding, an error for a
-    coverage shortfall), one case per assumption probe (:func:`_probe_case`)
+    coverage shortfall), its kernel proofs where any apply (failed by each
+    kernel finding, with its counterexample's trace and replay), one case per assumption probe (:func:`_probe_case`)
     and, with a base, the comparison (failed by each regression, of a property
     or of reliance). After an interrupt, a part not finished is ``skipped`` with
     what it had done, unless it already failed, and each version not reviewed
@@ -154,6 +170,9 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
         elif failure is None and v.coverage_shortfall:
             failure, kind = "coverage shortfall: " + "; ".join(v.coverage_shortfall), "error"
         cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
+        if (v.kernel_proofs or {}).get("applies"):
+            cases.append(JunitCase(f"{v.label}: {KERNEL_PROOFS}", v.kernel_proofs.get("seconds", 0.0),
+                                   "\n\n".join(_counterexample(f) for f in v.kernel_findings) or None))
         probes = [*v.relies_on, *(p.removeprefix("probe without ") for p in v.unfinished
                                   if p.startswith("probe without ") and p.removeprefix("probe without ") not in v.relies_on)]
         cases += [_probe_case(v, name, v.relies_on.get(name)) for name in probes]
@@ -170,12 +189,14 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
 
 
 def evidence(v: Verdict) -> str:
-    """How each claim of the verdict is known: the lifecycle properties and
-    the campaign's comparison with the base are sampled; each kernel role
-    compared with the base is proved (equal, or its class)."""
+    """How each claim of the verdict is known: the kernel obligations are
+    proved (how many hold, each failure named with how its counterexample
+    replayed), the lifecycle properties and the campaign's comparison with
+    the base are sampled; each kernel role compared with the base is proved
+    (equal, or its class)."""
     proved = [f"{d['property'].removeprefix('kernel ')} {d['kind']}" for d in v.differences
               if d.get("evidence") == "proved"]
-    parts = ["properties sampled"]
+    parts = [kernel_evidence(v.kernel_proofs), "properties sampled"]
     if proved:
         parts.append(f"vs base proved: {', '.join(proved)}")
     if any(d.get("evidence") == "sampled" for d in v.differences):
@@ -183,11 +204,22 @@ def evidence(v: Verdict) -> str:
     return "; ".join(parts)
 
 
+def kernel_evidence(kp: dict | None) -> str:
+    """The kernel obligations' part of the evidence column."""
+    if not kp or not kp.get("applies"):
+        return "kernel obligations: none"
+    res = kp["results"]
+    failed = [f"{r['obligation'].removeprefix('kernel.').split('@')[0]} {r['status']}"
+              + (f", {r['replayed']}" if "replayed" in r else "") for r in res if r["status"] != "proved"]
+    return (f"kernel obligations proved {sum(r['status'] == 'proved' for r in res)}/{len(res)}"
+            + (f" ({'; '.join(failed)})" if failed else ""))
+
+
 def print_table(verdicts: list[Verdict], out: Any) -> None:
     """The verdict table: version, API, properties, verdict, the assumptions
     relied on (latent: vLLM does not guarantee them; guaranteed: information),
     probes not finished, evidence (proved or sampled, per claim), and the
-    findings' and differences' traces."""
+    findings' (kernel findings' too) and differences' traces."""
     rows = [("version", "API", "properties", "verdict", "latent (not guaranteed)", "relies on (guaranteed)",
              "probes not finished", "evidence", "findings / traces")]
     for v in verdicts:
@@ -202,6 +234,7 @@ def print_table(verdicts: list[Verdict], out: Any) -> None:
         unfinished = str(sum(o == "not finished" for o in outcomes.values())) if probed else "-"
         notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") if f.get("trace") else f["message"].splitlines()[0]
                   for f in v.findings]
+                 + [f"{k['property']} (proved): {k['trace']}" for k in v.kernel_findings]
                  + [f"latent: {x['trace']}" for x in v.latent]
                  + [f"{d['kind']}{' of reliance on ' + d['assumption'] if d.get('assumption') else ''} "
                     f"({d['evidence']}): {d['trace']}" for d in v.differences

@@ -138,7 +138,10 @@ def test_a_version_relying_on_an_unguaranteed_assumption_is_latent_not_pass(tmp_
     document = json.loads(report.read_text())
     assert document["schema"] == "replayssm-review/2"
     verdict = document["verdicts"][0]
-    assert code == 1 and verdict["status"] == "latent" and not verdict["findings"], out
+    # D2's own kernel proofs fail with counterexamples that replay (the mode-none read past the
+    # row, docs/kernel-proofs.md): a proved finding outranks the latent reliance, still reported
+    assert code == 1 and not verdict["findings"], out
+    assert verdict["status"] == ("finding" if verdict["kernel_findings"] else "latent"), out
     (latent,) = verdict["latent"]
     assert latent["assumption"] == TRACKERS and Path(latent["trace"]).exists()
     assert verdict["assumptions"][TRACKERS]["outcome"] == "latent"

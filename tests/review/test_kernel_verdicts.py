@@ -1,0 +1,55 @@
+"""Kernel proofs decide verdicts: a kernel obligation that fails with a
+counterexample the real kernel shows on replay makes the version a
+``finding`` (named, with its trace, in the table, the JSON and the JUnit
+report). Teeth: A3 planted (made here from ``../shared``, never committed) so
+that program 1, not program 0, bumps ``rand_seeds``, a write no lifecycle
+property observes: only the frame obligation catches it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+from replayssm.cli import main
+from replayssm.review.verdicts import Verdict, kernel_evidence
+from review_corpus import needs_corpus, version_path
+
+PLANT = ("if NUM_RAND_SEEDS > 0 and batch_idx == 0:", "if NUM_RAND_SEEDS > 0 and batch_idx == 1:")
+FRAME = "kernel.A.postprocess.frame@A3_planted"
+
+
+def _result(status: str, replayed: str | None) -> dict:
+    r = {"obligation": "kernel.A.postprocess.frame@X", "status": status, "cases": 4, "case": "c", "violated": "v"}
+    return {**r, "replayed": replayed, "trace": "t.json", "replay": "r"} if replayed else r
+
+
+def test_a_kernel_failure_is_a_finding_only_when_it_replays() -> None:
+    for replayed, status in (("reproduced", "finding"), ("shows another failure", "finding"),
+                             ("not reproduced", "pass"), (None, "pass")):
+        kp = {"applies": True, "results": [_result("failed", replayed)], "seconds": 1.0}
+        v = Verdict("X", "x.py", "A", "gen A", kernel_proofs=kp)
+        assert v.status == status, replayed
+        assert "kernel obligations proved 0/1 (A.postprocess.frame failed" in kernel_evidence(kp)
+
+
+@needs_corpus
+def test_a_bug_only_the_kernel_proofs_catch_makes_review_a_finding(tmp_path: Path, capsys) -> None:
+    text = version_path("A3").read_text()
+    assert text.count(PLANT[0]) == 1
+    planted = tmp_path / "A3_planted.py"
+    planted.write_text(text.replace(*PLANT))
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main(["review", str(planted), "--examples", "6", "--traces", str(tmp_path / "traces"),
+                 "--json", str(report), "--junit", str(junit)])
+    out = capsys.readouterr().out
+    verdict = json.loads(report.read_text())["verdicts"][0]
+    assert code == 1 and verdict["status"] == "finding", out
+    assert not verdict["findings"], "the lifecycle campaign should not see it"
+    (kf,) = verdict["kernel_findings"]
+    assert kf["property"] == FRAME and kf["evidence"] == "proved" and Path(kf["trace"]).exists()
+    assert main(["replay", kf["trace"], "--impl", str(planted)]) == 1
+    assert FRAME in out and "kernel obligations proved 12/13" in out
+    cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
+    failure = cases["A3_planted: kernel proofs"].find("failure")
+    assert failure is not None and kf["trace"] in failure.text
