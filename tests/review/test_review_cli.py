@@ -180,10 +180,14 @@ def test_base_and_head_refs_read_the_file_at_two_commits(tmp_path: Path, capsys,
     assert [d["kind"] for d in sampled if not d.get("assumption")] == ["neutral"]
     assert "regression" not in [d["kind"] for d in sampled]  # both need one-token chunks kept
     cases = _junit(junit)  # a shortfall of --examples 1 is an error, never a failure; a latent probe fails
-    assert len(cases) == 2 + len(pr.probes())
-    assert all(c.find("failure") is None for n, c in cases.items() if ": probe without " not in n)
-    failed = {n.split("probe without ")[1] for n, c in cases.items() if c.find("failure") is not None}
-    assert failed == {x["assumption"] for x in verdict["latent"]} and (code == 1) == bool(failed)
+    assert len(cases) == 3 + len(pr.probes())  # campaign, kernel proofs, differential, the probes
+    kernel = cases["ssu_dispatch: kernel proofs"]
+    assert (kernel.find("failure") is not None) == bool(verdict["kernel_findings"])
+    assert all(c.find("failure") is None for n, c in cases.items() if ": probe without " not in n and c is not kernel)
+    failed = {n.split("probe without ")[1] for n, c in cases.items() if ": probe without " in n
+              and c.find("failure") is not None}
+    assert failed == {x["assumption"] for x in verdict["latent"]}
+    assert (code == 1) == bool(failed or verdict["kernel_findings"])
     assert cases["ssu_dispatch: against the base (differential)"].find("error") is None
     shortfall = cases["ssu_dispatch: lifecycle campaign"].find("error")  # the campaign's, not a probe's
     assert (shortfall is not None) == any(not s.startswith("probe without") for s in verdict["coverage_shortfall"])
