@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,7 @@ class TargetGone(BaseException):
         self.fault = fault
 
 
-def send_frames(conn: Connection, header: dict, buffers: list[bytes] = ()) -> None:
+def send_frames(conn: Connection, header: dict, buffers: Sequence[bytes] = ()) -> None:
     """A message as plain data: a JSON header (with ``buffers``, their count), then each buffer's bytes."""
     conn.send_bytes(json.dumps({**header, "buffers": len(buffers)}).encode())
     for b in buffers:
@@ -343,7 +344,8 @@ class RemoteModule:
         kernels = self.__dict__.get("_kernels", {})
         if name in kernels:
             return kernels[name]
-        if name in self.__dict__.get("_host").description.get("names", ()):
+        host = self.__dict__.get("_host")
+        if host is not None and name in host.description.get("names", ()):
             return _Elsewhere(name)
         raise AttributeError(name)
 

@@ -174,13 +174,14 @@ class SupervisedMachine(ReplaySSMMachine):
         try:
             super().execute(action)
         except Exception as e:
-            type(self).last_failure = describe_failure(e, action, self)
+            failure = describe_failure(e, action, self)
+            type(self).last_failure = failure
             if type(self).first_failure is None:
-                type(self).first_failure = {**type(self).last_failure, "error": f"{type(e).__name__}: {e}"[:4000],
+                type(self).first_failure = {**failure, "error": f"{type(e).__name__}: {e}"[:4000],
                                             "log": {"params": self.trace["params"],
                                                     "actions": list(self.trace["actions"])}}
             if self.reporter is not None:
-                self.reporter.failing(type(self).last_failure)
+                self.reporter.failing(failure)
             raise
         if self.reporter is not None:
             self.reporter.landed()

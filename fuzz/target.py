@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from replayssm.base import targets
-from replayssm.base.isolation import load_isolated
+from replayssm.base.isolation import RemoteModule, load_isolated
 from replayssm.base.targets import DEFAULT_TARGET
 
 KERNELS = (
@@ -62,6 +62,7 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         name = DEFAULT_TARGET
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"--impl must name a module or a .py file, got {name!r}")
+    module: ModuleType | RemoteModule
     if isolates(level):
         module = load_isolated(name, "--impl", cuda=cuda)
     else:
@@ -78,5 +79,5 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
     if not cuda and hasattr(module, "_load_replayssm_materialize"):
         from replayssm.impl.materialize import torch_replayssm_materialize
 
-        module._load_replayssm_materialize = lambda *a, **k: torch_replayssm_materialize
+        setattr(module, "_load_replayssm_materialize", lambda *a, **k: torch_replayssm_materialize)
     return module

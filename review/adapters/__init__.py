@@ -21,8 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..target import ReviewInputError
+
+if TYPE_CHECKING:
+    from replayssm.base.isolation import RemoteModule
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,14 @@ class Api:
     """Whether plans carry ``active_request_indices`` (FlashInfer's work list)."""
     plans: tuple[str, ...] = ("plan",)
 
-    def matches(self, module: ModuleType) -> bool:
+    def matches(self, module: ModuleType | RemoteModule) -> bool:
         for kernel, params in self.signature.items():
             names = kernel_params(module, kernel)
             if names is None or not set(params) <= set(names):
                 return False
         return True
 
-    def kernels(self, module: ModuleType) -> list[str]:
+    def kernels(self, module: ModuleType | RemoteModule) -> list[str]:
         """The kernels this API launches that ``module`` defines."""
         out = []
         for phase in self.phases.values():
@@ -86,7 +90,7 @@ class Api:
         return out
 
 
-def kernel_params(module: ModuleType, name: str) -> list[str] | None:
+def kernel_params(module: ModuleType | RemoteModule, name: str) -> list[str] | None:
     """The parameter names of ``module``'s Triton kernel ``name`` (None if absent)."""
     fn = getattr(module, name, None)
     names = getattr(fn, "arg_names", None)
@@ -107,7 +111,7 @@ def kernel_roles(api: Api) -> tuple:
     return {m.API.name: m.ROLES for m in (reference, gen_a, gen_b, gen_c, gen_d)}[api.name]
 
 
-def detect(module: ModuleType, name: str | None = None) -> Api:
+def detect(module: ModuleType | RemoteModule, name: str | None = None) -> Api:
     """The API of ``module`` (or the one named by ``--api``), checked against its kernels."""
     apis = registry()
     if name is not None:
