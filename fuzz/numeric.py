@@ -31,7 +31,6 @@ only this layer can catch it. The campaign around it: :mod:`.numeric_campaign`.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -384,7 +383,11 @@ class NumericMachine(ReplaySSMMachine):
         layers = setup.layers_per_group
         if cls.sizing.layers_per_group is not None:
             layers = tuple(min(n, cap) for n, cap in zip(layers, cls.sizing.layers_per_group))
-        return dataclasses.replace(setup, geometry=cls.sizing.fit(setup.geometry), layers_per_group=layers), features
+        # Re-sized for the fitted block size: the drawn model length in blocks, the table as vLLM sizes it
+        # (keeping the old token count would let requests run past an align-mode table of larger blocks).
+        model_blocks = int(setup.max_model_len) // setup.geometry.block_size
+        fitted = Setup.sized(cls.sizing.fit(setup.geometry), setup.conventions, layers, model_blocks, setup.num_slots)
+        return fitted, features
 
     @initialize(system=hs.runner().flatmap(lambda machine: systems(machine.conventions).map(machine.fit)),
                 data=hs.data())
