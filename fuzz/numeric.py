@@ -385,7 +385,9 @@ class NumericMachine(ReplaySSMMachine):
             layers = tuple(min(n, cap) for n, cap in zip(layers, cls.sizing.layers_per_group))
         # Re-sized for the fitted block size: the drawn model length in blocks, the table as vLLM sizes it
         # (keeping the old token count would let requests run past an align-mode table of larger blocks).
-        model_blocks = int(setup.max_model_len) // setup.geometry.block_size
+        total = setup.max_model_len
+        assert total is not None  # Setup.__post_init__ sets it
+        model_blocks = total // setup.geometry.block_size
         fitted = Setup.sized(cls.sizing.fit(setup.geometry), setup.conventions, layers, model_blocks, setup.num_slots)
         return fitted, features
 

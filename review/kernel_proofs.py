@@ -70,7 +70,7 @@ def replay_failure(module: ModuleType, roles: tuple, name: str, case: str, sourc
 
     finding = explain(name, case, source)
     path = save_trace(finding, traces, f"kernel-{name.removeprefix('kernel.').replace('@', '-')}")
-    if path is None:
+    if path is None or finding.trace is None:
         return {"replayed": "no small launch", "explanation": finding.text}
     seen = playback(finding.trace, module, roles)
     prop = parse_name(name)[2]

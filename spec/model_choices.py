@@ -300,7 +300,7 @@ MATERIALIZE_COLUMNS_FROM_BOUNDARY = ModelChoice(
     "materialize_columns_from_boundary",
     "review: the materialize_src/dst columns and token counts (B2-D) come from mamba_state_copy_boundary of "
     "the row's running position and new count",
-    ("review/arguments.py",),
+    ("review/arguments.py", "verify/kernels/named.py"),
     not_guaranteed("the model runner computes these vectors; vLLM would have to promise this derivation",
                    _RUNNER_CODE),
 )
@@ -414,6 +414,56 @@ ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY = ModelChoice(
                     "D1 resets every block a prefill covers because the prefill wrote each boundary's state.")),
 )
 
+# -- how each generation's host code lays out a launch (the generations' kernel proofs, verify/kernels/named.py)
+
+CALLER_PASSES_PRE_STEP_COUNT = ModelChoice(
+    "caller_passes_pre_step_count",
+    "C's preprocess receives each request's computed count before the step",
+    ("verify/kernels/named.py", "review/arguments.py"),
+    not_guaranteed("the model runner stages num_computed_tokens for the preprocess; vLLM would have to promise "
+                   "that it is the pre-step count there", _RUNNER_CODE),
+)
+
+GROUP_LAYERS_ARE_NUM_LAYERS = ModelChoice(
+    "group_layers_are_NUM_LAYERS",
+    "a per-group launch (A, B, C) is compiled with NUM_LAYERS equal to the group's layer count",
+    ("verify/kernels/named.py",),
+    guaranteed(cite(A1, "NUM_LAYERS=len(self.mixers),",
+                    "the group context compiles the layer count of its own mixers.")),
+)
+
+ONE_LAUNCH_PER_GROUP = ModelChoice(
+    "one_launch_per_group",
+    "A, B and C launch each cache group's kernel on its own: two programs of one launch share a group",
+    ("verify/kernels/named.py",),
+    guaranteed(cite(A1, "for group in self.groups:",
+                    "the model context calls each group context in turn, one launch per group.")),
+)
+
+GROUP_LAYER_OFFSETS_MATCH_PACKED_TABLES = ModelChoice(
+    "group_layer_offsets_match_packed_tables",
+    "D: group_layer_offsets are the running sums of the groups' layer counts, the rows of the packed tables",
+    ("verify/kernels/named.py",),
+    guaranteed(cite(D1, "group_offsets.append(group_offsets[-1] + len(group_mixers))",
+                    "D's create sums the groups' layer counts into the offsets it passes.")),
+)
+
+GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP = ModelChoice(
+    "group_layers_within_MAX_LAYERS_PER_GROUP",
+    "D: every group has between 1 and MAX_LAYERS_PER_GROUP layers",
+    ("verify/kernels/named.py",),
+    guaranteed(cite(D1, "max_layers_per_group = max(",
+                    "D compiles the largest group's layer count, so no group has more.")),
+)
+
+TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS = ModelChoice(
+    "tracker_capacities_are_tracker_lengths",
+    "D: each group's tracker_capacities entry is the length of its tracker arrays",
+    ("verify/kernels/named.py",),
+    guaranteed(cite(D1, "[m._replayssm_ring_start.numel() for m in tracker_representatives],",
+                    "D's create passes each group's tracker length as its capacity.")),
+)
+
 ALL = [
     BLOCK_COPY_ON_WRITE, ONLY_LIVE_BLOCK_ALLOCATED, PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
     PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
@@ -428,5 +478,8 @@ ALL = [
     INT32_INPUTS, INT32_SIZES, NUM_REQS_IN_CAPACITY, POSITIONS_NONNEGATIVE,
     ALL_MODE_MATERIALIZES_AS_ALIGN, ALL_MODE_UNPUBLISHED_IN_REFERENCE, ALL_MODE_LIVE_COLUMN_ZERO,
     ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY,
+    CALLER_PASSES_PRE_STEP_COUNT, GROUP_LAYERS_ARE_NUM_LAYERS, ONE_LAUNCH_PER_GROUP,
+    GROUP_LAYER_OFFSETS_MATCH_PACKED_TABLES, GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP,
+    TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS,
 ]
 """Every built-in choice, by name."""

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from replayssm.spec import assumptions as env
+from replayssm.spec import model_choices as choices
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.launch import next_power_of_2
@@ -158,11 +159,11 @@ def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, A
     b = mamba_state_copy_boundary(t.row.running_pos, after, geo.block_size)
     work = conj(align, b.needs_copy, b.dst_col >= 0)
     batch = t.batch
-    return [("caller_computes_materialize", conj(
+    return [(choices.MATERIALIZE_COLUMNS_FROM_BOUNDARY.name, conj(
         mem.initial("materialize_src_cols", (batch,)) == ite(work, g.live_col, -1),
         mem.initial("materialize_dst_cols", (batch,)) == ite(work, b.dst_col, -1),
         mem.initial("materialize_token_counts", (batch,)) == ite(work, ite(t.row.prefilling, 0, b.bias + 1), 0))),
-        ("caller_passes_pre_step_count", mem.initial("num_computed_before", (g.req,)) == g.computed_before)]
+        (choices.CALLER_PASSES_PRE_STEP_COUNT.name, mem.initial("num_computed_before", (g.req,)) == g.computed_before)]
 
 
 def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, scope: str) -> list[tuple[str, Any]]:
@@ -173,11 +174,11 @@ def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, scope: 
     packed = (env.PACKED_TABLES_MATCH_LAYERS.name,
               env.PACKED_TABLES_MATCH_LAYERS(base, n, sizes.total_layers, geo.max_num_reqs))
     if scope == "group":
-        return [("group_layers_are_NUM_LAYERS", n == layers), packed]
+        return [(choices.GROUP_LAYERS_ARE_NUM_LAYERS.name, n == layers), packed]
     off, nxt = mem.initial("group_layer_offsets", (group,)), mem.initial("group_layer_offsets", (group + 1,))
-    return [packed, ("group_layers_within_MAX_LAYERS_PER_GROUP", conj(n >= 1, n <= layers)),
-            ("group_layer_offsets_match_packed_tables", conj(off * geo.max_num_reqs == base, nxt == off + n)),
-            ("tracker_capacities_are_tracker_lengths", mem.initial("tracker_capacities", (group,)) == sizes.num_slots)]
+    return [packed, (choices.GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP.name, conj(n >= 1, n <= layers)),
+            (choices.GROUP_LAYER_OFFSETS_MATCH_PACKED_TABLES.name, conj(off * geo.max_num_reqs == base, nxt == off + n)),
+            (choices.TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS.name, mem.initial("tracker_capacities", (group,)) == sizes.num_slots)]
 
 
 def read_facts(mem: Any, sizes: Any) -> list[tuple[str, Any]]:
@@ -187,7 +188,7 @@ def read_facts(mem: Any, sizes: Any) -> list[tuple[str, Any]]:
         if r.buffer in ("materialize_src_cols", "materialize_dst_cols"):
             out.append((env.COLUMNS_IN_TABLE.name, env.COLUMNS_IN_TABLE(r.value, sizes.num_cols)))
         elif r.buffer == "tracker_capacities":
-            out.append(("tracker_capacities_are_tracker_lengths", r.value == sizes.num_slots))
+            out.append((choices.TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS.name, r.value == sizes.num_slots))
     return out
 
 
@@ -268,7 +269,7 @@ def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: t
     if contract.moves:
         facts += fresh_destinations(p, q, geo.pad_slot)
     if contract.scope == "group":
-        facts.append(("one_launch_per_group", lift(p.row[1] == q.row[1])))
+        facts.append((choices.ONE_LAUNCH_PER_GROUP.name, lift(p.row[1] == q.row[1])))
     return p, q, spec_claim.assumptions + facts, spec_claim.cover
 
 
