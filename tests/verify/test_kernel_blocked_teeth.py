@@ -88,6 +88,7 @@ def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
     assert finding.trace is not None, finding.text
     seen = playback(finding.trace, module)
     assert seen.reproduces(mutant.caught_by), f"{mutant.name}: not reproduced\n{finding.text}\n{seen.report()}"
+    assert not seen.spec_fault, f"{mutant.name}: the example lies outside the spec's domain\n{finding.text}"
     assert not playback(finding.trace, kernels_blocked).reproduces(mutant.caught_by), \
         f"{mutant.name}: the correct kernel fails the same trace"
 

@@ -30,6 +30,7 @@ def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
         assert f"equals the spec under {{{mutant.verdict}}}" in finding.verdict, finding.verdict
     seen = playback(finding.trace, module)
     assert seen.reproduces(mutant.caught_by.split(".")[1]), f"{mutant.name}: not reproduced\n{finding.text}\n{seen.report()}"
+    assert not seen.spec_fault, f"{mutant.name}: the example lies outside the spec's domain\n{finding.text}"
 
 
 def test_every_kernel_obligation_of_ours_has_a_planted_bug():

@@ -203,29 +203,44 @@ def _offset(term: Any, k: Any) -> Any:
     return None
 
 
-def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict]]:
+def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict, Any]]:
     """Per lane ``i``: the kernel's writes of lane ``i`` leave the memory row
     ``i``'s spec program leaves (the initial memory when the row is past
-    ``num_reqs``), at an arbitrary cell of every buffer either writes."""
+    ``num_reqs``), at an arbitrary cell of every buffer either writes. With
+    each part, when its failure shows in the whole launch: no other lane and
+    no other row's spec program writes the cell."""
     spec, lanes = case.block, lane_of(case.run)
+    kernels = [LaneMemory(case.mem, lanes, i) for i in range(len(spec.rows))]
     out = []
     for i, (row, on) in enumerate(zip(spec.rows, spec.launched)):
-        kernel = LaneMemory(case.mem, lanes, i)
+        kernel = kernels[i]
         written = dict.fromkeys(([w.buffer for w in row.mem.writes] if on else []) + [w.buffer for w in kernel.writes])
         for b in written:
             shape = case.mem.shapes[b]
             cell = equivalence_cell(b, len(shape))
             inside = conj(*[conj(x >= 0, x < n) for x, n in zip(cell, shape)])
             k = kernel.final(b, cell)
+            alone = _alone(case, kernels, i, b, cell)
             if on:
                 s = lift(row.mem.final(b, cell))
                 out.append((f"{b} after lane {i} equals row {i}'s spec", implies(inside, k == s),
-                            {"cell": cell, "kernel": k, "spec": s}))
+                            {"cell": cell, "kernel": k, "spec": s}, alone))
             else:
                 s = lift(row.mem.initial(b, cell))
                 out.append((f"{b} after lane {i}, past num_reqs, is untouched", implies(inside, k == s),
-                            {"cell": cell, "kernel": k, "spec": s}))
+                            {"cell": cell, "kernel": k, "spec": s}, alone))
     return out
+
+
+def _alone(case: KernelCase, kernels: list, i: int, buffer: str, cell: tuple) -> Any:
+    """Cell ``cell`` of ``buffer`` is written by no lane but ``i`` and by no other row's spec program."""
+    before = lift(case.mem.initial(buffer, cell))
+    others = [j for j in range(len(kernels)) if j != i]
+    untouched = [lift(kernels[j].final(buffer, cell)) == before for j in others]
+    rows, launched = case.block.rows, case.block.launched
+    untouched += [lift(implies(launched[j], lift(rows[j].mem.final(buffer, cell)) == lift(rows[j].mem.initial(buffer, cell))))
+                  for j in others]
+    return z3.And(*untouched) if untouched else z3.BoolVal(True)
 
 
 def lane_conflicts(case: KernelCase) -> list[tuple[str, Any, dict]]:

@@ -75,6 +75,9 @@ class Part:
     where: tuple = ("", 0)
     program: str = ""
     terms: dict = field(default_factory=dict)
+    observable: Any = True
+    """When the part's failure shows in the whole launch (a replay sees it):
+    the counterexample search prefers such a model."""
 
 
 @dataclass
@@ -237,7 +240,8 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at)}[prop](case)
     if prop == "equivalence" and case.block is not None:
-        parts = [Part(n, t, ("", 0), case.mem.program, terms) for n, t, terms in blocked.lane_equivalence(case)]
+        parts = [Part(n, t, ("", 0), case.mem.program, terms, alone)
+                 for n, t, terms, alone in blocked.lane_equivalence(case)]
     assumptions, optional = case.assumptions, []
     if prop == "equivalence":
         optional_here = [n for n in OPTIONAL if n not in case.required]

@@ -114,38 +114,44 @@ as many rows as the geometry's MAX_NUM_REQS allows; 1024 columns: positions
 large enough for an overflow)."""
 
 
-def counterexample_model(kc: KernelClaim) -> tuple[z3.ModelRef, int, bool] | None:
-    """A model of the first violated part, as small as possible; with the part's index
-    and whether the model is small (replayable)."""
-    facts = [f for _, f in kc.claim.assumptions]
+def counterexample_model(kc: KernelClaim, extra: list | None = None) -> tuple[z3.ModelRef, int, bool] | None:
+    """A model of the first violated part, as small as possible, under the
+    claim's assumptions and ``extra`` (the behavioural ones its verdict names);
+    with the part's index and whether the model is small (replayable)."""
+    facts = [f for _, f in kc.claim.assumptions] + list(extra or [])
     for i, part in enumerate(kc.parts):
         m = _solve(facts, part.term)
         if m is None:
             continue
-        for groups, rows, cols in SMALL_LAUNCHES:
-            if groups > 1 and kc.role.replay.one_group:
-                continue
-            small = _solve(facts + _small(kc, groups, rows, cols), part.term)
-            if small is not None:
-                return small, i, True
+        for seen in ([part.observable], []):
+            for groups, rows, cols in SMALL_LAUNCHES:
+                if groups > 1 and kc.role.replay.one_group:
+                    continue
+                small = _solve(facts + seen + _small(kc, groups, rows, cols), part.term)
+                if small is not None:
+                    return small, i, True
         return m, i, False
     return None
 
 
-def verdict(kc: KernelClaim) -> str:
+def verdict(kc: KernelClaim) -> tuple[str, list]:
     """For an equivalence failure: the smallest set of the behavioural
     assumptions under which the program equals the spec, tried one at a
-    time, then all of them."""
+    time, then all of them; with the behavioural assumptions an example of
+    the difference can keep (all of them, or all but the one named)."""
     facts = [f for _, f in kc.claim.assumptions]
     goal = z3.And(*[lift(p.term) for p in kc.parts])
     names = list(dict.fromkeys(n for n, _ in kc.optional))
     for name in names:
         extra = [f for n, f in kc.optional if n == name]
         if _solve(facts + extra, goal) is None:
-            return f"equals the spec under {{{name}}}; differs without it"
-    if _solve(facts + [f for _, f in kc.optional], goal) is None:
-        return f"equals the spec under {{{', '.join(names)}}} together; differs without them"
-    return "differs from the spec even under every caller assumption"
+            others = [f for n, f in kc.optional if n != name]
+            keep = others if _solve(facts + others, goal) is not None else []
+            return f"equals the spec under {{{name}}}; differs without it", keep
+    every = [f for _, f in kc.optional]
+    if _solve(facts + every, goal) is None:
+        return f"equals the spec under {{{', '.join(names)}}} together; differs without them", []
+    return "differs from the spec even under every caller assumption", every
 
 
 def _eval(m: z3.ModelRef, t: Any) -> Any:
@@ -265,7 +271,8 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
     kc = kernel_claim(module, role, prop, case_label)
     if kc.unsupported is not None:
         return Finding(f"  {kc.unsupported}")
-    found = counterexample_model(kc)
+    text_verdict, keep = verdict(kc) if prop == "equivalence" else ("", [])
+    found = counterexample_model(kc, keep)
     if found is None:
         return Finding("  (the failure did not reappear when re-solved: no counterexample)")
     m, i, small = found
@@ -284,7 +291,6 @@ def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
             lines.append(f"  {k}: {v}")
     inputs = {k: _eval(m, t) for k, t in kc.show.items()}
     lines.append("  inputs: " + ", ".join(f"{k}={v}" for k, v in inputs.items()))
-    text_verdict = verdict(kc) if prop == "equivalence" else ""
     if text_verdict:
         lines.append(f"  verdict: {text_verdict}, e.g. the inputs above")
     trace = make_trace(kc, m, name, impl) if small else None
