@@ -110,6 +110,10 @@ def load_target(name: str, *, label: str = "--impl", raw: bool = False) -> Modul
         return load_source(name, label, raw)
     if name.endswith(".txt"):
         return load_docs_page(name, label, raw)
+    if "/" in name or Path(name).exists():
+        what = "is a folder" if Path(name).is_dir() else "does not exist" if not Path(name).exists() else "is not a .py or .txt file"
+        raise TargetError(f"{label} {name!r} {what}: a target is a .py file, a .txt documentation page or an "
+                          "importable module name")
     try:
         return importlib.import_module(name)
     except BaseException as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like

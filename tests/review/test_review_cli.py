@@ -142,6 +142,16 @@ def test_bad_files_exit_2(text: str, message: str, tmp_path: Path, capsys) -> No
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name, message", [
+    ("absent/ssu_dispatch", "does not exist: a target is a .py file"),
+    ("notes.json", "is not a .py or .txt file"),
+])
+def test_a_path_that_is_no_target_is_named(name: str, message: str, tmp_path: Path, capsys) -> None:
+    (tmp_path / "notes.json").write_text("{}")
+    assert main(["review", str(tmp_path / name)]) == 2
+    assert message in capsys.readouterr().err
+
+
 @needs_corpus
 def test_unknown_signature_is_named(tmp_path: Path, capsys) -> None:
     """A kernel parameter no caller of the detected API provides stops the review, naming it."""
