@@ -422,12 +422,15 @@ def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
             role.replay.spec(spec, trace)
         except (MemoryFault, ValueOverflow) as e:
             fault = str(e)
-    final, result, log = _kernel_run(trace, module, {b: v.copy() for b, v in before.items()}, role)
+    launched = {b: v.copy() for b, v in before.items()}
+    final, result, log = _kernel_run(trace, module, launched, role)
     result.spec_fault = fault
     result.conflicts += conflicts(log)
     if role.frame is not None:
         geo = _setup(trace)[0]
-        result.outside_frame += replay_violations(log, before, role.frame, geo.pad_slot, geo.max_num_reqs)
+        # the launch may add buffers the trace does not carry (a declared output such as rand_seeds): their extents
+        result.outside_frame += replay_violations(log, {**launched, **before}, role.frame, geo.pad_slot,
+                                                  geo.max_num_reqs)
     compared = trace.get("#meta", {}).get("compared")
     if not fault and role.replay.spec is not None:
         for b, impl in final.items():
