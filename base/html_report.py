@@ -6,8 +6,10 @@ SVG ring diagrams, one small inline script (it counts the findings into the
 header); no URL is loaded. Its parts:
 
 - the verdict table (per version, obligation or campaign);
-- per finding: the property (or obligation, or fuzz kind) that broke and
-  where (file, line, kernel), its message, the distinguishing input of a
+- per finding (a review's kernel findings too: a kernel obligation failed
+  with a counterexample that replays, at the kernel line it names): the
+  property (or obligation, or fuzz kind) that broke and where (file, line,
+  kernel), its message, the distinguishing input of a
   proved difference, the replay command, and the lifecycle timeline: per
   step the rows, and per slot its trackers (``ring_start``,
   ``num_committed``) and what its bytes stand for (checkpoint and ring
@@ -292,13 +294,19 @@ def review_html(document: dict, timelines: dict[str, dict]) -> str:
         rows.append([_e(v["version"]), _e(v.get("api")), _status(v["status"]),
                      _e(f"{len(v.get('properties', {})) - len(broken)}/{len(v.get('properties', {}))} held"
                         + (f"; broken: {', '.join(broken)}" if broken else "")),
-                     _e(", ".join(latent) or "-"), _e(", ".join(relied) or "-"), _e(len(v.get("findings", [])))])
+                     _e(", ".join(latent) or "-"), _e(", ".join(relied) or "-"), _e(len(v.get("findings", []))),
+                     _e(len(v.get("kernel_findings", [])))])
     body = "<h2>Verdicts</h2>" + _table(["version", "API", "verdict", "properties", "latent (not guaranteed)",
-                                         "relies on (guaranteed)", "findings"], rows)
+                                         "relies on (guaranteed)", "findings", "kernel findings (proved)"], rows)
     for v in document.get("verdicts", []):
         for f in v.get("findings", []):
             sections.append(finding_html(f"{v['version']}: {f.get('property')} broken", f,
                                          timelines.get(f.get("trace", "")), shown))
+        for k in v.get("kernel_findings", []):
+            sections.append(finding_html(f"{v['version']}: {k['property']} failed (proved, {k.get('replayed')} "
+                                         "on the real kernel)",
+                                         {**k, "message": "\n\n".join(filter(None, (k.get("message"),
+                                                                                   k.get("explanation"))))}, None))
         for x in v.get("latent", []):
             sections.append(finding_html(f"{v['version']}: latent {x.get('property')}: relies on {x['assumption']}, "
                                          "which vLLM does not guarantee", x, timelines.get(x.get("trace", "")), shown))

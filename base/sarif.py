@@ -8,7 +8,9 @@ scanning annotates that line of a pull request's diff:
 
 - ``review``: a finding or a regression at the line the verdict JSON's
   ``location`` names (:mod:`replayssm.review.locations`: the first line the
-  change touched in the kernel, else the kernel's ``def``);
+  change touched in the kernel, else the kernel's ``def``); a kernel finding
+  (a kernel obligation failed with a counterexample that replays) at the
+  kernel source line its violated part names;
 - ``prove``: a kernel obligation at the line its counterexample names (``read
   of block_table at kernels.py:176 in bounds``), any other obligation at the
   ``def`` of the function that declares it;
@@ -100,10 +102,16 @@ def write_sarif(path: str, issues: list[Issue]) -> None:
 
 
 def review_issues(document: dict) -> list[Issue]:
-    """A review's ``--json`` document: each finding and each regression (errors), and each
-    latent reliance (a warning), at its ``location``."""
+    """A review's ``--json`` document: each finding, each kernel finding and each
+    regression (errors), and each latent reliance (a warning), at its ``location``."""
     issues = []
     for v in document.get("verdicts", []):
+        issues += [Issue(k["property"].split("@")[0], f"{v['version']}: kernel finding ({k['property']}, proved)"
+                         + (f" in {where['kernel']}" if (where := k.get("location") or {}).get("kernel") else "")
+                         + f": {k.get('message', '')}" + (f"\nreplay: {k['replay']}" if k.get("replay") else ""),
+                         where.get("file") or v.get("source", ""), where.get("line"),
+                         f"kernel obligation {k['property'].split('@')[0]} failed, its counterexample replayed")
+                   for k in v.get("kernel_findings", [])]
         entries = [("finding", f) for f in v.get("findings", [])]
         entries += [("regression", d) for d in v.get("differences", []) if d.get("kind") == "regression"]
         entries += [("latent", x) for x in v.get("latent", [])]
@@ -123,6 +131,13 @@ def review_issues(document: dict) -> list[Issue]:
 
 
 _AT_LINE = re.compile(r" at ([\w.\-]+\.py):(\d+)")
+
+
+def named_line(violated: str | None) -> tuple[str, int] | None:
+    """The kernel source file (its name) and line a kernel obligation's
+    violated part names (``store to rand_seeds at A3.py:120 inside ...``), or None."""
+    at = _AT_LINE.search(violated or "")
+    return (at.group(1), int(at.group(2))) if at is not None else None
 
 
 def _def_line(path: Path, dotted: str) -> int | None:
@@ -168,9 +183,9 @@ def prove_located(report: dict, impl: str | None, declared_in: Callable[[str], t
     for r in report.get("obligations", []):
         if r.get("status") != "proved":
             violated = (r.get("counterexample") or {}).get("violated") or []
-            at = next((m for v in violated if (m := _AT_LINE.search(v))), None)
+            at = next((m for v in violated if (m := named_line(v))), None)
             if r["name"].startswith("kernel.") and at is not None:
-                where = {"file": _kernel_file(at.group(1), impl), "line": int(at.group(2)),
+                where = {"file": _kernel_file(at[0], impl), "line": at[1],
                          "why": "the line the counterexample names"}
             else:
                 file, line = declared_in(r["name"]) or ("", None)

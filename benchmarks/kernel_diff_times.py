@@ -112,7 +112,7 @@ def median_of(runs: list[tuple[float, float]]) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", default=",".join(CONSECUTIVE), help="BASE:HEAD,... (default: the consecutive pairs)")
-    p.add_argument("--versions", default=None, help="V,... whose obligations are timed (default: the pairs')")
+    p.add_argument("--versions", default=None, help="V,... whose obligations are timed (default: the pairs'; '': none)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=None)
@@ -124,7 +124,8 @@ def main() -> int:
     if error:
         print(error, file=sys.stderr)
         return 2
-    versions = args.versions.split(",") if args.versions else list(dict.fromkeys(v for x in pairs for v in x))
+    versions = ([v for v in args.versions.split(",") if v] if args.versions is not None
+                else list(dict.fromkeys(v for x in pairs for v in x)))
     import triton
     import z3
 

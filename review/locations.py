@@ -7,7 +7,8 @@ runs with the phases that launch it and the span of its ``def``, and, against
 a base, the head lines that differ from it. :func:`locate` puts a finding or a
 difference on one line: the first changed line inside a kernel of the phase
 its message names (else, for a finding or a difference, of any kernel the
-version launches), else that kernel's ``def`` line.
+version launches), else that kernel's ``def`` line; :func:`locate_kernel_finding`
+puts a kernel finding on the kernel source line its counterexample names.
 """
 
 from __future__ import annotations
@@ -99,3 +100,25 @@ def locate(locations: dict | None, entry: dict, follow_change: bool = True) -> d
     k = ranked[0]
     return {"file": locations["file"], "line": k["line"], "kernel": k["name"],
             "why": f"the kernel's def line (the {phase or 'postprocess'} phase launches it)"}
+
+
+def locate_kernel_finding(locations: dict | None, finding: dict, source: str) -> dict | None:
+    """Where a kernel finding (:attr:`.verdicts.Verdict.kernel_findings`) is
+    reported: the kernel source line its violated part names (``... at
+    A3.py:120 ...``), in the version's file as the checkout names it when that
+    file has the name (else the file of that name beside ``source``), with the
+    kernel whose ``def`` spans the line; None when the part names no line."""
+    from replayssm.base.sarif import named_line
+
+    at = named_line(finding.get("violated"))
+    if at is None:
+        return None
+    name, line = at
+    shown = (locations or {}).get("file")
+    if shown and Path(shown).name == name:
+        file = shown
+    else:
+        file = str(Path(source).with_name(name)) if source.endswith(".py") else name
+    kernel = next((k["name"] for k in (locations or {}).get("kernels", []) if file == shown and k["line"] is not None
+                   and k["line"] <= line <= k["end"]), None)
+    return {"file": file, "line": line, "kernel": kernel, "why": "the kernel source line its violated part names"}

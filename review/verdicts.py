@@ -67,7 +67,8 @@ class Verdict:
         kp = self.kernel_proofs or {}
         return [{"property": r["obligation"], "evidence": "proved", "case": r["case"], "violated": r["violated"],
                  "replayed": r["replayed"], "message": f"{r['obligation']} failed ({r['case']}: {r['violated']}); "
-                 f"the counterexample {r['replayed']} on the real kernel", "trace": r["trace"], "replay": r["replay"]}
+                 f"the counterexample {r['replayed']} on the real kernel", "trace": r["trace"], "replay": r["replay"],
+                 "explanation": r.get("explanation", "")}
                 for r in kp.get("results", ()) if r["status"] == "failed"
                 and r.get("replayed") in ("reproduced", "shows another failure")]
 
@@ -95,9 +96,10 @@ class Verdict:
 
 
 def verdict_json(v: Verdict) -> dict:
-    """One version's verdict as the ``--json`` report holds it; each finding and
-    difference carries the source line it is reported at (``location``)."""
-    from .locations import locate
+    """One version's verdict as the ``--json`` report holds it; each finding,
+    kernel finding and difference carries the source line it is reported at
+    (``location``)."""
+    from .locations import locate, locate_kernel_finding
 
     def located(entries: list[dict], follow_change: bool = True) -> list[dict]:
         return [{**e, "location": locate(v.locations, e, follow_change)} if e.get("kind") != "neutral" else e
@@ -105,7 +107,8 @@ def verdict_json(v: Verdict) -> dict:
 
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
             "properties": v.properties, "findings": located(v.findings),
-            "kernel_findings": v.kernel_findings, "latent": located(v.latent, follow_change=False),
+            "kernel_findings": [{**k, "location": locate_kernel_finding(v.locations, k, v.source)}
+                                for k in v.kernel_findings], "latent": located(v.latent, follow_change=False),
             "assumptions": v.relies_on, "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located(v.differences),
             "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished, "unfinished": v.unfinished,

@@ -1,7 +1,8 @@
 """The SARIF and HTML reports without the corpus: the checks can fail (a page
 that loads an image from outside is caught; a SARIF log missing its
 version is refused by the schema), a fuzz finding lands on the ``def`` line
-of the kernel it names, and a system trace's page draws every used slot."""
+of the kernel it names, a review's kernel finding on the kernel line its
+violated part names, and a system trace's page draws every used slot."""
 
 from __future__ import annotations
 
@@ -84,6 +85,44 @@ def test_a_latent_reliance_is_a_sarif_warning_and_a_section_of_the_page() -> Non
     assert "which vLLM does not guarantee" in result["message"]["text"]
     page = html_report.review_html(document, {})
     assert "latent refinement: relies on live_move_copies_state" in page and "status-latent" in page
+
+
+def test_a_kernel_finding_is_a_sarif_error_on_its_kernel_line_and_a_section_of_the_page() -> None:
+    """A kernel obligation failed with a counterexample that replays: SARIF and the
+    page put it on the line its violated part names, in the file as the checkout
+    names it, inside the kernel whose def spans that line; one that did not
+    replay is no finding and appears in neither."""
+    from replayssm.review.verdicts import Verdict, verdict_json
+
+    failed = {"obligation": "kernel.A.postprocess.frame@head", "status": "failed", "cases": 4, "case": "v1",
+              "violated": "store to rand_seeds at head.py:57 inside the program's frame", "replayed": "reproduced",
+              "trace": "t/kernel.json", "replay": "replayssm-verify replay t/kernel.json --impl head.py",
+              "explanation": "program ids: batch 1"}
+    quiet = {**failed, "obligation": "kernel.A.postprocess.int32@head", "replayed": "not reproduced",
+             "violated": "i32 result at head.py:70 fits"}
+    kp = {"applies": True, "results": [failed, quiet], "seconds": 1.0}
+    locations = {"file": "vllm/head.py", "changed": [], "kernels": [
+        {"name": "_reset", "phases": ["migrate"], "line": 10, "end": 40, "changed": []},
+        {"name": "_postprocess", "phases": ["postprocess"], "line": 50, "end": 90, "changed": []}]}
+    elsewhere = Verdict("head", "at-ref/head.py", "A", "gen A", kernel_proofs=kp,
+                        locations={**locations, "file": "vllm/other.py"})
+    assert verdict_json(elsewhere)["kernel_findings"][0]["location"]["file"] == "at-ref/head.py"
+    document = {"verdicts": [{**verdict_json(Verdict("head", "at-ref/head.py", "A", "gen A", kernel_proofs=kp,
+                                                     locations=locations)), "assumptions": {}}]}
+    (kf,) = document["verdicts"][0]["kernel_findings"]
+    assert kf["location"] == {"file": "vllm/head.py", "line": 57, "kernel": "_postprocess",
+                              "why": "the kernel source line its violated part names"}
+    log = sarif.sarif_log(sarif.review_issues(document))
+    assert sarif_errors(log) == []
+    (result,) = log["runs"][0]["results"]
+    where = result["locations"][0]["physicalLocation"]
+    assert result["ruleId"] == "kernel.A.postprocess.frame" and result["level"] == "error"
+    assert where["artifactLocation"]["uri"] == "vllm/head.py" and where["region"]["startLine"] == 57
+    assert "replayssm-verify replay t/kernel.json" in result["message"]["text"]
+    page = html_report.review_html(document, {})
+    assert page.count('<section class="finding">') == 1
+    assert "head: kernel.A.postprocess.frame@head failed (proved, reproduced on the real kernel)" in page
+    assert "vllm/head.py:57 in <code>_postprocess</code>" in page and "program ids: batch 1" in page
 
 
 def test_a_latent_reliance_stays_on_its_phases_kernel_a_finding_follows_the_change() -> None:

@@ -99,11 +99,22 @@ def test_the_sarif_is_valid_and_on_the_changed_line(pull_request: dict) -> None:
     log = json.loads((pull_request["out"] / "review.sarif").read_text())
     assert sarif_errors(log) == []
     results = log["runs"][0]["results"]
-    assert {r["ruleId"] for r in results} == {"refinement"} and len(results) == 2  # the finding and the regression
-    for r in results:
+    lifecycle = [r for r in results if not r["ruleId"].startswith("kernel.")]
+    assert {r["ruleId"] for r in lifecycle} == {"refinement"} and len(lifecycle) == 2  # the finding and the regression
+    for r in lifecycle:
         where = r["locations"][0]["physicalLocation"]
         assert where["artifactLocation"]["uri"] == KERNELS  # the path in the checkout, not the copy at the ref
         assert [where["region"]["startLine"]] == pull_request["changed"]
+    # A1's kernel findings (its mode-none read past the row), each on the kernel line its violated part names
+    verdict = json.loads((pull_request["out"] / "review.json").read_text())["verdicts"][0]
+    kernel = [r for r in results if r["ruleId"].startswith("kernel.")]
+    assert kernel and len(kernel) == len(verdict["kernel_findings"])
+    text = (pull_request["repo"] / KERNELS).read_text().splitlines()
+    for r, kf in zip(kernel, verdict["kernel_findings"]):
+        where = r["locations"][0]["physicalLocation"]
+        line = int(kf["violated"].split(f" at {Path(KERNELS).name}:")[1].split()[0])
+        assert r["ruleId"] == kf["property"].split("@")[0] and where["artifactLocation"]["uri"] == KERNELS
+        assert where["region"]["startLine"] == line == kf["location"]["line"] and text[line - 1].strip()
 
 
 @pytest.mark.corpus
@@ -117,6 +128,8 @@ def test_the_html_report_renders_the_finding_and_loads_nothing(pull_request: dic
     dom = shown.dom
     sections = html.count('<section class="finding')
     assert sections >= 2  # the lifecycle finding and the regression (and the kernel diff's proved change)
+    kernel = json.loads((pull_request["out"] / "review.json").read_text())["verdicts"][0]["kernel_findings"]
+    assert all(f"ssu_dispatch: {k['property']} failed (proved" in dom for k in kernel)
     assert "ssu_dispatch: refinement broken" in dom and f"{sections} findings on this page" in dom  # the script ran
     assert f"{KERNELS}:{pull_request['changed'][0]}" in dom and "old_committed + 1)" in dom
     assert dom.count("<svg") >= 4 and 'class="ring-start"' in dom and "committed" in dom

@@ -1,7 +1,8 @@
 """Kernel proofs decide verdicts: a kernel obligation that fails with a
 counterexample the real kernel shows on replay makes the version a
-``finding`` (named, with its trace, in the table, the JSON and the JUnit
-report). Teeth: A3 planted (made here from ``../shared``, never committed) so
+``finding`` (named, with its trace, in the table, the JSON, the JUnit
+report, and at the kernel line its violated part names in the SARIF log and
+the HTML page). Teeth: A3 planted (made here from ``../shared``, never committed) so
 that program 1, not program 0, bumps ``rand_seeds``, a write no lifecycle
 property observes: only the frame obligation catches it."""
 
@@ -39,9 +40,9 @@ def test_a_bug_only_the_kernel_proofs_catch_makes_review_a_finding(tmp_path: Pat
     assert text.count(PLANT[0]) == 1
     planted = tmp_path / "A3_planted.py"
     planted.write_text(text.replace(*PLANT))
-    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    report, junit, sarif, html = (tmp_path / f"r.{x}" for x in ("json", "xml", "sarif", "html"))
     code = main(["review", str(planted), "--examples", "6", "--traces", str(tmp_path / "traces"),
-                 "--json", str(report), "--junit", str(junit)])
+                 "--json", str(report), "--junit", str(junit), "--sarif", str(sarif), "--html", str(html)])
     out = capsys.readouterr().out
     verdict = json.loads(report.read_text())["verdicts"][0]
     assert code == 1 and verdict["status"] == "finding", out
@@ -53,3 +54,13 @@ def test_a_bug_only_the_kernel_proofs_catch_makes_review_a_finding(tmp_path: Pat
     cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
     failure = cases["A3_planted: kernel proofs"].find("failure")
     assert failure is not None and kf["trace"] in failure.text
+    line = int(kf["violated"].split(" at A3_planted.py:")[1].split()[0])
+    assert planted.read_text().splitlines()[line - 1].strip().startswith("tl.store(rand_seeds")
+    assert kf["location"]["line"] == line and Path(kf["location"]["file"]).resolve() == planted.resolve()
+    (result,) = [r for r in json.loads(sarif.read_text())["runs"][0]["results"] if r["ruleId"].startswith("kernel.")]
+    where = result["locations"][0]["physicalLocation"]
+    assert result["ruleId"] == FRAME.split("@")[0] and where["region"]["startLine"] == line
+    assert Path(where["artifactLocation"]["uri"].removeprefix("file://")).name == planted.name
+    page = html.read_text()
+    assert f"A3_planted: {FRAME} failed (proved, " in page and f"A3_planted.py:{line}" in page
+    assert "tl.store(rand_seeds" in page  # the source line itself
