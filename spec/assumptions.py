@@ -563,7 +563,7 @@ LIVE_MOVE_COPIES_STATE = Assumption(
         cite(T6, "assert torch.equal(raw[1], before[0])",
              "the block copy 0 -> 1 copies the packed state and ring pages."),
     ),
-    ("spec/system/phases.py",),
+    ("spec/system/step.py",),
 )
 
 
@@ -579,7 +579,7 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
         cite(PAGE, "Include shared trackers in scheduler block copies alongside packed pages.",
              "the reference's block-copy tensor list holds the trackers."),
     ),
-    ("spec/system/phases.py",),
+    ("spec/system/step.py",),
 )
 
 

@@ -47,7 +47,7 @@ BLOCK_COPY_ON_WRITE = ModelChoice(
     "block_copy_on_write",
     "a scheduled request whose live block another table names (a prefix hit) gets a private copy first: the "
     "scheduler's block copy moves state, ring and trackers",
-    ("spec/system/phases.py", "fuzz/callers.py"),
+    ("spec/system/step.py", "fuzz/callers.py"),
     guaranteed(
         cite(T1, "# Slot 1 is an immutable cached prefix, copied to private live slot 3.",
              "vLLM's test copies a cached prefix block to a private live block before running on it."),
@@ -61,7 +61,7 @@ ONLY_LIVE_BLOCK_ALLOCATED = ModelChoice(
     "only_live_block_allocated",
     "system model: a step allocates a block for the live column only; the blocks a multi-block chunk covers "
     "before it stay null",
-    ("spec/system/phases.py",),
+    ("spec/system/step.py",),
     contradicted(
         "vLLM allocates every block a prefill chunk covers and resets the intermediate ones, which can later be "
         "another request's live source; the system model must allocate them (the fuzz callers do, some null), "
@@ -75,7 +75,7 @@ ONLY_LIVE_BLOCK_ALLOCATED = ModelChoice(
 PREFIX_CACHE_REGISTERS_FILLED_BLOCKS = ModelChoice(
     "prefix_cache_registers_filled_blocks",
     "align mode: the prefix cache registers each non-null block a step filled, under its stream and boundary",
-    ("spec/system/phases.py",),
+    ("spec/system/step.py",),
     not_guaranteed(
         "vLLM's KV-cache manager would have to promise which Mamba blocks it registers for prefix hits; the "
         "corpus holds no cache-manager code",
@@ -111,7 +111,7 @@ PREFIX_HIT_LEAVES_A_CHUNK = ModelChoice(
 PREFIX_CACHE_ONLY_WITH_CACHING = ModelChoice(
     "prefix_cache_only_with_caching",
     "mode none has no prefix cache: no hit, nothing registered, nothing published",
-    ("spec/system/admission.py", "spec/system/phases.py", "fuzz/callers.py"),
+    ("spec/system/admission.py", "spec/system/step.py", "fuzz/callers.py"),
     guaranteed(
         cite(HOST_README, "`(max_num_blocks_per_req if enable_prefix_caching else 1) + num_speculative_blocks`",
              "mode none is vLLM without prefix caching."),
@@ -160,7 +160,7 @@ PREFILL_STARTS_FROM_STATE_ALONE = ModelChoice(
     "prefill_starts_from_state_alone",
     "the forward pass of a prefill chunk starts from its live slot's state (zeros at position 0), not from a "
     "replay of its ring, and leaves the state after the chunk there",
-    ("spec/system/phases.py", "review/ghost.py", "fuzz/callers.py"),
+    ("spec/system/step.py", "review/ghost.py", "fuzz/callers.py"),
     not_guaranteed(
         "vLLM's chunked-scan forward, which is not in the corpus, would have to promise it; the kernels are "
         "consistent with it (they reset a prefill row's trackers and publish its state as exact)",
@@ -180,7 +180,7 @@ DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
     "decode_checkpoints_on_row_length",
     "FlashInfer's decode kernel checkpoints when pnat + query_len > W, query_len being the row's length as the "
     "postprocess reads it",
-    ("spec/flashinfer.py", "spec/system/phases.py", "fuzz/callers.py"),
+    ("spec/flashinfer.py", "spec/system/step.py", "fuzz/callers.py"),
     not_guaranteed(
         "FlashInfer decides on the executed width (a fixed-width launch: the padded width of every row); vLLM "
         "would have to promise that the postprocess's query_len is that width for every decode row (its padded "
@@ -203,7 +203,7 @@ DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
 BATCH_ORDER_REQUEST_OR_REVERSE = ModelChoice(
     "batch_order_request_or_reverse",
     "system model: batch rows hold the scheduled requests in request order, or reversed (swap_rows)",
-    ("spec/system/state.py", "spec/system/worker.py"),
+    ("spec/system/state.py", "spec/system/step.py"),
     contradicted(
         "vLLM orders rows as its input batch does; a proof over every order needs a permutation pick (the fuzz "
         "callers already draw any permutation)",
@@ -215,7 +215,7 @@ PADDING_ROWS_LAST = ModelChoice(
     "padding_rows_last",
     "system model: padding rows (idx_mapping -1) come after the scheduled rows; a v2 launch covers "
     "max_num_reqs rows",
-    ("spec/system/worker.py",),
+    ("spec/system/step.py",),
     not_guaranteed(
         "vLLM's tests put padding rows last, but nothing promises it; the fuzz callers place padding rows "
         "anywhere",
@@ -226,7 +226,7 @@ PADDING_ROWS_LAST = ModelChoice(
 ROWS_BY_BATCH_WITHOUT_IDX_MAPPING = ModelChoice(
     "rows_by_batch_without_idx_mapping",
     "without idx_mapping (v1), per-request inputs sit at the batch row",
-    ("spec/assumptions.py", "spec/system/worker.py", "fuzz/callers.py"),
+    ("spec/assumptions.py", "spec/system/step.py", "fuzz/callers.py"),
     guaranteed(
         cite(VERSIONS_README, "Without it `req_idx = row`.", "without idx_mapping the request index is the row."),
         cite(PAGE, "req_idx = batch_idx", "the kernel starts from the row as the request index."),
@@ -283,7 +283,7 @@ NULL_BLOCK_IS_PAD = ModelChoice(
 MIGRATION_COLUMNS_OLD_AND_NEW_LIVE = ModelChoice(
     "migration_columns_old_and_new_live",
     "src_cols is a request's previous live column (-1 when it has none), dst_cols its new live column",
-    ("spec/system/phases.py", "fuzz/callers.py", "review/arguments.py"),
+    ("spec/system/step.py", "fuzz/callers.py", "review/arguments.py"),
     guaranteed(cite(VERSIONS_README, "caller supplies the old and new logical column of each request",
                     "the migration kernel's caller passes the old and the new column.")),
 )

@@ -36,20 +36,23 @@ slot is *canonical*: trackers (0, 0) and checkpoint exactly at its boundary.
 
 Actions (:data:`ACTIONS`) are the caller's: ``admit`` (with a prefix-cache hit
 on published blocks), ``step`` (one engine step for every running request,
-phase by phase in :mod:`.phases`) and ``free`` (finish or preempt). Each
+phase by phase) and ``free`` (finish or preempt); each reads top to bottom in
+one module (:mod:`.admission`, :mod:`.step`). Each
 action declares its nondeterministic *picks*, a *guard* (what the model
 itself guarantees), the named caller *assumptions* it relies on (droppable one
 by one in proofs), and returns the next state plus *checks*: safety conditions
 of that step (no memory fault, the forward pass reads the right prefix, the
-materialize contract, ...). The kernels are never re-implemented: the worker
-side (:mod:`.worker`) runs the spec's kernel programs on inputs laid out by
+materialize contract, ...). The kernels are never re-implemented: the step's
+worker side runs the spec's kernel programs on inputs laid out by
 ``spec.assumptions.encode_row``, in a ``spec.table_memory.TableMemory``.
 
-Modules: :mod:`.state` (world and state), :mod:`.action` (what an action is,
-the assumptions), :mod:`.admission` (admit, free), :mod:`.step` (the step's
-picks, guard, assumptions), :mod:`.phases` (its effect), :mod:`.worker`,
-:mod:`.ghost` (what a slot represents), :mod:`.invariant`, :mod:`.actions`
-(the registry), :mod:`.picks` (each action's choices as a typed record),
+Modules: :mod:`.state` (world and state), :mod:`.action` (what an action is
+made of), :mod:`.admission` (admit and free, each top to bottom),
+:mod:`.step` (the step top to bottom: picks, guard, assumptions, its effect
+phase by phase, the kernel inputs and launches), :mod:`.ghost` (what a slot
+represents), :mod:`.invariant`, :mod:`.actions` (the registry by name, and
+the dropped assumptions' names checked), :mod:`.picks` (each action's choices
+as a typed record),
 :mod:`.run` (one concrete action), :mod:`.rows` (the one
 definition of the rows a request may take, which the fuzzer uses too),
 :mod:`.exploration` (the pick generators and the explicit-state explorer). The symbolic-array helpers are
@@ -59,7 +62,7 @@ definition of the rows a request may take, which the fuzzer uses too),
 from ..arrays import lookup, select, update
 from ..table_memory import TableMemory
 from .action import Action, Outcome
-from .actions import ACTIONS, STEP
+from .actions import ACTIONS, check_dropped
 from .admission import ADMIT, FREE
 from .exploration import (
     enumerate_picks,
@@ -99,17 +102,19 @@ from .picks import (
     picks_json,
     step_of,
 )
-from .phases import PUBLISH_IN_EVERY_GROUP, register_filled_blocks, step_apply
 from .rows import RowOption, RowRule
 from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
 from .state import GARBAGE, State, SystemParams, code, initial_state
 from .step import (
+    PUBLISH_IN_EVERY_GROUP,
+    STEP,
     SYSTEM_ASSUMPTIONS,
     RowPlan,
-    check_dropped,
     in_prefill,
     needs_fresh_slot,
+    register_filled_blocks,
     shared_block,
+    step_apply,
     step_assumptions,
     step_guard,
 )

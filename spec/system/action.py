@@ -37,8 +37,3 @@ class Action:
     guard: Callable[[State, Any], Any]
     assumptions: Callable[[State, Any], list[tuple[str, Any]]]
     apply: Callable[[State, Any], Outcome]
-
-
-def int_flag(x: Any) -> Any:
-    """An int flag as a vocabulary boolean."""
-    return x != 0

@@ -1,4 +1,8 @@
-"""A request enters (``admit``, possibly hitting published prefix blocks) and leaves (``free``)."""
+"""A request enters (``admit``, possibly hitting published prefix blocks) and leaves (``free``).
+
+Each action reads top to bottom: the domains of its picks, its guard, its
+caller assumptions (none) and its effect, then its :class:`~.action.Action`.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,17 @@ from typing import Any
 
 from ..vocab import conj, implies, ite, within
 from .action import Action, Outcome
-from .picks import AdmitPicks, FreePicks, admit_specs, free_specs
-from .state import State, code
+from .picks import AdmitPicks, FreePicks, PickSpec
+from .state import State, SystemParams, code
+
+
+def admit_specs(p: SystemParams) -> list[PickSpec]:
+    """The domain of every leaf of admit's picks, by path."""
+    out = [PickSpec("req", 0, p.num_reqs - 1), PickSpec("stream", 0, p.num_streams - 1),
+           PickSpec("prompt", 1, p.max_len), PickSpec("hit", 0, p.num_cols - 1)]
+    return out + [PickSpec(f"hit_slots[{g}][{c}]", 1, p.num_slots - 1)
+                  for g in range(p.groups) for c in range(p.num_cols - 1)]
+
 
 def admit_guard(st: State, k: AdmitPicks) -> Any:
     """A waiting request with a prompt arrives; the scheduler's prefix cache
@@ -48,6 +61,11 @@ def admit_apply(st: State, k: AdmitPicks) -> Outcome:
             out.set("table", (g, r, c), ite(use, s, p.geo.pad_slot))
             out.set("ref", (g, s), out.get("ref", g, s) + 1, use)
     return Outcome(out, [], {"computed": N})
+
+
+def free_specs(p: SystemParams) -> list[PickSpec]:
+    """The domain of free's one pick, the request."""
+    return [PickSpec("req", 0, p.num_reqs - 1)]
 
 
 def free_guard(st: State, k: FreePicks) -> Any:

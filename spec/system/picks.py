@@ -75,29 +75,6 @@ class StepPicks:
 Picks = Union[AdmitPicks, FreePicks, StepPicks]
 
 
-def admit_specs(p: SystemParams) -> list[PickSpec]:
-    out = [PickSpec("req", 0, p.num_reqs - 1), PickSpec("stream", 0, p.num_streams - 1),
-           PickSpec("prompt", 1, p.max_len), PickSpec("hit", 0, p.num_cols - 1)]
-    return out + [PickSpec(f"hit_slots[{g}][{c}]", 1, p.num_slots - 1)
-                  for g in range(p.groups) for c in range(p.num_cols - 1)]
-
-
-def free_specs(p: SystemParams) -> list[PickSpec]:
-    return [PickSpec("req", 0, p.num_reqs - 1)]
-
-
-def step_specs(p: SystemParams) -> list[PickSpec]:
-    out = []
-    for r in range(p.num_reqs):
-        row = f"rows[{r}]"
-        out += [PickSpec(f"{row}.sched", 0, 1), PickSpec(f"{row}.q", 0, p.max_len),
-                PickSpec(f"{row}.acc", 0, int(p.geo.window)), PickSpec(f"{row}.live_col", 0, p.num_cols - 1),
-                PickSpec(f"{row}.is_prefilling", 0, 1)]
-        out += [PickSpec(f"{row}.slot[{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
-        out += [PickSpec(f"{row}.null[{g}]", 0, 1) for g in range(p.groups)]
-    return out
-
-
 def _record(cls: type, d: dict) -> Any:
     """``cls`` from its JSON form (lists become tuples, rows records)."""
     def tup(x: Any) -> Any:

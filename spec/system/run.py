@@ -7,9 +7,8 @@ from functools import lru_cache
 from ..geometry import Conventions, require_int
 from .action import Action, Outcome
 from .picks import Picks, PickSpec, flat_picks, leaf_values, picks_from_flat
-from .actions import ACTIONS
+from .actions import ACTIONS, check_dropped
 from .state import State, SystemParams
-from .step import check_dropped
 
 
 class StepRefused(ValueError):

@@ -1,16 +1,52 @@
-"""The engine step's guard and caller assumptions (its effect: ``spec.system.phases``).
+"""The engine step, top to bottom: its picks, guard, caller assumptions and effect, phase by phase.
 
 One step schedules a row for some running requests. Per request it picks
 whether it runs, its query length, accepted count, live column and
 ``is_prefilling`` flag, and per cache group the fresh slot the pool hands out
-and whether the scheduler keeps a column null.
+and whether the scheduler keeps a column null (the record
+``spec.system.picks.StepPicks``, one ``RowPick`` per request).
+
+The module reads in the order of the :class:`~.action.Action` it ends with:
+
+1. the picks' domains (:func:`step_specs`) and each request's plan for the
+   step (:class:`RowPlan`);
+2. the guard (:func:`step_guard`): what the scheduler guarantees;
+3. the caller assumptions (:func:`step_assumptions`, every one in
+   :data:`SYSTEM_ASSUMPTIONS`);
+4. the effect (:func:`step_apply`), one function per phase, in vLLM's order:
+
+   1. :func:`allocate`: a scheduled request's live column gets a fresh block
+      (copy-on-write of a shared one);
+   2. :func:`move_live_columns`: block copies of moved live columns, then the
+      migration kernel;
+   3. :func:`forward_pass`: FlashInfer's prefill reset or checkpoint rule and
+      ring append on each scheduled row's live slot, group by group;
+   4. :func:`postprocess_and_compact`: the postprocess kernel (commit and plan)
+      and, in align mode, compaction;
+   5. :func:`materialize`: FlashInfer's materialize of the planned pairs;
+   6. :func:`bookkeeping`: positions, live columns and the prefix cache;
+
+5. the worker's side of phases 2 and 4: the kernel inputs laid out from the
+   state (:func:`batch_layout`, :func:`kernel_buffers`) and the launches
+   (:func:`launch_grid`).
+
+The kernels are never re-implemented here: phases 2 and 4 run
+``spec.migration.migrate_program``, ``spec.postprocess.postprocess_program``
+and ``spec.compaction.compact_program`` on the buffers :func:`kernel_buffers`
+lays out with ``spec.assumptions.encode_row``, in a
+:class:`~replayssm.spec.table_memory.TableMemory`; FlashInfer's side comes
+from ``spec.flashinfer``. Between phases the state is *checkpointed*
+(``State.checkpoint``: proofs name every symbolic entry afresh, keeping Z3
+terms small).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..arrays import select
 from ..assumptions import (
     ACCEPTED_WITHIN_ROW,
     DECODE_ROW_FITS,
@@ -23,36 +59,35 @@ from ..assumptions import (
     PREFILL_CHUNK_ON_BOUNDARY,
     ROW_NONEMPTY,
     GhostRow,
+    encode_row,
 )
-from ..vocab import conj, disj, implies, ite, within
-from .action import int_flag
-from .picks import StepPicks
-from .state import State
+from ..compaction import compact_program
+from ..flashinfer import kernel_checkpoints, materialize_ring_row
+from ..launch import next_power_of_2
+from ..migration import migrate_program
+from ..postprocess import postprocess_program
+from ..table_memory import TableMemory
+from ..vocab import conj, disj, implies, ite, negate, within
+from .action import Action, Outcome
+from .ghost import replay, represents
+from .picks import PickSpec, StepPicks
+from .state import GARBAGE, State, SystemParams, code
 
-SYSTEM_ASSUMPTIONS = [
-    LIVE_COL_IS_LAST_BLOCK,
-    DECODE_ROW_FITS,
-    ACCEPTED_WITHIN_ROW,
-    ROW_NONEMPTY,
-    DECODE_WITHIN_BLOCK,
-    PREFILL_CHUNK_ON_BOUNDARY,
-    FRESH_DISTINCT_DESTINATIONS,
-    GROUPS_AGREE_ON_NULL,
-    IS_PREFILLING_AGREES,
-    FRESH_SLOT_IS_FREE,
-]
-"""Every caller assumption the system actions name."""
+Checks = list[tuple[str, Any]]
 
+# -- 1. the picks, and each request's plan -----------------------------------------------------------
 
-def check_dropped(dropped: tuple[str, ...]) -> None:
-    """A ``ValueError`` naming the entries of ``dropped`` that name no system
-    assumption (a misspelt name would otherwise drop nothing, silently)."""
-    known = {x.name for x in SYSTEM_ASSUMPTIONS}
-    unknown = sorted(set(dropped) - known)
-    if unknown:
-        raise ValueError(f"dropped names no system assumption: {unknown}; the assumptions are "
-                         f"{', '.join(sorted(known))}")
-
+def step_specs(p: SystemParams) -> list[PickSpec]:
+    """The domain of every leaf of a step's picks, by path (``rows[r].q``, ``rows[r].slot[g]``, ...)."""
+    out = []
+    for r in range(p.num_reqs):
+        row = f"rows[{r}]"
+        out += [PickSpec(f"{row}.sched", 0, 1), PickSpec(f"{row}.q", 0, p.max_len),
+                PickSpec(f"{row}.acc", 0, int(p.geo.window)), PickSpec(f"{row}.live_col", 0, p.num_cols - 1),
+                PickSpec(f"{row}.is_prefilling", 0, 1)]
+        out += [PickSpec(f"{row}.slot[{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
+        out += [PickSpec(f"{row}.null[{g}]", 0, 1) for g in range(p.groups)]
+    return out
 
 @dataclass
 class RowPlan:
@@ -68,11 +103,13 @@ class RowPlan:
     final_chunk: Any
     ghost: GhostRow
 
+def int_flag(x: Any) -> Any:
+    """An int flag as a vocabulary boolean."""
+    return x != 0
 
 def in_prefill(st: State, r: int) -> Any:
     """Request ``r`` has not computed its whole prompt: its next row is a prefill chunk."""
     return st.get("N", r) < st.get("prompt", r)
-
 
 def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
     p = st.p
@@ -88,6 +125,7 @@ def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
         rows.append(RowPlan(r, sched, prefill, q, acc, live_col, flag, N + q == prompt, ghost))
     return rows
 
+# -- 2. the guard ----------------------------------------------------------------------------------
 
 def step_guard(st: State, k: StepPicks) -> Any:
     """What the scheduler guarantees by construction: a step schedules at least
@@ -114,12 +152,10 @@ def step_guard(st: State, k: StepPicks) -> Any:
             parts += [within(k.rows[r].slot[g], 1, p.num_slots - 1), within(k.rows[r].null[g], 0, 1)]
     return conj(*parts)
 
-
 def shared_block(st: State, g: int, slot: Any, sched: Any) -> Any:
     """A scheduled row's live block ``slot`` (of group ``g``) is named by
     another table too (``ref > 1``): the step copies it on write."""
     return conj(sched, slot != st.p.geo.pad_slot, st.get("ref", g, slot) > 1)
-
 
 def needs_fresh_slot(st: State, g: int, slot: Any, sched: Any, null: Any) -> Any:
     """A scheduled row takes a fresh slot in group ``g`` for its live column,
@@ -128,6 +164,21 @@ def needs_fresh_slot(st: State, g: int, slot: Any, sched: Any, null: Any) -> Any
     (:func:`shared_block`). On ints a Python bool, on Z3 terms a term."""
     return disj(conj(sched, slot == st.p.geo.pad_slot, null == 0), shared_block(st, g, slot, sched))
 
+# -- 3. the caller assumptions ---------------------------------------------------------------------
+
+SYSTEM_ASSUMPTIONS = [
+    LIVE_COL_IS_LAST_BLOCK,
+    DECODE_ROW_FITS,
+    ACCEPTED_WITHIN_ROW,
+    ROW_NONEMPTY,
+    DECODE_WITHIN_BLOCK,
+    PREFILL_CHUNK_ON_BOUNDARY,
+    FRESH_DISTINCT_DESTINATIONS,
+    GROUPS_AGREE_ON_NULL,
+    IS_PREFILLING_AGREES,
+    FRESH_SLOT_IS_FREE,
+]
+"""Every caller assumption the system actions name: the step's (``admit`` and ``free`` name none)."""
 
 def step_assumptions(st: State, k: StepPicks) -> list[tuple[str, Any]]:
     """The caller assumptions one engine step relies on, named."""
@@ -160,3 +211,313 @@ def step_assumptions(st: State, k: StepPicks) -> list[tuple[str, Any]]:
                     out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, fresh[g, other.r]), FRESH_DISTINCT_DESTINATIONS(
                         slot, k.rows[other.r].slot[g], geo.pad_slot))))
     return out
+
+# -- 4. the effect, phase by phase -----------------------------------------------------------------
+
+PUBLISH_IN_EVERY_GROUP = "a publish happens in every group or in none"
+"""The check that a row's postprocess publishes (materializes) in every cache group or in none."""
+
+def step_apply(st: State, k: StepPicks) -> Outcome:
+    """One engine step: the phases above, in order, each on the state the
+    previous one left. ``Outcome.info`` holds the postprocess traces and the
+    kernel launches (name, input snapshot, launch size)."""
+    rows = row_plans(st, k)
+    out = st.copy()
+    allocate(st, out, k, rows)
+    out = out.checkpoint("alloc")
+    src_cols = [ite(row.sched, st.get("live", row.r), -1) for row in rows]
+    live_cols = [ite(row.sched, row.live_col, -1) for row in rows]
+    _, _, launch = batch_layout(st.p, rows)
+    migration = move_live_columns(out, rows, src_cols, live_cols, launch)
+    out = out.checkpoint("move")
+    out, checks = forward_pass(out, rows)
+    out = out.checkpoint("forward")
+    post = postprocess_and_compact(out, rows, src_cols, live_cols, launch)
+    checks += post.checks
+    checks += [(name, negate(fault)) for name, fault in migration.faults + post.faults]
+    out = out.checkpoint("postprocess")
+    if st.p.conv.materialize_prefixes:
+        checks += materialize(out, post.bufs, launch)
+    out = out.checkpoint("materialize")
+    after = bookkeeping(out, rows)
+    return Outcome(after, checks, {"traces": post.traces, "launches": [migration.launch, post.launch]})
+
+@dataclass
+class KernelPhase:
+    """What a phase's kernel launches left: the buffers after them, the
+    launch (name, input snapshot, launch size), the postprocess traces, the
+    phase's checks and the table memory's symbolic fault conditions."""
+
+    bufs: dict
+    launch: tuple[str, dict, Any]
+    faults: Checks
+    checks: Checks = field(default_factory=list)
+    traces: list = field(default_factory=list)
+
+def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
+    """Phase 1, on ``out``: a scheduled request's live column gets a fresh
+    block in every group where it has none (or a null block when the
+    scheduler says so); a live block shared with another table is copied
+    first (copy-on-write: state, ring and trackers travel with the copy)."""
+    p = st.p
+    for row in rows:
+        for g in range(p.groups):
+            cur = st.get("table", g, row.r, row.live_col)
+            fresh = k.rows[row.r].slot[g]
+            cow = shared_block(st, g, cur, row.sched)
+            alloc = needs_fresh_slot(st, g, cur, row.sched, k.rows[row.r].null[g])
+            out.set("table", (g, row.r, row.live_col), fresh, alloc)
+            out.set("ref", (g, cur), out.get("ref", g, cur) - 1, cow)
+            out.set("ref", (g, fresh), out.get("ref", g, fresh) + 1, alloc)
+            out.set("reg", (g, fresh), -1, alloc)  # evicted from the prefix cache
+            copy_slot(out, st, g, cur, fresh, cow)
+
+def copy_slot(out: State, src_state: State, g: int, src: Any, dst: Any, guard: Any) -> None:
+    """A scheduler block copy: state, ring and trackers of ``src`` onto ``dst``."""
+    R = int(out.p.geo.ring_len)
+    for name in ("ck", "rs", "nc"):
+        out.set(name, (g, dst), src_state.get(name, g, src), guard)
+    for i in range(R):
+        out.set("ring", (g, dst, i), src_state.get("ring", g, src, i), guard)
+
+def move_live_columns(out: State, rows: list[RowPlan], src_cols: list, live_cols: list, launch: Any) -> KernelPhase:
+    """Phase 2, on ``out``: a request whose live column moves gets its old
+    live block copied onto the new one (state, ring, trackers), then the
+    migration kernel runs on every scheduled row."""
+    p = out.p
+    pad = p.geo.pad_slot
+    before_copy = out.copy()
+    for row in rows:
+        for g in range(p.groups):
+            src = before_copy.get("table", g, row.r, src_cols[row.r])
+            dst = before_copy.get("table", g, row.r, row.live_col)
+            moved = conj(row.sched, src_cols[row.r] >= 0, src_cols[row.r] != row.live_col, src != pad, dst != pad,
+                         src != dst)
+            copy_slot(out, before_copy, g, src, dst, moved)
+    bufs = kernel_buffers(out, rows, live_cols, src_cols)
+    record = ("migrate", snapshot(bufs), launch)
+    mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
+    launch_grid(p, mem, launch, lambda b, g: migrate_program(mem, pad, p.conv.has_idx_mapping, b, g))
+    sync_trackers(out, bufs)
+    return KernelPhase(bufs, record, list(mem.faults))
+
+def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, Checks]:
+    """Phase 3: the forward pass, group by group, on each scheduled row's
+    live slot (a row the caller scheduled in no group is not run at all).
+    A prefill chunk starts from the checkpoint alone (or from zeros at
+    position 0) and leaves the state after the chunk in it; a decode row
+    follows FlashInfer's checkpoint rule and appends its rows to the ring.
+    Returns the state after it and its checks."""
+    p = out.p
+    pad, R, W = p.geo.pad_slot, int(p.geo.ring_len), int(p.geo.window)
+    checks: Checks = []
+    fwd = out.copy()
+    for row in rows:
+        r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
+        for g in range(p.groups):
+            slot = out.get("table", g, r, row.live_col)
+            real = conj(row.sched, slot != pad)
+            pnat, start, ck = out.get("nc", g, slot), out.get("rs", g, slot), out.get("ck", g, slot)
+            pre = conj(real, row.prefill)
+            start_ok = disj(N == 0, conj(ck == code(p, stream, N), pnat == 0))
+            checks.append(("forward reads the request's prefix", implies(pre, start_ok)))
+            fwd.set("ck", (g, slot), ite(start_ok, code(p, stream, N + row.q), GARBAGE), pre)
+            dec = conj(real, negate(row.prefill))
+            checks.append(("forward reads the request's prefix", implies(dec, represents(out, g, slot, stream, N))))
+            checks.append(("capacity: appended rows never overwrite committed rows", implies(dec, pnat + row.q <= R)))
+            cp = kernel_checkpoints(pnat, row.q, W)
+            folded = replay(out, g, slot, start, pnat, W)
+            fwd.set("ck", (g, slot), folded, conj(dec, cp))
+            base = materialize_ring_row(start, pnat, R)  # the append row (kernel_window_after)
+            for j in range(p.max_step):
+                tok = ite(j < row.acc, code(p, stream, N + j), GARBAGE)
+                fwd.set("ring", (g, slot, materialize_ring_row(base, j, R)), tok, conj(dec, j < row.q))
+    return fwd, checks
+
+def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list, live_cols: list,
+                            launch: Any) -> KernelPhase:
+    """Phase 4, on ``out``: the postprocess kernel (commit and plan) on every
+    launched row and group, then in align mode the compaction of the plan's
+    work list; the trackers and plan buffers take what the kernels left.
+    Checks that a publish happens in every group of a row or in none."""
+    p = out.p
+    geo, G = p.geo, p.groups
+    bufs = kernel_buffers(out, rows, live_cols, src_cols)
+    record = ("postprocess", snapshot(bufs), launch)
+    mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
+    traces = launch_grid(p, mem, launch, lambda b, g: postprocess_program(mem, geo, p.conv, b, g))
+    checks: Checks = []
+    for b in range(p.num_reqs):
+        first = traces[b * G].materialize
+        checks += [(PUBLISH_IN_EVERY_GROUP, implies(b < launch, tr.materialize == first))
+                   for tr in traces[b * G + 1:(b + 1) * G]]
+    if p.conv.materialize_prefixes:
+        lanes = next_power_of_2(p.num_reqs)
+        with mem.masked(launch > 0):
+            compact_program(mem, geo.max_num_reqs, launch, lanes)
+    sync_trackers(out, bufs)
+    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+        out.v[name] = list(bufs[name][1])
+    return KernelPhase(bufs, record, list(mem.faults), checks, traces)
+
+def materialize(out: State, bufs: dict, launch: Any) -> list[tuple[str, Any]]:
+    """Phase 5, on ``out``: FlashInfer's ``replayssm_materialize`` on the ghost. The work list is
+    the compaction's output; the check ``work list is the active rows`` ties
+    it to the rows whose plan is active (``plan_flush_count >= 0``, row below
+    the launch size), in increasing order, so the pairs below are taken row by
+    row. For each such row and each layer the destination's state becomes the
+    source's checkpoint advanced by the plan's rows. Every layer of a group
+    holds the same slots, so the group's ghost takes layer 0's pair and the
+    check demands the other layers agree. All sources are read before any
+    destination is written (one launch); a destination another pair reads,
+    or writes with a different result, is a race."""
+    p = out.p
+    geo, NR, pad = p.geo, p.num_reqs, p.geo.pad_slot
+    R, W = int(geo.ring_len), int(geo.window)
+    before = out.copy()
+    checks: list[tuple[str, Any]] = []
+    work = bufs["active_request_indices"][1]
+    src_t, dst_t = bufs["src_slots"][1], bufs["dst_slots"][1]
+    starts, flushes = bufs["plan_ring_start"][1], bufs["plan_flush_count"][1]
+    rows_active = [conj(b < launch, flushes[b] >= 0) for b in range(NR)]
+    position: Any = 0
+    for b in range(NR):
+        checks.append(("work list is the active rows", implies(rows_active[b], select(work, position, -2) == b)))
+        position = ite(rows_active[b], position + 1, position)
+    for v in range(NR):
+        checks.append(("work list is the active rows", implies(v >= position, work[v] == -1)))
+    pairs = []
+    for b in range(NR):
+        start, flush = starts[b], flushes[b]
+        for g in range(p.groups):
+            base = sum(p.layers[:g]) * NR
+            src, dst = src_t[base + b], dst_t[base + b]
+            run = conj(rows_active[b], src != pad, dst != pad)
+            for layer in range(1, p.layers[g]):
+                e = base + layer * NR + b
+                checks.append(("layers of a group publish the same pair", implies(rows_active[b], conj(
+                    src_t[e] == src, dst_t[e] == dst))))
+            checks.append(("materialize contract", implies(run, conj(
+                start >= 0, start < R, flush >= 0, flush <= W, start + flush <= 2 * R))))
+            value = replay(before, g, src, start, flush, W)
+            pairs.append((g, run, src, dst, value))
+            out.set("ck", (g, dst), value, run)
+    for i, (g, run, src, dst, value) in enumerate(pairs):
+        for j, (g2, run2, src2, dst2, value2) in enumerate(pairs):
+            if i < j and g == g2:
+                checks.append(("materialize pairs do not race", implies(conj(run, run2, dst == dst2), value == value2)))
+            if i != j and g == g2:
+                checks.append(("materialize pairs do not race", negate(conj(run, run2, dst == src2, src != dst))))
+    return checks
+
+def bookkeeping(out: State, rows: list[RowPlan]) -> State:
+    """Phase 6: the scheduler's bookkeeping: positions, live columns, and the
+    prefix cache registers every block this step filled."""
+    after = out.copy()
+    for row in rows:
+        r = row.r
+        N = out.get("N", r)
+        new_n = ite(row.prefill, N + row.q, N + row.acc)
+        after.set("N", (r,), new_n, row.sched)
+        after.set("live", (r,), row.live_col, row.sched)
+        if out.p.conv.materialize_prefixes:
+            register_filled_blocks(out, after, r, row.sched, N, new_n)
+    return after
+
+def register_filled_blocks(out: State, after: State, r: int, sched: Any, before: Any, now: Any) -> None:
+    """The prefix cache registers each non-null block the step filled (its end
+    in ``(before, now]``) under its stream and boundary."""
+    p = out.p
+    bs, pad = p.geo.block_size, p.geo.pad_slot
+    stream = out.get("stream", r)
+    for c in range(p.num_cols):
+        end = (c + 1) * bs
+        filled = conj(sched, before < end, end <= now)
+        for g in range(p.groups):
+            s = out.get("table", g, r, c)
+            after.set("reg", (g, s), code(p, stream, end), conj(filled, s != pad))
+
+# -- 5. the worker's side: kernel inputs laid out from the state, launches ------------------------
+
+def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Any], Any, Any]:
+    """Where each scheduled request sits in the batch: scheduled requests are
+    packed into rows ``0..n-1`` in request order (reversed with
+    ``swap_rows``). v1 launches ``n`` programs per group; v2 launches
+    ``MAX_NUM_REQS`` rows, the ones past ``n`` being padding rows (CUDA-graph
+    padding, ``idx_mapping = -1``). Returns (row of each request, rows
+    scheduled, launch size)."""
+    order = sorted(rows, key=lambda rw: p.batch_of(rw.r))
+    where: dict[int, Any] = {}
+    n: Any = 0
+    for row in order:
+        where[row.r] = n
+        n = ite(row.sched, n + 1, n)
+    launch = p.num_reqs if p.conv.has_idx_mapping else n
+    return where, n, launch
+
+def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: list) -> dict:
+    """The worker's inputs in the kernels' layout, laid out by ``encode_row``."""
+    p = st.p
+    NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
+    conv = p.conv
+    shapes = p.shapes()
+    bufs: dict[str, tuple[tuple[int, ...], list]] = {
+        "idx_mapping": ((NR,), [-1] * NR),
+        "query_metadata": ((NR + 1,) if conv.cumulative else (NR,), [0] * (NR + 1 if conv.cumulative else NR)),
+        "num_computed_tokens": ((NR,), [0] * NR),
+        "num_accepted_tokens": ((NR,), [0] * NR),
+        "is_prefilling": ((NR,), [0] * NR),
+        "live_cols": ((NR,), [0] * NR),
+        "src_cols": ((NR,), [-1] * NR),
+        "dst_cols": ((NR,), [-1] * NR),
+        "block_table": ((G, NR, C), [p.geo.pad_slot] * (G * NR * C)),
+        "ring_start": ((G, S), list(st.v["rs"])),
+        "num_committed": ((G, S), list(st.v["nc"])),
+        "packed_base": ((G,), [sum(p.layers[:g]) * NR for g in range(G)]),
+        "num_layers": ((G,), list(p.layers)),
+    }
+    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+        bufs[name] = (shapes[name], list(st.v[name]))
+    mem = TableMemory(bufs, max(C, max(p.layers)))
+    where, n, _ = batch_layout(p, rows)
+    cum: Any = 0
+    for row in sorted(rows, key=lambda rw: p.batch_of(rw.r)):
+        b = where[row.r]
+        kreq = row.r if conv.has_idx_mapping else b
+        ghost = replace(row.ghost, req=kreq, cum_base=cum)
+        with mem.masked(row.sched):
+            for buf, idx, value in encode_row(conv, b, ghost):
+                mem.store(buf, idx, value)
+            mem.store("live_cols", (kreq,), live_cols[row.r])
+            mem.store("src_cols", (kreq,), src_cols[row.r])
+            mem.store("dst_cols", (kreq,), live_cols[row.r])
+            for g in range(G):
+                for c in range(C):
+                    mem.store("block_table", (g, b, c), st.get("table", g, row.r, c))
+        if conv.cumulative:
+            cum = ite(row.sched, cum + row.q, cum)
+    if conv.cumulative:
+        # padding rows past the scheduled ones have empty queries
+        for b in range(NR + 1):
+            mem.store("query_metadata", (b,), cum, b > n)
+    return bufs
+
+def snapshot(bufs: dict) -> dict[str, tuple[tuple[int, ...], list]]:
+    """The kernel inputs and state buffers as a launch found them."""
+    return {name: (shape, list(values)) for name, (shape, values) in bufs.items()}
+
+def launch_grid(p: SystemParams, mem: TableMemory, launch: Any, program: Callable[[int, int], Any]) -> list:
+    """Run ``program(batch, group)`` over the grid ``(launch, groups)``."""
+    out = []
+    for b in range(p.num_reqs):
+        with mem.masked(b < launch):
+            for g in range(p.groups):
+                out.append(program(b, g))
+    return out
+
+def sync_trackers(out: State, bufs: dict) -> None:
+    out.v["rs"] = list(bufs["ring_start"][1])
+    out.v["nc"] = list(bufs["num_committed"][1])
+
+
+STEP = Action("step", StepPicks, step_specs, step_guard, step_assumptions, step_apply)

@@ -9,7 +9,7 @@ import pytest
 
 import replayssm.spec.postprocess as postprocess_module
 import replayssm.spec.system as system
-from replayssm.spec.system import phases
+from replayssm.spec.system import step
 from replayssm.verify import bmc as bmc_module
 from replayssm.verify import system_proofs as sp
 from replayssm.verify import system_steps as steps
@@ -127,7 +127,7 @@ def test_bug_host_mirror_off_by_one(fresh_cache, monkeypatch):
 
 def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
     """The model of the decode kernel's rule differs from the host's mirror."""
-    monkeypatch.setattr(phases, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
+    monkeypatch.setattr(step, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
     _expect_failure("v2-align", ((0, 0, 0, 0),), "no_token_dropped")
     view = prove(REGISTRY["system.no_token_dropped"])  # the property view sees it too, alone, without lemmas
     assert view.status == "failed" and "inv(post): no_token_dropped" in view.counterexample["violated"], view.detail
@@ -135,7 +135,7 @@ def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
 
 def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
     """Publishing resets the live slot's trackers too: committed tokens past the boundary are dropped."""
-    original = phases.postprocess_program
+    original = step.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         t = original(mem, geo, conv, batch, group)
@@ -143,7 +143,7 @@ def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
         mem.store("ring_start", (group, t.live_slot), 0, t.materialize)
         return t
 
-    monkeypatch.setattr(phases, "postprocess_program", buggy)
+    monkeypatch.setattr(step, "postprocess_program", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
 
 
@@ -151,7 +151,7 @@ def test_bug_caller_passes_no_migration_source(fresh_cache, monkeypatch):
     """The caller passes src_cols = -1 for a running request whose live column
     moves (as for a new request): reset_new_slots resets the destination's
     trackers and the committed tokens the block copy carried are lost."""
-    original = phases.migrate_program
+    original = step.migrate_program
 
     class NoSource:
         def __init__(self, mem):
@@ -165,7 +165,7 @@ def test_bug_caller_passes_no_migration_source(fresh_cache, monkeypatch):
         def __getattr__(self, name):
             return getattr(self.mem, name)
 
-    monkeypatch.setattr(phases, "migrate_program", lambda mem, *a: original(NoSource(mem), *a))
+    monkeypatch.setattr(step, "migrate_program", lambda mem, *a: original(NoSource(mem), *a))
     _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
 
 
@@ -176,18 +176,18 @@ def test_bug_block_copy_forgets_the_ring(fresh_cache, monkeypatch):
         for name in ("ck", "rs", "nc"):
             out.set(name, (g, dst), src_state.get(name, g, src), guard)
 
-    monkeypatch.setattr(phases, "copy_slot", buggy)
+    monkeypatch.setattr(step, "copy_slot", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "no_token_dropped")
 
 
 def test_bug_prefix_cache_registers_a_block_early(fresh_cache, monkeypatch):
     """The scheduler caches a block one step before the boundary is published."""
-    original = phases.register_filled_blocks
+    original = step.register_filled_blocks
 
     def buggy(out, after, r, sched, before, now):
         original(out, after, r, sched, before, now + out.p.geo.block_size - 1)
 
-    monkeypatch.setattr(phases, "register_filled_blocks", buggy)
+    monkeypatch.setattr(step, "register_filled_blocks", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "canonical")
 
 
@@ -195,20 +195,20 @@ def test_bug_compaction_launched_one_row_short(fresh_cache, monkeypatch):
     """The caller hands the compaction num_reqs - 1: the last row's publish is
     planned (trackers reset to (0, 0)) but the work list leaves it out, so
     FlashInfer never materializes it."""
-    original = phases.compact_program
-    monkeypatch.setattr(phases, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
+    original = step.compact_program
+    monkeypatch.setattr(step, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
     _expect_failure("v1-align", ((0, 0, 0, 1),), "work list is the active rows")
 
 
 def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
     """The caller configures one cache group without prefix caching while the
     others align: at a boundary the other groups publish and this one does not."""
-    original = phases.postprocess_program
+    original = step.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         return original(mem, geo, replace(conv, materialize_prefixes=False) if group == 1 else conv, batch, group)
 
-    monkeypatch.setattr(phases, "postprocess_program", buggy)
+    monkeypatch.setattr(step, "postprocess_program", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
@@ -246,7 +246,7 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
     """A bug only the v1 layout triggers (its decode rows keep the committed
     count the step started with): the v2 shape still proves, and the v1 shape
     names the variable the two callers leave differently."""
-    original = phases.postprocess_program
+    original = step.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         if conv.has_idx_mapping:
@@ -256,7 +256,7 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
         mem.buffers["num_committed"][1][:] = before
         return t
 
-    monkeypatch.setattr(phases, "postprocess_program", buggy)
+    monkeypatch.setattr(step, "postprocess_program", buggy)
     assert prove(_case_obligation("v2-align", (0, 0, 0, 0), claim=sp.step_claim)).status == "proved"
     r = prove(_case_obligation("v1-align", (0, 0, 0, 0), claim=sp.step_claim))
     assert r.status == "failed" and r.counterexample["violated"][0] == "same nc as v2-align", r.counterexample
@@ -358,8 +358,8 @@ def test_plan_from_the_other_group_is_harmless_while_groups_agree(fresh_cache, m
     """Not a bug the proofs can see: swapping which group writes the shared plan
     changes nothing, because the invariant keeps both groups' trackers equal
     (system.groups_agree). The plan's author matters only when groups disagree."""
-    original = phases.postprocess_program
-    monkeypatch.setattr(phases, "postprocess_program", lambda mem, geo, conv, b, g: original(mem, geo, conv, b, 1 - g))
+    original = step.postprocess_program
+    monkeypatch.setattr(step, "postprocess_program", lambda mem, geo, conv, b, g: original(mem, geo, conv, b, 1 - g))
     assert prove(_case_obligation("v2-align", (0, 0, 0, 1))).status == "proved"
 
 
