@@ -464,6 +464,20 @@ TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS = ModelChoice(
                     "D's create passes each group's tracker length as its capacity.")),
 )
 
+PADDING_PROGRAMS_PAST_NUM_REQS = ModelChoice(
+    "padding_programs_past_num_reqs",
+    "B, C and D launch a grid of max_num_reqs rows, and only with num_reqs >= 1: the programs of rows "
+    "num_reqs <= batch < max_num_reqs are padding (no request's row)",
+    ("verify/kernels/named.py",),
+    guaranteed(
+        cite(C1, "_postprocess_replayssm_kernel[(self.max_num_reqs,)](",
+             "a per-group generation launches max_num_reqs programs whatever the batch."),
+        cite(D1, "_postprocess_replayssm_modelwide_kernel[(self.max_num_reqs, self.num_groups)](",
+             "the model-wide generation launches max_num_reqs rows per group."),
+        cite(C1, "if num_reqs == 0:", "the host launches nothing for an empty batch, so row 0 is never padding."),
+    ),
+)
+
 ALL = [
     BLOCK_COPY_ON_WRITE, ONLY_LIVE_BLOCK_ALLOCATED, PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
     PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
@@ -480,6 +494,6 @@ ALL = [
     ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY,
     CALLER_PASSES_PRE_STEP_COUNT, GROUP_LAYERS_ARE_NUM_LAYERS, ONE_LAUNCH_PER_GROUP,
     GROUP_LAYER_OFFSETS_MATCH_PACKED_TABLES, GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP,
-    TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS,
+    TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS, PADDING_PROGRAMS_PAST_NUM_REQS,
 ]
 """Every built-in choice, by name."""

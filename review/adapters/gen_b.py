@@ -37,10 +37,14 @@ API = Api(
 )
 
 ROLES = (
-    named_role("B.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group"), "B",
-               frame=Frame(work_list=lambda batch: batch == 0)),
-    named_role("B.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group"), "B"),
+    named_role("B.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group", padded=True),
+               "B", frame=Frame(work_list=lambda batch: batch == 0)),
+    named_role("B.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group", padded=True),
+               "B"),
     COMPACTION,
 )
 """B's kernel roles: B2/B3's postprocess builds the work list in program 0
-(its frame); B1 compacts with the reference API's kernel."""
+(its frame); B1 compacts with the reference API's kernel. Both kernels run on
+a grid of ``max_num_reqs`` rows (``padded``: their padding programs are
+proved), but for B1's reset, launched on ``num_reqs`` rows: its padding
+programs are proved too, a stronger claim than its launch needs."""

@@ -39,8 +39,9 @@ WORK_LIST_IN_PROGRAM_0 = Frame(work_list=lambda batch: batch == 0)
 ROLES = (
     named_role("C.preprocess", ("_preprocess_replayssm_kernel",),
                NamedLaunch("postprocess", "group", inputs={"num_computed_tokens": "num_computed_before"},
-                           post_step=False, moves=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
-    named_role("C.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group", post_step=False),
-               "C", frame=WORK_LIST_IN_PROGRAM_0),
+                           post_step=False, moves=True, padded=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
+    named_role("C.postprocess", ("_postprocess_replayssm_kernel",),
+               NamedLaunch("postprocess", "group", post_step=False, padded=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
 )
-"""C's kernel roles: both kernels plan per row and build the work list in program 0."""
+"""C's kernel roles: both kernels plan per row and build the work list in
+program 0, on a grid of ``max_num_reqs`` rows (``padded``)."""

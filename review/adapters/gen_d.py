@@ -41,8 +41,12 @@ API = Api(
 )
 
 ROLES = (
-    named_role("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",), NamedLaunch("postprocess", "model"), "D"),
-    named_role("D.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "model"), "D"),
-    named_role("D.copy", ("_copy_reassigned_replayssm_slots_kernel",), NamedLaunch("migration", "model"), "D"),
+    named_role("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",),
+               NamedLaunch("postprocess", "model", padded=True), "D"),
+    named_role("D.migration", ("_reset_new_replayssm_slots_kernel",),
+               NamedLaunch("migration", "model", padded=True), "D"),
+    named_role("D.copy", ("_copy_reassigned_replayssm_slots_kernel",),
+               NamedLaunch("migration", "model", padded=True), "D"),
 )
-"""D's kernel roles: model-wide programs ``(batch, group)`` over pointer tables."""
+"""D's kernel roles: model-wide programs ``(batch, group)`` over pointer
+tables, on a grid of ``max_num_reqs`` rows (``padded``)."""

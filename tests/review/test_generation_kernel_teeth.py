@@ -2,7 +2,8 @@
 copy of one corpus version per generation (made here from ``../shared``, never
 committed), caught by the named kernel obligation of its adapter's role, with
 a counterexample whose launch reproduces the failure on the real (mutated)
-kernel under Triton's interpreter. One variant each keeps the test small."""
+kernel under Triton's interpreter (a padding program's on the grid the
+version launches, ``max_num_reqs`` rows). One variant each keeps the test small."""
 
 from __future__ import annotations
 
@@ -29,11 +30,16 @@ PLANTED = [
      "pow2 len/pre/nomap/none/live L1"),
     ("D1", "tl.store(tracker_committed + dst_slot, 0, mask=valid_slot)",
      "tl.store(tracker_committed + 0 * dst_slot, 0, mask=valid_slot)", "D.migration", "frame", "pow2 nomap"),
+    # a padding program (row num_reqs + k of the max_num_reqs grid) clears real row k's plan entry: no real
+    # program's obligation sees it, only the padding programs'
+    ("C1", "early exit.\n    tl.store(plan_flush_count + batch_idx, -1)",
+     "early exit.\n    tl.store(plan_flush_count + batch_idx - num_reqs * (batch_idx >= num_reqs), -1)",
+     "C.postprocess", "padding", "unit len/pre/map/none/live L1"),
 ]
 
 
 @pytest.mark.skipif(not corpus.present(), reason=corpus.missing() if not corpus.present() else "")
-@pytest.mark.parametrize("version,old,new,role,prop,case", PLANTED, ids=[p[0] for p in PLANTED])
+@pytest.mark.parametrize("version,old,new,role,prop,case", PLANTED, ids=[f"{p[0]}-{p[4]}" for p in PLANTED])
 def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, role, prop, case, tmp_path):
     text = (VERSIONS / f"{version}.py").read_text()
     assert text.count(old) == 1, f"{version}: the planted line occurs {text.count(old)} times"

@@ -48,6 +48,8 @@ class KernelCase:
     of the kernel's contract (not reported as optional)."""
     row: tuple = ()
     """``(batch, group)`` of the batch row this program owns (its frame); empty: no row."""
+    padding: bool = False
+    """Whether the program is a padding program (its row past ``num_reqs``): its frame holds no tracker."""
 
     @property
     def mem(self) -> SymbolicMemory:

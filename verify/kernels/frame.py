@@ -9,7 +9,8 @@ not the null id. A slot the kernel did not read from its row (a constant, an
 input, another row's entry) is outside the frame unless the guard of the
 store is false. A declared extra output of the launch
 (:class:`.roles.DeclaredOutput`, e.g. A3's ``rand_seeds``) may be written by
-its one program only, inside the buffer's extent.
+its one program only, inside the buffer's extent. A padding program (its
+row past ``num_reqs`` on a ``max_num_reqs`` grid) writes no tracker.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def allowed(case: Any, frame: Any, write: Any) -> Any:
     batch, group = case.row
     mem, geo = case.mem, case.constexprs["geometry"]
     if b in TRACKERS:
+        if case.padding:  # a padding row's block-table entries name no request's slots
+            return lift(False)
         num_cols = mem.shapes["block_table"][2]
         return lift(conj(Sym(lift(write.index[0])) == group,
                          Sym(slot_of_row(write.index[1], batch, group, num_cols, geo.pad_slot))))
@@ -85,10 +88,11 @@ def frame_parts(case: Any, frame: Any, part: Any, where: Any) -> list:
     return out
 
 
-def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int) -> list[str]:
+def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int, num_reqs: int) -> list[str]:
     """The frame read concretely on a replayed launch's log (``playback``):
     each write ``(program, "write", (region, element), value)`` whose cell the
-    frame does not give program ``(batch, group)``."""
+    frame does not give program ``(batch, group)`` (a padding program, batch
+    ``>= num_reqs``, owns no tracker)."""
     import re
 
     import numpy as np
@@ -108,7 +112,8 @@ def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int)
         elif not frame.row:
             ok = False
         elif name in TRACKERS:
-            row = [int(s) for s in buffers["block_table"][group][batch]] if batch < len(buffers["block_table"][group]) else []
+            row = [int(s) for s in buffers["block_table"][group][batch]] \
+                if batch < min(num_reqs, len(buffers["block_table"][group])) else []
             ok = own is not None and int(own.group(1)) == group and element != pad and element in row
         elif name in PLAN_ROWS:
             ok = element == batch

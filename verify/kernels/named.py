@@ -12,15 +12,20 @@ its name (:data:`ARGUMENTS`), with the vectors only some generations take
 A :class:`NamedLaunch` is the contract of one role: the scenario it runs on,
 its scope (``group``: one launch per cache group on that group's tensors,
 program id ``(batch,)``; ``model``: one launch, ``(batch, group)`` over
-pointer tables) and parameter overrides. The proofs cover the programs of
-rows below ``num_reqs``; on a ``max_num_reqs`` grid the programs of padding
-rows are not covered (said by the role's ``assumes``).
+pointer tables) and parameter overrides. Its programs of rows below
+``num_reqs`` run on the scenario's row; where the launch's grid spans
+``max_num_reqs`` rows (``padded``: B, C, D), a *padding* program (a row
+``num_reqs <= batch < max_num_reqs``, ``padding_programs_past_num_reqs``)
+runs on the same memory with nothing assumed of its row's per-request
+inputs (:func:`padding_case`), for the ``padding`` obligation: memory safety
+and a frame that holds no tracker. A counterexample replays on the grid the
+version launches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -75,6 +80,9 @@ class NamedLaunch:
     moves: bool = False
     """Whether a postprocess-scenario kernel also moves live columns (``src_cols`` to
     ``dst_cols``): its conflict obligation assumes ``fresh_distinct_destinations`` too."""
+    padded: bool = False
+    """Whether the launch's grid spans ``max_num_reqs`` rows (the programs past
+    ``num_reqs`` are padding, proved by the ``padding`` obligation) rather than ``num_reqs``."""
 
 
 def _conventions(contract: NamedLaunch) -> list[Conventions]:
@@ -190,6 +198,29 @@ def read_facts(mem: Any, sizes: Any) -> list[tuple[str, Any]]:
         elif r.buffer == "tracker_capacities":
             out.append((choices.TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS.name, r.value == sizes.num_slots))
     return out
+
+
+ROW_INPUT_FACTS = (env.COLUMNS_IN_TABLE.name, env.IDX_MAPPING_IN_RANGE.name)
+"""Memory facts about a row's per-request vectors (its columns, its request
+index): a padding row's entries are stale, so a padding program assumes none."""
+
+
+def padding_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple) -> KernelCase:
+    """A padding program of ``jit``: row ``num_reqs <= batch < max_num_reqs`` of a
+    group, over the same symbolic memory as :func:`named_case`, with the launch's
+    and the memory's facts (block-table entries in capacity, trackers in range,
+    the group's layout) but none about the row's per-request inputs."""
+    case = named_case(contract, role, jit, label, params)
+    batch, group = case.row
+    sz, geo = case.spec.sizes, params[1]
+    padding = lift(conj(sz.num_reqs >= 1, batch >= sz.num_reqs, batch < geo.max_num_reqs, group >= 0,
+                        group < sz.groups))
+    kept = {env.GEOMETRY_SUPPORTED.name, "int32_sizes", env.POOL_HAS_NULL_BLOCK.name}
+    facts = [(n, f) for n, f in case.assumptions[len(case.spec.assumptions):] if n not in ROW_INPUT_FACTS
+             and n not in (choices.MATERIALIZE_COLUMNS_FROM_BOUNDARY.name, choices.CALLER_PASSES_PRE_STEP_COUNT.name)]
+    facts = [(n, f) for n, f in case.spec.assumptions if n in kept] + facts
+    return replace(case, assumptions=[(choices.PADDING_PROGRAMS_PAST_NUM_REQS.name, padding)] + facts,
+                   cover=padding, padding=True, show={"batch": batch, "group": group, "num_reqs": sz.num_reqs})
 
 
 def named_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
@@ -326,7 +357,8 @@ def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
             args.append(v.pointers(TABLES[name][0]))
         else:
             raise ValueError(f"no replay binding for parameter {p.arg!r}")
-    grid = (n,) if contract.scope == "group" else (n, groups)
+    launched = rows if contract.padded else n
+    grid = (launched,) if contract.scope == "group" else (launched, groups)
     outputs = {b: v.flat(b) for b in ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count",
                                       "active_request_indices") if b in v._flat}
     return grid, args, kwargs, outputs
@@ -344,4 +376,6 @@ def named_role(name: str, jits: tuple[str, ...], contract: NamedLaunch, generati
         name, jits, lambda: named_variants(contract),
         lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
         pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
-        spec="", assumes=assumes or REFERENCE_CONTRACT, generation=generation, frame=frame)
+        spec="", assumes=assumes or REFERENCE_CONTRACT, generation=generation, frame=frame,
+        padding=(lambda jit, label, params: padding_case(contract, name, jit, label, params))
+        if contract.padded else None)

@@ -1,6 +1,8 @@
 """The kernel obligations: per kernel and constexpr variant, (a) memory safety,
 (b) equivalence with the spec program, (c) no integer overflow, (d) no
-conflict between programs of one launch, each with (e) a non-vacuity witness.
+conflict between programs of one launch, the frame, and on a grid of
+``max_num_reqs`` rows the padding programs' memory safety and frame, each
+with (e) a non-vacuity witness.
 
 Each obligation's cases are :class:`KernelClaim` objects: a ``Claim`` for
 ``verify.obligation.prove`` plus what a counterexample report needs (the
@@ -15,7 +17,7 @@ it is given (a review target's from its generation's adapter).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,6 +49,9 @@ PROPERTIES = {
     "frame": "every store lands in the program's frame: trackers of the slots its own block-table row names, its own "
              "row of the plan and of its group's layers in the slot tables, the work list only where the role "
              "gives it one",
+    "padding": "a padding program (its row past num_reqs on a grid of max_num_reqs rows) accesses only cells inside "
+               "its buffers and stores only inside its frame, which holds no tracker: its own plan row and "
+               "slot-table entries, the work list only where the role gives it one",
 }
 
 OPTIONAL = (
@@ -60,7 +65,7 @@ exactly those."""
 
 OURS = "replayssm.impl.kernels"
 
-PREPROCESSED = ("memory_safety", "int32", "conflicts", "frame")
+PREPROCESSED = ("memory_safety", "int32", "conflicts", "frame", "padding")
 """Obligations whose cases are checked as one query after Z3's equation
 solving (``Claim.strategy`` ``"preprocess"``): 2 to 4 times faster than part by part on
 ours; equivalence is the opposite (about 9 times slower in one query)."""
@@ -104,14 +109,18 @@ def variants(role: str | KernelRole) -> list[tuple[str, tuple]]:
 _CASES: dict[tuple, KernelCase] = {}
 
 
-def kernel_case(module: ModuleType, role: KernelRole, label: str, params: tuple) -> KernelCase:
-    """The (cached) single-program case of ``role`` for one variant."""
-    key = (module.__name__, role.name, label)
+def kernel_case(module: ModuleType, role: KernelRole, label: str, params: tuple,
+                padding: bool = False) -> KernelCase:
+    """The (cached) single-program case of ``role`` for one variant (``padding``: its padding program's)."""
+    key = (module.__name__, role.name, label, padding)
     if key not in _CASES:
         found = role.jit(module)
         if found is None:
             raise ValueError(f"{module.__name__} has no kernel of role {role.name} ({', '.join(role.jits)})")
-        _CASES[key] = role.case(found[1], label, params)
+        build = role.padding if padding else role.case
+        if build is None:
+            raise ValueError(f"role {role.name} has no padding programs")
+        _CASES[key] = build(found[1], label, params)
     return _CASES[key]
 
 
@@ -227,8 +236,14 @@ def _one(module: ModuleType, role: KernelRole, prop: str, label: str, params: tu
         return KernelClaim(role, prop, bad, [Part(str(e), lift(False), (Path(e.file).name, e.line))], [], [], e)
 
 
+def padding_parts(case: KernelCase, role: KernelRole) -> list[Part]:
+    """A padding program's memory safety and frame (:attr:`.cases.KernelCase.padding`: no tracker in it)."""
+    parts = memory_safety_parts(case) + (frame_parts(case, role.frame, Part, _at) if role.frame is not None else [])
+    return [replace(x, name=f"padding program: {x.name}") for x in parts]
+
+
 def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: tuple) -> KernelClaim:
-    case = kernel_case(module, role, label, params)
+    case = kernel_case(module, role, label, params, padding=prop == "padding")
     if prop == "conflicts" and role.pair is not None:
         p, q, assumptions, cover = role.pair(role.jit(module)[1], label, params, case)
         parts = conflict_parts(p, q)
@@ -238,7 +253,8 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, strategy="preprocess")
         return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
-             "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at)}[prop](case)
+             "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at),
+             "padding": lambda c: padding_parts(c, role)}[prop](case)
     if prop == "equivalence" and case.block is not None:
         parts = [Part(n, t, ("", 0), case.mem.program, terms, alone)
                  for n, t, terms, alone in blocked.lane_equivalence(case)]
@@ -254,10 +270,12 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
 
 def properties(role: KernelRole) -> list[str]:
     """The obligations stated for ``role``: its own list, else every one,
-    equivalence only beside a spec program, frame only with a frame."""
+    equivalence only beside a spec program, frame only with a frame, padding
+    only where its grid has padding programs."""
     if role.properties:
         return list(role.properties)
-    return [p for p in PROPERTIES if (p != "equivalence" or role.spec) and (p != "frame" or role.frame)]
+    return [p for p in PROPERTIES if (p != "equivalence" or role.spec) and (p != "frame" or role.frame)
+            and (p != "padding" or role.padding is not None)]
 
 
 def obligation_name(role: str, prop: str, target: str = "") -> str:

@@ -42,7 +42,7 @@ POISON = -1_000_003
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
 EXPECTED = {"memory_safety": "out_of_bounds", "equivalence": "discrepancies", "conflicts": "conflicts",
-            "int32": "overflows", "frame": "outside_frame"}
+            "int32": "overflows", "frame": "outside_frame", "padding": "stray_accesses"}
 """Which playback finding reproduces a failure of each obligation."""
 
 
@@ -56,6 +56,11 @@ class Playback:
     overflows: list[str] = field(default_factory=list)
     outside_frame: list[str] = field(default_factory=list)
     spec_fault: str = ""
+
+    @property
+    def stray_accesses(self) -> list[str]:
+        """Accesses out of bounds or stores outside the frame (a padding program's failures)."""
+        return self.out_of_bounds + self.outside_frame
 
     def reproduces(self, prop: str) -> bool:
         """The finding a failure of obligation ``prop`` predicts was observed."""
@@ -430,7 +435,7 @@ def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
         geo = _setup(trace)[0]
         # the launch may add buffers the trace does not carry (a declared output such as rand_seeds): their extents
         result.outside_frame += replay_violations(log, {**launched, **before}, role.frame, geo.pad_slot,
-                                                  geo.max_num_reqs)
+                                                  geo.max_num_reqs, trace["actions"][1]["picks"]["num_reqs"])
     compared = trace.get("#meta", {}).get("compared")
     if not fault and role.replay.spec is not None:
         for b, impl in final.items():

@@ -66,7 +66,9 @@ class Frame:
     ``row``: the program owns batch row ``case.row = (batch, group)``: the
     trackers of its group at the slots its own block-table row names (not
     the null id), its own entry of the per-row plan buffers, and its own
-    batch entry of each of its group's layers in the packed slot tables.
+    batch entry of each of its group's layers in the packed slot tables; a
+    padding program (``case.padding``: its row is past ``num_reqs``) owns no
+    tracker, its block-table row naming no request's slots.
     ``work_list(batch)``: whether the program of row ``batch`` may write the
     work list (``active_request_indices``, ``num_active``) anywhere in
     bounds, on a term or an int (the proof's and playback's reading); None:
@@ -113,6 +115,11 @@ class KernelRole:
     """The cells a program may write (None: no frame obligation)."""
     properties: tuple[str, ...] = field(default=())
     """The obligations stated for it (empty: every one that applies)."""
+    padding: Callable[[Any, str, tuple], Any] | None = None
+    """``padding(jit, label, params)``: one *padding* program's case, a
+    program past ``num_reqs`` of a launch whose grid spans ``max_num_reqs``
+    rows (its ``padding`` obligation: memory safety and its frame, which holds
+    no tracker cell); None: the launch has no padding programs."""
 
     def jit(self, module: ModuleType) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
