@@ -10,7 +10,7 @@ and the fuzzer turns them into launches (``fuzz.system_traces``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from replayssm.spec.geometry import Conventions, Geometry
@@ -142,7 +142,7 @@ def make_trace(p: SystemParams, states: list[dict], actions: list[dict], **meta:
     return {"#meta": {"format": FORMAT, **meta}, "params": params_json(p), "states": states, "actions": actions}
 
 
-def record_run(p: SystemParams, steps: list[tuple[str, Picks | dict]], *, checked: bool = True, **meta: Any) -> dict:
+def record_run(p: SystemParams, steps: Sequence[tuple[str, Picks | dict]], *, checked: bool = True, **meta: Any) -> dict:
     """Run ``steps`` on the concrete model and record them as a trace
     (``checked=False`` records runs whose picks break a caller assumption)."""
     st = initial_state(p)

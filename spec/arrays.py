@@ -94,7 +94,7 @@ def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, A
     ranges = [[i] if is_concrete(i) else list(range(n)) for i, n in zip(index, shape)]
     eqs = [None if is_concrete(i) else {v: i == v for v in range(n)} for i, n in zip(index, shape)]
     for idx in product(*ranges):
-        yield idx, fold_and(*[eqs[d][v] for d, v in enumerate(idx) if eqs[d] is not None])
+        yield idx, fold_and(*[eq[v] for eq, v in zip(eqs, idx) if eq is not None])
 
 
 def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, offset: int = 0, dim: int = 0,

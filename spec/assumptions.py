@@ -21,7 +21,7 @@ from .provenance import (
     A1, C1, HOST, HOST_README, PAGE, T1, T2, T3, T5, T6, VERSIONS_README,
     Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
 )
-from .vocab import INT32_MAX, cdiv, conj, disj, implies, ite, negate
+from .vocab import INT32_MAX, Cond, Value, cdiv, conj, disj, implies, ite, negate
 
 MAX_MODEL_LEN_LIMIT = 2**30
 """The largest ``max_model_len`` the int32 obligations cover."""
@@ -36,11 +36,11 @@ class Assumption:
 
     name: str
     statement: str
-    holds: Callable[..., Any]
+    holds: Callable[..., Cond]
     provenance: Provenance
     built_in: tuple[str, ...] = ()
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> Cond:
         return self.holds(*args)
 
 
@@ -48,23 +48,23 @@ class Assumption:
 class GhostRow:
     """One row's step as the scheduler and forward pass know it."""
 
-    computed_before: Any
-    query_len: Any
-    accepted: Any
-    prefilling: Any
-    live_col: Any
-    req: Any
-    cum_base: Any = 0
+    computed_before: Value
+    query_len: Value
+    accepted: Value
+    prefilling: Cond
+    live_col: Value
+    req: Value
+    cum_base: Value = 0
 
 
-def encode_row(conv: Conventions, batch: Any, row: GhostRow) -> list[tuple[str, tuple, Any]]:
+def encode_row(conv: Conventions, batch: Value, row: GhostRow) -> list[tuple[str, tuple[Value, ...], Value]]:
     """The kernel-input entries (buffer, index, value) a caller writes for ``row``.
 
     v1 passes per-row lengths and pre-step counts, v2 cumulative offsets,
     post-step counts (advanced by ``accepted`` on decode rows and by the whole
     query on prefill rows) and an ``idx_mapping``.
     """
-    entries: list[tuple[str, tuple, Any]] = []
+    entries: list[tuple[str, tuple[Value, ...], Value]] = []
     if conv.has_idx_mapping:
         entries.append(("idx_mapping", (batch,), row.req))
     if conv.cumulative:
@@ -82,7 +82,7 @@ def encode_row(conv: Conventions, batch: Any, row: GhostRow) -> list[tuple[str, 
     return entries
 
 
-def _geometry_supported(geo: Geometry) -> Any:
+def _geometry_supported(geo: Geometry) -> Cond:
     return conj(
         geo.block_size >= 1,
         geo.window >= 1,
@@ -108,7 +108,7 @@ GEOMETRY_SUPPORTED = Assumption(
 )
 
 
-def _decode_row_fits(geo: Geometry, row: GhostRow) -> Any:
+def _decode_row_fits(geo: Geometry, row: GhostRow) -> Cond:
     return implies(
         negate(row.prefilling),
         conj(row.query_len >= 1, row.query_len <= geo.window, row.query_len <= geo.max_step),
@@ -131,7 +131,7 @@ DECODE_ROW_FITS = Assumption(
 )
 
 
-def _accepted_within_row(geo: Geometry, row: GhostRow) -> Any:
+def _accepted_within_row(geo: Geometry, row: GhostRow) -> Cond:
     return ite(
         row.prefilling,
         conj(row.accepted >= 0, row.accepted <= geo.window),
@@ -154,7 +154,7 @@ ACCEPTED_WITHIN_ROW = Assumption(
 )
 
 
-def _row_nonempty(geo: Geometry, row: GhostRow) -> Any:
+def _row_nonempty(geo: Geometry, row: GhostRow) -> Cond:
     return row.query_len >= 1
 
 
@@ -172,7 +172,7 @@ ROW_NONEMPTY = Assumption(
 )
 
 
-def _decode_within_block(geo: Geometry, row: GhostRow) -> Any:
+def _decode_within_block(geo: Geometry, row: GhostRow) -> Cond:
     return implies(negate(row.prefilling), row.query_len <= geo.block_size)
 
 
@@ -189,7 +189,7 @@ DECODE_WITHIN_BLOCK = Assumption(
 )
 
 
-def _positions_in_model(geo: Geometry, row: GhostRow, max_model_len: Any) -> Any:
+def _positions_in_model(geo: Geometry, row: GhostRow, max_model_len: Value) -> Cond:
     after = row.computed_before + ite(row.prefilling, row.query_len, row.accepted)
     return conj(
         row.computed_before >= 0,
@@ -214,12 +214,12 @@ POSITIONS_IN_MODEL = Assumption(
 )
 
 
-def last_scheduled_block(row: GhostRow, block_size: Any) -> Any:
+def last_scheduled_block(row: GhostRow, block_size: Value) -> Value:
     """The block of the row's last scheduled token: ``ceil((N + q) / bs) - 1``."""
     return cdiv(row.computed_before + row.query_len + block_size - 1, block_size) - 1
 
 
-def _live_col_is_last_block(geo: Geometry, conv: Conventions, row: GhostRow) -> Any:
+def _live_col_is_last_block(geo: Geometry, conv: Conventions, row: GhostRow) -> Cond:
     if not conv.materialize_prefixes:
         return row.live_col == 0
     return row.live_col == last_scheduled_block(row, geo.block_size)
@@ -243,7 +243,7 @@ LIVE_COL_IS_LAST_BLOCK = Assumption(
 )
 
 
-def _prefill_chunk_on_boundary(geo: Geometry, conv: Conventions, row: GhostRow, final_chunk: Any) -> Any:
+def _prefill_chunk_on_boundary(geo: Geometry, conv: Conventions, row: GhostRow, final_chunk: Cond) -> Cond:
     if not conv.materialize_prefixes:
         return True
     ends_on_boundary = cdiv(row.computed_before + row.query_len, geo.block_size) * geo.block_size == (
@@ -268,11 +268,11 @@ PREFILL_CHUNK_ON_BOUNDARY = Assumption(
 )
 
 
-def _slot_in_capacity(slot: Any, num_slots: Any, pad: Any) -> Any:
+def _slot_in_capacity(slot: Value, num_slots: Value, pad: Value) -> Cond:
     return disj(slot == pad, conj(slot >= 0, slot < num_slots))
 
 
-def _pool_has_null_block(num_slots: Any, pad_slot: Any) -> Any:
+def _pool_has_null_block(num_slots: Value, pad_slot: Value) -> Cond:
     return num_slots > pad_slot
 
 
@@ -302,7 +302,7 @@ SLOT_IN_CAPACITY = Assumption(
 )
 
 
-def _idx_mapping_in_range(req: Any, max_num_reqs: Any) -> Any:
+def _idx_mapping_in_range(req: Value, max_num_reqs: Value) -> Cond:
     return req < max_num_reqs
 
 
@@ -319,7 +319,7 @@ IDX_MAPPING_IN_RANGE = Assumption(
 )
 
 
-def _columns_in_table(col: Any, num_cols: Any) -> Any:
+def _columns_in_table(col: Value, num_cols: Value) -> Cond:
     return col < num_cols
 
 
@@ -357,7 +357,7 @@ def block_table_width(conv: Conventions, max_model_len: int, block_size: int,
     return blocks + num_speculative_blocks
 
 
-def _model_fits_table(conv: Conventions, max_model_len: Any, block_size: Any, num_cols: Any) -> Any:
+def _model_fits_table(conv: Conventions, max_model_len: Value, block_size: Value, num_cols: Value) -> Cond:
     if not conv.materialize_prefixes:
         return num_cols >= 1
     return conj(num_cols >= 1, max_model_len <= num_cols * block_size)
@@ -380,7 +380,7 @@ MODEL_FITS_TABLE = Assumption(
 )
 
 
-def _packed_tables_match_layers(base: Any, layers: Any, total_layers: Any, max_num_reqs: Any) -> Any:
+def _packed_tables_match_layers(base: Value, layers: Value, total_layers: Value, max_num_reqs: Value) -> Cond:
     return conj(
         base >= 0,
         layers >= 1,
@@ -405,7 +405,7 @@ PACKED_TABLES_MATCH_LAYERS = Assumption(
 )
 
 
-def _packed_groups_disjoint(base_a: Any, layers_a: Any, base_b: Any, layers_b: Any, max_num_reqs: Any, same_group: Any) -> Any:
+def _packed_groups_disjoint(base_a: Value, layers_a: Value, base_b: Value, layers_b: Value, max_num_reqs: Value, same_group: Cond) -> Cond:
     return disj(same_group, base_a + layers_a * max_num_reqs <= base_b, base_b + layers_b * max_num_reqs <= base_a)
 
 
@@ -420,7 +420,7 @@ PACKED_GROUPS_DISJOINT = Assumption(
 )
 
 
-def _batch_in_launch(batch: Any, group: Any, num_reqs: Any, groups: Any, max_num_reqs: Any) -> Any:
+def _batch_in_launch(batch: Value, group: Value, num_reqs: Value, groups: Value, max_num_reqs: Value) -> Cond:
     return conj(batch >= 0, batch < num_reqs, num_reqs <= max_num_reqs, group >= 0, group < groups)
 
 
@@ -439,7 +439,7 @@ BATCH_IN_LAUNCH = Assumption(
 )
 
 
-def _exclusive_decode_live_slot(live_slot: Any, decode: Any, other_written_slot: Any, pad: Any) -> Any:
+def _exclusive_decode_live_slot(live_slot: Value, decode: Cond, other_written_slot: Value, pad: Value) -> Cond:
     return implies(conj(decode, live_slot != pad), other_written_slot != live_slot)
 
 
@@ -454,7 +454,7 @@ EXCLUSIVE_DECODE_LIVE_SLOT = Assumption(
 )
 
 
-def _fresh_distinct_destinations(dst_slot: Any, other_src_or_dst: Any, pad: Any) -> Any:
+def _fresh_distinct_destinations(dst_slot: Value, other_src_or_dst: Value, pad: Value) -> Cond:
     return implies(dst_slot != pad, dst_slot != other_src_or_dst)
 
 
@@ -469,7 +469,7 @@ FRESH_DISTINCT_DESTINATIONS = Assumption(
 )
 
 
-def _distinct_slots_in_row(slot_a: Any, slot_b: Any, col_a: Any, col_b: Any, pad: Any) -> Any:
+def _distinct_slots_in_row(slot_a: Value, slot_b: Value, col_a: Value, col_b: Value, pad: Value) -> Cond:
     return implies(conj(col_a != col_b, slot_a != pad), slot_a != slot_b)
 
 
@@ -489,7 +489,7 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
 )
 
 
-def _groups_agree_on_null(null_in_group: list) -> Any:
+def _groups_agree_on_null(null_in_group: list[Value]) -> Cond:
     return conj(*[x == 0 for x in null_in_group])
 
 
@@ -510,7 +510,7 @@ GROUPS_AGREE_ON_NULL = Assumption(
 )
 
 
-def _is_prefilling_agrees(flag: Any, forward_prefill: Any) -> Any:
+def _is_prefilling_agrees(flag: Cond, forward_prefill: Cond) -> Cond:
     return flag == forward_prefill
 
 
@@ -531,7 +531,7 @@ IS_PREFILLING_AGREES = Assumption(
 )
 
 
-def _fresh_slot_is_free(ref: Any) -> Any:
+def _fresh_slot_is_free(ref: Value) -> Cond:
     return ref == 0
 
 
@@ -548,7 +548,7 @@ FRESH_SLOT_IS_FREE = Assumption(
 )
 
 
-def _moved_block_carries(moved: Any, carried: Any) -> Any:
+def _moved_block_carries(moved: Cond, carried: Cond) -> Cond:
     return implies(moved, carried)
 
 
@@ -583,7 +583,7 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
 )
 
 
-def _prefill_continuation_longer_than_one(geo: Geometry, row: GhostRow) -> Any:
+def _prefill_continuation_longer_than_one(geo: Geometry, row: GhostRow) -> Cond:
     return implies(conj(row.prefilling, row.computed_before > 0), row.query_len >= 2)
 
 

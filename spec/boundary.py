@@ -10,22 +10,21 @@ running state; ``bias`` counts the tokens from the running state to it, and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from .vocab import cdiv
+from .vocab import Cond, Value, cdiv
 
 
 @dataclass(frozen=True)
 class Boundary:
     """The boundary decision of one row."""
 
-    needs_copy: Any
-    bias: Any
-    dst_col: Any
-    aligned: Any
+    needs_copy: Cond
+    bias: Value
+    dst_col: Value
+    aligned: Cond
 
 
-def mamba_state_copy_boundary(running_pos: Any, new_computed: Any, block_size: Any) -> Boundary:
+def mamba_state_copy_boundary(running_pos: Value, new_computed: Value, block_size: Value) -> Boundary:
     """``aligned = (new_computed / bs) * bs`` (C division), published when ``aligned >= running_pos``."""
     aligned = cdiv(new_computed, block_size) * block_size
     return Boundary(

@@ -9,26 +9,25 @@ entry below ``MAX_NUM_REQS``: FlashInfer's work-list contract.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .memory import Memory
-from .vocab import conj, ite
+from .vocab import Cond, Value, conj, ite
 
 
 @dataclass(frozen=True)
 class CompactionTrace:
     """Which rows were active and where each one landed."""
 
-    active: list[Any]
-    position: list[Any]
-    num_active: Any
+    active: list[Cond]
+    position: list[Value]
+    num_active: Value
 
 
-def compact_program(mem: Memory, max_num_reqs: int, num_reqs: Any, block_size: int) -> CompactionTrace:
+def compact_program(mem: Memory, max_num_reqs: int, num_reqs: Value, block_size: int) -> CompactionTrace:
     """The single program of the compaction launch (``BLOCK_SIZE`` lanes)."""
-    active: list[Any] = []
-    position: list[Any] = []
-    count: Any = 0
+    active: list[Cond] = []
+    position: list[Value] = []
+    count: Value = 0
     for lane in range(block_size):
         in_capacity = lane < max_num_reqs
         flush = mem.load("plan_flush_count", (lane,), in_capacity, other=-1)

@@ -24,7 +24,8 @@ UNRECORDED = "unrecorded"
 
 Record = Union[Assumption, ModelChoice]
 
-RECORDS: dict[str, Record] = {r.name: r for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL]}
+_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL]
+RECORDS: dict[str, Record] = {r.name: r for r in _ALL}
 """Every named record of the caller contract."""
 
 PROOF_HYPOTHESES: dict[str, str] = {

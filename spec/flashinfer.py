@@ -8,18 +8,16 @@ and require, so proofs can compare the host's mirror against them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .geometry import Geometry
-from .vocab import conj, ite
+from .vocab import Cond, Value, conj, ite
 
 
-def kernel_checkpoints(pnat: Any, row_len: Any, max_window: Any) -> Any:
+def kernel_checkpoints(pnat: Value, row_len: Value, max_window: Value) -> Cond:
     """The decode kernel folds its committed rows when ``pnat + row_len > max_window``."""
     return pnat + row_len > max_window
 
 
-def materialize_ring_row(start: Any, k: Any, ring_len: Any) -> Any:
+def materialize_ring_row(start: Value, k: Value, ring_len: Value) -> Value:
     """Ring row ``k`` rows after ``start``, by one conditional subtraction (exact
     only while ``start + k < 2R``): the rows a replay reads and the rows the
     decode kernel appends to."""
@@ -27,7 +25,7 @@ def materialize_ring_row(start: Any, k: Any, ring_len: Any) -> Any:
     return ite(row >= ring_len, row - ring_len, row)
 
 
-def materialize_plan_ok(ring_start: Any, replay_len: Any, source_committed: Any, geo: Geometry) -> Any:
+def materialize_plan_ok(ring_start: Value, replay_len: Value, source_committed: Value, geo: Geometry) -> Cond:
     """``replayssm_materialize``'s contract on one active plan: ring start in
     ``[0, R)``, replay length in ``[0, W]`` and not above the source's committed rows."""
     return conj(
@@ -39,7 +37,7 @@ def materialize_plan_ok(ring_start: Any, replay_len: Any, source_committed: Any,
     )
 
 
-def tracker_in_range(buffer: str, value: Any, geo: Geometry) -> Any:
+def tracker_in_range(buffer: str, value: Value, geo: Geometry) -> Cond:
     """The range a tracker entry keeps between steps, which FlashInfer's
     kernels index by: ``ring_start`` names a ring row in ``[0, R)``,
     ``num_committed`` counts rows in ``[0, W]``."""
@@ -50,7 +48,7 @@ def tracker_in_range(buffer: str, value: Any, geo: Geometry) -> Any:
     raise ValueError(f"buffer must be ring_start or num_committed, got {buffer!r}")
 
 
-def kernel_window_after(start: Any, pnat: Any, row_len: Any, accepted: Any, max_window: Any, ring_len: Any) -> tuple[Any, Any]:
+def kernel_window_after(start: Value, pnat: Value, row_len: Value, accepted: Value, max_window: Value, ring_len: Value) -> tuple[Value, Value]:
     """Where the decode kernel leaves a slot's live window after a step, in its
     own terms: it appends the step's rows at ring row ``pnat`` after ``start``;
     when it checkpoints, the folded rows are gone and the window starts at the

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .vocab import Cond, Value
+
 
 class MemoryFault(IndexError):
     """A guarded access whose index lies outside its buffer."""
@@ -39,7 +41,7 @@ class MemoryFault(IndexError):
 class ValueOverflow(OverflowError):
     """A store of a value its buffer's integer type cannot represent."""
 
-    def __init__(self, buffer: str, index: tuple, value: int, dtype: Any) -> None:
+    def __init__(self, buffer: str, index: tuple, value: int, dtype: np.dtype) -> None:
         super().__init__(f"store of {value} into {buffer}{list(index)} overflows {dtype}")
         self.buffer, self.index, self.value = buffer, index, value
 
@@ -47,11 +49,11 @@ class ValueOverflow(OverflowError):
 class Memory(Protocol):
     """What a transition may do with memory."""
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any: ...
+    def load(self, buffer: str, index: tuple[Value, ...], guard: Cond = True, other: Value = 0) -> Value: ...
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None: ...
+    def store(self, buffer: str, index: tuple[Value, ...], value: Value, guard: Cond = True) -> None: ...
 
-    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]: ...
+    def each(self, lo: Value, hi: Value, guard: Cond = True) -> Iterator[Value]: ...
 
 
 def _check_value(buffer: str, arr: np.ndarray, index: tuple, value: int) -> None:

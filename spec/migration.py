@@ -13,34 +13,33 @@ Buffers: ``idx_mapping[b]``, ``src_cols[r]``, ``dst_cols[r]``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .memory import Memory
-from .vocab import conj, disj, negate
+from .vocab import Cond, Value, conj, disj, negate
 
 
 @dataclass(frozen=True)
 class MigrationTrace:
     """The slots one migration program resolved and whether it wrote."""
 
-    req: Any
-    src_slot: Any
-    valid_src: Any
-    dst_slot: Any
-    valid_dst: Any
-    changed: Any
-    start: Any
-    committed: Any
+    req: Value
+    src_slot: Value
+    valid_src: Cond
+    dst_slot: Value
+    valid_dst: Cond
+    changed: Cond
+    start: Value
+    committed: Value
 
 
-def _slot_at(mem: Memory, cols_buffer: str, req: Any, valid_req: Any, batch: Any, group: Any, pad: Any) -> tuple[Any, Any]:
+def _slot_at(mem: Memory, cols_buffer: str, req: Value, valid_req: Cond, batch: Value, group: Value, pad: Value) -> tuple[Value, Cond]:
     col = mem.load(cols_buffer, (req,), valid_req, other=-1)
     valid_col = conj(valid_req, col >= 0)
     slot = mem.load("block_table", (group, batch, col), valid_col, other=pad)
     return slot, conj(valid_col, slot != pad)
 
 
-def migrate_program(mem: Memory, pad: Any, has_idx_mapping: bool, batch: Any, group: Any) -> MigrationTrace:
+def migrate_program(mem: Memory, pad: Value, has_idx_mapping: bool, batch: Value, group: Value) -> MigrationTrace:
     """One program of the migration launch."""
     req = mem.load("idx_mapping", (batch,)) if has_idx_mapping else batch
     valid_req = req >= 0

@@ -25,62 +25,61 @@ and the flat packed tables ``src_slots[i]``, ``dst_slots[i]`` of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .boundary import Boundary, mamba_state_copy_boundary
 from .geometry import Conventions, Geometry
 from .memory import Memory
-from .vocab import cdiv, cmod, conj, imax, ite, negate, pointer_add
+from .vocab import Cond, Value, cdiv, cmod, conj, imax, ite, negate, pointer_add
 
 
 @dataclass(frozen=True)
 class RowStep:
     """What a row's kernel inputs say about its step."""
 
-    req: Any
-    is_padding: Any
-    query_len: Any
-    computed_before: Any
-    computed_after: Any
-    accepted: Any
-    prefilling: Any
-    running_pos: Any
+    req: Value
+    is_padding: Cond
+    query_len: Value
+    computed_before: Value
+    computed_after: Value
+    accepted: Value
+    prefilling: Cond
+    running_pos: Value
 
 
 @dataclass(frozen=True)
 class Commit:
     """The live slot's trackers before and after a decode step."""
 
-    old_start: Any
-    old_committed: Any
-    checkpointed: Any
-    next_start: Any
-    next_committed: Any
+    old_start: Value
+    old_committed: Value
+    checkpointed: Cond
+    next_start: Value
+    next_committed: Value
 
 
 @dataclass(frozen=True)
 class PostprocessTrace:
     """Every decision one program made, for proofs and statistics."""
 
-    batch: Any
-    group: Any
+    batch: Value
+    group: Value
     row: RowStep
     boundary: Boundary
-    live_col: Any
-    live_slot: Any
-    valid_live: Any
-    wants_materialize: Any
-    dst_slot: Any
-    materialize: Any
+    live_col: Value
+    live_slot: Value
+    valid_live: Cond
+    wants_materialize: Cond
+    dst_slot: Value
+    materialize: Cond
     commit: Commit
-    decode: Any
-    prefill: Any
-    first_col: Any
-    last_col: Any
-    plan_flush: Any
+    decode: Cond
+    prefill: Cond
+    first_col: Value
+    last_col: Value
+    plan_flush: Value
 
 
-def decode_row(mem: Memory, conv: Conventions, batch: Any) -> RowStep:
+def decode_row(mem: Memory, conv: Conventions, batch: Value) -> RowStep:
     """Positions of the row's step under the caller's conventions.
 
     A negative ``idx_mapping`` entry marks a padding row: nothing else is read.
@@ -111,19 +110,19 @@ def decode_row(mem: Memory, conv: Conventions, batch: Any) -> RowStep:
     )
 
 
-def running_position(prefilling: Any, computed_after: Any, accepted: Any) -> Any:
+def running_position(prefilling: Cond, computed_after: Value, accepted: Value) -> Value:
     """The position the running state stands for after the step: a prefill
     row's whole chunk; a decode row's tokens up to its first accepted one."""
     return ite(prefilling, computed_after, computed_after - accepted + 1)
 
 
-def checkpoint_decision(committed: Any, query_len: Any, window: Any) -> Any:
+def checkpoint_decision(committed: Value, query_len: Value, window: Value) -> Cond:
     """The host's mirror of FlashInfer's rule: checkpoint when the window would overflow."""
     return committed + query_len > window
 
 
 def commit_trackers(
-    old_start: Any, old_committed: Any, query_len: Any, accepted: Any, geo: Geometry
+    old_start: Value, old_committed: Value, query_len: Value, accepted: Value, geo: Geometry
 ) -> Commit:
     """A checkpoint folds the committed rows into the state, so the live ring
     restarts just past them and holds only this step's accepted tokens;
@@ -134,14 +133,14 @@ def commit_trackers(
     return Commit(old_start, old_committed, checkpointed, next_start, next_committed)
 
 
-def prefill_columns(row: RowStep, block_size: Any) -> tuple[Any, Any]:
+def prefill_columns(row: RowStep, block_size: Value) -> tuple[Value, Value]:
     """First and last block column a prefill chunk touched (inclusive)."""
     first_col = cdiv(row.computed_before, block_size)
     last_col = imax(cdiv(row.computed_after + block_size - 1, block_size) - 1, 0)
     return first_col, last_col
 
 
-def packed_offset(layer: Any, batch: Any, geo: Geometry) -> Any:
+def packed_offset(layer: Value, batch: Value, geo: Geometry) -> Value:
     """Where row ``batch`` of a group's ``layer`` sits in the packed source and
     destination tables, from the group's ``packed_base``: one row block of
     ``MAX_NUM_REQS`` entries per layer."""
@@ -149,7 +148,7 @@ def packed_offset(layer: Any, batch: Any, geo: Geometry) -> Any:
 
 
 def postprocess_program(
-    mem: Memory, geo: Geometry, conv: Conventions, batch: Any, group: Any
+    mem: Memory, geo: Geometry, conv: Conventions, batch: Value, group: Value
 ) -> PostprocessTrace:
     """One program of the postprocess launch; its stores go through ``mem``."""
     pad = geo.pad_slot

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from .arrays import fold_and, fold_ite, int_offset, is_concrete, lookup, update
 from .memory import MemoryFault
-from .vocab import conj, disj, negate
+from .vocab import Cond, Value, conj, disj, negate
+
+Buffers = dict[str, tuple[tuple[int, ...], list[Value]]]
+"""Named buffers: each one's shape and its entries, flat in row-major order."""
 
 
 @dataclass
@@ -31,16 +33,16 @@ class TableMemory:
     under a mask; a range reaching outside it is a fault too.
     """
 
-    buffers: dict[str, tuple[tuple[int, ...], list]]
+    buffers: Buffers
     loop_bound: int
-    faults: list[tuple[str, Any]] = field(default_factory=list)
-    _masks: list[Any] = field(default_factory=list)
+    faults: list[tuple[str, Cond]] = field(default_factory=list)
+    _masks: list[Cond] = field(default_factory=list)
 
-    def _guard(self, guard: Any) -> Any:
+    def _guard(self, guard: Cond) -> Cond:
         return fold_and(guard, *self._masks) if self._masks else guard
 
     @contextmanager
-    def masked(self, guard: Any) -> Iterator[None]:
+    def masked(self, guard: Cond) -> Iterator[None]:
         if guard is True:
             yield
             return
@@ -50,7 +52,7 @@ class TableMemory:
         finally:
             self._masks.pop()
 
-    def _check_bounds(self, buffer: str, index: tuple, guard: Any) -> tuple[int, ...]:
+    def _check_bounds(self, buffer: str, index: tuple[Value, ...], guard: Cond) -> tuple[int, ...]:
         shape, _ = self.buffers[buffer]
         if len(index) != len(shape):
             raise MemoryFault(buffer, index, shape)
@@ -71,7 +73,7 @@ class TableMemory:
             raise MemoryFault(buffer, index, shape)
         return flat
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+    def load(self, buffer: str, index: tuple[Value, ...], guard: Cond = True, other: Value = 0) -> Value:
         """The entry at ``index`` (``other`` where ``guard`` is off). A
         symbolic component selects within its own dimension: where the
         bounds checks hold this is the flat address the kernel computes."""
@@ -85,7 +87,7 @@ class TableMemory:
         shape = self._check_bounds(buffer, index, g)
         return fold_ite(g, lookup(self.buffers[buffer][1], shape, index, other), other)
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def store(self, buffer: str, index: tuple[Value, ...], value: Value, guard: Cond = True) -> None:
         g = self._guard(guard)
         if g is False:
             return
@@ -97,7 +99,7 @@ class TableMemory:
         shape = self._check_bounds(buffer, index, g)
         update(self.buffers[buffer][1], shape, index, value, g)
 
-    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+    def each(self, lo: Value, hi: Value, guard: Cond = True) -> Iterator[Value]:
         g = self._guard(guard)
         if is_concrete(lo, hi, g):
             if g:

@@ -14,12 +14,24 @@ zero; the remainder takes the dividend's sign), never Python's floor rules.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
+
+Value: TypeAlias = Any
+"""An integer of the vocabulary: a Python int (the oracle), a numpy integer
+array with one element per program (the oracle over a launch), or a Z3 term
+(``replayssm.verify.terms.Sym``). The three share no Python type and the spec
+cannot name the last (it sits in a layer above), so to the type checker this
+is ``Any``; to a reader it says that a parameter is interpreted, not a plain
+int (constexprs, shapes and indices into Python lists are ``int``)."""
+
+Cond: TypeAlias = Any
+"""A truth value of the vocabulary: a Python bool, a numpy bool array, or a
+Z3 boolean term (``Any`` to the type checker, as :data:`Value`)."""
 
 
 class _PythonVocab:
@@ -94,7 +106,7 @@ PLAIN_TYPES = frozenset((int, bool))
 answers directly (the concrete simulation's fast path), as ``_PythonVocab`` would."""
 
 
-def vocab_of(*xs: Any) -> Any:
+def vocab_of(*xs: Value) -> Any:
     """The interpreter that evaluates an operation on these arguments."""
     if PLAIN_TYPES.issuperset(map(type, xs)):
         return _PythonVocab
@@ -107,34 +119,34 @@ def vocab_of(*xs: Any) -> Any:
     return _PythonVocab
 
 
-def ite(c: Any, a: Any, b: Any) -> Any:
+def ite(c: Cond, a: Value, b: Value) -> Value:
     """``a`` where ``c`` holds, else ``b`` (Triton's ``tl.where``)."""
     if PLAIN_TYPES.issuperset((type(c), type(a), type(b))):
         return a if c else b
     return vocab_of(c, a, b).ite(c, a, b)
 
 
-def cdiv(a: Any, b: Any) -> Any:
+def cdiv(a: Value, b: Value) -> Value:
     """C division: the quotient truncated toward zero."""
     return vocab_of(a, b).cdiv(a, b)
 
 
-def cmod(a: Any, b: Any) -> Any:
+def cmod(a: Value, b: Value) -> Value:
     """C remainder: ``a - b * cdiv(a, b)``, with the sign of ``a``."""
     return a - b * cdiv(a, b)
 
 
-def imax(a: Any, b: Any) -> Any:
+def imax(a: Value, b: Value) -> Value:
     """The larger of two integers."""
     return ite(a >= b, a, b)
 
 
-def imin(a: Any, b: Any) -> Any:
+def imin(a: Value, b: Value) -> Value:
     """The smaller of two integers."""
     return ite(a <= b, a, b)
 
 
-def within(x: Any, lo: int, hi: int) -> Any:
+def within(x: Value, lo: int, hi: int) -> Cond:
     """``lo <= x <= hi``, for constant bounds."""
     for name, bound in (("lo", lo), ("hi", hi)):
         if isinstance(bound, bool) or not isinstance(bound, int):
@@ -142,35 +154,35 @@ def within(x: Any, lo: int, hi: int) -> Any:
     return vocab_of(x).within(x, lo, hi)
 
 
-def conj(*xs: Any) -> Any:
+def conj(*xs: Cond) -> Cond:
     """Logical and."""
     if PLAIN_TYPES.issuperset(map(type, xs)):
         return all(xs)
     return vocab_of(*xs).conj(*xs)
 
 
-def disj(*xs: Any) -> Any:
+def disj(*xs: Cond) -> Cond:
     """Logical or."""
     if PLAIN_TYPES.issuperset(map(type, xs)):
         return any(xs)
     return vocab_of(*xs).disj(*xs)
 
 
-def negate(x: Any) -> Any:
+def negate(x: Cond) -> Cond:
     """Logical not."""
     if type(x) in PLAIN_TYPES:
         return not x
     return vocab_of(x).negate(x)
 
 
-def pointer_add(base: Any, offset: Any) -> Any:
+def pointer_add(base: Value, offset: Value) -> Value:
     """A 64-bit pointer plus an element offset: address arithmetic, not an
     int32 intermediate."""
     v = vocab_of(base, offset)
     return v.pointer_add(base, offset) if hasattr(v, "pointer_add") else base + offset
 
 
-def implies(a: Any, b: Any) -> Any:
+def implies(a: Cond, b: Cond) -> Cond:
     """Logical implication."""
     if type(a) in PLAIN_TYPES and type(b) in PLAIN_TYPES:
         return not a or bool(b)

@@ -21,12 +21,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import z3
 
 from replayssm.spec.system import (
     ACTIONS,
+    Exploration,
     Picks,
     State,
     SystemParams,
@@ -38,7 +40,7 @@ from replayssm.spec.system import (
 from replayssm.spec.geometry import Geometry
 from replayssm.spec.vocab import conj, ite, within
 
-from .obligation import Claim, obligation
+from .obligation import Claim, PartName, obligation
 from .system_world import EVERY_INVARIANT, SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
 from .terms import Sym, lift, named_int
 
@@ -196,7 +198,7 @@ layers; decode rows of 1 or 2 tokens with every accepted count."""
 
 
 def explicit_bmc(conv_label: str = "v2-align", depth: int = BMC_DEPTH, dropped: tuple[str, ...] = (),
-                 extra: Any = None, **domain: Any) -> tuple[SystemParams, dict]:
+                 extra: Any = None, **domain: Any) -> tuple[SystemParams, Exploration]:
     """Exhaustive bounded exploration (``spec.system.explore``) of every run of
     ``depth`` actions from the initial state: the same actions, guards,
     assumptions and checks as the proofs, evaluated on Python ints."""
@@ -218,7 +220,7 @@ class ExplicitClaim(Claim):
     hands the explorations of one obligation to different processes (a shard
     never explores the cases it skips) and ``prove --list`` explores none."""
 
-    def __init__(self, case: str, explore_run: Callable[[], tuple[SystemParams, dict]], depth: int,
+    def __init__(self, case: str, explore_run: Callable[[], tuple[SystemParams, Exploration]], depth: int,
                  source: str, sharing: bool = True) -> None:
         self.assumptions = [("bounded_domain", Sym(z3.BoolVal(True)))]
         self.case, self.memories, self.strategy, self.trace_of = case, [], "parts", None
@@ -262,7 +264,7 @@ class ExplicitClaim(Claim):
             shardable=True, invariants=EVERY_INVARIANT)
 def bmc() -> Iterator[Claim]:
     for label in BMC_CONVENTIONS:
-        yield ExplicitClaim(f"explicit {label}", lambda label=label: explicit_bmc(label), BMC_DEPTH,
+        yield ExplicitClaim(f"explicit {label}", partial(explicit_bmc, label), BMC_DEPTH,
                             f"system.bmc {label}")
 
 
@@ -274,7 +276,7 @@ modulo leaves the trackers on the wrong rows."""
 ODD_RING_DEPTH = 6
 """The depth ``system.bmc_odd_ring`` explores."""
 
-ODD_RING_DOMAIN = {"conv_label": "v2-none", "depth": ODD_RING_DEPTH, "geo": ODD_RING, "prompts": (1,)}
+ODD_RING_DOMAIN: dict[str, Any] = {"conv_label": "v2-none", "depth": ODD_RING_DEPTH, "geo": ODD_RING, "prompts": (1,)}
 """Mode none (no publish resets the trackers, so the ring wraps: the first
 checkpoint after a one-token prompt comes at depth 4), prompts of 1 token."""
 
@@ -306,7 +308,7 @@ them, so prefill chunks run past the first block (from 0 to 3, or from 2)."""
 def bmc_none() -> Iterator[Claim]:
     for label in NONE_CONVENTIONS:
         yield ExplicitClaim(f"explicit {label} prompts 3",
-                            lambda label=label: explicit_bmc(label, prompts=NONE_PROMPTS), BMC_DEPTH,
+                            partial(explicit_bmc, label, prompts=NONE_PROMPTS), BMC_DEPTH,
                             f"system.bmc_none {label}", sharing=False)
 
 
@@ -321,7 +323,7 @@ SYMBOLIC_DEPTH = 2
 def bmc_symbolic() -> Iterator[Claim]:
     p = system_params(SYSTEM_CONVENTIONS["v2-align"], num_slots=5)
     u = Unrolling(p)
-    goal = []
+    goal: list[tuple[PartName, Any]] = []
     for d in range(SYMBOLIC_DEPTH):
         u.extend()
         goal.append((f"depth {d + 1}", conj(*[x for _, x in u.properties[-1]])))

@@ -24,12 +24,13 @@ from replayssm.spec.system import (
     REFINEMENT,
     Invariant,
     State,
+    StepPicks,
     check_dropped,
     initial_state,
 )
 from replayssm.spec.vocab import conj, disj, implies
 
-from .obligation import Claim, obligation
+from .obligation import Claim, PartName, obligation
 from .system_steps import (
     Transition,
     case_pins,
@@ -55,7 +56,8 @@ def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], b
                        dropped: tuple[str, ...] = (), cover: Any = True) -> Claim:
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
     ctx = context()
-    goal = [(n, x) for n, x in ctx.grouped(ctx.inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
+    goal: list[tuple[PartName, Any]] = [
+        (n, x) for n, x in ctx.grouped(ctx.inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in ctx.grouped(t.outcome.checks, "check: ") if goal_filter(n)]
     return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), strategy="preprocess",
                  trace_of=lambda m, violated: trace_from_transition(t, m, violated, dropped))
@@ -94,6 +96,8 @@ def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool
     passes its own safety checks. With the v2 shape's claim (the invariant
     after the v2 step) the invariant after the v1 step follows; a v1-only
     bug shows as the first variable the two callers leave differently."""
+    if t.case is None:
+        raise ValueError(f"{label}: a reference claim is of a step shape (a case_transition)")
     ref_label = REFERENCE_CALLER[convention_label(t.p.conv)]
     ref = case_transition(system_params(SYSTEM_CONVENTIONS[ref_label]), t.case)
     claim = preservation_claim(t, label, lambda n: n.startswith("check: ") and goal_filter(n), cover=cover)
@@ -105,7 +109,7 @@ def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool
 
 
 
-def shape_claim(t: Transition, cover: Callable[[Transition], Any] = lambda t: True) -> Claim:
+def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]], Any] = lambda t: True) -> Claim:
     """One step shape for every caller, as one claim: the invariant and the
     checks after the step of ``t``'s caller (one of :data:`DIRECT`), then for
     each caller proved through it (:data:`REFERENCE_CALLER`) the parts of its
@@ -114,6 +118,8 @@ def shape_claim(t: Transition, cover: Callable[[Transition], Any] = lambda t: Tr
     and one non-vacuity check serve every caller of the shape (about 27%
     less solving than a claim per caller); the callers' covers must be the
     same term too."""
+    if t.case is None:
+        raise ValueError("shape_claim: a claim of one step shape needs its case_transition")
     direct = convention_label(t.p.conv)
     callers = [caller for caller, ref in REFERENCE_CALLER.items() if ref == direct]
     label = f"step {' + '.join([direct, *callers])}: {t.case.label}"
@@ -182,7 +188,7 @@ def distinct_claims(claims: Iterable[Claim]) -> list[Claim]:
     return list(kept.values())
 
 
-def _preserves(action: str, cover: Callable[[Transition], Any] = lambda t: True,
+def _preserves(action: str, cover: Callable[[Transition[Any]], Any] = lambda t: True,
                rows: tuple[int, ...] = (1,)) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
         if action == "step":
@@ -203,7 +209,8 @@ def initial() -> list[Claim]:
     claims = []
     for label, conv in SYSTEM_CONVENTIONS.items():
         st = initial_state(system_params(conv))
-        goal = [(n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(context().inductive_invariant(st))]
+        goal: list[tuple[PartName, Any]] = [
+            (n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(context().inductive_invariant(st))]
         claims.append(Claim(goal, [], True, label))
     return distinct_claims(claims)
 
@@ -279,7 +286,8 @@ def _shapes_cover_claims() -> Iterator[Claim]:
         shapes = [case_pins(t, case) for n in STEP_ROWS + BATCH_ROWS for case in step_cases(p, n)]
         facts = list(ctx.grouped(ctx.inductive_invariant(t.pre), "inv(pre): "))
         facts += [("guard", t.guard)] + ctx.grouped(t.assumptions)
-        goal = [("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
+        goal: list[tuple[PartName, Any]] = [
+            ("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
         yield Claim(goal, facts, True, label, t.show(), strategy="preprocess",
                     trace_of=lambda m, violated, t=t: trace_from_transition(t, m, violated, ()))
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import combinations, product
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from replayssm.spec.system import (
     ACTIONS,
+    Named,
     Outcome,
     Picks,
     State,
@@ -33,7 +34,7 @@ from replayssm.spec.system import (
     in_prefill,
     invariants,
 )
-from replayssm.spec.vocab import conj, ite, negate
+from replayssm.spec.vocab import Cond, conj, ite, negate
 
 from .system_world import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, symbolic_state, system_params
 from .terms import named_int, variables
@@ -90,18 +91,21 @@ class StepCase:
         return ", ".join(row.label for row in self.rows) or "idle"
 
 
+P = TypeVar("P", bound=Picks)
+
+
 @dataclass
-class Transition:
-    """One symbolic action from a symbolic state."""
+class Transition(Generic[P]):
+    """One symbolic action from a symbolic state (``P``: its picks record)."""
 
     p: SystemParams
     action: str
     pre: State
-    picks: Picks
+    picks: P
     outcome: Outcome
-    guard: Any
-    assumptions: list[tuple[str, Any]]
-    shape: list[Any] = field(default_factory=list)
+    guard: Cond
+    assumptions: list[Named]
+    shape: list[Cond] = field(default_factory=list)
     case: StepCase | None = None
     """The step shape a :func:`case_transition` narrows the general step to."""
     shown: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -126,7 +130,7 @@ class Transition:
         return dict(self.shown)
 
 
-def transition_from(p: SystemParams, action: str, pre: State, picks: Picks) -> Transition:
+def transition_from(p: SystemParams, action: str, pre: State, picks: P) -> Transition[P]:
     """``action`` with ``picks`` from ``pre``."""
     a = ACTIONS[action]
     return Transition(p, action, pre, picks, a.apply(pre, picks), a.guard(pre, picks), a.assumptions(pre, picks))
@@ -163,7 +167,7 @@ def step_cases(p: SystemParams, rows: int) -> list[StepCase]:
             for combo in product(shapes, repeat=rows)]
 
 
-def case_pins(t: Transition, case: StepCase) -> Any:
+def case_pins(t: Transition[StepPicks], case: StepCase) -> Cond:
     """What a step shape says about the caller's choice, without the slot-id
     choices that hold by symmetry: which requests are scheduled, and each
     scheduled row's phase, previous and new live column."""
@@ -192,12 +196,13 @@ class ProofContext:
     reused while the context lives.
     """
 
-    transitions: dict[tuple, Transition] = field(default_factory=dict)
+    transitions: dict[tuple, Transition[Any]] = field(default_factory=dict)
     pre_states: dict[SystemParams, State] = field(default_factory=dict)
-    invariants: dict[int, tuple[State, list[tuple[str, Any]]]] = field(default_factory=dict)
-    grouped_parts: dict[tuple[int, str], tuple[list, list[tuple[str, Any]]]] = field(default_factory=dict)
+    invariants: dict[int, tuple[State, list[Named]]] = field(default_factory=dict)
+    grouped_parts: dict[tuple[int, str], tuple[list, list[Named]]] = field(default_factory=dict)
     reads: dict[SystemParams, tuple[str, ...]] = field(default_factory=dict)
-    same: dict[tuple[int, int], tuple[Transition, Transition, list[tuple[str, Any]]]] = field(default_factory=dict)
+    same: dict[tuple[int, int], tuple[Transition[StepPicks], Transition[StepPicks], list[Named]]] = field(
+        default_factory=dict)
 
     def pre_state(self, p: SystemParams) -> State:
         """The symbolic pre-state of every action under ``p``: one object, so its
@@ -206,7 +211,7 @@ class ProofContext:
             self.pre_states[p] = symbolic_state(p, "pre")
         return self.pre_states[p]
 
-    def transition(self, p: SystemParams, action: str, **fixed: int) -> Transition:
+    def transition(self, p: SystemParams, action: str, **fixed: int) -> Transition[Any]:
         """``action`` from the symbolic pre-state; ``fixed`` picks are concrete
         (one claim per request index keeps the index arithmetic out of Z3)."""
         key = (p, action, tuple(sorted(fixed.items())))
@@ -215,7 +220,7 @@ class ProofContext:
             self.transitions[key] = transition_from(p, action, self.pre_state(p), picks)
         return self.transitions[key]
 
-    def general_step(self, p: SystemParams) -> Transition:
+    def general_step(self, p: SystemParams) -> Transition[StepPicks]:
         """The engine step with every pick and every pre-state variable
         symbolic; each :class:`StepCase` narrows it (:meth:`case_transition`)."""
         key = (p, "step", "general")
@@ -223,7 +228,8 @@ class ProofContext:
             self.transitions[key] = transition_from(p, "step", self.pre_state(p), symbolic_picks(p, "step", "pick"))
         return self.transitions[key]
 
-    def case_transition(self, p: SystemParams, case: StepCase, fresh: tuple[int, ...] | None = None) -> Transition:
+    def case_transition(self, p: SystemParams, case: StepCase,
+                        fresh: tuple[int, ...] | None = None) -> Transition[StepPicks]:
         """The general step narrowed to ``case``: the shape's table layout, live
         columns, scheduled rows and slot picks as equalities (``shape``), which
         Z3's preprocessing substitutes away. ``fresh`` overrides the fresh slot
@@ -236,7 +242,7 @@ class ProofContext:
                              f"slots per group; got {p.num_reqs} requests and num_slots = {p.num_slots}")
         general = self.general_step(p)
         C, pre = p.num_cols, general.pre
-        shape: list[Any] = []
+        shape: list[Cond] = []
         for g in range(p.groups):
             for c in range(C):
                 null0 = named_int(f"pre.null[{g},0,{c}]") == 1
@@ -257,13 +263,13 @@ class ProofContext:
         self.transitions[key] = t
         return t
 
-    def inductive_invariant(self, st: State) -> list[tuple[str, Any]]:
+    def inductive_invariant(self, st: State) -> list[Named]:
         """The labelled conjuncts of the inductive invariant of ``st``."""
         if id(st) not in self.invariants:
             self.invariants[id(st)] = (st, invariants(st) + auxiliary_invariants(st))
         return self.invariants[id(st)][1]
 
-    def grouped(self, parts: list[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+    def grouped(self, parts: list[Named], prefix: str = "") -> list[Named]:
         """``system_world.group_parts`` of a list, merged once per list."""
         key = (id(parts), prefix)
         if key not in self.grouped_parts:
@@ -280,7 +286,7 @@ class ProofContext:
             self.reads[p] = tuple(k for k in pre.v if k in names)
         return self.reads[p]
 
-    def same_state(self, t: Transition, ref: Transition, ref_label: str) -> list[tuple[str, Any]]:
+    def same_state(self, t: Transition[StepPicks], ref: Transition[StepPicks], ref_label: str) -> list[Named]:
         """One goal part per variable the invariant reads: ``t`` leaves it as
         ``ref`` does (built once per pair, so the views find it verbatim)."""
         key = (id(t), id(ref))
@@ -308,13 +314,13 @@ def fresh_context() -> ProofContext:
     return _CONTEXT
 
 
-def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | None = None) -> Transition:
+def case_transition(p: SystemParams, case: StepCase, fresh: tuple[int, ...] | None = None) -> Transition[StepPicks]:
     """:meth:`ProofContext.case_transition` in this process's context."""
     return context().case_transition(p, case, fresh)
 
 
 def transitions(action: str, conventions: tuple[str, ...] | None = None,
-                rows: tuple[int, ...] = (1,)) -> Iterator[tuple[str, Transition]]:
+                rows: tuple[int, ...] = (1,)) -> Iterator[tuple[str, Transition[Any]]]:
     """The symbolic transitions of ``action`` under every system convention
     (or those named; admit and free: one per request index; step: one per
     :class:`StepCase` with a number of scheduled rows in ``rows``)."""

@@ -61,10 +61,11 @@ definition of the rows a request may take, which the fuzzer uses too),
 
 from ..arrays import lookup, select, update
 from ..table_memory import TableMemory
-from .action import Action, Outcome
+from .action import Action, Named, Outcome
 from .actions import ACTIONS, check_dropped
 from .admission import ADMIT, FREE
 from .exploration import (
+    Exploration,
     enumerate_picks,
     explore,
     prefix_hit_levels,
@@ -122,7 +123,7 @@ from .step import (
 __all__ = [
     "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS",
     "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action",
-    "AdmitPicks", "FreePicks", "Invariant", "Outcome", "PickSpec", "Picks", "RowOption", "RowPick", "RowPlan",
+    "AdmitPicks", "Exploration", "FreePicks", "Invariant", "Named", "Outcome", "PickSpec", "Picks", "RowOption", "RowPick", "RowPlan",
     "RowRule", "State", "StepPicks", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
     "check_dropped", "check_invariants", "checked_picks", "code", "default_picks", "enumerate_picks", "explore",
     "failed_checks", "flat_picks", "idle_row", "in_prefill", "initial_state", "invariants", "live_slot", "lookup",

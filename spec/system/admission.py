@@ -6,10 +6,8 @@ caller assumptions (none) and its effect, then its :class:`~.action.Action`.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..vocab import conj, implies, ite, within
-from .action import Action, Outcome
+from ..vocab import Cond, conj, implies, ite, within
+from .action import Action, Named, Outcome
 from .picks import AdmitPicks, FreePicks, PickSpec
 from .state import State, SystemParams, code
 
@@ -22,7 +20,7 @@ def admit_specs(p: SystemParams) -> list[PickSpec]:
                   for g in range(p.groups) for c in range(p.num_cols - 1)]
 
 
-def admit_guard(st: State, k: AdmitPicks) -> Any:
+def admit_guard(st: State, k: AdmitPicks) -> Cond:
     """A waiting request with a prompt arrives; the scheduler's prefix cache
     finds ``hit`` full blocks of its stream, each registered in every group.
     At least one prompt token is left to compute; mode none has no prefix cache."""
@@ -42,11 +40,14 @@ def admit_guard(st: State, k: AdmitPicks) -> Any:
     return conj(*parts)
 
 
-def admit_assumptions(st: State, k: AdmitPicks) -> list[tuple[str, Any]]:
+def admit_assumptions(st: State, k: AdmitPicks) -> list[Named]:
+    """Admit relies on no caller assumption."""
     return []
 
 
 def admit_apply(st: State, k: AdmitPicks) -> Outcome:
+    """Request ``req`` becomes active at position ``hit * block_size`` with the
+    hit blocks in its tables (each one's reference counted)."""
     p = st.p
     out = st.copy()
     r, hit = k.req, k.hit
@@ -68,13 +69,14 @@ def free_specs(p: SystemParams) -> list[PickSpec]:
     return [PickSpec("req", 0, p.num_reqs - 1)]
 
 
-def free_guard(st: State, k: FreePicks) -> Any:
+def free_guard(st: State, k: FreePicks) -> Cond:
     """A running request finishes or is preempted (a preempted request comes
     back later through ``admit``, recomputing or hitting its published prefix)."""
     return conj(within(k.req, 0, st.p.num_reqs - 1), st.get("active", k.req) == 1)
 
 
 def free_apply(st: State, k: FreePicks) -> Outcome:
+    """Request ``req`` gives back every block of its tables and becomes inactive."""
     p = st.p
     out = st.copy()
     r = k.req

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import lru_cache
 from itertools import product
-from typing import Any
+from typing import TypedDict
 
 from .invariant import invariants
-from .picks import Picks, RowPick, StepPicks
+from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
 from .state import State, SystemParams, code, initial_state
@@ -30,11 +31,13 @@ def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[tuple[tuple[i
     slots = [[1] * (p.num_cols - 1) for _ in range(p.groups)]
     hit = 0
     while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
-        found = []
+        found: list[int] = []
         for g in range(p.groups):
             registered = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
-            found.append(registered[0] if registered else None)
-        if None in found:
+            if not registered:
+                break
+            found.append(registered[0])
+        if len(found) < p.groups:
             break
         for g, slot in enumerate(found):
             slots[g][hit] = slot
@@ -76,7 +79,7 @@ def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
     return slots
 
 
-def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, Picks]:
+def sample_picks(st: State, rng: random.Random, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, Picks]:
     """A random action with picks that satisfy its guard and every caller
     assumption: the generator the concrete walks (and later the fuzzer) use."""
     p = st.p
@@ -119,9 +122,21 @@ def sample_picks(st: State, rng: Any, *, weights: tuple[int, int, int] = (2, 8, 
 
 
 @lru_cache(maxsize=None)
-def _defaults(p: SystemParams, action: str, given: tuple[tuple[str, int], ...]) -> Picks:
-    """``default_picks`` once per world, action and given picks (records are immutable)."""
-    return default_picks(p, action, **dict(given))
+def _admit(p: SystemParams, req: int, stream: int, prompt: int) -> AdmitPicks:
+    """``default_picks`` of an admit without a prefix hit, once per world and picks (records are immutable)."""
+    return default_picks(p, "admit", req=req, stream=stream, prompt=prompt)
+
+
+@lru_cache(maxsize=None)
+def _free(p: SystemParams, req: int) -> FreePicks:
+    """``default_picks`` of freeing ``req``, once per world and request."""
+    return default_picks(p, "free", req=req)
+
+
+@lru_cache(maxsize=None)
+def _idle_step(p: SystemParams) -> StepPicks:
+    """``default_picks`` of a step (every request idle), once per world."""
+    return default_picks(p, "step")
 
 
 def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, Picks]]:
@@ -137,11 +152,11 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
     p = st.p
     for r in range(p.num_reqs):
         if st.get("active", r) == 1:
-            yield "free", _defaults(p, "free", (("req", r),))
+            yield "free", _free(p, r)
             continue
         for stream in range(p.num_streams):
             for prompt in prompts or range(1, p.max_len + 1):
-                picks = _defaults(p, "admit", (("req", r), ("stream", stream), ("prompt", prompt)))
+                picks = _admit(p, r, stream, prompt)
                 yield "admit", picks
                 for hit, level in enumerate(prefix_hit_levels(st, stream, prompt), 1):
                     yield "admit", replace(picks, hit=hit, hit_slots=level)
@@ -152,7 +167,7 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             mine += [(row, acc) for row in row_options(st, r)
                      for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
         options.append(mine)
-    idle = _defaults(p, "step", ())
+    idle = _idle_step(p)
     for combo in product(*options):
         if not any(combo):
             continue
@@ -180,9 +195,24 @@ def shares_a_block(st: State) -> bool:
     return any(a & b for i, a in enumerate(rows) for b in rows[i + 1:])
 
 
+class Exploration(TypedDict, total=False):
+    """What :func:`explore` reports: how much it saw, how it ended
+    (``status``: ``proved``, ``failed`` or ``budget``) and, when it failed,
+    what broke and the run that reaches it."""
+
+    states: int
+    transitions: int
+    depth: int
+    actions: dict[str, int]
+    shared_states: int
+    status: str
+    violated: list[str]
+    run: list[tuple[str, Picks]]
+
+
 def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
             dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, Picks]]] | None = None,
-            budget: int | None = None) -> dict:
+            budget: int | None = None) -> Exploration:
     """Exhaustive breadth-first exploration of every run of at most ``depth``
     actions from the initial state (states deduplicated). Returns statistics
     and, on the first violated check or invariant, the run that reaches it as
@@ -193,7 +223,7 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
     seen = {key(start): None}
     parent: dict[tuple, tuple] = {}
     frontier = [(start, key(start))]
-    stats = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
+    stats: Exploration = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
     for d in range(depth):
         nxt = []
         for st, here in frontier:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..flashinfer import materialize_ring_row
-from ..vocab import conj, implies, ite
+from ..vocab import Cond, Value, conj, implies, ite
 from .state import GARBAGE, State, code
 
-def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
+
+def represents(st: State, g: int, slot: Value, stream: Value, n: Value) -> Cond:
     """Slot ``slot`` of group ``g`` holds exactly ``stream``'s state after
     ``n`` tokens: checkpoint at ``n - nc`` and its committed rows hold the rest."""
     p = st.p
@@ -22,7 +21,7 @@ def represents(st: State, g: int, slot: Any, stream: Any, n: Any) -> Any:
     return conj(*parts)
 
 
-def replay(st: State, g: int, slot: Any, start: Any, count: Any, limit: int) -> Any:
+def replay(st: State, g: int, slot: Value, start: Value, count: Value, limit: int) -> Value:
     """The ghost of ``slot``'s checkpoint advanced by ``count`` ring rows from
     ``start`` (rows ``start + j`` by one conditional subtraction, as FlashInfer
     reads them): the prefix it then represents, or garbage."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..flashinfer import tracker_in_range
-from ..vocab import conj, disj, implies, ite, negate, within
+from ..vocab import Cond, Value, conj, disj, implies, ite, negate, within
+from .action import Named
 from .ghost import represents
 from .state import State, code
 from .step import in_prefill
@@ -27,30 +27,30 @@ class Invariant:
 
     name: str
     statement: str
-    terms: Callable[[State], list[Any]]
+    terms: Callable[[State], list[Cond]]
 
-    def __call__(self, st: State) -> list[tuple[str, Any]]:
+    def __call__(self, st: State) -> list[Named]:
         """The invariant's conjuncts in ``st``, each labelled with its name."""
         return [(self.name, t) for t in self.terms(st)]
 
 
-def live_slot(st: State, g: int, r: int) -> Any:
+def live_slot(st: State, g: int, r: int) -> Value:
     """The slot of request ``r``'s live column in group ``g``."""
     return st.get("table", g, r, st.get("live", r))
 
 
-def _has_live(st: State, r: int) -> Any:
+def _has_live(st: State, r: int) -> Cond:
     return conj(st.get("active", r) == 1, st.get("live", r) >= 0)
 
 
-def _range(st: State) -> list[Any]:
+def _range(st: State) -> list[Cond]:
     geo = st.p.geo
     return [conj(tracker_in_range("ring_start", st.get("rs", g, s), geo),
                  tracker_in_range("num_committed", st.get("nc", g, s), geo))
             for g in range(st.p.groups) for s in range(st.p.num_slots)]
 
 
-def _refinement(st: State) -> list[Any]:
+def _refinement(st: State) -> list[Cond]:
     p = st.p
     out = []
     for r in range(p.num_reqs):
@@ -62,12 +62,12 @@ def _refinement(st: State) -> list[Any]:
     return out
 
 
-def _no_token_dropped(st: State) -> list[Any]:
+def _no_token_dropped(st: State) -> list[Cond]:
     return [implies(_has_live(st, r), represents(st, g, live_slot(st, g, r), st.get("stream", r), st.get("N", r)))
             for r in range(st.p.num_reqs) for g in range(st.p.groups)]
 
 
-def _groups_agree(st: State) -> list[Any]:
+def _groups_agree(st: State) -> list[Cond]:
     out = []
     for r in range(st.p.num_reqs):
         s0 = live_slot(st, 0, r)
@@ -78,7 +78,7 @@ def _groups_agree(st: State) -> list[Any]:
     return out
 
 
-def _canonical(st: State) -> list[Any]:
+def _canonical(st: State) -> list[Cond]:
     out = []
     for g in range(st.p.groups):
         for s in range(1, st.p.num_slots):
@@ -104,19 +104,19 @@ INVARIANTS: tuple[Invariant, ...] = (RANGE, REFINEMENT, NO_TOKEN_DROPPED, GROUPS
 """The properties the system keeps."""
 
 
-def invariants(st: State) -> list[tuple[str, Any]]:
+def invariants(st: State) -> list[Named]:
     """The conjuncts of every invariant of :data:`INVARIANTS` in ``st``, labelled."""
     return [part for inv in INVARIANTS for part in inv(st)]
 
 
-def _refcount(st: State) -> list[Any]:
+def _refcount(st: State) -> list[Cond]:
     p = st.p
     out = []
     for g in range(p.groups):
         for s in range(p.num_slots):
             if s == p.geo.pad_slot:
                 continue
-            count: Any = 0
+            count: Value = 0
             for r in range(p.num_reqs):
                 for c in range(p.num_cols):
                     count = count + ite(conj(st.get("active", r) == 1, st.get("table", g, r, c) == s), 1, 0)
@@ -124,7 +124,7 @@ def _refcount(st: State) -> list[Any]:
     return out
 
 
-def _registry(st: State) -> list[Any]:
+def _registry(st: State) -> list[Cond]:
     p = st.p
     out = []
     for g in range(p.groups):
@@ -136,13 +136,13 @@ def _registry(st: State) -> list[Any]:
     return out
 
 
-def _table_range(st: State) -> list[Any]:
+def _table_range(st: State) -> list[Cond]:
     p = st.p
     return [within(st.get("table", g, r, c), 0, p.num_slots - 1)
             for g in range(p.groups) for r in range(p.num_reqs) for c in range(p.num_cols)]
 
 
-def _request(st: State) -> list[Any]:
+def _request(st: State) -> list[Cond]:
     p = st.p
     out = []
     for r in range(p.num_reqs):
@@ -158,7 +158,7 @@ def _request(st: State) -> list[Any]:
     return out
 
 
-def _live_column(st: State) -> list[Any]:
+def _live_column(st: State) -> list[Cond]:
     p = st.p
     bs, T = p.geo.block_size, min(p.max_step, int(p.geo.window))
     out = []
@@ -171,19 +171,19 @@ def _live_column(st: State) -> list[Any]:
     return out
 
 
-def _prefill_phase(st: State) -> list[Any]:
+def _prefill_phase(st: State) -> list[Cond]:
     return [implies(conj(st.get("active", r) == 1, in_prefill(st, r), st.get("live", r) >= 0), conj(*[
         st.get("nc", g, live_slot(st, g, r)) == 0 for g in range(st.p.groups)])) for r in range(st.p.num_reqs)]
 
 
-def _groups_agree_on_null(st: State) -> list[Any]:
+def _groups_agree_on_null(st: State) -> list[Cond]:
     p = st.p
     pad = p.geo.pad_slot
     return [implies(st.get("active", r) == 1, (st.get("table", 0, r, c) == pad) == (st.get("table", g, r, c) == pad))
             for r in range(p.num_reqs) for c in range(p.num_cols) for g in range(p.groups)]
 
 
-def _table_layout(st: State) -> list[Any]:
+def _table_layout(st: State) -> list[Cond]:
     p = st.p
     pad, bs = p.geo.pad_slot, p.geo.block_size
     out = []
@@ -229,7 +229,7 @@ AUXILIARY: tuple[Invariant, ...] = (
 layout of a running request, reference counts, and the prefill phase."""
 
 
-def auxiliary_invariants(st: State) -> list[tuple[str, Any]]:
+def auxiliary_invariants(st: State) -> list[Named]:
     """The conjuncts of every invariant of :data:`AUXILIARY` in ``st``, labelled."""
     return [part for inv in AUXILIARY for part in inv(st)]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields, is_dataclass
 from functools import lru_cache
-from typing import Any, Callable, Union
+from typing import Any, Callable, TypeVar, Union
 
+from ..vocab import Value
 from .state import SystemParams
 
 
@@ -35,18 +36,18 @@ class AdmitPicks:
     token stream ``stream``; the prefix cache serves its first ``hit``
     blocks from ``hit_slots[g][c]`` (group ``g``, column ``c < hit``)."""
 
-    req: Any
-    stream: Any
-    prompt: Any
-    hit: Any
-    hit_slots: tuple[tuple[Any, ...], ...]
+    req: Value
+    stream: Value
+    prompt: Value
+    hit: Value
+    hit_slots: tuple[tuple[Value, ...], ...]
 
 
 @dataclass(frozen=True)
 class FreePicks:
     """Running request ``req`` finishes or is preempted."""
 
-    req: Any
+    req: Value
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,13 @@ class RowPick:
     and ``is_prefilling`` flag; per cache group the fresh slot the pool
     hands out (``slot[g]``) and whether the column is kept null (``null[g]``)."""
 
-    sched: Any
-    q: Any
-    acc: Any
-    live_col: Any
-    is_prefilling: Any
-    slot: tuple[Any, ...]
-    null: tuple[Any, ...]
+    sched: Value
+    q: Value
+    acc: Value
+    live_col: Value
+    is_prefilling: Value
+    slot: tuple[Value, ...]
+    null: tuple[Value, ...]
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class StepPicks:
 
 
 Picks = Union[AdmitPicks, FreePicks, StepPicks]
+
+P = TypeVar("P", AdmitPicks, FreePicks, StepPicks)
+"""One of the picks records."""
 
 
 def _record(cls: type, d: dict) -> Any:
@@ -89,7 +93,7 @@ def _record(cls: type, d: dict) -> Any:
 _PATH = re.compile(r"(\w+)|\[(\d+)\]")
 
 
-def _unflatten(flat: dict[str, Any]) -> dict:
+def _unflatten(flat: dict[str, Value]) -> dict:
     """The nested JSON form of flat ``{path: value}`` entries."""
     root: dict = {}
     for path, value in flat.items():
@@ -114,12 +118,12 @@ def _unflatten(flat: dict[str, Any]) -> dict:
     return root
 
 
-def picks_from_flat(cls: type, flat: dict[str, Any]) -> Any:
+def picks_from_flat(cls: type[P], flat: dict[str, Value]) -> P:
     """The ``cls`` record whose leaves are ``flat``'s values by path (every leaf given)."""
     return _record(cls, _unflatten(flat))
 
 
-def picks_json(picks: Any, leaf: Callable[[Any], Any] = lambda x: x) -> dict:
+def picks_json(picks: Picks, leaf: Callable[[Value], Any] = lambda x: x) -> dict:
     """The readable JSON form of a picks record, ``leaf`` applied to every value."""
     def walk(x: Any) -> Any:
         if is_dataclass(x):
@@ -136,13 +140,14 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def leaf_values(picks: Any) -> list[Any]:
+def leaf_values(picks: Picks) -> list[Value]:
     """Every leaf of a picks record, in the order of :func:`flat_picks`."""
-    out: list[Any] = []
+    out: list[Value] = []
 
     def walk(x: Any) -> None:
         if is_dataclass(x):
-            for name in _field_names(type(x)):
+            record: type = type(x)
+            for name in _field_names(record):
                 walk(getattr(x, name))
         elif isinstance(x, tuple):
             for v in x:
@@ -154,9 +159,9 @@ def leaf_values(picks: Any) -> list[Any]:
     return out
 
 
-def flat_picks(picks: Any) -> dict[str, Any]:
+def flat_picks(picks: Picks | dict) -> dict[str, Value]:
     """Every leaf of a picks record (or of its JSON form) by path, e.g. ``rows[0].q``."""
-    out: dict[str, Any] = {}
+    out: dict[str, Value] = {}
 
     def walk(x: Any, path: str) -> None:
         if isinstance(x, dict):

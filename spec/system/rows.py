@@ -22,11 +22,9 @@ draws all rows at once).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from ..assumptions import GhostRow, last_scheduled_block
 from ..geometry import Conventions, Geometry
-from ..vocab import imin, ite
+from ..vocab import Cond, Value, imin, ite
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,7 @@ class RowRule:
         top = min(self.longest_decode, self.max_len - computed)
         return [top, *range(1, top)] if top >= 1 else []
 
-    def next_chunk_end(self, computed: Any, prompt: Any) -> Any:
+    def next_chunk_end(self, computed: Value, prompt: Value) -> Value:
         """Where the shortest prefill chunk from ``computed`` ends in align
         mode: the next block boundary, or the prompt's end before it."""
         bs = int(self.geo.block_size)
@@ -79,11 +77,11 @@ class RowRule:
         bs = int(self.geo.block_size)
         return [end - computed for end in range((computed // bs + 1) * bs, prompt, bs)] + [rest]
 
-    def accepted_lo(self, prefilling: Any) -> Any:
+    def accepted_lo(self, prefilling: Cond) -> Value:
         """The fewest tokens a row may accept (a prefill row's count is ignored)."""
         return ite(prefilling, 0, 1)
 
-    def accepted_hi(self, prefilling: Any, q: Any) -> Any:
+    def accepted_hi(self, prefilling: Cond, q: Value) -> Value:
         """The most tokens a row of ``q`` tokens may accept."""
         return ite(prefilling, int(self.geo.window), q)
 
@@ -91,7 +89,7 @@ class RowRule:
         """The accepted counts a row of ``q`` tokens allows."""
         return range(self.accepted_lo(prefilling), self.accepted_hi(prefilling, q) + 1)
 
-    def live_col(self, computed: Any, q: Any) -> Any:
+    def live_col(self, computed: Value, q: Value) -> Value:
         """The live column a row of ``q`` tokens after ``computed`` ends in."""
         if not self.conv.materialize_prefixes:
             return 0 * computed

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal, overload
 
 from ..geometry import Conventions, require_int
 from .action import Action, Outcome
-from .picks import Picks, PickSpec, flat_picks, leaf_values, picks_from_flat
+from .picks import AdmitPicks, FreePicks, Picks, PickSpec, StepPicks, flat_picks, leaf_values, picks_from_flat
 from .actions import ACTIONS, check_dropped
 from .state import State, SystemParams
 
@@ -54,8 +55,18 @@ def checked_picks(p: SystemParams, action: str, picks: Picks | dict) -> Picks:
     return picks_from_flat(a.record, {**{name: s.lo for name, s in specs.items()}, **given})
 
 
+@overload
+def default_picks(p: SystemParams, action: Literal["admit"], **given: int) -> AdmitPicks: ...
+@overload
+def default_picks(p: SystemParams, action: Literal["step"], **given: int) -> StepPicks: ...
+@overload
+def default_picks(p: SystemParams, action: Literal["free"], **given: int) -> FreePicks: ...
+@overload
+def default_picks(p: SystemParams, action: str, **given: int) -> Picks: ...
+
+
 def default_picks(p: SystemParams, action: str, **given: int) -> Picks:
-    """Every pick of ``action`` (defaults filled in; ``given`` by top-level
+    """Every pick of ``action`` (its record: ``AdmitPicks`` for ``"admit"``, ...) (defaults filled in; ``given`` by top-level
     field), for hand-written runs."""
     return checked_picks(p, action, given)
 

@@ -8,13 +8,13 @@ ghost, are listed in the package docstring (``spec.system``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..assumptions import MODEL_FITS_TABLE
 from ..arrays import int_offset, is_concrete, lookup, size, update
 from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
-from ..vocab import PLAIN_TYPES
+from ..vocab import PLAIN_TYPES, Cond, Value
 
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
@@ -122,7 +122,7 @@ class SystemParams:
     def batch_of(self, r: int) -> int:
         return self.num_reqs - 1 - r if self.swap_rows else r
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         g = self.geo
         return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
                 "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
@@ -135,8 +135,8 @@ class State:
     """Flat integer variables by name; ``p`` gives their shapes."""
 
     p: SystemParams
-    v: dict[str, list]
-    cut: Any = None
+    v: dict[str, list[Value]]
+    cut: Callable[[str, Value], Value] | None = None
     """Set by proofs: ``cut(name, value)`` names an intermediate value with a
     fresh variable (keeping Z3 terms small); concrete runs leave it unset."""
 
@@ -150,7 +150,7 @@ class State:
         return State(self.p, {k: [x if is_concrete(x) else self.cut(f"{phase}.{k}[{i}]", x)
                                   for i, x in enumerate(vals)] for k, vals in self.v.items()}, self.cut)
 
-    def get(self, name: str, *index: Any) -> Any:
+    def get(self, name: str, *index: Value) -> Value:
         """The entry at ``index``; a symbolic component selects among the
         entries of its dimension only (0 outside the shape)."""
         shape = self.p._shape_table[name]  # type: ignore[attr-defined]
@@ -164,7 +164,7 @@ class State:
             return self.v[name][flat]
         return lookup(self.v[name], shape, index)
 
-    def set(self, name: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def set(self, name: str, index: tuple[Value, ...], value: Value, guard: Cond = True) -> None:
         """Store ``value`` at ``index`` where ``guard`` holds (nothing outside the shape)."""
         shape = self.p._shape_table[name]  # type: ignore[attr-defined]
         if guard is True or guard is False:
@@ -175,7 +175,7 @@ class State:
                 return
         update(self.v[name], shape, index, value, guard)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, list[int]]:
         return {k: [int(x) for x in vals] for k, vals in self.v.items()}
 
 
@@ -187,6 +187,6 @@ def initial_state(p: SystemParams) -> State:
     return State(p, {k: [init.get(k, 0)] * size(s) for k, s in p.shapes().items()})
 
 
-def code(p: SystemParams, stream: Any, pos: Any) -> Any:
+def code(p: SystemParams, stream: Value, pos: Value) -> Value:
     """The ghost name of ``stream``'s prefix (or token) at ``pos``."""
     return stream * p.K + pos

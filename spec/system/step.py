@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeVar
 
 from ..arrays import select
 from ..assumptions import (
@@ -65,15 +65,15 @@ from ..compaction import compact_program
 from ..flashinfer import kernel_checkpoints, materialize_ring_row
 from ..launch import next_power_of_2
 from ..migration import migrate_program
-from ..postprocess import postprocess_program
-from ..table_memory import TableMemory
-from ..vocab import conj, disj, implies, ite, negate, within
-from .action import Action, Outcome
+from ..postprocess import PostprocessTrace, postprocess_program
+from ..table_memory import Buffers, TableMemory
+from ..vocab import Cond, Value, conj, disj, implies, ite, negate, within
+from .action import Action, Named, Outcome
 from .ghost import replay, represents
 from .picks import PickSpec, StepPicks
 from .state import GARBAGE, State, SystemParams, code
 
-Checks = list[tuple[str, Any]]
+T = TypeVar("T")
 
 # -- 1. the picks, and each request's plan -----------------------------------------------------------
 
@@ -89,27 +89,31 @@ def step_specs(p: SystemParams) -> list[PickSpec]:
         out += [PickSpec(f"{row}.null[{g}]", 0, 1) for g in range(p.groups)]
     return out
 
+
 @dataclass
 class RowPlan:
     """The scheduler's decision for one request in one step."""
 
     r: int
-    sched: Any
-    prefill: Any
-    q: Any
-    acc: Any
-    live_col: Any
-    flag: Any
-    final_chunk: Any
+    sched: Cond
+    prefill: Cond
+    q: Value
+    acc: Value
+    live_col: Value
+    flag: Cond
+    final_chunk: Cond
     ghost: GhostRow
 
-def int_flag(x: Any) -> Any:
+
+def int_flag(x: Value) -> Cond:
     """An int flag as a vocabulary boolean."""
     return x != 0
 
-def in_prefill(st: State, r: int) -> Any:
+
+def in_prefill(st: State, r: int) -> Cond:
     """Request ``r`` has not computed its whole prompt: its next row is a prefill chunk."""
     return st.get("N", r) < st.get("prompt", r)
+
 
 def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
     p = st.p
@@ -127,7 +131,7 @@ def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
 
 # -- 2. the guard ----------------------------------------------------------------------------------
 
-def step_guard(st: State, k: StepPicks) -> Any:
+def step_guard(st: State, k: StepPicks) -> Cond:
     """What the scheduler guarantees by construction: a step schedules at least
     one request (the model runner returns before any kernel when none is),
     and only running ones; a prefill row schedules at most the rest of its prompt; a decode
@@ -152,12 +156,14 @@ def step_guard(st: State, k: StepPicks) -> Any:
             parts += [within(k.rows[r].slot[g], 1, p.num_slots - 1), within(k.rows[r].null[g], 0, 1)]
     return conj(*parts)
 
-def shared_block(st: State, g: int, slot: Any, sched: Any) -> Any:
+
+def shared_block(st: State, g: int, slot: Value, sched: Cond) -> Cond:
     """A scheduled row's live block ``slot`` (of group ``g``) is named by
     another table too (``ref > 1``): the step copies it on write."""
     return conj(sched, slot != st.p.geo.pad_slot, st.get("ref", g, slot) > 1)
 
-def needs_fresh_slot(st: State, g: int, slot: Any, sched: Any, null: Any) -> Any:
+
+def needs_fresh_slot(st: State, g: int, slot: Value, sched: Cond, null: Value) -> Cond:
     """A scheduled row takes a fresh slot in group ``g`` for its live column,
     whose slot is ``slot`` now: the column holds the null block and the
     row's ``null`` pick does not keep it null, or the block is shared
@@ -180,10 +186,11 @@ SYSTEM_ASSUMPTIONS = [
 ]
 """Every caller assumption the system actions name: the step's (``admit`` and ``free`` name none)."""
 
-def step_assumptions(st: State, k: StepPicks) -> list[tuple[str, Any]]:
+
+def step_assumptions(st: State, k: StepPicks) -> list[Named]:
     """The caller assumptions one engine step relies on, named."""
     p, geo, conv = st.p, st.p.geo, st.p.conv
-    out: list[tuple[str, Any]] = []
+    out: list[Named] = []
     rows = row_plans(st, k)
     fresh = {(g, row.r): needs_fresh_slot(st, g, st.get("table", g, row.r, row.live_col), row.sched,
                                           k.rows[row.r].null[g])
@@ -217,6 +224,7 @@ def step_assumptions(st: State, k: StepPicks) -> list[tuple[str, Any]]:
 PUBLISH_IN_EVERY_GROUP = "a publish happens in every group or in none"
 """The check that a row's postprocess publishes (materializes) in every cache group or in none."""
 
+
 def step_apply(st: State, k: StepPicks) -> Outcome:
     """One engine step: the phases above, in order, each on the state the
     previous one left. ``Outcome.info`` holds the postprocess traces and the
@@ -242,17 +250,19 @@ def step_apply(st: State, k: StepPicks) -> Outcome:
     after = bookkeeping(out, rows)
     return Outcome(after, checks, {"traces": post.traces, "launches": [migration.launch, post.launch]})
 
+
 @dataclass
 class KernelPhase:
     """What a phase's kernel launches left: the buffers after them, the
     launch (name, input snapshot, launch size), the postprocess traces, the
     phase's checks and the table memory's symbolic fault conditions."""
 
-    bufs: dict
-    launch: tuple[str, dict, Any]
-    faults: Checks
-    checks: Checks = field(default_factory=list)
-    traces: list = field(default_factory=list)
+    bufs: Buffers
+    launch: tuple[str, Buffers, Value]
+    faults: list[Named]
+    checks: list[Named] = field(default_factory=list)
+    traces: list[PostprocessTrace] = field(default_factory=list)
+
 
 def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
     """Phase 1, on ``out``: a scheduled request's live column gets a fresh
@@ -272,7 +282,8 @@ def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
             out.set("reg", (g, fresh), -1, alloc)  # evicted from the prefix cache
             copy_slot(out, st, g, cur, fresh, cow)
 
-def copy_slot(out: State, src_state: State, g: int, src: Any, dst: Any, guard: Any) -> None:
+
+def copy_slot(out: State, src_state: State, g: int, src: Value, dst: Value, guard: Cond) -> None:
     """A scheduler block copy: state, ring and trackers of ``src`` onto ``dst``."""
     R = int(out.p.geo.ring_len)
     for name in ("ck", "rs", "nc"):
@@ -280,7 +291,9 @@ def copy_slot(out: State, src_state: State, g: int, src: Any, dst: Any, guard: A
     for i in range(R):
         out.set("ring", (g, dst, i), src_state.get("ring", g, src, i), guard)
 
-def move_live_columns(out: State, rows: list[RowPlan], src_cols: list, live_cols: list, launch: Any) -> KernelPhase:
+
+def move_live_columns(out: State, rows: list[RowPlan], src_cols: list[Value], live_cols: list[Value],
+                      launch: Value) -> KernelPhase:
     """Phase 2, on ``out``: a request whose live column moves gets its old
     live block copied onto the new one (state, ring, trackers), then the
     migration kernel runs on every scheduled row."""
@@ -301,7 +314,8 @@ def move_live_columns(out: State, rows: list[RowPlan], src_cols: list, live_cols
     sync_trackers(out, bufs)
     return KernelPhase(bufs, record, list(mem.faults))
 
-def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, Checks]:
+
+def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     """Phase 3: the forward pass, group by group, on each scheduled row's
     live slot (a row the caller scheduled in no group is not run at all).
     A prefill chunk starts from the checkpoint alone (or from zeros at
@@ -310,7 +324,7 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, Checks]:
     Returns the state after it and its checks."""
     p = out.p
     pad, R, W = p.geo.pad_slot, int(p.geo.ring_len), int(p.geo.window)
-    checks: Checks = []
+    checks: list[Named] = []
     fwd = out.copy()
     for row in rows:
         r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
@@ -334,8 +348,9 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, Checks]:
                 fwd.set("ring", (g, slot, materialize_ring_row(base, j, R)), tok, conj(dec, j < row.q))
     return fwd, checks
 
-def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list, live_cols: list,
-                            launch: Any) -> KernelPhase:
+
+def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list[Value], live_cols: list[Value],
+                            launch: Value) -> KernelPhase:
     """Phase 4, on ``out``: the postprocess kernel (commit and plan) on every
     launched row and group, then in align mode the compaction of the plan's
     work list; the trackers and plan buffers take what the kernels left.
@@ -346,7 +361,7 @@ def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list, liv
     record = ("postprocess", snapshot(bufs), launch)
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
     traces = launch_grid(p, mem, launch, lambda b, g: postprocess_program(mem, geo, p.conv, b, g))
-    checks: Checks = []
+    checks: list[Named] = []
     for b in range(p.num_reqs):
         first = traces[b * G].materialize
         checks += [(PUBLISH_IN_EVERY_GROUP, implies(b < launch, tr.materialize == first))
@@ -360,7 +375,8 @@ def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list, liv
         out.v[name] = list(bufs[name][1])
     return KernelPhase(bufs, record, list(mem.faults), checks, traces)
 
-def materialize(out: State, bufs: dict, launch: Any) -> list[tuple[str, Any]]:
+
+def materialize(out: State, bufs: Buffers, launch: Value) -> list[Named]:
     """Phase 5, on ``out``: FlashInfer's ``replayssm_materialize`` on the ghost. The work list is
     the compaction's output; the check ``work list is the active rows`` ties
     it to the rows whose plan is active (``plan_flush_count >= 0``, row below
@@ -375,12 +391,12 @@ def materialize(out: State, bufs: dict, launch: Any) -> list[tuple[str, Any]]:
     geo, NR, pad = p.geo, p.num_reqs, p.geo.pad_slot
     R, W = int(geo.ring_len), int(geo.window)
     before = out.copy()
-    checks: list[tuple[str, Any]] = []
+    checks: list[Named] = []
     work = bufs["active_request_indices"][1]
     src_t, dst_t = bufs["src_slots"][1], bufs["dst_slots"][1]
     starts, flushes = bufs["plan_ring_start"][1], bufs["plan_flush_count"][1]
     rows_active = [conj(b < launch, flushes[b] >= 0) for b in range(NR)]
-    position: Any = 0
+    position: Value = 0
     for b in range(NR):
         checks.append(("work list is the active rows", implies(rows_active[b], select(work, position, -2) == b)))
         position = ite(rows_active[b], position + 1, position)
@@ -410,6 +426,7 @@ def materialize(out: State, bufs: dict, launch: Any) -> list[tuple[str, Any]]:
                 checks.append(("materialize pairs do not race", negate(conj(run, run2, dst == src2, src != dst))))
     return checks
 
+
 def bookkeeping(out: State, rows: list[RowPlan]) -> State:
     """Phase 6: the scheduler's bookkeeping: positions, live columns, and the
     prefix cache registers every block this step filled."""
@@ -424,7 +441,8 @@ def bookkeeping(out: State, rows: list[RowPlan]) -> State:
             register_filled_blocks(out, after, r, row.sched, N, new_n)
     return after
 
-def register_filled_blocks(out: State, after: State, r: int, sched: Any, before: Any, now: Any) -> None:
+
+def register_filled_blocks(out: State, after: State, r: int, sched: Cond, before: Value, now: Value) -> None:
     """The prefix cache registers each non-null block the step filled (its end
     in ``(before, now]``) under its stream and boundary."""
     p = out.p
@@ -439,7 +457,7 @@ def register_filled_blocks(out: State, after: State, r: int, sched: Any, before:
 
 # -- 5. the worker's side: kernel inputs laid out from the state, launches ------------------------
 
-def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Any], Any, Any]:
+def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Value], Value, Value]:
     """Where each scheduled request sits in the batch: scheduled requests are
     packed into rows ``0..n-1`` in request order (reversed with
     ``swap_rows``). v1 launches ``n`` programs per group; v2 launches
@@ -447,21 +465,22 @@ def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Any], 
     padding, ``idx_mapping = -1``). Returns (row of each request, rows
     scheduled, launch size)."""
     order = sorted(rows, key=lambda rw: p.batch_of(rw.r))
-    where: dict[int, Any] = {}
-    n: Any = 0
+    where: dict[int, Value] = {}
+    n: Value = 0
     for row in order:
         where[row.r] = n
         n = ite(row.sched, n + 1, n)
     launch = p.num_reqs if p.conv.has_idx_mapping else n
     return where, n, launch
 
-def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: list) -> dict:
+
+def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list[Value], src_cols: list[Value]) -> Buffers:
     """The worker's inputs in the kernels' layout, laid out by ``encode_row``."""
     p = st.p
     NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
     conv = p.conv
     shapes = p.shapes()
-    bufs: dict[str, tuple[tuple[int, ...], list]] = {
+    bufs: Buffers = {
         "idx_mapping": ((NR,), [-1] * NR),
         "query_metadata": ((NR + 1,) if conv.cumulative else (NR,), [0] * (NR + 1 if conv.cumulative else NR)),
         "num_computed_tokens": ((NR,), [0] * NR),
@@ -480,7 +499,7 @@ def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: li
         bufs[name] = (shapes[name], list(st.v[name]))
     mem = TableMemory(bufs, max(C, max(p.layers)))
     where, n, _ = batch_layout(p, rows)
-    cum: Any = 0
+    cum: Value = 0
     for row in sorted(rows, key=lambda rw: p.batch_of(rw.r)):
         b = where[row.r]
         kreq = row.r if conv.has_idx_mapping else b
@@ -502,20 +521,24 @@ def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list, src_cols: li
             mem.store("query_metadata", (b,), cum, b > n)
     return bufs
 
-def snapshot(bufs: dict) -> dict[str, tuple[tuple[int, ...], list]]:
+
+def snapshot(bufs: Buffers) -> Buffers:
     """The kernel inputs and state buffers as a launch found them."""
     return {name: (shape, list(values)) for name, (shape, values) in bufs.items()}
 
-def launch_grid(p: SystemParams, mem: TableMemory, launch: Any, program: Callable[[int, int], Any]) -> list:
+
+def launch_grid(p: SystemParams, mem: TableMemory, launch: Value, program: Callable[[int, int], T]) -> list[T]:
     """Run ``program(batch, group)`` over the grid ``(launch, groups)``."""
-    out = []
+    out: list[T] = []
     for b in range(p.num_reqs):
         with mem.masked(b < launch):
             for g in range(p.groups):
                 out.append(program(b, g))
     return out
 
-def sync_trackers(out: State, bufs: dict) -> None:
+
+def sync_trackers(out: State, bufs: Buffers) -> None:
+    """The trackers of ``out`` take the values the kernels left in ``bufs``."""
     out.v["rs"] = list(bufs["ring_start"][1])
     out.v["nc"] = list(bufs["num_committed"][1])
 
