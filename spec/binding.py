@@ -33,32 +33,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .assumptions import Assumption
 from .provenance import PAGE, T6, cite, guaranteed, not_guaranteed
-from .vocab import conj, disj, imin, ite, negate
+from .vocab import Cond, Value, conj, disj, imin, ite, negate
 
 
 @dataclass(frozen=True)
 class TrackerPair:
     """The two tracker tensors a layer refers to before binding."""
 
-    start: Any
+    start: Value
     """Identity of ``_replayssm_ring_start``."""
-    committed: Any
+    committed: Value
     """Identity of ``_replayssm_prev_num_accepted`` (the committed counts)."""
-    start_len: Any
-    committed_len: Any
-    start_device: Any
-    committed_device: Any
+    start_len: Value
+    committed_len: Value
+    start_device: Value
+    committed_device: Value
 
 
 @dataclass(frozen=True)
 class GroupLayer:
     """One ReplaySSM layer of a cache group: its layer index and current pair."""
 
-    layer_index: Any
+    layer_index: Value
     trackers: TrackerPair
 
 
@@ -66,13 +65,13 @@ class GroupLayer:
 class BoundPair:
     """The pair a layer holds after binding (two views, or two fresh tensors)."""
 
-    start: Any
-    committed: Any
-    start_len: Any
-    committed_len: Any
-    start_device: Any
-    committed_device: Any
-    zeroed: Any
+    start: Value
+    committed: Value
+    start_len: Value
+    committed_len: Value
+    start_device: Value
+    committed_device: Value
+    zeroed: Cond
     """True where the pair was freshly allocated (all entries zero); on the
     keep path the entries are the old pair's first ``num_blocks`` values."""
 
@@ -81,21 +80,21 @@ class BoundPair:
 class GroupBinding:
     """The outcome of binding one cache group."""
 
-    kept: Any
+    kept: Cond
     """Whether the first layer's existing pair was kept."""
     layers: list[BoundPair]
     """Each layer's bound pair, in the group's layer order."""
-    planner: list[Any]
+    planner: list[Cond]
     """Each layer's ``_plans_replayssm_decode`` flag, in the group's layer order."""
 
 
-def view_length(length: Any, num_blocks: Any) -> Any:
+def view_length(length: Value, num_blocks: Value) -> Value:
     """Entries of ``t[:num_blocks]`` for a tensor of ``length`` entries
     (``num_blocks >= 0``: a state cache's first dimension)."""
     return imin(length, num_blocks)
 
 
-def can_keep(layers: Sequence[GroupLayer], num_blocks: Any, device: Any) -> Any:
+def can_keep(layers: Sequence[GroupLayer], num_blocks: Value, device: Value) -> Cond:
     """The keep condition: the first layer's pair is long enough, on the
     state's device, and held by every layer of the group."""
     first = layers[0].trackers
@@ -108,10 +107,10 @@ def can_keep(layers: Sequence[GroupLayer], num_blocks: Any, device: Any) -> Any:
     )
 
 
-def planner_flags(layer_indices: Sequence[Any]) -> list[Any]:
+def planner_flags(layer_indices: Sequence[Value]) -> list[Cond]:
     """One flag per layer, set on exactly the first layer (in order) of lowest
     index: ``min(names, key=extract_layer_index)``."""
-    best_pos: Any = 0
+    best_pos: Value = 0
     best_index = layer_indices[0]
     for pos, index in enumerate(layer_indices[1:], start=1):
         better = index < best_index
@@ -122,10 +121,10 @@ def planner_flags(layer_indices: Sequence[Any]) -> list[Any]:
 
 def bind_group(
     layers: Sequence[GroupLayer],
-    num_blocks: Any,
-    device: Any,
-    fresh_start: Any,
-    fresh_committed: Any,
+    num_blocks: Value,
+    device: Value,
+    fresh_start: Value,
+    fresh_committed: Value,
 ) -> GroupBinding:
     """Bind one cache group.
 
@@ -155,29 +154,29 @@ def bind_group(
 class CopyLayer:
     """A layer of the forward context as the block-copy collector sees it."""
 
-    copied: Any
+    copied: Cond
     """``isinstance(layer, MambaBase) and layer.use_flashinfer_replayssm``."""
-    start: Any
-    committed: Any
+    start: Value
+    committed: Value
 
 
-def block_copy_tensors(layers: Sequence[CopyLayer]) -> list[tuple[Any, Any]]:
+def block_copy_tensors(layers: Sequence[CopyLayer]) -> list[tuple[Cond, Value]]:
     """The tracker tensors block copies include, as ``(present, identity)``
     entries: each listed layer contributes its start then its committed tensor
     (a fixed-size list; an entry is absent where its layer is not listed)."""
-    out: list[tuple[Any, Any]] = []
+    out: list[tuple[Cond, Value]] = []
     for layer in layers:
         out.append((layer.copied, layer.start))
         out.append((layer.copied, layer.committed))
     return out
 
 
-def includes(tensors: Sequence[tuple[Any, Any]], identity: Any) -> Any:
+def includes(tensors: Sequence[tuple[Cond, Value]], identity: Value) -> Cond:
     """Whether the tensor ``identity`` is among the present entries."""
     return disj(False, *[conj(present, ident == identity) for present, ident in tensors])
 
 
-def block_copies_include(tensors: Sequence[tuple[Any, Any]], bindings: Sequence[GroupBinding]) -> Any:
+def block_copies_include(tensors: Sequence[tuple[Cond, Value]], bindings: Sequence[GroupBinding]) -> Cond:
     """Every group's bound pair (both tensors) is among the block-copy tensors."""
     return conj(True, *[conj(includes(tensors, b.layers[0].start), includes(tensors, b.layers[0].committed))
                         for b in bindings])
@@ -186,7 +185,7 @@ def block_copies_include(tensors: Sequence[tuple[Any, Any]], bindings: Sequence[
 # Caller assumptions of the binding (listed in ``ALL`` below).
 
 
-def _fresh_pair_is_new(fresh_start: Any, fresh_committed: Any, old: Sequence[Any]) -> Any:
+def _fresh_pair_is_new(fresh_start: Value, fresh_committed: Value, old: Sequence[Value]) -> Cond:
     return conj(fresh_start != fresh_committed, *[conj(fresh_start != o, fresh_committed != o) for o in old])
 
 
@@ -201,7 +200,7 @@ FRESH_PAIR_IS_NEW = Assumption(
 )
 
 
-def _old_pair_unaliased(pair: TrackerPair) -> Any:
+def _old_pair_unaliased(pair: TrackerPair) -> Cond:
     return pair.start != pair.committed
 
 
@@ -218,7 +217,7 @@ OLD_PAIR_UNALIASED = Assumption(
 )
 
 
-def _num_blocks_nonnegative(num_blocks: Any) -> Any:
+def _num_blocks_nonnegative(num_blocks: Value) -> Cond:
     return num_blocks >= 0
 
 
@@ -233,7 +232,7 @@ NUM_BLOCKS_NONNEGATIVE = Assumption(
 )
 
 
-def _replayssm_layers_copied(copied: Any) -> Any:
+def _replayssm_layers_copied(copied: Cond) -> Cond:
     return copied
 
 

@@ -29,6 +29,7 @@ import z3
 from replayssm.spec.system import (
     ACTIONS,
     Exploration,
+    Named,
     Picks,
     State,
     SystemParams,
@@ -38,7 +39,7 @@ from replayssm.spec.system import (
     invariants,
 )
 from replayssm.spec.geometry import Geometry
-from replayssm.spec.vocab import conj, ite, within
+from replayssm.spec.vocab import Cond, Value, conj, ite, within
 
 from .obligation import Claim, PartName, obligation
 from .system_world import EVERY_INVARIANT, SYSTEM_CONVENTIONS, group_parts, symbolic_picks, system_params
@@ -54,9 +55,9 @@ class Cuts:
 
     def __init__(self, tag: str) -> None:
         self.tag = tag
-        self.definitions: list[Any] = []
+        self.definitions: list[Cond] = []
 
-    def __call__(self, name: str, value: Any) -> Any:
+    def __call__(self, name: str, value: Value) -> Value:
         z = lift(value)
         if z3.is_const(z) and not z3.is_int_value(z):
             return value
@@ -91,8 +92,8 @@ class Unrolling:
     states: list[State] = field(default_factory=list)
     selectors: list[Sym] = field(default_factory=list)
     picks: list[dict[str, Picks]] = field(default_factory=list)
-    facts: list[tuple[str, Any]] = field(default_factory=list)
-    properties: list[list[tuple[str, Any]]] = field(default_factory=list)
+    facts: list[Named] = field(default_factory=list)
+    properties: list[list[Named]] = field(default_factory=list)
     options: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -108,8 +109,8 @@ class Unrolling:
         pre = State(pre.p, pre.v, cuts)
         sel = named_int(f"d{d}.action")
         self.selectors.append(sel)
-        facts: list[tuple[str, Any]] = [("selector", conj(sel >= 0, sel < len(self.options)))]
-        props: list[tuple[str, Any]] = []
+        facts: list[Named] = [("selector", conj(sel >= 0, sel < len(self.options)))]
+        props: list[Named] = []
         picks_here: dict[str, Picks] = {}
         outcomes = []
         for i, ch in enumerate(self.options):
@@ -133,7 +134,7 @@ class Unrolling:
         for name, vals in pre.v.items():
             merged = []
             for j in range(len(vals)):
-                value: Any = outcomes[-1].v[name][j]
+                value: Value = outcomes[-1].v[name][j]
                 for i in range(len(self.options) - 2, -1, -1):
                     value = ite(sel == i, outcomes[i].v[name][j], value)
                 var = named_int(f"s{d + 1}.{name}[{j}]")
@@ -198,7 +199,8 @@ layers; decode rows of 1 or 2 tokens with every accepted count."""
 
 
 def explicit_bmc(conv_label: str = "v2-align", depth: int = BMC_DEPTH, dropped: tuple[str, ...] = (),
-                 extra: Any = None, **domain: Any) -> tuple[SystemParams, Exploration]:
+                 extra: Callable[[State], Iterator[tuple[str, Picks]]] | None = None,
+                 **domain: Any) -> tuple[SystemParams, Exploration]:
     """Exhaustive bounded exploration (``spec.system.explore``) of every run of
     ``depth`` actions from the initial state: the same actions, guards,
     assumptions and checks as the proofs, evaluated on Python ints."""
@@ -323,7 +325,7 @@ SYMBOLIC_DEPTH = 2
 def bmc_symbolic() -> Iterator[Claim]:
     p = system_params(SYSTEM_CONVENTIONS["v2-align"], num_slots=5)
     u = Unrolling(p)
-    goal: list[tuple[PartName, Any]] = []
+    goal: list[tuple[PartName, Cond]] = []
     for d in range(SYMBOLIC_DEPTH):
         u.extend()
         goal.append((f"depth {d + 1}", conj(*[x for _, x in u.properties[-1]])))

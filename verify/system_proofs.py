@@ -23,12 +23,13 @@ from replayssm.spec.system import (
     PUBLISH_IN_EVERY_GROUP,
     REFINEMENT,
     Invariant,
+    Named,
     State,
     StepPicks,
     check_dropped,
     initial_state,
 )
-from replayssm.spec.vocab import conj, disj, implies
+from replayssm.spec.vocab import Cond, conj, disj, implies
 
 from .obligation import Claim, PartName, obligation
 from .system_steps import (
@@ -52,18 +53,18 @@ from .system_world import (
 from .terms import Sym, lift
 from .traces import trace_from_transition
 
-def preservation_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
-                       dropped: tuple[str, ...] = (), cover: Any = True) -> Claim:
+def preservation_claim(t: Transition[Any], label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+                       dropped: tuple[str, ...] = (), cover: Cond = True) -> Claim:
     """``inv(pre) & guard & assumptions => inv(post) & checks``, as named parts."""
     ctx = context()
-    goal: list[tuple[PartName, Any]] = [
+    goal: list[tuple[PartName, Cond]] = [
         (n, x) for n, x in ctx.grouped(ctx.inductive_invariant(t.post), "inv(post): ") if goal_filter(n)]
     goal += [(n, x) for n, x in ctx.grouped(t.outcome.checks, "check: ") if goal_filter(n)]
     return Claim(goal, hypotheses(t, dropped), cover, label, t.show(), strategy="preprocess",
                  trace_of=lambda m, violated: trace_from_transition(t, m, violated, dropped))
 
 
-def hypotheses(t: Transition, dropped: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+def hypotheses(t: Transition[Any], dropped: tuple[str, ...] = ()) -> list[Named]:
     """What a claim about ``t`` assumes, named: the inductive invariant in the
     pre-state, the guard, the shape's pins and the caller assumptions (less
     the ``dropped`` ones, each of which must name a system assumption)."""
@@ -77,8 +78,8 @@ def hypotheses(t: Transition, dropped: tuple[str, ...] = ()) -> list[tuple[str, 
 
 
 
-def step_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
-               cover: Any = True) -> Claim:
+def step_claim(t: Transition[Any], label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+               cover: Cond = True) -> Claim:
     """The claim of one step shape: :func:`preservation_claim`, or for a v1
     caller :func:`reference_claim`."""
     if t.case is not None and convention_label(t.p.conv) in REFERENCE_CALLER:
@@ -86,8 +87,8 @@ def step_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = l
     return preservation_claim(t, label, goal_filter, cover=cover)
 
 
-def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool] = lambda n: True,
-                    cover: Any = True) -> Claim:
+def reference_claim(t: Transition[StepPicks], label: str, goal_filter: Callable[[str], bool] = lambda n: True,
+                    cover: Cond = True) -> Claim:
     """A v1 step shape proved through its reference caller's
     (:data:`REFERENCE_CALLER`): under the same hypotheses (the invariant in
     the pre-state, guard, caller assumptions, shape: the same terms, since
@@ -109,7 +110,7 @@ def reference_claim(t: Transition, label: str, goal_filter: Callable[[str], bool
 
 
 
-def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]], Any] = lambda t: True) -> Claim:
+def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]], Cond] = lambda t: True) -> Claim:
     """One step shape for every caller, as one claim: the invariant and the
     checks after the step of ``t``'s caller (one of :data:`DIRECT`), then for
     each caller proved through it (:data:`REFERENCE_CALLER`) the parts of its
@@ -188,7 +189,7 @@ def distinct_claims(claims: Iterable[Claim]) -> list[Claim]:
     return list(kept.values())
 
 
-def _preserves(action: str, cover: Callable[[Transition[Any]], Any] = lambda t: True,
+def _preserves(action: str, cover: Callable[[Transition[Any]], Cond] = lambda t: True,
                rows: tuple[int, ...] = (1,)) -> Callable[[], Iterator[Claim]]:
     def build() -> Iterator[Claim]:
         if action == "step":
@@ -209,7 +210,7 @@ def initial() -> list[Claim]:
     claims = []
     for label, conv in SYSTEM_CONVENTIONS.items():
         st = initial_state(system_params(conv))
-        goal: list[tuple[PartName, Any]] = [
+        goal: list[tuple[PartName, Cond]] = [
             (n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(context().inductive_invariant(st))]
         claims.append(Claim(goal, [], True, label))
     return distinct_claims(claims)
@@ -247,7 +248,7 @@ system_step_batch = obligation(
     every_case=True, invariants=EVERY_INVARIANT)(_preserves("step", rows=BATCH_ROWS))
 
 
-def pinned_layout_is_general(st: State) -> Any:
+def pinned_layout_is_general(st: State) -> Cond:
     """What makes the step shapes' fixed slot ids a renaming of any state's:
     in each group, two table entries that name one real slot belong to
     different requests and the same column (a shared published block). With
@@ -286,7 +287,7 @@ def _shapes_cover_claims() -> Iterator[Claim]:
         shapes = [case_pins(t, case) for n in STEP_ROWS + BATCH_ROWS for case in step_cases(p, n)]
         facts = list(ctx.grouped(ctx.inductive_invariant(t.pre), "inv(pre): "))
         facts += [("guard", t.guard)] + ctx.grouped(t.assumptions)
-        goal: list[tuple[PartName, Any]] = [
+        goal: list[tuple[PartName, Cond]] = [
             ("a listed shape", disj(*shapes)), ("slot ids as pinned, up to renaming", pinned_layout_is_general(t.pre))]
         yield Claim(goal, facts, True, label, t.show(), strategy="preprocess",
                     trace_of=lambda m, violated, t=t: trace_from_transition(t, m, violated, ()))

@@ -11,7 +11,7 @@ from typing import Any
 
 from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry
-from replayssm.spec.system import ACTIONS, INVARIANTS, Picks, State, SystemParams, initial_state, picks_from_flat
+from replayssm.spec.system import ACTIONS, INVARIANTS, Named, Picks, State, SystemParams, initial_state, picks_from_flat
 from replayssm.spec.vocab import conj
 
 from .terms import named_int
@@ -62,7 +62,7 @@ def symbolic_picks(p: SystemParams, action: str, tag: str) -> Picks:
     return picks_from_flat(a.record, {s.name: named_int(f"{tag}.{s.name}") for s in a.picks(p)})
 
 
-def group_parts(parts: Iterable[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+def group_parts(parts: Iterable[Named], prefix: str = "") -> list[Named]:
     """Labelled conjuncts with one name merged into one goal part."""
     merged: dict[str, list] = {}
     for n, t in parts:
