@@ -21,6 +21,18 @@ aliased), the host rebuilds them, moves the addresses an int64 argument holds
 and sends the storages back; we copy them into ours, so red zones, poison and
 inputs are judged here by the guards as for a launch in this process.
 
+The context level calls the target's Python objects
+(``ReplaySSMModelContext.create(...)``, ``ctx.postprocess(...)``): there
+:class:`RemoteObject` stands for an object of the target (a handle into the
+host's table), and every tensor that crosses either way is *shared*: its
+storage has a copy in each process, and before and after each request the
+copies whose bytes changed are sent across (:meth:`TargetHost.request`), so
+the harness reads and writes the target's buffers, and its guards judge
+them, here. Addresses in the int64 views of shared storages (pointer tables)
+are translated between the two copies on the way. Our own code that must run
+there (a planted fault, a loader) is named as an :class:`ImportRef`, never
+sent as code.
+
 Everything the host reports about the target is a :class:`TargetFault`
 (a finding of the target, never a set-up error of ours): it ended its
 process (an exit status or a signal), did not finish within a watchdog
@@ -102,6 +114,34 @@ class TargetGone(BaseException):
         self.fault = fault
 
 
+@dataclass(frozen=True)
+class ImportRef:
+    """A function of ours that the target's process imports by name
+    (``module:name``) and calls with ``args`` (then the request's) bound: how
+    the harness puts code of its own there, e.g. a planted fault."""
+
+    target: str
+    args: tuple = ()
+
+
+@dataclass
+class _Shared:
+    """One storage shared with the host: ours, the host's copy's address,
+    the int64 spans (byte offset, byte count) that hold addresses, and its
+    bytes as last synchronized."""
+
+    storage: Any
+    child_base: int | None = None
+    spans: set = field(default_factory=set)
+    synced: bytes | None = None
+
+
+def _storage_bytes(storage: Any) -> bytes:
+    import torch
+
+    return bytes(torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).cpu().numpy().tobytes())
+
+
 def send_frames(conn: Connection, header: dict, buffers: Sequence[bytes] = ()) -> None:
     """A message as plain data: a JSON header (with ``buffers``, their count), then each buffer's bytes."""
     conn.send_bytes(json.dumps({**header, "buffers": len(buffers)}).encode())
@@ -156,9 +196,15 @@ class TargetHost:
     folder: Path | None = None
     description: dict = field(default_factory=dict)
     launches: int = 0
+    shared: dict[int, _Shared] = field(default_factory=dict)
+    """Storages shared with the host, by id (ours from 0 up, the host's below 0)."""
+    generation: int = 0
+    """Counts the host's starts: a :class:`RemoteObject` of an earlier one is stale."""
 
     def start(self) -> None:
         """Start the host and wait until it has imported torch and triton."""
+        self.generation += 1
+        self.shared = {}
         self.folder = Path(tempfile.mkdtemp(prefix="replayssm-target-"))
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
@@ -248,9 +294,14 @@ class TargetHost:
         self.description = {"kernels": header["kernels"], "names": header["names"]}
         return self.description
 
-    def launch(self, kernel: str, grid: tuple, args: tuple, kwargs: dict) -> None:
+    def launch(self, kernel: str, grid: tuple, args: tuple, kwargs: dict, also: Sequence[Any] = (),
+               watch: ImportRef | None = None) -> Any:
         """Launch ``kernel[grid](*args, **kwargs)`` there; every tensor argument's
-        storage comes back with what the launch left in it."""
+        storage (and those of the tensors ``also`` lists, which the pointer
+        tables may point into) comes back with what the launch left in it.
+        ``watch``: a context manager of ours entered there around the launch,
+        called with the addresses of its arguments moved to the host's copies
+        (:func:`watched_launch`); what it yields is returned (JSON)."""
         import torch
 
         if self.process is None:  # a fresh host after one that ended
@@ -273,6 +324,10 @@ class TargetHost:
 
         header = {"op": "launch", "kernel": kernel, "grid": [int(g) for g in grid],
                   "args": [plain(a) for a in args], "kwargs": {k: plain(v) for k, v in kwargs.items()}}
+        for t in also:
+            plain(t)
+        if watch is not None:
+            header["watch"] = {"target": watch.target, "args": list(watch.args)}
         header["storages"] = [{"base": s.data_ptr(), "nbytes": s.nbytes()} for s in storages]
         raw = [bytes(torch.empty(0, dtype=torch.uint8, device=s.device).set_(s).cpu().numpy().tobytes())
                for s in storages]
@@ -285,6 +340,149 @@ class TargetHost:
                     target = torch.empty(0, dtype=torch.uint8, device=s.device).set_(s)
                     target.copy_(torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
         self._judge(reply, kernel)
+        return reply.get("watched")
+
+    # -- the target's objects (the context level) ----------------------------------
+    def request(self, header: dict, phase: str, generation: int | None = None) -> Any:
+        """One request about the target's objects (``get``, ``set``, ``call``,
+        ``forget``): the shared storages synchronized both ways around it, its
+        value decoded (:class:`RemoteObject` for an object of the target); a
+        :class:`TargetFault` as :meth:`launch` raises."""
+        if generation is not None and generation != self.generation:
+            raise RuntimeError(f"{phase}: an object of the target's process that has ended since")
+        if self.process is None:
+            self.load()
+        assert self.conn is not None
+        new: list[int] = []
+        header = {**header, **{k: self._encode(header[k], new) for k in ("value", "args", "kwargs") if k in header}}
+        if new:  # the host's copies first, so that addresses into them can be translated
+            send_frames(self.conn, {"op": "share", "sizes": [[i, self.shared[i].storage.nbytes()] for i in new]})
+            reply, _ = self._reply(phase, self.launch_seconds)
+            self._judge(reply, phase)
+            for i, base in reply["bases"]:
+                self.shared[i].child_base = base
+        ids, raw = [], []
+        for i, sh in self.shared.items():
+            now = _storage_bytes(sh.storage)
+            if now != sh.synced:
+                ids.append(i)
+                raw.append(self._translate(now, sh, to_host=True))
+                sh.synced = now
+        if header["op"] == "call":
+            self.launches += 1
+        send_frames(self.conn, {**header, "sync": ids}, raw)
+        reply, back = self._reply(phase, self.launch_seconds)
+        import torch
+
+        device = torch.device("cuda" if self.cuda else "cpu")
+        for i, nbytes, base in reply.get("new", ()):  # the host's storages that crossed for the first time
+            self.shared[i] = _Shared(torch.empty(nbytes, dtype=torch.uint8, device=device).untyped_storage(), base)
+        value = None
+        if "value" in reply and not reply.get("raised"):  # decoded first: its int64 views say what to translate
+            value = self._decode(reply["value"], None if header["op"] == "call" else phase)
+        self._synchronize(reply, back)
+        if reply.get("missing"):
+            raise AttributeError(reply["missing"])
+        self._judge(reply, phase)
+        return value
+
+    def _synchronize(self, reply: dict, back: list[bytes]) -> None:
+        """Copy the changed bytes of the shared storages the host sent into ours."""
+        import torch
+
+        for i, data in zip(reply.get("sync", ()), back):
+            sh = self.shared[i]
+            mine = self._translate(data, sh, to_host=False)
+            torch.empty(0, dtype=torch.uint8, device=sh.storage.device).set_(sh.storage).copy_(
+                torch.from_numpy(np.frombuffer(mine, dtype=np.uint8).copy()))
+            sh.synced = mine
+
+    def _translate(self, data: bytes, sh: _Shared, to_host: bool) -> bytes:
+        """``data`` (a shared storage's bytes) with the addresses its int64 spans
+        hold into shared storages moved to the other process's copies."""
+        if not sh.spans:
+            return data
+        ranges = [(s.storage.data_ptr(), s.child_base, s.storage.nbytes()) for s in self.shared.values()
+                  if s.child_base is not None]
+        out = bytearray(data)
+        for offset, nbytes in sh.spans:
+            values = np.frombuffer(data, dtype=np.int64, count=nbytes // 8, offset=offset)
+            moved = values.copy()
+            for ours, theirs, size in ranges:
+                lo, new = (ours, theirs) if to_host else (theirs, ours)
+                inside = (values >= lo) & (values < lo + size)
+                moved = np.where(inside, values - lo + new, moved)
+            out[offset:offset + nbytes] = moved.tobytes()
+        return bytes(out)
+
+    def _share(self, tensor: Any, new: list[int]) -> int:
+        """The id of ``tensor``'s storage among the shared ones (shared now if it was not)."""
+        import torch
+
+        storage = tensor.untyped_storage()
+        found = next((i for i, sh in self.shared.items() if sh.storage.data_ptr() == storage.data_ptr()
+                      and sh.storage.nbytes() == storage.nbytes()), None)
+        if found is None:
+            found = max([-1, *self.shared]) + 1
+            self.shared[found] = _Shared(storage)
+            new.append(found)
+        if tensor.dtype == torch.int64 and tensor.numel():
+            last = tensor.storage_offset() + sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride()))
+            span = (tensor.storage_offset() * 8, (last - tensor.storage_offset() + 1) * 8)
+            if span not in self.shared[found].spans:  # sent again, its addresses translated now
+                self.shared[found].spans.add(span)
+                self.shared[found].synced = None
+        return found
+
+    def _encode(self, value: Any, new: list[int]) -> Any:
+        """``value`` as plain data for the host (see :func:`.target_host.decode`)."""
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return {"t": self._share(value, new), "offset": value.storage_offset(), "shape": list(value.shape),
+                    "stride": list(value.stride()), "dtype": str(value.dtype).removeprefix("torch.")}
+        if isinstance(value, RemoteObject):
+            return {"h": value._remote[1]}
+        if isinstance(value, ImportRef):
+            return {"import": value.target, "args": [self._encode(a, new) for a in value.args]}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return {"v": value}
+        if isinstance(value, (list, tuple)):
+            return {"tuple" if isinstance(value, tuple) else "list": [self._encode(v, new) for v in value]}
+        if isinstance(value, dict):
+            return {"dict": {str(k): self._encode(v, new) for k, v in value.items()}}
+        attrs = {k: getattr(value, k) for k in dir(value) if not k.startswith("__")}
+        return {"obj": {k: self._encode(v, new) for k, v in attrs.items() if not callable(v) or isinstance(
+            v, (torch.Tensor, RemoteObject))}}
+
+    def _decode(self, value: Any, label: str | None) -> Any:
+        """What the host's :func:`.target_host.encode` sent, as our objects."""
+        import torch
+
+        if value is None or "v" in value:
+            return None if value is None else value["v"]
+        if "t" in value:
+            sh = self.shared[value["t"]]
+            dtype = getattr(torch, value["dtype"])
+            t = torch.empty(0, dtype=dtype, device=sh.storage.device).set_(sh.storage, value["offset"],
+                                                                          value["shape"], value["stride"])
+            if dtype == torch.int64:
+                self._share(t, [])
+            return t
+        if "h" in value:
+            return RemoteObject(self, value["h"], label or value.get("type", "object"))
+        if "list" in value or "tuple" in value:
+            items = [self._decode(v, label) for v in value.get("list", value.get("tuple"))]
+            return items if "list" in value else tuple(items)
+        if "dict" in value:
+            return {k: self._decode(v, label) for k, v in value["dict"].items()}
+        raise ValueError(f"not a value from the target's process: {value!r:.200}")
+
+    def forget(self) -> None:
+        """Drop every object and storage shared with the host (a new system starts)."""
+        if self.process is not None:
+            self.request({"op": "forget"}, "forget")
+        self.shared = {}
 
     def close(self) -> None:
         """End the host (its whole process group when it has one) and remove its folder."""
@@ -346,21 +544,56 @@ class RemoteModule:
             return kernels[name]
         host = self.__dict__.get("_host")
         if host is not None and name in host.description.get("names", ()):
-            return _Elsewhere(name)
+            return host.request({"op": "get", "h": 0, "name": name}, name)
         raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") and name in ("_host", "_kernels") or name == "__name__":
+            object.__setattr__(self, name, value)
+        else:  # the target's own attribute, set there (e.g. its materialize loader)
+            self._host.request({"op": "set", "h": 0, "name": name, "value": value}, name)
 
     def __dir__(self) -> list[str]:
         return sorted({*self._kernels, *self._host.description.get("names", ())})
+
+    def launch(self, kernel: str, grid: tuple, args: tuple, kwargs: dict, also: Sequence[Any] = (),
+               watch: ImportRef | None = None) -> Any:
+        """:meth:`TargetHost.launch` of one of its kernels."""
+        return self._host.launch(kernel, grid, args, kwargs, also, watch)
+
+    def forget(self) -> None:
+        """:meth:`TargetHost.forget`."""
+        self._host.forget()
 
     def close(self) -> None:
         self._host.close()
 
 
-@dataclass(frozen=True)
-class _Elsewhere:
-    """A top-level name of the target that is not a kernel: it lives in the target's process only."""
+class RemoteObject:
+    """An object of the target in its process (a class, a context, a bound
+    method): reading an attribute, setting one and calling it are requests
+    (:meth:`TargetHost.request`); ``label`` names it in a finding
+    (``ReplaySSMModelContext.postprocess``)."""
 
-    name: str
+    def __init__(self, host: TargetHost, handle: int, label: str) -> None:
+        object.__setattr__(self, "_remote", (host, handle, label, host.generation))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        host, handle, label, generation = self._remote
+        return host.request({"op": "get", "h": handle, "name": name}, f"{label}.{name}", generation)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        host, handle, label, generation = self._remote
+        host.request({"op": "set", "h": handle, "name": name, "value": value}, f"{label}.{name}", generation)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        host, handle, label, generation = self._remote
+        return host.request({"op": "call", "h": handle, "args": list(args), "kwargs": kwargs}, label, generation)
+
+    def __repr__(self) -> str:
+        return f"<the target's {self._remote[2]}>"
 
 
 def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,

@@ -6,16 +6,25 @@ target changed in the process after each step.
 socket to the judging process; every message is a JSON header and raw
 buffers (:func:`.isolation.send_frames`). The process ends when that socket
 closes, or with its parent (``PR_SET_PDEATHSIG``).
+
+Requests: ``load`` (import the target), ``launch`` (one kernel on the
+storages sent), and for the target's objects ``share`` (copies of the
+judging process's storages), ``get``, ``set``, ``call`` and ``forget``
+(:class:`Objects`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
+import importlib
 import os
 import signal
 import sys
 import threading
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,6 +51,7 @@ class Baseline:
         self.cwd = os.getcwd()
         self.env = dict(os.environ)
         self.functions = {m: _functions(sys.modules[m]) for m in WATCHED if m in sys.modules}
+        self.functions.update({m: _functions(o) for m, o in _watched_objects().items()})
         self.threads = {t.ident for t in threading.enumerate()}
 
     def changes(self) -> list[str]:
@@ -54,8 +64,9 @@ class Baseline:
         changed = sorted(k for k in set(env) | set(self.env) if env.get(k) != self.env.get(k))
         if changed:
             out.append(f"it changed the environment ({', '.join(changed[:5])})")
+        objects = _watched_objects()
         for m, before in self.functions.items():
-            now = _functions(sys.modules[m])
+            now = _functions(objects[m] if m in objects else sys.modules[m])
             replaced = sorted(k for k in before if now.get(k, before[k]) != before[k])
             if replaced:
                 out.append(f"it replaced {', '.join(f'{m}.{k}' for k in replaced[:5])}")
@@ -63,6 +74,20 @@ class Baseline:
         if threads:
             out.append(f"it left non-daemon thread(s) running: {', '.join(t.name for t in threads[:5])}")
         return out
+
+
+def _watched_objects() -> dict[str, Any]:
+    """Objects whose methods the target must leave as they are: Triton's
+    interpreter builder (playback watches its loads and stores through it)."""
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    builder = getattr(interpreter, "interpreter_builder", None)
+    return {"triton.runtime.interpreter.interpreter_builder": builder} if builder is not None else {}
+
+
+def _import(target: str) -> Any:
+    """Our function ``module:name`` (an :class:`.isolation.ImportRef`)."""
+    module, _, name = target.partition(":")
+    return functools.reduce(getattr, name.split("."), importlib.import_module(module))
 
 
 def _raised(e: BaseException) -> dict:
@@ -137,16 +162,157 @@ def _launch(header: dict, buffers: list[bytes], module: Any, device: Any, baseli
     args = [value(a) for a in header["args"]]
     kwargs = {k: value(v) for k, v in header["kwargs"].items()}
     reply: dict = {}
+
+    def relocate(address: int) -> int:
+        """A judging process's address inside a storage sent, as this process's copy's."""
+        return next((address - old + new for old, size, new in moves if old <= address < old + size), address)
+
+    watch = header.get("watch")
+    watched: dict = {}
     try:
-        getattr(module, header["kernel"])[tuple(header["grid"])](*args, **kwargs)
+        with (_import(watch["target"])(*watch["args"], relocate=relocate) if watch else _nothing()) as watched:
+            getattr(module, header["kernel"])[tuple(header["grid"])](*args, **kwargs)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     except BaseException as e:  # noqa: BLE001 - the target's raise is reported, whatever it is
         reply = _raised(e)
+    if watch:
+        reply["watched"] = watched
     for t, before, after in relocated:  # our addresses back where the launch left them unchanged
         t.copy_(torch.where(t == after, before, t))
     reply["changed"] = baseline.changes()
     return reply, [s.cpu().numpy().tobytes() for s in storages]
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[dict]:
+    yield {}
+
+
+class Objects:
+    """The target's objects and the storages shared with the judging process
+    (:meth:`.isolation.TargetHost.request`): handle 0 is the target module;
+    a shared storage has the id the judging process gave it (ours: below 0)."""
+
+    def __init__(self, module: Any, device: Any) -> None:
+        self.device = device
+        self.handles: dict[int, Any] = {0: module}
+        self.shared: dict[int, Any] = {}
+        self.synced: dict[int, bytes] = {}
+        self.new: list[list[int]] = []
+
+    def share(self, sizes: list) -> dict:
+        import torch
+
+        for i, nbytes in sizes:
+            self.shared[i] = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+            self.synced[i] = b""
+        return {"bases": [[i, self.shared[i].data_ptr()] for i, _ in sizes]}
+
+    def take(self, ids: list[int], buffers: list[bytes]) -> None:
+        """The judging process's changed bytes of shared storages, copied in place."""
+        import numpy as np
+        import torch
+
+        for i, data in zip(ids, buffers):
+            self.shared[i].copy_(torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()))
+            self.synced[i] = data
+
+    def changed(self) -> tuple[list[int], list[bytes]]:
+        """The shared storages whose bytes changed since they were last synchronized."""
+        ids, raw = [], []
+        for i, t in self.shared.items():
+            now = t.cpu().numpy().tobytes()
+            if now != self.synced[i]:
+                ids.append(i)
+                raw.append(now)
+                self.synced[i] = now
+        return ids, raw
+
+    def decode(self, value: dict) -> Any:
+        """Plain data from :meth:`.isolation.TargetHost._encode` as objects here."""
+        import torch
+        from types import SimpleNamespace
+
+        from replayssm.impl.pointers import register_tensor
+
+        if "v" in value:
+            return value["v"]
+        if "t" in value:
+            t = torch.empty(0, dtype=getattr(torch, value["dtype"]), device=self.device).set_(
+                self.shared[value["t"]].untyped_storage(), value["offset"], value["shape"], value["stride"])
+            register_tensor(t)  # the torch materialize backend resolves the address tables a target builds
+            return t
+        if "h" in value:
+            return self.handles[value["h"]]
+        if "import" in value:
+            fn = _import(value["import"])
+            return functools.partial(fn, *[self.decode(a) for a in value["args"]]) if value["args"] else fn
+        if "list" in value:
+            return [self.decode(v) for v in value["list"]]
+        if "tuple" in value:
+            return tuple(self.decode(v) for v in value["tuple"])
+        if "dict" in value:
+            return {k: self.decode(v) for k, v in value["dict"].items()}
+        return SimpleNamespace(**{k: self.decode(v) for k, v in value["obj"].items()})
+
+    def encode(self, value: Any, typed: bool = False) -> dict:
+        """``value`` as plain data: a tensor by its shared storage (shared now
+        if it was not), an object of the target by a new handle."""
+        import torch
+
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return {"v": value}
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            found = next((i for i, t in self.shared.items() if t.data_ptr() == storage.data_ptr()
+                          and t.numel() == storage.nbytes()), None)
+            if found is None:
+                found = min([0, *self.shared]) - 1
+                self.shared[found] = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+                self.synced[found] = b""
+                self.new.append([found, storage.nbytes(), storage.data_ptr()])
+            return {"t": found, "offset": value.storage_offset(), "shape": list(value.shape),
+                    "stride": list(value.stride()), "dtype": str(value.dtype).removeprefix("torch.")}
+        if isinstance(value, (list, tuple)):
+            return {"tuple" if isinstance(value, tuple) else "list": [self.encode(v) for v in value]}
+        n = max(self.handles) + 1
+        self.handles[n] = value
+        return {"h": n, "type": type(value).__name__}
+
+    def serve(self, header: dict, buffers: list[bytes], baseline: Baseline) -> tuple[dict, list[bytes]]:
+        """One request about the target's objects; the reply and the changed shared bytes."""
+        import torch
+
+        if header["op"] == "share":
+            return self.share(header["sizes"]), []
+        if header["op"] == "forget":
+            self.handles = {0: self.handles[0]}
+            self.shared, self.synced = {}, {}
+            return {}, []
+        self.take(header["sync"], buffers)
+        reply: dict = {}
+        obj = self.handles[header["h"]]
+        try:
+            if header["op"] == "get":
+                try:
+                    reply["value"] = self.encode(getattr(obj, header["name"]))
+                except AttributeError:
+                    reply["missing"] = header["name"]
+            elif header["op"] == "set":
+                setattr(obj, header["name"], self.decode(header["value"]))
+            else:
+                args, kwargs = self.decode(header["args"]), self.decode(header["kwargs"])
+                reply["value"] = self.encode(obj(*args, **kwargs))
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+        except BaseException as e:  # noqa: BLE001 - the target's raise is reported, whatever it is
+            reply = _raised(e)
+        reply["changed"] = baseline.changes()
+        reply["new"], self.new = self.new, []
+        ids, raw = self.changed()
+        reply["sync"] = ids
+        return reply, raw
 
 
 def main(fd: int) -> None:
@@ -164,6 +330,7 @@ def main(fd: int) -> None:
     baseline = Baseline()
     send_frames(conn, {"started": True})
     module = None
+    objects = Objects(None, device)
     while True:
         try:
             header, buffers = recv_frames(conn)
@@ -172,9 +339,13 @@ def main(fd: int) -> None:
         try:
             if header["op"] == "load":
                 reply, module = _load(header, baseline)
+                objects = Objects(module, device)
                 send_frames(conn, reply)
             elif header["op"] == "launch":
                 reply, back = _launch(header, buffers, module, device, baseline)
+                send_frames(conn, reply, back)
+            else:
+                reply, back = objects.serve(header, buffers, baseline)
                 send_frames(conn, reply, back)
         except Exception:  # noqa: BLE001 - this module's own failure, not the target's: said as such
             send_frames(conn, {"internal": traceback.format_exc()[-6000:]})

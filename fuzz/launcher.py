@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from replayssm.base.isolation import RemoteModule
 from replayssm.impl.pointers import register_tensor
 from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry
@@ -296,10 +297,19 @@ class _Layer:
         self._plans_replayssm_decode = False
 
 
+def forget_previous(module: Any) -> None:
+    """Before a new system's context: a target in a process of its own drops
+    the objects and buffers it shared for the previous one."""
+    if isinstance(module, RemoteModule):
+        module.forget()
+
+
 class ContextSide(Side):
     """The implementation at context level: its ``ReplaySSMModelContext``
     (create, reset_new_slots, postprocess with compaction and materialize)
-    over layer objects carrying the reference's attribute names. Slot contents
+    over layer objects carrying the reference's attribute names; a target in
+    a process of its own is called there (:class:`~replayssm.base.isolation.RemoteObject`),
+    every tensor it uses shared with this process, where they are judged. Slot contents
     are tiny (1 head, dim 2, dstate 2); only the integer state is compared.
     The block tables and trackers sit in a guarded arena, the context's own
     buffers are moved into another (:func:`.guards.guard_context`), and each
@@ -311,6 +321,7 @@ class ContextSide(Side):
 
     def __init__(self, setup: Setup, module: ModuleType, device: torch.device) -> None:
         self.setup, self.device = setup, device
+        forget_previous(module)
         geo, slots = setup.geometry, setup.num_slots
         heads, dim, dstate, ring = 1, 2, 2, geo.ring_len
         gen = torch.Generator().manual_seed(0)

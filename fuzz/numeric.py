@@ -43,11 +43,12 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import initialize
 
+from replayssm.base.isolation import ImportRef
 from replayssm.spec.flashinfer import kernel_checkpoints
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
 from .callers import Features, systems
-from .launcher import ContextSide, Setup, _CacheSpec, _Layer
+from .launcher import ContextSide, Setup, _CacheSpec, _Layer, forget_previous
 from .machine import ReplaySSMMachine
 from .numeric_math import SIZINGS, Dims, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact
 
@@ -118,6 +119,22 @@ def _final_replay() -> bool:
         return False
 
 
+def planted_materialize(ctx: Any, plant: str, ring_len: int) -> None:
+    """A materialize plant (:data:`MATERIALIZE_PLANTS`), run as ``ctx``'s
+    ``_materialize`` in the target's process: the plan as the integer side
+    wrote it, with the fault applied to the copy materialize reads."""
+    kept = ctx.plan_flush_count.clone(), ctx.plan_ring_start.clone()
+    if plant == "plan one row short":
+        ctx.plan_flush_count.sub_((ctx.plan_flush_count > 0).to(torch.int32))
+    else:
+        ctx.plan_ring_start.add_(1).remainder_(ring_len)
+    try:
+        ctx.materialize()
+    finally:
+        ctx.plan_flush_count.copy_(kept[0])
+        ctx.plan_ring_start.copy_(kept[1])
+
+
 Trackers = list[tuple[list[int], list[int]]]
 """Per group, the host copy of (ring_start, num_committed) per slot."""
 
@@ -130,6 +147,7 @@ class NumericContextSide(ContextSide):
                  streams: TokenStreams, plant: str | None = None, forward: str = "torch") -> None:
         self.setup, self.device, self.dims, self.streams, self.plant = setup, device, dims, streams, plant
         self.forward_backend = forward
+        forget_previous(module)
         geo, slots = setup.geometry, setup.num_slots
         d, ring = dims, geo.ring_len
         spec = _CacheSpec(geo.block_size, setup.conventions.mode)
@@ -156,8 +174,9 @@ class NumericContextSide(ContextSide):
         """Every layer with its group and index in the group, in stream-data order."""
         self.ctx = module.ReplaySSMModelContext.create(grouped, geo.max_num_reqs)
         self.ctx.materialize_backend = "torch" if device.type == "cpu" else "flashinfer"
-        if plant in MATERIALIZE_PLANTS:
-            self.ctx._materialize = self._planted_materialize
+        if plant in MATERIALIZE_PLANTS:  # planted in the target's process, where its context runs
+            self.ctx._materialize = ImportRef(f"{__name__}:planted_materialize",
+                                              (self.ctx, plant, setup.geometry.ring_len))
         self.bounds = [[torch.zeros(slots, d.heads, d.dim, d.dstate, dtype=torch.float64, device=device) for _ in g]
                        for g in self.layers]
 
@@ -203,21 +222,6 @@ class NumericContextSide(ContextSide):
             self._bound_materialized(before)
 
     # -- materialize -----------------------------------------------------------------
-    def _planted_materialize(self) -> None:
-        """The plan as the integer side wrote it, with the planted fault applied
-        to the copy materialize reads."""
-        ctx = self.ctx
-        kept = ctx.plan_flush_count.clone(), ctx.plan_ring_start.clone()
-        if self.plant == "plan one row short":
-            ctx.plan_flush_count.sub_((ctx.plan_flush_count > 0).to(torch.int32))
-        else:
-            ctx.plan_ring_start.add_(1).remainder_(self.setup.geometry.ring_len)
-        try:
-            ctx.materialize()
-        finally:
-            ctx.plan_flush_count.copy_(kept[0])
-            ctx.plan_ring_start.copy_(kept[1])
-
     def _ring_rows(self, layer: _Layer, slot: int, start: int, count: int) -> Tokens:
         """Ring rows ``start .. start + count - 1`` of ``slot`` (one conditional
         subtraction of R, as the kernels index), as float32 on the device."""

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
+from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .machine import Failure, Statistics
@@ -33,6 +34,12 @@ from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMac
 from .numeric_math import SIZINGS, Dims, Sizing
 
 EXIT_PASSED, EXIT_FINDING, EXIT_USAGE, EXIT_COVERAGE = 0, 1, 2, 3
+
+CALL_SECONDS = {"cpu": 120.0, "cuda": 300.0}
+"""The watchdog of each call into the target's context (its process ended
+and the call a ``hang`` finding past it): the numeric campaign runs in this
+process, without the fuzz workers' supervisor. Generous: the first call of a
+CUDA combination compiles its kernels, a loaded CPU runs the interpreter slowly."""
 
 
 @dataclass(frozen=True)
@@ -147,10 +154,15 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
     if config.plant is not None and config.plant not in PLANTS:
         raise ValueError(f"--numeric-plant must be one of {', '.join(PLANTS)}; got {config.plant!r}")
     device = torch.device(config.device)
-    target = load_target(config.impl, cuda=device.type == "cuda", level="context")
     combos = [c for c in conventions or Conventions.all()
               if c.materialize_prefixes or config.plant not in MATERIALIZE_PLANTS]
     run = _Run(config, combos)
+    try:  # in a process of its own, each call under the watchdog (:mod:`replayssm.base.isolation`)
+        target = load_target(config.impl, cuda=device.type == "cuda", level="context",
+                             launch_seconds=CALL_SECONDS[device.type])
+    except TargetFault as e:  # it ended, hung, raised or changed its process at import: a finding
+        run.failure = f"{e.kind}: {e.report()}"
+        return run.summary(True)
     if report is not None:
         report(run.summary(False))  # a run killed while FlashInfer builds leaves this
     if config.forward == "flashinfer":
@@ -188,6 +200,10 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
             run.cut += 1
             if run.numeric.first_failure is not None:
                 run.failure = f"{run.numeric.first_failure}\n(not shrunk: the budget ran out while shrinking)"
+        except TargetGone as e:  # the target's process ended or hung in a call
+            run.failure = f"{e.fault.kind}: {e.fault.report()}"
+        except TargetFault as e:  # the target raised or changed its process in a call: a finding, shrunk
+            run.failure = f"{e.kind}: {e.report()}"
         except Exception as e:  # the implementation or FlashInfer raised: a finding with its error
             run.failure = f"error: {type(e).__name__}: {e}"
         run.done = n + 1

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from replayssm.base import targets
-from replayssm.base.isolation import RemoteModule, load_isolated
+from replayssm.base.isolation import ImportRef, RemoteModule, load_isolated
 from replayssm.base.targets import DEFAULT_TARGET
 
 KERNELS = (
@@ -27,10 +27,17 @@ ENTRY_POINTS = {"kernel": KERNELS, "context": ("ReplaySSMModelContext",)}
 
 def isolates(level: str) -> bool:
     """Whether the target of a ``level`` harness runs in a process of its own
-    (:mod:`replayssm.base.isolation`): at kernel level, where only buffers
-    cross; the context level calls the target's own Python objects, in this
-    process."""
-    return level == "kernel"
+    (:mod:`replayssm.base.isolation`): at every level (kernel level: only
+    buffers cross; context level: the target's objects stay there, the
+    tensors they use are shared, :class:`~replayssm.base.isolation.RemoteObject`)."""
+    return level in ENTRY_POINTS
+
+
+def torch_materialize_loader(*args: Any, **kwargs: Any) -> Any:
+    """The target's ``_load_replayssm_materialize`` without CUDA: our torch materialize backend, whatever is asked."""
+    from replayssm.impl.materialize import torch_replayssm_materialize
+
+    return torch_replayssm_materialize
 
 
 def other_signatures(module: Any) -> list[str]:
@@ -50,34 +57,29 @@ def other_signatures(module: Any) -> list[str]:
     return out
 
 
-def load_target(name: str | None = None, *, cuda: bool = False, level: str = "kernel") -> Any:
-    """Import ``name`` (a module name or a ``.py`` path) and check the entry
-    points the harness ``level`` calls. At kernel level it is imported in a
-    process of its own (:func:`replayssm.base.isolation.load_isolated`; its
-    misbehaviour is a :class:`~replayssm.base.isolation.TargetFault`) and the
-    result stands for it."""
+def load_target(name: str | None = None, *, cuda: bool = False, level: str = "kernel",
+                launch_seconds: float | None = None) -> Any:
+    """Import ``name`` (a module name or a ``.py`` path) in a process of its
+    own (:func:`replayssm.base.isolation.load_isolated`; its misbehaviour is a
+    :class:`~replayssm.base.isolation.TargetFault`) and check the entry points
+    the harness ``level`` calls; the result stands for it. ``launch_seconds``:
+    the watchdog of each launch or call there (None: none, the caller's
+    supervisor has one)."""
     if level not in ENTRY_POINTS:
         raise ValueError(f"--level must be one of {sorted(ENTRY_POINTS)}, got {level!r}")
     if name is None:
         name = DEFAULT_TARGET
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"--impl must name a module or a .py file, got {name!r}")
-    module: ModuleType | RemoteModule
-    if isolates(level):
-        module = load_isolated(name, "--impl", cuda=cuda)
-    else:
-        module = targets.load_target(name, label="--impl")  # a .py file loads with the vLLM stub injected
+    module = load_isolated(name, "--impl", cuda=cuda, launch_seconds=launch_seconds)
     missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     other = other_signatures(module) if level == "kernel" and not missing else []
     if missing or other:
-        if isolates(level):
-            module.close()
+        module.close()
         what = (f"lacks the reference entry points {missing} ({level} level)" if missing else
                 f"has kernels of another launch API: {'; '.join(other)}")
         raise ValueError(f"--impl {name!r} {what}; a vLLM version of another launch API is reviewed with: "
                          f"replayssm-verify review {name}")
-    if not cuda and hasattr(module, "_load_replayssm_materialize"):
-        from replayssm.impl.materialize import torch_replayssm_materialize
-
-        setattr(module, "_load_replayssm_materialize", lambda *a, **k: torch_replayssm_materialize)
+    if not cuda and level == "context" and hasattr(module, "_load_replayssm_materialize"):
+        module._load_replayssm_materialize = ImportRef(f"{__name__}:torch_materialize_loader")  # set there
     return module
