@@ -48,6 +48,8 @@ def _wide(args: tuple) -> dict:
     from replayssm.fuzz.wide import run_wide
 
     r = run_wide(impl, device, rows, steps, seed=seed)
+    if r.fault is not None:  # the target's fault stopped the run: no throughput to report
+        raise RuntimeError(f"the wide run of {impl or 'our kernels'} stopped: {r.fault}")
     return {"request_steps": r.request_steps, "seconds": r.seconds, "kernel_seconds": r.kernel_seconds,
             "discrepancies": r.discrepancies}
 

@@ -8,7 +8,10 @@ accepted count), their live columns move, and the kernels run once for all
 rows. The caller decisions are drawn with numpy for all rows at once and
 encoded with the spec's own ``encode_row``; the spec (numpy lanes) judges
 every buffer, and FlashInfer's view of each live slot (ring start, ``N - P``)
-is checked after every step.
+is checked after every step. The target runs in a process of its own
+(:mod:`replayssm.base.isolation`), each launch under a watchdog: a target
+that ends, hangs, raises or changes its process, or writes outside its
+buffers, stops the run with that ``fault`` (never a run without discrepancies).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_window_after
@@ -27,6 +31,7 @@ from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system.rows import RowRule
 
 from .actions import Migrate, Postprocess
+from .guards import GuardViolation
 from .launcher import KernelSide, Setup, SpecSide, compare
 from .target import load_target
 
@@ -40,6 +45,9 @@ class WideResult:
     seconds: float
     kernel_seconds: float
     discrepancies: int
+    fault: str | None = None
+    """What the target did that stopped the run (its process ended or hung, it
+    raised or changed its process, a guard caught a write): a finding; None: none."""
 
 
 class WideSystem:
@@ -151,9 +159,16 @@ WIDE_LAYERS = (2, 1)
 """Layers per cache group."""
 
 
-def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0) -> WideResult:
+WATCHDOG_SECONDS = {"cpu": 120.0, "cuda": 300.0}
+"""A wide launch's watchdog by device (many rows per launch under the interpreter on CPU)."""
+
+
+def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0,
+             watchdog: float | None = None) -> WideResult:
     """Verify ``steps`` steps of a ``rows``-request system (block size 8, W = 16,
-    R = 20, 8 columns, :data:`WIDE_CONVENTIONS`); returns the counts."""
+    R = 20, 8 columns, :data:`WIDE_CONVENTIONS`), each launch within
+    ``watchdog`` seconds (None: :data:`WATCHDOG_SECONDS`); returns the counts
+    and the target's ``fault``, if any (the steps counted are those it finished)."""
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
@@ -166,10 +181,23 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
     geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
     setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
-    system = WideSystem(setup, load_target(impl, cuda=device == "cuda"), torch.device(device), seed)
-    bad = 0
+    if watchdog is not None and not watchdog > 0:
+        raise ValueError(f"watchdog must be a number of seconds > 0, got {watchdog!r}")
+    bad, done, fault, kernel_seconds = 0, 0, None, 0.0
     start = time.perf_counter()
-    for _ in range(steps):
-        bad += len(system.step())
-    seconds = time.perf_counter() - start
-    return WideResult(steps, steps * rows, seconds, system.kernel_seconds, bad)
+    module = None
+    try:
+        module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device])
+        system = WideSystem(setup, module, torch.device(device), seed)
+        for _ in range(steps):
+            bad += len(system.step())
+            done += 1
+            kernel_seconds = system.kernel_seconds
+    except (TargetFault, GuardViolation) as e:  # the target's finding: it stops the run
+        fault = f"{e.kind}: {e.report() if isinstance(e, TargetFault) else e}"
+    except TargetGone as e:
+        fault = f"{e.fault.kind}: {e.fault.report()}"
+    finally:
+        if module is not None:
+            module.close()
+    return WideResult(done, done * rows, time.perf_counter() - start, kernel_seconds, bad, fault)

@@ -106,3 +106,25 @@ def test_another_launch_api_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="has kernels of another launch API: _postprocess_replayssm_kernel takes "
                                          "block_table, tracker_start"):
         load_target(str(a1))
+
+
+def test_the_context_level_and_the_numeric_layer_judge_a_target_in_its_own_process(tmp_path: Path,
+                                                                                 capsys) -> None:
+    """``fuzz --level context`` and ``fuzz --numeric`` call the target's
+    context in its process: a target that replaces ``numpy.nonzero`` at import
+    (which would hide every discrepancy from a comparison in its process) is a
+    tampering finding, and one whose ``postprocess`` ends its process is a
+    crash of that call, both exit 1 (they ran in the judging process before)."""
+    out = tmp_path / "s.json"
+    code = main(["fuzz", "--level", "context", "--impl", str(TARGETS / "numpy_patched.py"), "--jobs", "1",
+                 "--examples", "32", "--failures", str(tmp_path / "f"), "--json", str(out)])
+    assert code == 1, capsys.readouterr().out
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["kind"] == "tampering" and "it replaced numpy.nonzero" in finding["reason"], finding
+    code = main(["fuzz", "--numeric", "--impl", str(TARGETS / "context_exits_in_postprocess.py"), "--examples", "8",
+                 "--max-steps", "4", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    failure = json.loads(out.read_text())["failure"]
+    assert failure.startswith("crash: the target ended the process during launch") and \
+        "(ReplaySSMModelContext.postprocess): exit status 0" in failure, failure

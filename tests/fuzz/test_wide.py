@@ -11,7 +11,7 @@ from replayssm.fuzz.wide import WIDE_CONVENTIONS, run_wide
 
 
 def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str | None) -> None:
-    assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed"]
+    assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed", "watchdog"]
     assert WIDE_CONVENTIONS.materialize_prefixes  # its model of FlashInfer's view is align mode's
     r = run_wide(impl_target, "cpu", 3, 20, seed=1)
     assert (r.steps, r.request_steps, r.discrepancies) == (20, 60, 0)
@@ -30,7 +30,21 @@ def test_wide_runner_catches_a_wrong_view_of_flashinfer(monkeypatch: pytest.Monk
     (dict(steps=-1), r"steps must be an int >= 0, got -1"),
     (dict(device="gpu"), r"device must be 'cpu' or 'cuda', got 'gpu'"),
     (dict(seed=-1), r"seed must be an int >= 0, got -1"),
+    (dict(watchdog=0), r"watchdog must be a number of seconds > 0, got 0"),
 ])
 def test_wide_runner_rejects_bad_sizes(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         run_wide(**{"impl": None, "device": "cpu", "rows": 2, "steps": 1, **kwargs})
+
+
+def test_a_target_that_ends_its_process_in_a_wide_launch_is_the_run_s_fault(tmp_path) -> None:
+    """The wide runner's target runs in a process of its own: a kernel that
+    calls ``os._exit`` stops the run with that fault (it ended the runner before)."""
+    from fuzz_processes import plant
+
+    line = "    valid_req = req >= 0\n"
+    target = plant(tmp_path, line, line + "    __import__('os')._exit(7)\n")
+    r = run_wide(target, "cpu", 2, 3, seed=1)
+    assert r.fault is not None and r.fault.startswith("crash: the target ended the process during launch 1 "
+                                                      "(_reset_new_replayssm_slots_kernel): exit status 7"), r
+    assert (r.steps, r.discrepancies) == (0, 0)
