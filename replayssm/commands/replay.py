@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         if loaded.kind == "kernel":
             from replayssm.review.kernel_proofs import every_role
 
-            ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu", every_role())
+            ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu", every_role(),
+                                             args.watchdog)
         else:
             ok, report = replay(args.file, args.impl, args.device, args.level, args.watchdog, loaded=loaded)
     except (ValueError, OSError) as e:

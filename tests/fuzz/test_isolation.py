@@ -128,3 +128,27 @@ def test_the_context_level_and_the_numeric_layer_judge_a_target_in_its_own_proce
     failure = json.loads(out.read_text())["failure"]
     assert failure.startswith("crash: the target ended the process during launch") and \
         "(ReplaySSMModelContext.postprocess): exit status 0" in failure, failure
+
+
+def test_replay_of_a_kernel_trace_runs_the_target_in_its_own_process(tmp_path: Path, capsys) -> None:
+    """``replay`` of a kernel-proof trace launches the kernel (and watches its
+    loads and stores) in the target's process: a planted out-of-bounds read
+    still replays as one; a target that exits at import (exit 0, silently,
+    before) or replaces ``numpy.nonzero`` is that finding; a kernel that ends
+    its process in the launch is a crash of the launch; each exit 1."""
+    old = "last_col = tl.maximum(tl.cdiv(computed_after, MAMBA_BLOCK_SIZE) - 1, 0)"
+    mutant = plant(tmp_path / "m", old, old.replace(" - 1, 0)", ", 0)"))
+    folder = tmp_path / "cx"
+    assert main(["prove", "--kernels", "--impl", mutant, "--only", "postprocess.memory_safety", "--jobs", "1",
+                 "--counterexamples", str(folder)]) == 1
+    (trace,) = folder.glob("*.kernel-trace.json")
+    capsys.readouterr()
+    first = "    block_table_row = block_table + batch * tl.load(block_table_strides + group)\n"
+    exits = plant(tmp_path / "x", first, first + "    __import__('os')._exit(5)\n")
+    for impl, words in ((mutant, "failure reproduced: out of bounds"),
+                        (str(TARGETS / "exit_at_import.py"), "the target ended the process at import: exit status 0"),
+                        (str(TARGETS / "numpy_patched.py"), "it replaced numpy.nonzero"),
+                        (exits, "during launch 1 (_postprocess_replayssm_kernel): exit status 5")):
+        code = main(["replay", str(trace), "--impl", impl])
+        printed = capsys.readouterr().out
+        assert code == 1 and words in printed, (impl, code, printed)

@@ -14,6 +14,15 @@ observable:
   with its program id, for the conflict check;
 * the spec's program runs on the same inputs, and every state buffer is
   compared after the launch.
+
+``replay`` of a kernel-proof trace (:func:`replay_kernel_trace`) runs the
+target in a process of its own (:mod:`replayssm.base.isolation`): the
+launch and the interpreter's watch over it (:func:`watched_launch`, which
+must mask a lane off as it runs) happen there, on copies of these tensors;
+the log, the lanes out of bounds and the overflows come back with the
+buffers, and the comparison, the conflicts and the frame are judged here. A
+target that ends, hangs, raises or changes its process (Triton's interpreter
+builder included) is that finding, never "no failure".
 """
 
 from __future__ import annotations
@@ -78,10 +87,12 @@ class Playback:
 
 
 class Arena:
-    """Guarded CPU tensors and the element ranges a launch may touch."""
+    """Guarded CPU tensors and the element ranges a launch may touch
+    (``tensors``: every guarded allocation, for a launch in another process)."""
 
     def __init__(self) -> None:
         self.regions: list[tuple[int, int, int, str]] = []
+        self.tensors: list[Any] = []
 
     def _region(self, tensor: Any, name: str) -> None:
         start = tensor.data_ptr()
@@ -93,6 +104,7 @@ class Arena:
         values = np.asarray(values).reshape(-1)
         fill = False if dtype == torch.bool else POISON
         big = torch.full((values.size + 2 * GUARD,), fill, dtype=dtype)
+        self.tensors.append(big)
         view = big[GUARD:GUARD + values.size]
         view.copy_(torch.from_numpy(values.astype(np.bool_ if dtype == torch.bool else np.int64)).to(dtype))
         self._region(view, name)
@@ -105,6 +117,7 @@ class Arena:
         values = np.asarray(values, dtype=np.int64)
         rows, cols = values.shape
         big = torch.full((rows + 1, cols + GUARD), POISON, dtype=torch.int32)
+        self.tensors.append(big)
         view = big[1:, :cols]
         view.copy_(torch.from_numpy(values).to(torch.int32))
         for r in range(rows):
@@ -197,6 +210,28 @@ def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list,
     finally:
         for name in patched:
             delattr(builder, name)
+
+
+@contextmanager
+def watched_launch(regions: list, relocate: Any) -> Iterator[dict]:
+    """:func:`watched` in the target's process (an :class:`~replayssm.base.isolation.ImportRef`
+    of :meth:`~replayssm.base.isolation.TargetHost.launch`): ``regions`` are
+    the judging process's, ``relocate`` moves an address of its to this
+    process's copy; yields the dict its results are put in (plain data)."""
+    arena = Arena()
+    for start, end, size, name in regions:
+        moved = relocate(start)
+        arena.regions.append((moved, moved + end - start, size, name))
+    found: dict = {}
+    log: list = []
+    out_of_bounds: list = []
+    overflows: list = []
+    lane_conflicts: list = []
+    try:
+        with watched(arena, log, out_of_bounds, overflows, lane_conflicts):
+            yield found
+    finally:
+        found.update(log=log, out_of_bounds=out_of_bounds, overflows=overflows, conflicts=lane_conflicts)
 
 
 def conflicts(log: list) -> list[str]:
@@ -314,14 +349,29 @@ class ReplayView:
         return out
 
 
-def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any) -> tuple[dict[str, np.ndarray], Playback, list]:
+def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any,
+                remote: Any = None) -> tuple[dict[str, np.ndarray], Playback, list]:
+    """The launch on ``module``'s kernel, or with ``remote`` (a
+    :class:`~replayssm.base.isolation.RemoteModule`) on its kernel in its
+    process, ``module`` (its source's kernels, or None) binding the parameters."""
     view, log, result = ReplayView(trace, buffers), [], Playback()
-    found = role.jit(module)
+    found = (role.jit(module) if module is not None else None) or (role.jit(remote) if remote is not None else None)
     if found is None:
         raise ValueError(f"the target has no kernel of role {role.name} ({', '.join(role.jits)})")
     grid, args, kwargs, outputs = role.replay.prepare(found[1], view)
-    with watched(view.arena, log, result.out_of_bounds, result.overflows, result.conflicts):
-        found[1][grid](*args, **kwargs)
+    if remote is None:
+        with watched(view.arena, log, result.out_of_bounds, result.overflows, result.conflicts):
+            found[1][grid](*args, **kwargs)
+        return view.finals(outputs), result, log
+    from replayssm.base.isolation import ImportRef
+
+    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    seen = remote.launch(found[0], grid, tuple(args), kwargs, also=view.arena.tensors,
+                         watch=ImportRef(f"{__name__}:watched_launch", ([list(r) for r in view.arena.regions],)))
+    result.out_of_bounds += seen["out_of_bounds"]
+    result.overflows += seen["overflows"]
+    result.conflicts += seen["conflicts"]
+    log = [(tuple(program), kind, tuple(hit), value) for program, kind, hit, value in seen["log"]]
     return view.finals(outputs), result, log
 
 
@@ -412,11 +462,12 @@ def trace_role(trace: dict, roles: Any) -> Any:
                      f"{', '.join(r.name for r in roles)}")
 
 
-def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
+def playback(trace: dict, module: Any, roles: Any = None, remote: Any = None) -> Playback:
     """Run the trace's launch on ``module``'s kernel and, where its role has
     one, on the spec program; compare (``roles``: the registry the trace's
-    role is looked up in; default the reference API's and ours)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
+    role is looked up in; default the reference API's and ours; ``remote``:
+    the target in its own process, see :func:`_kernel_run`)."""
+    if remote is None and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("kernel playback needs Triton's interpreter: set TRITON_INTERPRET=1 before triton loads")
     role = trace_role(trace, roles if roles is not None else _default_roles())
     before = spec_buffers(trace)
@@ -428,7 +479,7 @@ def playback(trace: dict, module: Any, roles: Any = None) -> Playback:
         except (MemoryFault, ValueOverflow) as e:
             fault = str(e)
     launched = {b: v.copy() for b, v in before.items()}
-    final, result, log = _kernel_run(trace, module, launched, role)
+    final, result, log = _kernel_run(trace, module, launched, role, remote)
     result.spec_fault = fault
     result.conflicts += conflicts(log)
     if role.frame is not None:
@@ -463,11 +514,22 @@ def kernel_outputs(trace: dict, module: Any, role: Any) -> tuple[dict[str, np.nd
     return final, playback(trace, module, [role])
 
 
-def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Any = None) -> tuple[bool, str]:
+REPLAY_SECONDS = 60.0
+"""The launch watchdog of ``replay`` of a kernel-proof trace (``--watchdog`` overrides)."""
+
+
+def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Any = None,
+                        watchdog: float | None = None) -> tuple[bool, str]:
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
     shows none of the failure the proof found (``roles``: the registry its
-    role is looked up in). A bad device, target or trace is a ``ValueError``."""
-    from replayssm.base.targets import DEFAULT_TARGET, load_target
+    role is looked up in). The target runs in a process of its own, its
+    launch within ``watchdog`` seconds (None: :data:`REPLAY_SECONDS`); what it
+    does to that process is ``(False, report)``. A bad device, target or
+    trace is a ``ValueError``."""
+    from replayssm.base.isolation import TargetFault, TargetGone, load_isolated
+    from replayssm.base.targets import DEFAULT_TARGET
+
+    from .source_module import kernel_module
 
     if device != "cpu":
         raise ValueError(f"a kernel-proof trace replays under Triton's interpreter: --device must be cpu, got {device!r}")
@@ -475,13 +537,27 @@ def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", role
     if meta.get("property") not in EXPECTED or len(trace.get("actions", [])) != 2:
         raise ValueError("not a kernel-proof trace: it needs #meta.property and a set_state and a launch action")
     # any module with the trace's kernel (the reference's, or our row-blocked one)
-    module = load_target(impl or meta.get("impl") or DEFAULT_TARGET, label="--impl")
-    if not hasattr(module, str(meta.get("kernel"))):
-        raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
-    result = playback(trace, module, roles)
+    name = impl or meta.get("impl") or DEFAULT_TARGET
+    header = f"kernel {meta.get('kernel')} ({meta.get('case')}), obligation {meta.get('obligation')}:"
+    try:
+        source = kernel_module(name, "--impl")  # its kernels' parameters, read without running it
+    except ValueError:
+        source = None  # not readable alone: the kernel's own parameter names, from its process
+    try:
+        remote = load_isolated(name, "--impl", launch_seconds=watchdog or REPLAY_SECONDS)
+    except TargetFault as e:
+        return False, f"{header}\n  {e.report()}\nfailure reproduced: a {e.kind} of the target at import"
+    try:
+        if not hasattr(remote, str(meta.get("kernel"))):
+            raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
+        result = playback(trace, source, roles, remote)
+    except (TargetFault, TargetGone) as e:
+        fault = e.fault if isinstance(e, TargetGone) else e
+        return False, f"{header}\n  {fault.report()}\nfailure reproduced: a {fault.kind} of the target"
+    finally:
+        remote.close()
     prop = meta.get("property", "equivalence")
-    lines = [f"kernel {meta.get('kernel')} ({meta.get('case')}), obligation {meta.get('obligation')}:",
-             result.report()]
+    lines = [header, result.report()]
     ok = not result.reproduces(prop)
     lines.append("no failure: the kernel does not show it" if ok else
                  f"failure reproduced: {EXPECTED[prop].replace('_', ' ')} on the real kernel")
