@@ -156,14 +156,16 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
                 say(f"  {d}")
             return False, f"discrepancy reproduced at step {n}"
     launches = sum(a["name"] != "set_state" for a in trace["actions"])
+    meta = trace.get("#meta", {})
+    if meta.get("deterministic") is False:  # a run that does not show it cannot clear it: not a pass
+        return False, (f"not reproduced, and not a pass: this trace was saved for a non-deterministic fault of the "
+                       f"target ({meta.get('failure', 'failure')}: {meta.get('error', '')}), which passed when the "
+                       "campaign repeated the run too; a fault that depends on the target's process history, its "
+                       f"launch count or the time need not recur in a fresh process (its {launches} launches ran "
+                       "here without it)")
     summary = (f"no discrepancy: the implementation agrees with the spec on every state buffer after each of the "
                f"{len(trace['actions'])} actions ({launches} launches)")
-    meta = trace.get("#meta", {})
-    if meta.get("deterministic") is False:
-        summary += ("\n(this trace was saved for a non-deterministic fault, which passed when the campaign repeated "
-                    f"it too: {meta.get('error', '')}; a fault that depends on the target's process history, its "
-                    "launch count or the time does not recur in a fresh process)")
-    elif meta.get("failure") == "invariant":
+    if meta.get("failure") == "invariant":
         summary += ("\n(this trace was saved for a broken invariant of the spec against the callers' view of "
                     f"FlashInfer, which replay does not check: {meta.get('error', '')})")
     elif meta.get("failure") in ("exception", "hang", "crash"):

@@ -78,20 +78,29 @@ def test_a_base_exception_in_a_launch_is_a_finding_of_the_kernel(tmp_path: Path,
     assert finding["trace"] and json.loads(Path(finding["trace"]).read_text())["actions"][-1]["name"] == "migrate"
 
 
-def test_a_fault_that_does_not_recur_is_kept_as_it_first_appeared(tmp_path: Path) -> None:
-    """The third launch of the target's process raises, once: the finding is
-    the run that failed, with the target's own message, called
-    non-deterministic (it was "exception in the spec's invariants: FlakyFailure")."""
-    result = run_campaign(CampaignConfig(str(TARGETS / "count_dependent.py"), "cpu", 128, 6, seed=0, jobs=1,
+def test_a_fault_that_does_not_recur_is_kept_as_it_first_appeared(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The 20th migration launch of the target's process raises, once (a run
+    of at most 3 rules launches fewer): the finding is the run that failed,
+    with the target's own message, called non-deterministic (it was
+    "exception in the spec's invariants: FlakyFailure"); ``replay`` of its
+    trace, in a fresh process where it does not recur, is exit 1 "not
+    reproduced, and not a pass" (it said "no discrepancy", exit 0)."""
+    monkeypatch.setenv("REPLAYSSM_PLANTED_LAUNCH", "20")
+    result = run_campaign(CampaignConfig(str(TARGETS / "count_dependent.py"), "cpu", 128, 3, seed=0, jobs=1,
                                          failures_dir=str(tmp_path / "f"), shrink_seconds=2.0))
     assert result["exit_code"] == 1, result
     (finding,) = result["findings"]
     assert finding["kernel"] == "_reset_new_replayssm_slots_kernel" and not finding["deterministic"], finding
-    assert "planted: the third launch of this process fails" in finding["reason"]
+    assert "planted: migration launch 20 of this process fails" in finding["reason"]
     assert "non-deterministic" in finding["reason"] and "spec" not in finding["kernel"]
     meta = json.loads(Path(finding["trace"]).read_text())["#meta"]
     assert meta["failure"] == finding["kind"] and meta["deterministic"] is False and not meta["shrunk"]
-    assert "the third launch" in meta["error"]
+    assert "migration launch 20" in meta["error"]
+    capsys.readouterr()
+    assert main(["replay", finding["trace"]]) == 1
+    printed = capsys.readouterr().out
+    assert "not reproduced, and not a pass" in printed and "migration launch 20" in printed, printed
+    assert "no discrepancy" not in printed
 
 
 @pytest.mark.corpus
