@@ -14,11 +14,9 @@ run killed from outside still leaves its counts.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -27,6 +25,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.base.isolation import TargetFault, TargetGone
+from replayssm.base.reports import STDOUT, write_json
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .machine import Failure, Statistics
@@ -34,6 +33,10 @@ from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMac
 from .numeric_math import SIZINGS, Dims, Sizing
 
 EXIT_PASSED, EXIT_FINDING, EXIT_USAGE, EXIT_COVERAGE = 0, 1, 2, 3
+
+NUMERIC_SCHEMA = "replayssm-fuzz-numeric/1"
+"""``schema`` of the numeric campaign's summary (``fuzz --numeric --json``;
+its fields: docs/fuzz.md); the major version changes when a field changes meaning."""
 
 CALL_SECONDS = {"cpu": 120.0, "cuda": 300.0}
 """The watchdog of each call into the target's context (its process ended
@@ -126,7 +129,7 @@ class _Run:
         c, dims = self.config, self.config.sizing.dims
         stopped = None if not finished else ("failure" if self.failure else
                                              "budget" if self.cut or self.done < len(self.combos) else "complete")
-        return {"finished": finished, "stopped": stopped, "combinations": self.done,
+        return {"schema": NUMERIC_SCHEMA, "finished": finished, "stopped": stopped, "combinations": self.done,
                 "combinations_total": len(self.combos), "combinations_cut_by_budget": self.cut,
                 "examples": self.stats.examples, "request_steps": self.stats.request_steps,
                 "seconds": round(time.perf_counter() - self.start, 3), "budget_seconds": c.seconds,
@@ -229,9 +232,10 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
                            plant=args.numeric_plant, shrink=args.numeric_plant is None, forward=forward,
                            seconds=args.numeric_seconds)
 
-    def write(summary: dict) -> None:
-        if args.json:
-            Path(args.json).write_text(json.dumps(summary, indent=2))
+    def write(summary: dict, final: bool = False) -> None:
+        """The summary so far (``--json -``: the final one only, on standard output)."""
+        if args.json and (final or args.json != STDOUT):
+            write_json(args.json, NUMERIC_SCHEMA, summary)
 
     d = sizing.dims
     print(f"numeric campaign: {d.state_dtype} state, {d.heads} heads x {d.dim} x {d.dstate} in {d.groups} groups, "
@@ -243,7 +247,7 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
     except ValueError as e:  # a bad --impl, plant or FlashInfer set-up
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    write(result)
+    write(result, final=True)
     ready = result["flashinfer_ready_seconds"]
     print(f"numeric campaign ({result['state_dtype']} state, {d.heads} heads x {d.dim} x {d.dstate}, "
           f"{forward} decode forward on {args.device}"

@@ -13,6 +13,7 @@ import sys
 import time
 import types
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,6 +144,17 @@ def test_cli_budget_stop_exits_0_with_the_counts(tmp_path, monkeypatch: pytest.M
     result = json.loads(summary.read_text())
     assert result["finished"] and result["stopped"] == "budget" and result["failure"] is None
     assert result["combinations_cut_by_budget"] == 32 and result["request_steps"] > 0 and result["checks"] > 0
+    assert list(result)[0] == "schema" and result["schema"] == numeric_campaign.NUMERIC_SCHEMA
+    assert set(result) == documented_numeric_fields(), "docs/fuzz.md's numeric summary table and the summary differ"
+
+
+def documented_numeric_fields() -> set[str]:
+    """The fields docs/fuzz.md's table of the numeric summary names."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "fuzz.md").read_text()
+    table = text.split("schema `replayssm-fuzz-numeric/1`", 1)[1].split("\n\n", 2)[1]
+    return {name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split(" | ")[0])}
 
 
 def test_teeth_a_plain_exception_as_the_budget_stop_reads_as_flaky(monkeypatch: pytest.MonkeyPatch) -> None:
