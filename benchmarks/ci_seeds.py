@@ -58,7 +58,9 @@ def main() -> int:
     import torch
     import triton
 
-    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign
+    from replayssm.fuzz.campaign import run_campaign
+
+    from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig, SetupError
 
     profile = PROFILES["ci"]
     out: dict = {**header(torch=torch.__version__, triton=triton.__version__, hypothesis=hypothesis.__version__),

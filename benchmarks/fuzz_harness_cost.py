@@ -34,7 +34,8 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
     from hypothesis.stateful import run_state_machine_as_test
 
     from replayssm.fuzz import launcher, lockstep, machine
-    from replayssm.fuzz.campaign import CampaignConfig, _machine, _settings
+    from replayssm.fuzz.campaign_config import CampaignConfig
+    from replayssm.fuzz.campaign_worker import hypothesis_settings, machine_class
     from replayssm.fuzz.launcher import SpecSide
     from replayssm.fuzz.machine import Statistics
     from replayssm.spec.geometry import Conventions
@@ -51,8 +52,8 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
     stats = Statistics()
     cpu = time.process_time()
     for n in COMBINATIONS:
-        run_state_machine_as_test(_machine(config, None, n, Conventions.all()[n], stats, None),
-                                  settings=_settings(examples, steps))
+        run_state_machine_as_test(machine_class(config, None, n, Conventions.all()[n], stats, None),
+                                  settings=hypothesis_settings(examples, steps))
     cpu = time.process_time() - cpu
     return {"systems": systems, "steps": steps, "examples": stats.examples, "request_steps": stats.request_steps,
             "cpu_seconds": round(cpu, 2),

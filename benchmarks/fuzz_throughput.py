@@ -61,7 +61,8 @@ def _children_cpu() -> float:
 
 def stateful_run(args: argparse.Namespace, systems: int) -> dict:
     """One campaign of ``systems`` systems per launch: its counts, wall and CPU time."""
-    from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+    from replayssm.fuzz.campaign import run_campaign
+    from replayssm.fuzz.campaign_config import CampaignConfig
 
     config = CampaignConfig(args.impl, args.device, args.stateful_examples, args.stateful_steps, args.seed,
                             args.jobs, "out/bench-failures", systems=systems)

@@ -32,7 +32,8 @@ GOAL = 0.10
 
 def _campaign(guards: bool, impl: str | None, device: str, level: str, profile: str, seed: int,
               jobs: int) -> dict:
-    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, run_campaign
+    from replayssm.fuzz.campaign import run_campaign
+    from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig
 
     os.environ["REPLAYSSM_FUZZ_GUARDS"] = "1" if guards else "0"
     p = PROFILES[profile]

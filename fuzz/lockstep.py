@@ -24,7 +24,6 @@ disturbing another's state) keeps the K-system trace.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -39,7 +38,7 @@ from .actions import Action, action_from_json
 from .callers import Callers, features_for, shapes
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
-from .machine import (Failure, ReplaySSMMachine, discrepancy, fuzz_trace, live_slot_mismatch,
+from .machine import (Failure, ReplaySSMMachine, describe_failure, discrepancy, fuzz_trace, live_slot_mismatch,
                       published_slot_mismatch)
 
 MAX_SYSTEMS = 256
@@ -119,15 +118,14 @@ def system_trace(layout: Layout, steps: list[Parts], system: int, placement: str
 def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | None:
     """Run ``trace`` on the spec and on the implementation (in this process);
     the first failure described as a campaign finding (kind, reason, kernel,
-    cells), or None when the implementation agrees throughout."""
-    from .campaign import describe_failure
-
+    cells: :func:`.machine.describe_failure`), or None when the implementation
+    agrees throughout."""
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
     try:
         side = LEVELS[level](setup, target, device)
     except Exception as e:  # noqa: BLE001 - the implementation's failure is the finding
-        return describe_failure(e, None)
+        return describe_failure(e, None, level)
     for n, raw in enumerate(trace["actions"]):
         action = action_from_json(raw, f"trace.actions[{n}]")
         spec.run(action)
@@ -136,11 +134,10 @@ def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | 
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         except Exception as e:  # noqa: BLE001 - the implementation's failure is the finding
-            return describe_failure(e, action)
+            return describe_failure(e, action, level)
         wrong = compare(spec.state(), side.state())
         if wrong:
-            return describe_failure(discrepancy(action, wrong), action, SimpleNamespace(spec=spec, impl=side,
-                                                                                        level=level))
+            return describe_failure(discrepancy(action, wrong), action, level)
     return None
 
 
@@ -206,7 +203,7 @@ class LockstepMachine(ReplaySSMMachine):
             k = self.layout.owner(compare(self.spec.state(), self.impl.state()), self.row_owner)
             type(self).failing_system = k
             where = f"system {k} of {self.systems}" if k is not None else f"none of the {self.systems} systems alone"
-            raise Failure(f"{where}: {e}", e.kind) from None
+            raise Failure(f"{where}: {e}", e.kind, e.discrepancies) from None
 
     @precondition(lambda self: any(len(c.requests) < c.geo.max_num_reqs
                                    for k, c in enumerate(self.group) if k not in self.idle))

@@ -12,8 +12,8 @@ behaviours are switched on and off per run (swarm testing).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -21,13 +21,15 @@ import torch
 from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from replayssm.base.isolation import TargetFault
 from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Conventions
 
 from .actions import Action, SetState, action_to_json
 from .callers import Callers, Features, systems
 from .containment import compare_outside
-from .launcher import LEVELS, Setup, SpecSide, compare
+from .launcher import LEVELS, Discrepancy, Setup, SpecSide, compare
+from .report import Cell, kernel_of
 
 @dataclass
 class Statistics:
@@ -50,12 +52,14 @@ RUNNING_REQUEST = hs.runner().flatmap(lambda machine: hs.sampled_from(sorted(mac
 
 class Failure(AssertionError):
     """A finding of the stateful run: ``kind`` is ``discrepancy`` (the
-    implementation's buffers differ from the spec's) or ``invariant`` (the
-    spec's trackers differ from the callers' view of FlashInfer)."""
+    implementation's buffers differ from the spec's: ``discrepancies`` are the
+    differing entries, as the launch's comparison found them) or ``invariant``
+    (the spec's trackers differ from the callers' view of FlashInfer)."""
 
-    def __init__(self, message: str, kind: str) -> None:
+    def __init__(self, message: str, kind: str, discrepancies: Sequence[Discrepancy] = ()) -> None:
         super().__init__(message)
         self.kind = kind
+        self.discrepancies = list(discrepancies)
 
 
 def fuzz_trace(params: dict, actions: list[Action] | tuple = ()) -> dict:
@@ -67,7 +71,30 @@ def fuzz_trace(params: dict, actions: list[Action] | tuple = ()) -> dict:
 def discrepancy(action: Action, wrong: list) -> Failure:
     """The failure of a launch after which ``wrong`` entries differ from the spec's (the first 12 shown)."""
     shown = "\n  ".join(str(d) for d in wrong[:12])
-    return Failure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy")
+    return Failure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy",
+                   wrong)
+
+
+CELLS_SHOWN = 4
+"""How many differing entries a finding names (its ``cells``)."""
+
+
+def describe_failure(error: BaseException, action: Action | None, level: str = "kernel") -> dict:
+    """Kind, reason, kernel and first differing cells (a :class:`Failure`'s
+    ``discrepancies``) of a failure raised while running ``action`` (None:
+    outside a launch, e.g. an invariant) at harness ``level``."""
+    kind = getattr(error, "kind", "exception")
+    lines = str(error).splitlines() or [""]
+    if isinstance(error, TargetFault):  # the target's own words: what it raised, or how it changed its process
+        reason = error.reason
+    else:
+        reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
+    name = action.NAME if action else None
+    wrong = error.discrepancies if isinstance(error, Failure) and kind == "discrepancy" else []
+    cells = [Cell(d.buffer, list(d.index), d.spec, d.impl) for d in wrong[:CELLS_SHOWN]]
+    kernel = getattr(error, "kernel", None) or (
+        kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants")
+    return {"kind": kind, "reason": reason[:500], "kernel": kernel, "cells": [asdict(c) for c in cells]}
 
 
 class ReplaySSMMachine(RuleBasedStateMachine):

@@ -28,6 +28,7 @@ from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.base.reports import STDOUT, write_json
 from replayssm.spec.geometry import Conventions, Geometry
 
+from .campaign_config import example_seed
 from .machine import Failure, Statistics
 from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
 from .numeric_math import SIZINGS, Dims, Sizing
@@ -190,7 +191,7 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
         attrs = {"target": target, "device": device, "stats": run.stats, "numeric": run.numeric, "budget": budget,
                  "conventions": (conv,), "sizing": config.sizing, "plant": config.plant, "last_trace": None,
                  "numeric_seed": config.seed, "forward": config.forward}
-        machine = hypothesis_seed(config.seed * 1000 + n)(type("Numeric", (NumericMachine,), attrs))
+        machine = hypothesis_seed(example_seed(config.seed, n))(type("Numeric", (NumericMachine,), attrs))
         try:
             run_state_machine_as_test(machine, settings=settings(
                 max_examples=per_combo, stateful_step_count=config.max_steps, deadline=None, database=None,

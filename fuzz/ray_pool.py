@@ -8,7 +8,7 @@ are made by the same code:
 
 * Each worker is a Ray task holding one GPU (``--device cuda``) or one CPU.
   Inside it, a :class:`~.workers.Supervisor` runs the worker's share
-  (:func:`~.campaign.run_worker`) in a child process, exactly as the local
+  (:func:`~.campaign_worker.run_worker`) in a child process, exactly as the local
   pool does: a launch past the watchdog is a ``hang``, a child that dies is a
   ``crash``, each with the action log up to that launch; the task hands back
   its child's record (:func:`_record`), which becomes a
@@ -203,7 +203,7 @@ class RayPool:
     :data:`CPU_GPUS_VARIABLE`), is a ``SetupError``."""
 
     def __init__(self, config: Any, out: TextIO) -> None:
-        from .campaign import MAX_JOBS, SetupError
+        from .campaign_config import MAX_JOBS, SetupError
 
         self.ray = require_ray()
         self.out = out

@@ -17,7 +17,7 @@ from replayssm.base.isolation import TargetFault
 from replayssm.base.traces import Loaded, load_trace
 
 from .actions import SetState, action_to_json
-from .campaign import WATCHDOG_SECONDS, check_device
+from .campaign_config import WATCHDOG_SECONDS, check_device
 from .containment import compare_outside
 from .guards import GuardViolation
 from .launch_traces import replayable, spec_states, trace_actions

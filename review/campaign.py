@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from replayssm.fuzz.callers import Features
+from replayssm.fuzz.callers import GEOMETRIES, Features
+from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
-from replayssm.fuzz.callers import GEOMETRIES
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.traces import REVIEW_ID
 from replayssm.spec.geometry import Conventions, Geometry
@@ -254,14 +254,14 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
                      "geometries": geometries, "model_blocks": model_blocks,
                      "dropped": dropped, "tally": tally, "last_trace": None, "first_failure": None,
                      "progress": progress, "shrinking": shrinking}
-            machine = hypothesis_seed(seed * 1000 + turn)(type("Review", (LifecycleMachine,), attrs))
+            machine = hypothesis_seed(example_seed(seed, turn))(type("Review", (LifecycleMachine,), attrs))
             turn += 1
             saved = hypothesis_engine.MAX_SHRINKING_SECONDS  # Hypothesis's only bound on shrinking time
             hypothesis_engine.MAX_SHRINKING_SECONDS = shrink_seconds
             try:
                 run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
             except (Finding, Difference) as e:
-                path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{seed * 1000 + turn - 1}")
+                path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}")
                 return Outcome(tally, time.perf_counter() - start, str(e), _kind(e), _prop(e), path, shrink)
             finally:
                 hypothesis_engine.MAX_SHRINKING_SECONDS = saved
@@ -269,7 +269,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
         e.partial = Outcome(tally, time.perf_counter() - start)
         if machine is not None and machine.first_failure is not None:
             trace, error = machine.first_failure
-            name = f"{tag}-seed{seed * 1000 + turn - 1}-unshrunk"
+            name = f"{tag}-seed{example_seed(seed, turn - 1)}-unshrunk"
             e.partial = Outcome(tally, e.partial.seconds, str(error), _kind(error), _prop(error),
                                 _save(trace, error, out_dir, name))
         raise

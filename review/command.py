@@ -210,7 +210,7 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
     import torch
 
     from replayssm.base.isolation import TargetFault, load_isolated
-    from replayssm.fuzz.campaign import WATCHDOG_SECONDS
+    from replayssm.fuzz.campaign_config import WATCHDOG_SECONDS
     from replayssm.verify.kernels.source_module import kernel_module
 
     from .adapters import detect
@@ -493,7 +493,7 @@ def replay_trace(args: argparse.Namespace, trace: dict) -> int:
     one) on its steps."""
     from replayssm.base.isolation import TargetFault, load_isolated
     from replayssm.base.targets import TargetError
-    from replayssm.fuzz.campaign import WATCHDOG_SECONDS
+    from replayssm.fuzz.campaign_config import WATCHDOG_SECONDS
 
     from .adapters import detect
     from .campaign import Version, replay

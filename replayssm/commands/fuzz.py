@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     """Exit 0 passed, 1 a finding, 2 a set-up or usage error, 3 a coverage
     shortfall without a finding, 130/143 interrupted by SIGINT/SIGTERM."""
     interpreter_for(args.device)
-    from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, check_budget, run_campaign
+    from replayssm.fuzz.campaign import run_campaign
+    from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig, SetupError, check_budget
     from replayssm.fuzz.report import write_summary
 
     profile = PROFILES[args.profile]

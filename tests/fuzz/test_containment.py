@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from replayssm.cli import main
 from replayssm.fuzz.callers import Callers, systems
-from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
 from replayssm.fuzz.containment import BREAKERS, compare_outside
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET

@@ -22,9 +22,10 @@ import pytest
 
 from replayssm.base import reports
 from replayssm.cli import main
-from replayssm.fuzz import campaign as campaign_module
+from replayssm.fuzz import campaign_config, campaign_worker
 from replayssm.fuzz import report
-from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import CampaignConfig
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
 from fuzz_processes import REPO, alive, interrupt_at, plant
@@ -130,7 +131,7 @@ def test_a_read_only_json_folder_is_exit_2_before_any_work(tmp_path: Path, monke
 @pytest.fixture()
 def quick(monkeypatch):
     """A campaign of one short example per combination whose scenario list is empty (so it passes)."""
-    monkeypatch.setattr(campaign_module, "SCENARIOS", ())
+    monkeypatch.setattr(campaign_config, "SCENARIOS", ())
     return ["--examples", "32", "--max-steps", "2"]
 
 
@@ -247,7 +248,7 @@ def test_replay_says_what_it_checked(tmp_path: Path, capsys) -> None:
 
 def test_a_worker_that_dies_while_it_sets_up_is_a_set_up_error(tmp_path: Path, monkeypatch, capsys) -> None:
     """Before a worker reports ready (target loaded), its death is the harness's, not a finding."""
-    monkeypatch.setattr(campaign_module, "_limit_shrinking", lambda seconds: os._exit(7))
+    monkeypatch.setattr(campaign_worker, "_limit_shrinking", lambda seconds: os._exit(7))
     assert cli("--examples", "32", "--failures", str(tmp_path / "f"), "--jobs", "1") == 2
     assert "died (exit status 7) while it set up" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()

@@ -11,7 +11,8 @@ import pytest
 
 from replayssm.fuzz.actions import Migrate, Postprocess, SetState, action_from_json, action_to_json
 from replayssm.base.traces import load_trace
-from replayssm.fuzz.campaign import PROFILES, CampaignConfig, SetupError, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig, SetupError
 from replayssm.fuzz.launch_traces import replayable, spec_states, trace_actions
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.system_traces import launch_trace

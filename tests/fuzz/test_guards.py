@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from replayssm.fuzz.actions import Postprocess, SetState, action_to_json
-from replayssm.fuzz.campaign import PROFILES, CampaignConfig, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.guards import GUARD_COLUMNS, POISON, RED_ZONE, Arena, GuardViolation
 from replayssm.fuzz.launcher import KernelSide, Setup

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from replayssm.cli import main
-from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import CampaignConfig
 from replayssm.base.isolation import TargetFault, load_isolated
 from fuzz_processes import REPO, plant
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as hs
 
 from replayssm.cli import main
 from replayssm.fuzz.callers import Callers, features_for, shapes
-from replayssm.fuzz.campaign import CampaignConfig, SetupError, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
 from replayssm.fuzz.launcher import SpecSide
 from replayssm.fuzz.lockstep import IDLE, MAX_SYSTEMS, SCHEDULED, primitive_draw
 from replayssm.fuzz.lockstep_layout import Layout, combine

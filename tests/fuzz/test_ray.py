@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from replayssm.cli import main
-from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import CampaignConfig
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
 from replayssm.fuzz.ray_pool import CPU_GPUS_VARIABLE

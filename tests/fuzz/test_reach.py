@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from replayssm.fuzz.actions import Postprocess
 from replayssm.fuzz.callers import AIMS, Callers, systems
-from replayssm.fuzz.campaign import PROFILES, SCENARIOS, CampaignConfig, run_campaign
+from replayssm.fuzz.campaign import run_campaign
+from replayssm.fuzz.campaign_config import PROFILES, SCENARIOS, CampaignConfig
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.machine import fuzz_trace
 from replayssm.fuzz.replay import replay

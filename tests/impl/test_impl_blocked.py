@@ -110,7 +110,8 @@ def test_teeth_planted_bug_in_blocked_kernel_is_caught(device: torch.device, tmp
 
 @pytest.mark.parametrize("level", ["kernel", "context"])
 def test_blocked_module_passes_a_fuzz_campaign(tmp_path: Path, level: str) -> None:
-    from replayssm.fuzz.campaign import CampaignConfig, run_campaign
+    from replayssm.fuzz.campaign import run_campaign
+    from replayssm.fuzz.campaign_config import CampaignConfig
 
     config = CampaignConfig("replayssm.impl.replayssm_utils_blocked", "cpu", 64, 8, seed=5, jobs=1,
                             failures_dir=str(tmp_path), level=level)

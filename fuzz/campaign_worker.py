@@ -1,0 +1,203 @@
+"""One worker process of a fuzz campaign: its convention combinations' examples, until a finding.
+
+:func:`run_worker` runs a worker's share (:func:`.campaign_config.combinations_of`):
+for each of its combinations, a Hypothesis run of the state machine
+(:class:`SupervisedMachine`, made per combination by :func:`machine_class`;
+with ``--systems K`` also a :class:`.lockstep.LockstepMachine`) seeded by
+:func:`.campaign_config.example_seed`. Each launch is announced to the
+parent (:class:`.workers.Reporter`) before it runs, so a hang or a crash
+leaves its action log behind. The first failure is shrunk and returned as a
+finding dict with its trace's ``log``; a lockstep failure that no single
+system reproduces is searched for again with one system per launch
+(:func:`one_system_search`). The parent that starts the workers and keeps
+their findings is :mod:`.campaign`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.errors import Flaky
+from hypothesis.stateful import run_state_machine_as_test
+
+from replayssm.spec.geometry import Conventions
+
+from .actions import Action, action_to_json
+from .campaign_config import (CampaignConfig, SetupError, check_setup, combinations_of, example_seed,
+                              examples_per_combination)
+from .example_db import Namespaced
+from .lockstep import LockstepMachine, widen_choices
+from .machine import ReplaySSMMachine, Statistics, describe_failure
+from .workers import Reporter
+
+
+def hypothesis_settings(examples: int, max_steps: int, database: ExampleDatabase | None = None) -> settings:
+    """A worker's Hypothesis settings; with a ``database``, Hypothesis first replays the examples stored in it."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=max_steps,
+        deadline=None,
+        database=database,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.reuse] * (database is not None) + [Phase.generate, Phase.shrink],
+        report_multiple_bugs=False,
+    )
+
+
+class SupervisedMachine(ReplaySSMMachine):
+    """The state machine as a campaign worker runs it: each launch is
+    announced to the parent (:class:`Reporter`) before it runs, and the
+    latest failure is described as a finding (:func:`.machine.describe_failure`;
+    Hypothesis runs the shrunk example last, so after a failed run it is the
+    shrunk one's)."""
+
+    reporter: Reporter | None = None
+    last_failure: dict | None = None
+    first_failure: dict | None = None
+    """The campaign's first failure as it first appeared (with its run's
+    ``log``), kept through shrinking: a fault that does not recur when
+    Hypothesis runs it again is reported from it (:func:`shrunk_finding`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).last_failure = None
+
+    def execute(self, action: Action) -> None:
+        if self.reporter is not None:
+            self.reporter.launching(self.trace, action_to_json(action))
+        try:
+            super().execute(action)
+        except Exception as e:
+            failure = describe_failure(e, action, self.level)
+            type(self).last_failure = failure
+            if type(self).first_failure is None:
+                type(self).first_failure = {**failure, "error": f"{type(e).__name__}: {e}"[:4000],
+                                            "log": {"params": self.trace["params"],
+                                                    "actions": list(self.trace["actions"])}}
+            if self.reporter is not None:
+                self.reporter.failing(failure)
+            raise
+        if self.reporter is not None:
+            self.reporter.landed()
+            self.reporter.stats(lambda: asdict(self.stats))
+
+
+def machine_class(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
+                  stats: Statistics, reporter: Reporter | None) -> type[SupervisedMachine]:
+    """The state machine of one Hypothesis run: a :class:`SupervisedMachine`
+    subclass (and a lockstep one with ``config.systems`` above 1) whose class
+    attributes are the run's target, device, level, conventions, statistics
+    and reporter (Hypothesis makes a fresh instance per example), seeded ``seed``."""
+    import torch
+
+    attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
+             "last_trace": None, "first_failure": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop,
+             "systems": config.systems}
+    widen_choices(config.systems)
+    bases = (SupervisedMachine,) if config.systems == 1 else (SupervisedMachine, LockstepMachine)
+    return hypothesis_seed(seed)(type("Campaign", bases, attrs))
+
+
+def _limit_shrinking(seconds: float) -> None:
+    """Hypothesis shrinks for at most ``MAX_SHRINKING_SECONDS`` (a module
+    constant of its engine, 300 s); a campaign's profile sets its own."""
+    from hypothesis.internal.conjecture import engine
+
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = seconds
+
+
+def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None,
+               database: ExampleDatabase | None = None) -> dict | None:
+    """One process's share of a campaign: every ``jobs``-th convention
+    combination of :func:`combinations_of`, each with its share of the
+    examples (so every combination is reached whatever the example count),
+    until the first finding. Returns statistics and findings (each with its
+    shrunk trace). ``target``: the loaded implementation (loaded here when None);
+    ``database``: the shared example database (default: ``config.database``'s folder, if any).
+    A target that is no usable input is said to ``reporter`` (``unusable``) and None returned."""
+    try:
+        target = target if target is not None else check_setup(config)
+    except SetupError as e:
+        if reporter is None:
+            raise
+        reporter.send("unusable", str(e))
+        return None
+    _limit_shrinking(config.shrink_limit)
+    if reporter is not None:
+        reporter.ready()
+    combos = Conventions.all()
+    per_combo = examples_per_combination(config.examples)
+    if database is None and config.database is not None:
+        database = DirectoryBasedExampleDatabase(config.database)
+    stats, findings = Statistics(), []
+    start = time.perf_counter()
+    for n in combinations_of(worker, config.jobs):
+        seed = example_seed(config.seed, n)
+        machine = machine_class(config, target, seed, combos[n], stats, reporter)
+        try:
+            run_state_machine_as_test(machine, settings=hypothesis_settings(
+                per_combo, config.max_steps, None if database is None else Namespaced(database, _namespace(config, n))))
+        except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
+            found = shrunk_finding(machine, seed, n, e)
+            if found.get("lockstep", {}).get("placement") == "together":
+                found = one_system_search(config, target, seed, n, reporter) or found
+            findings.append(found)
+            break
+    return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start}
+
+
+def _namespace(config: CampaignConfig, combination: int) -> str:
+    """A combination's key prefix in the example database (a lockstep example means another run)."""
+    return f"combination {combination}" + (f", {config.systems} systems per launch" if config.systems > 1 else "")
+
+
+def one_system_search(config: CampaignConfig, target: Any, seed: int, combination: int,
+                      reporter: Reporter | None) -> dict | None:
+    """A lockstep failure that no single system reproduces (one system's rows
+    disturbing another's state) is looked for with one system per launch in
+    the same combination and seed, over as many systems as the lockstep share
+    ran (``systems`` times its examples): that finding, shrunk, or None."""
+    one = replace(config, systems=1)
+    machine = machine_class(one, target, seed, Conventions.all()[combination], Statistics(), reporter)
+    try:
+        budget = examples_per_combination(config.examples) * config.systems  # as many systems as the lockstep run's
+        run_state_machine_as_test(machine, settings=hypothesis_settings(budget, config.max_steps))
+    except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
+        found = shrunk_finding(machine, seed, combination, e)
+        return {**found, "reason": f"{found['reason']} (searched with one system per launch after a "
+                                   f"{config.systems}-system failure no single system reproduced)",
+                "lockstep": {"systems": config.systems, "system": None, "placement": "searched alone"}}
+    return None
+
+
+def shrunk_finding(machine: type[SupervisedMachine], seed: int, combination: int, error: Exception) -> dict:
+    """The finding of a failed Hypothesis run, with the shrunk run's trace
+    (Hypothesis runs the shrunk example last). A failure before that run
+    recorded its parameters is the harness's, raised."""
+    first = machine.first_failure
+    if isinstance(error, Flaky) and first is not None:  # it failed once, then not again: never the spec's fault
+        return {**first, "reason": f"{first['reason']} (non-deterministic: the same run passed when Hypothesis "
+                                   "repeated it; the trace is the run as it first failed)",
+                "combination": combination, "seed": seed, "shrunk": False, "deterministic": False}
+    trace = machine.last_trace
+    if trace is None:
+        raise RuntimeError(f"the fuzz harness failed before its run recorded a trace (seed {seed}): "
+                           f"{type(error).__name__}: {error}") from error
+    described = machine.last_failure or describe_failure(error, None)
+    if issubclass(machine, LockstepMachine):  # the failing system's own trace (:mod:`.lockstep`)
+        isolated = machine.isolate(described)
+        if isolated is not None:
+            return {**isolated, "combination": combination, "seed": seed, "shrunk": True,
+                    "error": f"{type(error).__name__}: {error}"[:4000]}
+    found = {**described, "combination": combination, "seed": seed, "shrunk": True,
+             "error": f"{type(error).__name__}: {error}"[:4000], "log": {"params": trace["params"],
+                                                                           "actions": trace["actions"]}}
+    if first is not None and first["log"] != found["log"]:
+        found["first_seen"] = first  # the run as it first failed, saved beside the shrunk one
+    return found
