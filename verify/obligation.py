@@ -174,25 +174,43 @@ equalities: about 18% less solving on 40 system step shapes), then search
 on the system step shapes)."""
 
 
-def _solver(facts: Iterable[Any], preprocess: bool = False) -> z3.Solver:
-    s = PREPROCESS.solver() if preprocess else z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
+def fact_vector(facts: Iterable[Any]) -> z3.AstVector:
+    """``facts`` lifted to Z3 once, in order, as one vector: a solver asserts
+    it term by term without Python's per-term sort checks, which cost about as
+    much as the kernel obligations' solving when every query re-added a case's
+    few hundred facts (``docs/reviewing.md``, Speed)."""
+    vector = z3.AstVector()
     for f in facts:
-        s.add(lift(f))
+        vector.push(lift(f))
+    return vector
+
+
+def new_solver(facts: z3.AstVector, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None) -> z3.Solver:
+    """A fresh solver asserting ``facts`` (a :func:`fact_vector`), then each of ``extra`` (a term or a vector)."""
+    s = PREPROCESS.solver() if preprocess else z3.Solver()
+    s.set("timeout", TIMEOUT_MS if timeout_ms is None else timeout_ms)
+    s.add(facts)
+    for e in extra:
+        s.add(e if isinstance(e, z3.AstVector) else lift(e))
     return s
+
+
+def _solver(facts: Iterable[Any] | z3.AstVector, preprocess: bool = False) -> z3.Solver:
+    return new_solver(facts if isinstance(facts, z3.AstVector) else fact_vector(facts), preprocess=preprocess)
 
 
 def _goal_term(parts: list[tuple[PartName, Any]]) -> Any:
     return z3.And(*[lift(t) for _, t in parts]) if parts else z3.BoolVal(True)
 
 
-def first_violation(claim: Claim) -> z3.ModelRef | None:
+def first_violation(claim: Claim, facts: z3.AstVector | None = None) -> z3.ModelRef | None:
     """A model violating the first goal part (in the claim's order) that can
     fail, or None: the part a reader looks at first, rather than whichever
-    part the solver broke in a combined query."""
-    facts = [f for _, f in claim.assumptions]
+    part the solver broke in a combined query (``facts``: the claim's
+    assumptions as a :func:`fact_vector`, when the caller has it)."""
+    facts = fact_vector(f for _, f in claim.assumptions) if facts is None else facts
     for _, part in claim.goal:
-        s = _solver(facts + [z3.Not(lift(part))], claim.strategy == "preprocess")
+        s = new_solver(facts, z3.Not(lift(part)), preprocess=claim.strategy == "preprocess")
         if s.check() == z3.sat:
             return s.model()
     return None
@@ -294,12 +312,13 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
         kept = cache.proved_case(key, ob.name, claim.case)
         if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
             return bool(kept["covered"])
-    failure = _solve_parts(ob, claim, parts)
+    vector = fact_vector(facts)
+    failure = _solve_parts(ob, claim, parts, vector)
     if failure is not None:
         return failure
     cover: bool | None = None
     if ob.every_case or not covered:
-        w = _solver(facts + [claim.cover], claim.strategy == "preprocess")
+        w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess")
         verdict = w.check()
         if ob.every_case and verdict == z3.unsat:
             return Result(ob.name, "failed", 0, [], 0,
@@ -313,18 +332,19 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
     return bool(cover)
 
 
-def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]) -> Result | None:
-    """None when every part holds under the case's assumptions, else the
-    failure (with the first violated part's model) or the unknown."""
+def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
+                 facts: z3.AstVector) -> Result | None:
+    """None when every part holds under the case's assumptions (``facts``, a
+    :func:`fact_vector`), else the failure (with the first violated part's
+    model) or the unknown."""
     if not parts:  # every part proved by a lemma: nothing to check
         return None
-    facts = [f for _, f in claim.assumptions]
     preprocess = claim.strategy == "preprocess"
     if claim.strategy == "whole_goal" and len(parts) > 1:
-        s = _solver(facts + [z3.Not(_goal_term(parts))])
+        s = new_solver(facts, z3.Not(_goal_term(parts)))
         if s.check() == z3.unsat:
             return None
-    s = _solver(facts, preprocess)
+    s = new_solver(facts, preprocess=preprocess)
     if preprocess:
         parts = [("goal", _goal_term(parts))]
     for _, part in parts:
@@ -332,7 +352,7 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]
         s.add(z3.Not(lift(part)))
         verdict = s.check()
         if verdict == z3.sat:
-            model = (first_violation(claim) if preprocess else None) or s.model()
+            model = (first_violation(claim, facts) if preprocess else None) or s.model()
             return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, model))
         if verdict == z3.unknown:
             return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")

@@ -51,7 +51,7 @@ import z3
 
 from replayssm.spec import assumptions as env
 
-from ..obligation import TIMEOUT_MS, Claim
+from ..obligation import TIMEOUT_MS, Claim, fact_vector, new_solver
 from ..terms import lift, named_int
 from .cases import KernelCase
 from .obligations import KernelClaim, Part, kernel_case
@@ -229,12 +229,9 @@ def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, 
     return PairCase(head_role or role, label, b, h, kept, optional, equality_parts(b, h), role)
 
 
-def _solver(facts: list) -> z3.Solver:
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    for _, f in facts:
-        s.add(lift(f))
-    return s
+def _solver(facts: list | z3.AstVector) -> z3.Solver:
+    """A fresh solver asserting the named ``facts`` (or their :func:`.obligation.fact_vector`)."""
+    return new_solver(facts if isinstance(facts, z3.AstVector) else fact_vector(f for _, f in facts))
 
 
 def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Part], list[Part]]:
@@ -339,11 +336,11 @@ MINIMISE_MS = 5_000
 """The solver's time for one query of the minimisation (an unknown keeps the larger launch)."""
 
 
-def _model(facts: list, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
+def _model(facts: list | z3.AstVector, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
     s = _solver(facts)
     s.set("timeout", timeout_ms)
     for e in extra:
-        s.add(lift(e))
+        s.add(e if isinstance(e, z3.AstVector) else lift(e))
     s.add(z3.Not(lift(goal)))
     return s.model() if s.check() == z3.sat else None
 
@@ -357,9 +354,10 @@ def small_models(pc: PairCase, facts: list, parts: list[Part]) -> Iterator[z3.Mo
 
     kc = _claim(pc, facts, parts)
     goal = z3.And(*[lift(p.term) for p in parts])
+    vector = fact_vector(f for _, f in facts)
     for groups, rows, cols in SMALL_LAUNCHES:
-        small = _small(kc, groups, rows, cols) + _replayable(pc)
-        m = _model(facts, small, goal)
+        small = [fact_vector(_small(kc, groups, rows, cols) + _replayable(pc))]
+        m = _model(vector, small, goal)
         if m is None:
             continue
         for size in _sizes(pc):
@@ -369,7 +367,7 @@ def small_models(pc: PairCase, facts: list, parts: list[Part]) -> Iterator[z3.Mo
             lo, hi = 0, value.as_long()  # bisect for the smallest value that still admits a model
             while lo < hi:
                 mid = (lo + hi) // 2
-                tighter = _model(facts, small + [lift(size) <= mid], goal, MINIMISE_MS)
+                tighter = _model(vector, small + [lift(size) <= mid], goal, MINIMISE_MS)
                 if tighter is not None:
                     hi, m = min(mid, tighter.eval(lift(size), model_completion=True).as_long()), tighter
                 else:

@@ -467,6 +467,12 @@ def playback(trace: dict, module: Any, roles: Any = None, remote: Any = None) ->
     one, on the spec program; compare (``roles``: the registry the trace's
     role is looked up in; default the reference API's and ours; ``remote``:
     the target in its own process, see :func:`_kernel_run`)."""
+    return _played(trace, module, roles, remote)[1]
+
+
+def _played(trace: dict, module: Any, roles: Any = None,
+            remote: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
+    """:func:`playback`, with the buffers the kernel left (its outputs)."""
     if remote is None and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("kernel playback needs Triton's interpreter: set TRITON_INTERPRET=1 before triton loads")
     role = trace_role(trace, roles if roles is not None else _default_roles())
@@ -497,7 +503,7 @@ def playback(trace: dict, module: Any, roles: Any = None, remote: Any = None) ->
             for cell in zip(*np.nonzero(s != impl)):
                 result.discrepancies.append(f"{b}{list(int(i) for i in cell)}: spec {int(s[cell])}, "
                                             f"kernel {int(impl[cell])}")
-    return result
+    return final, result
 
 
 def _default_roles() -> Any:
@@ -509,9 +515,8 @@ def _default_roles() -> Any:
 def kernel_outputs(trace: dict, module: Any, role: Any) -> tuple[dict[str, np.ndarray], Playback]:
     """The buffers ``module``'s kernel of ``role`` leaves on the trace's
     launch, and its playback (compared with the spec where the role has
-    one), for comparing two versions."""
-    final = _kernel_run(trace, module, spec_buffers(trace), role)[0]
-    return final, playback(trace, module, [role])
+    one), for comparing two versions: one launch of the kernel serves both."""
+    return _played(trace, module, [role])
 
 
 REPLAY_SECONDS = 60.0

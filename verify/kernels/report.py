@@ -25,7 +25,7 @@ from replayssm.spec.launch import allocate
 from replayssm.spec.vocab import conj, implies
 
 from ..counterexamples import _value
-from ..obligation import TIMEOUT_MS
+from ..obligation import TIMEOUT_MS, fact_vector, new_solver
 from ..terms import lift
 from .obligations import KernelClaim, kernel_claim, parse_name
 
@@ -43,12 +43,9 @@ class Finding:
     details: dict = field(default_factory=dict)
 
 
-def _solve(facts: list, goal: Any) -> z3.ModelRef | None:
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    for f in facts:
-        s.add(lift(f))
-    s.add(z3.Not(lift(goal)))
+def _solve(facts: z3.AstVector, extra: list, goal: Any) -> z3.ModelRef | None:
+    """A model of ``facts`` (a :func:`.obligation.fact_vector`), ``extra`` and not ``goal``, or None."""
+    s = new_solver(facts, *extra, z3.Not(lift(goal)))
     return s.model() if s.check() == z3.sat else None
 
 
@@ -118,16 +115,16 @@ def counterexample_model(kc: KernelClaim, extra: list | None = None) -> tuple[z3
     """A model of the first violated part, as small as possible, under the
     claim's assumptions and ``extra`` (the behavioural ones its verdict names);
     with the part's index and whether the model is small (replayable)."""
-    facts = [f for _, f in kc.claim.assumptions] + list(extra or [])
+    facts = fact_vector([f for _, f in kc.claim.assumptions] + list(extra or []))
+    tiers = [(groups, rows, cols, fact_vector(_small(kc, groups, rows, cols))) for groups, rows, cols in SMALL_LAUNCHES
+             if groups == 1 or not kc.role.replay.one_group]
     for i, part in enumerate(kc.parts):
-        m = _solve(facts, part.term)
+        m = _solve(facts, [], part.term)
         if m is None:
             continue
         for seen in ([part.observable], []):
-            for groups, rows, cols in SMALL_LAUNCHES:
-                if groups > 1 and kc.role.replay.one_group:
-                    continue
-                small = _solve(facts + seen + _small(kc, groups, rows, cols), part.term)
+            for groups, rows, cols, constraints in tiers:
+                small = _solve(facts, [*seen, constraints], part.term)
                 if small is not None:
                     return small, i, True
         return m, i, False
@@ -139,17 +136,17 @@ def verdict(kc: KernelClaim) -> tuple[str, list]:
     assumptions under which the program equals the spec, tried one at a
     time, then all of them; with the behavioural assumptions an example of
     the difference can keep (all of them, or all but the one named)."""
-    facts = [f for _, f in kc.claim.assumptions]
+    facts = fact_vector(f for _, f in kc.claim.assumptions)
     goal = z3.And(*[lift(p.term) for p in kc.parts])
     names = list(dict.fromkeys(n for n, _ in kc.optional))
     for name in names:
         extra = [f for n, f in kc.optional if n == name]
-        if _solve(facts + extra, goal) is None:
+        if _solve(facts, extra, goal) is None:
             others = [f for n, f in kc.optional if n != name]
-            keep = others if _solve(facts + others, goal) is not None else []
+            keep = others if _solve(facts, others, goal) is not None else []
             return f"equals the spec under {{{name}}}; differs without it", keep
     every = [f for _, f in kc.optional]
-    if _solve(facts + every, goal) is None:
+    if _solve(facts, every, goal) is None:
         return f"equals the spec under {{{', '.join(names)}}} together; differs without them", []
     return "differs from the spec even under every caller assumption", every
 
