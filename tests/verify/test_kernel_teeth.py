@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from replayssm.verify.kernels.obligations import PROPERTIES, register, variants
+from replayssm.verify.kernels.obligations import properties, register, variants
+from replayssm.verify.kernels.registry import REFERENCE
 from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
 from replayssm.verify.obligation import REGISTRY, prove
@@ -35,7 +36,7 @@ def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
 
 def test_every_kernel_obligation_of_ours_has_a_planted_bug():
     caught = {m.caught_by for m in MUTANTS}
-    ours = {f"{role}.{prop}" for role in ("postprocess", "compaction", "migration") for prop in PROPERTIES}
+    ours = {f"{role.name}.{prop}" for role in REFERENCE for prop in properties(role)}
     assert sorted(ours - caught) == []
     assert len(MUTANTS) >= 12 and len({m.name for m in MUTANTS}) == len(MUTANTS)
 
