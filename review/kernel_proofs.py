@@ -51,7 +51,8 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
                         "case": (r.counterexample or {}).get("case"),
                         "violated": ((r.counterexample or {}).get("violated") or [None])[0]})
         if r.status == "failed" and traces is not None and results[-1]["case"]:
-            results[-1].update(replay_failure(module, roles, name, results[-1]["case"], source, traces))
+            results[-1].update(replay_failure(module, roles, name, results[-1]["case"], source, traces,
+                                              results[-1]["violated"]))
     if not names:
         return {"applies": False, "why": f"the target defines none of the {api.name} API's kernels "
                                          f"({', '.join(sorted({j for r in roles for j in r.jits}))})"}
@@ -60,15 +61,17 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
             "command": f"replayssm-verify prove --kernels --impl {source}"}
 
 
-def replay_failure(module: ModuleType, roles: tuple, name: str, case: str, source: str, traces: Path) -> dict:
-    """Obligation ``name``'s failure at ``case`` explained, its launch saved
-    under ``traces`` and replayed on ``module``'s kernel: ``replayed``, and
-    ``trace``/``replay`` where a small launch shows it."""
+def replay_failure(module: ModuleType, roles: tuple, name: str, case: str, source: str, traces: Path,
+                   violated: str | None = None) -> dict:
+    """Obligation ``name``'s failure at ``case`` (its first violated part
+    ``violated``) explained, its launch saved under ``traces`` and replayed on
+    ``module``'s kernel: ``replayed``, and ``trace``/``replay`` where a small
+    launch shows it."""
     from replayssm.verify.kernels.obligations import parse_name
     from replayssm.verify.kernels.playback import EXPECTED, playback
     from replayssm.verify.kernels.report import explain, save_trace
 
-    finding = explain(name, case, source)
+    finding = explain(name, case, source, violated)
     path = save_trace(finding, traces, f"kernel-{name.removeprefix('kernel.').replace('@', '-')}")
     if path is None or finding.trace is None:
         return {"replayed": "no small launch", "explanation": finding.text}

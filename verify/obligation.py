@@ -174,36 +174,48 @@ equalities: about 18% less solving on 40 system step shapes), then search
 on the system step shapes)."""
 
 
-def fact_vector(facts: Iterable[Any]) -> z3.AstVector:
-    """``facts`` lifted to Z3 once, in order, as one vector: a solver asserts
-    it term by term without Python's per-term sort checks, which cost about as
-    much as the kernel obligations' solving when every query re-added a case's
-    few hundred facts (``docs/reviewing.md``, Speed)."""
-    vector = z3.AstVector()
-    for f in facts:
-        vector.push(lift(f))
-    return vector
+@dataclass(frozen=True)
+class Facts:
+    """Terms lifted to Z3 once (each checked to be Boolean here), which
+    :func:`new_solver` asserts through Z3's C API: without the Python
+    wrapper's sort check and cast of every term on every solver, which cost
+    about as much as the solving when each query of a kernel case's failure
+    re-added its few hundred facts (``docs/reviewing.md``, Speed)."""
+
+    terms: tuple
+
+    def __post_init__(self) -> None:
+        bad = next((t for t in self.terms if not z3.is_bool(t)), None)
+        if bad is not None:
+            raise TypeError(f"a fact must be Boolean, got {bad.sort()}: {bad}")
 
 
-def new_solver(facts: z3.AstVector, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None) -> z3.Solver:
-    """A fresh solver asserting ``facts`` (a :func:`fact_vector`), then each of ``extra`` (a term or a vector)."""
+def fact_vector(facts: Iterable[Any]) -> Facts:
+    """``facts`` lifted once, in order (:class:`Facts`)."""
+    return Facts(tuple(lift(f) for f in facts))
+
+
+def new_solver(facts: Facts, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None) -> z3.Solver:
+    """A fresh solver asserting ``facts`` in order, then each of ``extra`` (a
+    term or :class:`Facts`): the assertions ``s.add`` would make, in that order."""
     s = PREPROCESS.solver() if preprocess else z3.Solver()
     s.set("timeout", TIMEOUT_MS if timeout_ms is None else timeout_ms)
-    s.add(facts)
-    for e in extra:
-        s.add(e if isinstance(e, z3.AstVector) else lift(e))
+    ctx, solver = s.ctx.ref(), s.solver
+    for group in (facts, *extra):
+        for t in group.terms if isinstance(group, Facts) else (z3.BoolSort().cast(lift(group)),):
+            z3.Z3_solver_assert(ctx, solver, t.as_ast())
     return s
 
 
-def _solver(facts: Iterable[Any] | z3.AstVector, preprocess: bool = False) -> z3.Solver:
-    return new_solver(facts if isinstance(facts, z3.AstVector) else fact_vector(facts), preprocess=preprocess)
+def _solver(facts: Iterable[Any] | Facts, preprocess: bool = False) -> z3.Solver:
+    return new_solver(facts if isinstance(facts, Facts) else fact_vector(facts), preprocess=preprocess)
 
 
 def _goal_term(parts: list[tuple[PartName, Any]]) -> Any:
     return z3.And(*[lift(t) for _, t in parts]) if parts else z3.BoolVal(True)
 
 
-def first_violation(claim: Claim, facts: z3.AstVector | None = None) -> z3.ModelRef | None:
+def first_violation(claim: Claim, facts: Facts | None = None) -> z3.ModelRef | None:
     """A model violating the first goal part (in the claim's order) that can
     fail, or None: the part a reader looks at first, rather than whichever
     part the solver broke in a combined query (``facts``: the claim's
@@ -333,7 +345,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
 
 
 def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
-                 facts: z3.AstVector) -> Result | None:
+                 facts: Facts) -> Result | None:
     """None when every part holds under the case's assumptions (``facts``, a
     :func:`fact_vector`), else the failure (with the first violated part's
     model) or the unknown."""

@@ -51,7 +51,7 @@ import z3
 
 from replayssm.spec import assumptions as env
 
-from ..obligation import TIMEOUT_MS, Claim, fact_vector, new_solver
+from ..obligation import TIMEOUT_MS, Claim, Facts, fact_vector, new_solver
 from ..terms import lift, named_int
 from .cases import KernelCase
 from .obligations import KernelClaim, Part, kernel_case
@@ -229,9 +229,9 @@ def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, 
     return PairCase(head_role or role, label, b, h, kept, optional, equality_parts(b, h), role)
 
 
-def _solver(facts: list | z3.AstVector) -> z3.Solver:
-    """A fresh solver asserting the named ``facts`` (or their :func:`.obligation.fact_vector`)."""
-    return new_solver(facts if isinstance(facts, z3.AstVector) else fact_vector(f for _, f in facts))
+def _solver(facts: list | Facts) -> z3.Solver:
+    """A fresh solver asserting the named ``facts`` (or their :class:`.obligation.Facts`)."""
+    return new_solver(facts if isinstance(facts, Facts) else fact_vector(f for _, f in facts))
 
 
 def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Part], list[Part]]:
@@ -336,12 +336,9 @@ MINIMISE_MS = 5_000
 """The solver's time for one query of the minimisation (an unknown keeps the larger launch)."""
 
 
-def _model(facts: list | z3.AstVector, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
-    s = _solver(facts)
-    s.set("timeout", timeout_ms)
-    for e in extra:
-        s.add(e if isinstance(e, z3.AstVector) else lift(e))
-    s.add(z3.Not(lift(goal)))
+def _model(facts: list | Facts, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
+    s = new_solver(facts if isinstance(facts, Facts) else fact_vector(f for _, f in facts), *extra,
+                   z3.Not(lift(goal)), timeout_ms=timeout_ms)
     return s.model() if s.check() == z3.sat else None
 
 

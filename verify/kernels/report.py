@@ -25,7 +25,7 @@ from replayssm.spec.launch import allocate
 from replayssm.spec.vocab import conj, implies
 
 from ..counterexamples import _value
-from ..obligation import TIMEOUT_MS, fact_vector, new_solver
+from ..obligation import TIMEOUT_MS, Facts, fact_vector, new_solver
 from ..terms import lift
 from .obligations import KernelClaim, kernel_claim, parse_name
 
@@ -43,8 +43,8 @@ class Finding:
     details: dict = field(default_factory=dict)
 
 
-def _solve(facts: z3.AstVector, extra: list, goal: Any) -> z3.ModelRef | None:
-    """A model of ``facts`` (a :func:`.obligation.fact_vector`), ``extra`` and not ``goal``, or None."""
+def _solve(facts: Facts, extra: list, goal: Any) -> z3.ModelRef | None:
+    """A model of ``facts``, ``extra`` and not ``goal``, or None."""
     s = new_solver(facts, *extra, z3.Not(lift(goal)))
     return s.model() if s.check() == z3.sat else None
 
@@ -111,20 +111,27 @@ as many rows as the geometry's MAX_NUM_REQS allows; 1024 columns: positions
 large enough for an overflow)."""
 
 
-def counterexample_model(kc: KernelClaim, extra: list | None = None) -> tuple[z3.ModelRef, int, bool] | None:
+def counterexample_model(kc: KernelClaim, extra: list | None = None,
+                         first: str | None = None) -> tuple[z3.ModelRef, int, bool] | None:
     """A model of the first violated part, as small as possible, under the
     claim's assumptions and ``extra`` (the behavioural ones its verdict names);
-    with the part's index and whether the model is small (replayable)."""
+    with the part's index and whether the model is small (replayable).
+    ``first``: the name of the first part the proof found violated (the parts
+    before the first so named hold, so they are not tried again)."""
     facts = fact_vector([f for _, f in kc.claim.assumptions] + list(extra or []))
-    tiers = [(groups, rows, cols, fact_vector(_small(kc, groups, rows, cols))) for groups, rows, cols in SMALL_LAUNCHES
-             if groups == 1 or not kc.role.replay.one_group]
-    for i, part in enumerate(kc.parts):
+    tiers: dict[tuple, Facts] = {}  # each launch tier's constraints, built when first tried
+    start = next((i for i, p in enumerate(kc.parts) if p.name == first), 0)
+    for i, part in enumerate(kc.parts[start:], start):
         m = _solve(facts, [], part.term)
         if m is None:
             continue
         for seen in ([part.observable], []):
-            for groups, rows, cols, constraints in tiers:
-                small = _solve(facts, [*seen, constraints], part.term)
+            for tier in SMALL_LAUNCHES:
+                if tier[0] > 1 and kc.role.replay.one_group:
+                    continue
+                if tier not in tiers:
+                    tiers[tier] = fact_vector(_small(kc, *tier))
+                small = _solve(facts, [*seen, tiers[tier]], part.term)
                 if small is not None:
                     return small, i, True
         return m, i, False
@@ -262,14 +269,15 @@ def _geometry(params: dict) -> Any:
     return Geometry(**params["geometry"])
 
 
-def explain(name: str, case_label: str, impl: str | None = None) -> Finding:
-    """Rebuild obligation ``name``'s case ``case_label`` and explain its failure."""
+def explain(name: str, case_label: str, impl: str | None = None, violated: str | None = None) -> Finding:
+    """Rebuild obligation ``name``'s case ``case_label`` and explain its failure
+    (``violated``: the first part the proof found violated, where it says)."""
     module, role, prop = parse_name(name)
     kc = kernel_claim(module, role, prop, case_label)
     if kc.unsupported is not None:
         return Finding(f"  {kc.unsupported}")
     text_verdict, keep = verdict(kc) if prop == "equivalence" else ("", [])
-    found = counterexample_model(kc, keep)
+    found = counterexample_model(kc, keep, violated)
     if found is None:
         return Finding("  (the failure did not reappear when re-solved: no counterexample)")
     m, i, small = found

@@ -51,7 +51,7 @@ def describe_failure(result: Result, folder: Path, impl: str | None) -> list[str
     case = (result.counterexample or {}).get("case")
     if case is None:
         return []
-    finding = explain(result.name, case, impl)
+    finding = explain(result.name, case, impl, ((result.counterexample or {}).get("violated") or [None])[0])
     lines = [finding.text]
     scenario = folder / f"{result.name}.json"
     if scenario.exists():
