@@ -6,10 +6,11 @@ start threads, change the working directory, the environment or a library
 (``numpy.nonzero`` replaced), or raise any ``BaseException``. None of that may
 reach the verdict, so the verdict's process (the spec, the comparison, the
 guards' checks, the report) never imports it. :class:`TargetHost` starts a
-fresh interpreter (:mod:`.target_host`) in a temporary working directory of
-its own, with a copy of the environment and its standard output and error
-captured to files, that imports the target and launches its kernels on
-request; :class:`RemoteModule` stands for the target here: its Triton kernels
+process (:mod:`.target_host`) in a temporary working directory of its own,
+with a copy of the environment and its standard output and error captured
+to files, that imports the target and launches its kernels on request: on
+CPU a fork of the judging process (torch and triton imported already, every
+descriptor but its socket closed), else a fresh interpreter; :class:`RemoteModule` stands for the target here: its Triton kernels
 are :class:`RemoteKernel` objects with the kernels' parameter names, and
 ``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
 
@@ -46,6 +47,7 @@ Hypothesis does not shrink it); the next use starts a fresh host.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -54,6 +56,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -170,6 +173,79 @@ def describe_exit(code: int | None) -> str:
     return f"exit status {code}"
 
 
+def _can_fork(cuda: bool) -> bool:
+    """Whether a fork of this process makes the same host as a fresh
+    interpreter, only sooner (torch and triton are imported already): not for
+    CUDA (a CUDA context does not survive a fork), only under Triton's
+    interpreter as the host would have it, and only from a process with one
+    thread (another could hold a lock the fork keeps held)."""
+    return not cuda and os.environ.get("TRITON_INTERPRET") == "1" and threading.active_count() == 1
+
+
+def _fork_host(folder: Path, env: dict, fd: int, in_group: bool) -> "_Forked":
+    """A host forked from this process: in ``folder``, with ``env``, its
+    standard output and error to files there, socket ``fd`` its only other
+    descriptor (none of ours stays open in it: it cannot reach a pipe of the
+    judging processes), then :func:`.target_host.main`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    try:  # the child: never returns
+        os.chdir(folder)
+        os.environ.clear()
+        os.environ.update(env)
+        if not in_group:
+            os.setpgid(0, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for target, name, flags in ((0, os.devnull, os.O_RDONLY), (1, "stdout.txt", os.O_WRONLY | os.O_CREAT),
+                                    (2, "stderr.txt", os.O_WRONLY | os.O_CREAT)):
+            opened = os.open(name, flags, 0o600)
+            os.dup2(opened, target)
+            os.close(opened)
+        os.closerange(3, fd)
+        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        from .target_host import main
+
+        main(fd)
+    finally:
+        os._exit(70)
+
+
+class _Forked:
+    """A forked host as :class:`TargetHost` keeps one (what ``subprocess.Popen`` offers it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"target host {self.pid}", timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+
 def _tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -191,7 +267,7 @@ class TargetHost:
     load_seconds: float | None = None
     """The load watchdog (None: :func:`load_seconds`)."""
     launch_seconds: float | None = None
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | _Forked | None = None
     conn: Connection | None = None
     folder: Path | None = None
     description: dict = field(default_factory=dict)
@@ -202,7 +278,9 @@ class TargetHost:
     """Counts the host's starts: a :class:`RemoteObject` of an earlier one is stale."""
 
     def start(self) -> None:
-        """Start the host and wait until it has imported torch and triton."""
+        """Start the host and wait until it has imported torch and triton: a
+        fork of this process when that is the same (:func:`_can_fork`),
+        else a fresh interpreter."""
         self.generation += 1
         self.shared = {}
         self.folder = Path(tempfile.mkdtemp(prefix="replayssm-target-"))
@@ -214,11 +292,14 @@ class TargetHost:
         if not self.cuda:
             env.setdefault("TRITON_INTERPRET", "1")
         in_group = os.getpgid(0) == os.getpid()  # a supervised worker: a watchdog kills its whole group
-        with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
-                cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
+        if _can_fork(self.cuda):
+            self.process = _fork_host(self.folder, env, theirs.fileno(), in_group)
+        else:
+            with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
+                    cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
         theirs.close()
         self.conn = Connection(ours.detach())
         try:

@@ -1,7 +1,7 @@
 """The cost of running targets in processes of their own (issue 27), before against after, interleaved.
 
     python3 -P benchmarks/isolation_cost.py --before PYTHON --after PYTHON [--repeats 2] [--jobs 2]
-        [--only NAME] [--out docs/results/isolation_cost.json]
+        [--only NAME] [--kill-only] [--out docs/results/isolation_cost.json]
 
 ``--before`` and ``--after`` are two interpreters, each with a
 ``replayssm-verify`` installed (before: a checkout without isolation, after:
@@ -13,10 +13,11 @@ so a machine whose speed drifts (a shared one) affects both alike:
 * ``review``: ``review A1.py --examples 2`` of the corpus: wall and CPU seconds;
 * ``time to kill``: each planted kernel of ``time_to_kill.py`` (``--only``
   filters them) fuzzed with the ci profile until its first finding: wall
-  seconds, as that benchmark measures them.
+  seconds, as that benchmark measures them (``--kill-only``: this measurement alone).
 
 Prints and writes one JSON object: every run, and per measurement the
-medians before and after and their ratio.
+medians before and after and their ratio, with the load average (1, 5, 15
+minutes) at the start and the end: a shared machine's load is part of the figures.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", metavar="NAME", help="the planted kernels whose name contains NAME ('' for all)")
     p.add_argument("--limit", type=float, default=600.0, help="seconds before one run is stopped")
+    p.add_argument("--kill-only", action="store_true", help="only the time to kill (no fuzz or review runs)")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
     args = p.parse_args()
     error = bad_options({"--jobs": args.jobs, "--repeats": args.repeats}, args.out)
@@ -117,7 +119,8 @@ def main() -> int:
         return 2
     sides = (("before", args.before), ("after", args.after))
     fuzz, review, kill = [], [], []
-    for n in range(args.repeats):
+    load_at_start = os.getloadavg()
+    for n in range(0 if args.kill_only else args.repeats):
         for side, python in sides if n % 2 == 0 else sides[::-1]:
             fuzz.append({"side": side, "repeat": n, **fuzz_run(python, args.jobs, args.limit)})
             review.append({"side": side, "repeat": n, **review_run(python, args.limit)})
@@ -128,6 +131,8 @@ def main() -> int:
             kill.append({"side": side, **kill_run(python, name, args.jobs, args.limit)})
             print(f"{name:<40} {side}: {kill[-1]['seconds']:6.1f} s {kill[-1]['kind']}", file=sys.stderr, flush=True)
     out = {**header(), "before": args.before, "after": args.after, "jobs": args.jobs,
+           "load_average": {"start": [round(x, 2) for x in load_at_start],
+                            "end": [round(x, 2) for x in os.getloadavg()]},
            "fuzz": {"runs": fuzz, "wall": medians(fuzz), "cpu": medians(fuzz, "cpu_seconds")},
            "review": {"runs": review, "wall": medians(review), "cpu": medians(review, "cpu_seconds")},
            "time_to_kill": {"runs": kill, "median": medians(kill),

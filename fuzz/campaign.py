@@ -29,7 +29,7 @@ from .campaign_worker import run_worker
 from .launch_traces import spec_states
 from .machine import Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
-from .target import DEFAULT_TARGET, isolates
+from .target import DEFAULT_TARGET
 from .workers import Child, Supervisor
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
     problems (including unwritable ``json_path`` or failures folder) raise
     :class:`~.campaign_config.SetupError` before any work."""
     start = time.perf_counter()
-    target = check_setup(config, json_path, load=not isolates(config.level))  # an isolated target: in each worker
+    check_setup(config, json_path, load=False)  # the target: loaded by each worker, in a process of its own
     pool = None
     if config.ray is not None:
         from .ray_pool import RayPool
@@ -184,7 +184,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path:
                                 on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
     campaign.supervisor = supervisor
     for w in range(config.jobs):
-        supervisor.start(w, run_worker, (config, w, target if fork else None))
+        supervisor.start(w, run_worker, (config, w, None))  # the target: loaded there
     supervisor.run()
     if pool:
         pool.close()

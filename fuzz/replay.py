@@ -10,7 +10,6 @@ and the report says what was compared.
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any
 
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.isolation import TargetFault
@@ -22,7 +21,7 @@ from .containment import compare_outside
 from .guards import GuardViolation
 from .launch_traces import replayable, spec_states, trace_actions
 from .launcher import LEVELS, Setup, SpecSide
-from .target import DEFAULT_TARGET, isolates, load_target
+from .target import DEFAULT_TARGET, load_target
 from .workers import Reporter, Supervisor
 
 
@@ -79,15 +78,13 @@ def replay(path: str, impl: str | None = None, device: str | None = None, level:
         checked_states = _check_recorded_states(trace)
     except (KeyError, TypeError, IndexError) as e:
         raise ValueError(f"the trace's params or actions are malformed: {type(e).__name__}: {e}") from e
-    target = None if isolates(level) else load_target(impl, cuda=device == "cuda", level=level)  # else: in the child
     origin = ", ".join(f"{k} {v}" if given[k] else f"{k} {v} (from #meta)" if meta.get(k) else f"{k} {v} (default)"
                        for k, v in (("impl", impl), ("level", level), ("device", device)))
     lines = [f"replaying {len(trace['actions'])} actions ({len(launches)} launches) of {path}: {origin}"]
-    fork = device != "cuda"
     limit = watchdog if watchdog is not None else WATCHDOG_SECONDS[device]["ci"]
-    supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), limit,
+    supervisor = Supervisor(multiprocessing.get_context("fork" if device != "cuda" else "spawn"), limit,
                             on_message=lambda child, message: lines.append(message[1]))
-    child = supervisor.start(0, _replay_here, (trace, impl, target if fork else None, device, level))
+    child = supervisor.start(0, _replay_here, (trace, impl, device, level))
     supervisor.run()
     if supervisor.signal is not None:
         raise Interrupted(supervisor.signal)
@@ -106,7 +103,7 @@ def replay(path: str, impl: str | None = None, device: str | None = None, level:
     return ok, "\n".join(lines)
 
 
-def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
+def _replay_here(trace: dict, impl: str, device: str, level: str,
                  reporter: Reporter) -> tuple[bool, str]:
     """The child's side of :func:`replay`: each report line is sent as it is
     made, each launch announced; returns ``(ok, closing line)``."""
@@ -115,7 +112,7 @@ def _replay_here(trace: dict, impl: str, target: Any, device: str, level: str,
     setup = Setup.from_json(trace["params"])
     spec = SpecSide(setup)
     try:
-        target = target if target is not None else load_target(impl, cuda=device == "cuda", level=level)
+        target = load_target(impl, cuda=device == "cuda", level=level)  # in a process of its own
     except ValueError as e:
         reporter.send("unusable", str(e))
         return False, ""

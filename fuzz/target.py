@@ -9,11 +9,9 @@ loader is pointed at our torch materialize backend.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
-from replayssm.base import targets
-from replayssm.base.isolation import ImportRef, RemoteModule, load_isolated
+from replayssm.base.isolation import ImportRef, load_isolated
 from replayssm.base.targets import DEFAULT_TARGET
 
 KERNELS = (
@@ -23,14 +21,6 @@ KERNELS = (
 )
 ENTRY_POINTS = {"kernel": KERNELS, "context": ("ReplaySSMModelContext",)}
 """What each harness level calls on the target."""
-
-
-def isolates(level: str) -> bool:
-    """Whether the target of a ``level`` harness runs in a process of its own
-    (:mod:`replayssm.base.isolation`): at every level (kernel level: only
-    buffers cross; context level: the target's objects stay there, the
-    tensors they use are shared, :class:`~replayssm.base.isolation.RemoteObject`)."""
-    return level in ENTRY_POINTS
 
 
 def torch_materialize_loader(*args: Any, **kwargs: Any) -> Any:
