@@ -62,15 +62,9 @@ class GroupLayer:
 
 
 @dataclass(frozen=True)
-class BoundPair:
+class BoundPair(TrackerPair):
     """The pair a layer holds after binding (two views, or two fresh tensors)."""
 
-    start: Value
-    committed: Value
-    start_len: Value
-    committed_len: Value
-    start_device: Value
-    committed_device: Value
     zeroed: Cond
     """True where the pair was freshly allocated (all entries zero); on the
     keep path the entries are the old pair's first ``num_blocks`` values."""
