@@ -86,3 +86,59 @@ def test_a_generation_version_and_a_planted_copy_through_its_adapter_records(tmp
         planted.distinction.judgement
     (unchanged,) = diff_versions(modules["a1"], modules["a1_copy"], roles)
     assert unchanged.outcome == EQUAL
+
+
+PADDING_PLANTS = {
+    # C1's postprocess clears its plan row before the per-request early exit, padding programs included
+    "in frame": ("early exit.\n    tl.store(plan_flush_count + batch_idx, -1)",
+                 "early exit.\n    tl.store(plan_flush_count + batch_idx, -1 - (batch_idx >= num_reqs))"),
+    "outside the frame": ("early exit.\n    tl.store(plan_flush_count + batch_idx, -1)",
+                          "early exit.\n    tl.store(plan_flush_count + batch_idx - num_reqs * (batch_idx >= num_reqs), -1)"),
+}
+"""One line each, changing only what a padding program (row ``num_reqs <= batch``) of C1's postprocess
+writes: -2 in its own plan row (inside its frame), or -1 in real row ``batch - num_reqs``'s (outside it)."""
+
+
+@pytest.mark.corpus
+def test_the_padding_programs_of_a_max_num_reqs_grid_are_compared(tmp_path: Path) -> None:
+    """C1 (generation C, a grid of ``max_num_reqs`` rows) against copies whose
+    padding programs write something else: both were "proved equal" before
+    the diff compared padding programs (only rows below ``num_reqs`` were);
+    now each differs, with a distinguishing input at a program past
+    ``num_reqs``, replayed on both kernels and judged: inside the frame a
+    change that breaks nothing, outside it a regression whose trace replays
+    as a padding failure on the copy alone. An unchanged copy is still proved
+    equal, its padding programs too."""
+    from replayssm.base.targets import load_source
+    from replayssm.review.adapters import detect, kernel_roles
+    from replayssm.spec import corpus
+    from replayssm.verify.kernels.playback import playback
+
+    text = (corpus.versions() / "C1.py").read_text()
+    files = {"c1": text, "c1_copy": text}
+    for name, (old, new) in PADDING_PLANTS.items():
+        assert text.count(old) == 1
+        files[f"c1_{name.replace(' ', '_')}"] = text.replace(old, new)
+    modules = {}
+    for name, body in files.items():
+        (tmp_path / f"{name}.py").write_text(body)
+        modules[name] = load_source(tmp_path / f"{name}.py", name)
+    roles = kernel_roles(detect(modules["c1"]))
+    (role,) = [r for r in roles if r.name == "C.postprocess"]
+    unchanged = diff_role(modules["c1"], modules["c1_copy"], role)
+    assert unchanged.outcome == EQUAL and unchanged.padding_compared and "padding programs too" in unchanged.summary()
+    for name, judged in (("in frame", "change that breaks nothing: plan_flush_count differ"),
+                         ("outside the frame", "regression: head breaks padding program frame: program (")):
+        planted = modules[f"c1_{name.replace(' ', '_')}"]
+        r = diff_role(modules["c1"], planted, role)
+        assert r.outcome == DIFFERS, (name, r.summary())
+        assert r.padding_differing == r.differing == [v for v, _ in smallest_first(role)], name  # rows: all equal
+        d = r.distinction
+        assert d.padding and d.inside_full_contract and d.buffers == ["plan_flush_count"], name
+        assert d.inputs["batch"] >= d.inputs["num_reqs"] >= 1 and d.launch["groups"] == 1, (name, d.inputs)
+        assert d.replayed and d.judgement.startswith(judged), (name, d.judgement)
+        assert any(c.startswith(f"plan_flush_count[{d.inputs['batch']}]") for c in d.cells), (name, d.cells)
+        assert not d.broken["base"], (name, d.broken)
+        # the trace replays as the padding obligation's: a stray store on the copy outside the frame only
+        assert playback(d.trace, planted, roles).reproduces("padding") == (name == "outside the frame"), name
+        assert not playback(d.trace, modules["c1"], roles).reproduces("padding"), name

@@ -11,8 +11,14 @@ version writes, at an arbitrary cell inside it::
 
     contract  =>  base's final value == head's final value
 
-where the contract is the role's launch contract (:data:`LAUNCH_CONTRACT`:
-program ids inside the grid, sizes and capacities) plus the **guaranteed**
+for the program of a row below ``num_reqs`` and, where both records' grids
+span ``max_num_reqs`` rows (:attr:`.roles.KernelRole.padding`: B, C, D),
+for a *padding* program too: a row ``num_reqs <= batch < max_num_reqs``
+(the ``padding_programs_past_num_reqs`` choice), whose case assumes nothing
+of the row's stale inputs (:func:`.named.padding_case`), so its
+distinguishing input has a program id past ``num_reqs``. The contract is
+the role's launch contract (:data:`LAUNCH_CONTRACT`: program ids inside the
+grid, sizes and capacities) plus the **guaranteed**
 caller contract: every hypothesis of the case whose record vLLM guarantees
 (``spec.contract.classify``: ``guaranteed``), and the proofs' own structure
 (``proof``: definitions, invariants); the ``not guaranteed`` and
@@ -23,14 +29,17 @@ versions are proved equal. Sat: a distinguishing input, which is
    case): a difference that needs an assumption vLLM does not guarantee
    broken changes nothing for callers that keep it;
 2. minimised: the smallest geometry first (the variants are tried in order
-   of ``MAX_NUM_REQS``, block size, window, ring), then the smallest launch
-   of :data:`.report.SMALL_LAUNCHES` (one group, one row, ...), then the
-   fewest requests, columns, slots and layers, one at a time;
+   of ``MAX_NUM_REQS``, block size, window, ring; a variant's row program
+   before its padding program), then the smallest launch of
+   :data:`.report.SMALL_LAUNCHES` (one group, one row, ...), then the
+   fewest requests, columns, slots and layers, one at a time (and for a
+   padding program its row, the first past ``num_reqs`` where it can be);
 3. replayed on both versions under Triton's interpreter
    (:mod:`.playback`), which must show the outputs differ concretely;
 4. judged by what the lifecycle asks of one launch: the spec program's
    result (the kernel contract the lifecycle proofs rest on), memory
-   safety and int32 on the real kernel. Base breaks it and head does not:
+   safety and int32 on the real kernel, and that no padding program stores
+   outside its frame (which holds no tracker: no request's state). Base breaks it and head does not:
    a **fix**; the reverse: a **regression**; neither: a **change** that
    breaks nothing, naming the buffers that differ; both: a change where
    both break it.
@@ -91,6 +100,8 @@ class Distinction:
 
     variant: str
     has_spec: bool
+    padding: bool
+    """Whether the distinguishing program is a padding program (its row past ``num_reqs``)."""
     """Whether the role has a spec program the replay compares with."""
     buffers: list[str]
     """The buffers whose final contents the solver shows differ."""
@@ -116,7 +127,7 @@ class Distinction:
         return bool(self.cells) or bool(self.broken.get("base")) != bool(self.broken.get("head"))
 
     def as_json(self) -> dict:
-        return {"variant": self.variant, "buffers": self.buffers, "inside_full_contract": self.inside_full_contract,
+        return {"variant": self.variant, "padding_program": self.padding, "buffers": self.buffers, "inside_full_contract": self.inside_full_contract,
                 "inputs": self.inputs, "launch": self.launch, "cells": self.cells, "broken": self.broken,
                 "judgement": self.judgement, "replayed": self.replayed,
                 "breaks_assumptions": self.outside}
@@ -131,7 +142,12 @@ class RoleDiff:
     outcome: str
     variants: int
     differing: list[str] = field(default_factory=list)
+    """The variants that differ, each once (by its row program or its padding program)."""
     undecided: list[str] = field(default_factory=list)
+    padding_differing: list[str] = field(default_factory=list)
+    """The variants whose padding programs differ (rows past ``num_reqs``)."""
+    padding_compared: bool = False
+    """Whether the padding programs were compared (both records' grids span ``max_num_reqs`` rows)."""
     only_outside_contract: bool = False
     """Every difference needs a caller assumption vLLM does not guarantee broken."""
     distinction: Distinction | None = None
@@ -141,14 +157,17 @@ class RoleDiff:
     def summary(self) -> str:
         """One line: proved equal, or the distinguishing input and its class."""
         if self.outcome == EQUAL:
-            return f"{self.role}: proved equal under {CONTRACT} ({self.variants} variants)"
+            also = ", padding programs too" if self.padding_compared else ""
+            return f"{self.role}: proved equal under {CONTRACT} ({self.variants} variants{also})"
         if self.outcome != DIFFERS:
             return f"{self.role}: {self.outcome} ({self.why})"
         d = self.distinction
+        assert d is not None, "a difference comes with its distinguishing input"
         where = ("only outside the full caller contract" if self.only_outside_contract else
                  "inside the full caller contract")
+        at = f" padding program {d.inputs.get('batch')} (num_reqs {d.inputs.get('num_reqs')})" if d.padding else ""
         line = (f"{self.role}: differs in {len(self.differing)} of {self.variants} variants ({where}); "
-                f"smallest: {d.variant}, buffers {', '.join(d.buffers)}; {d.judgement}")
+                f"smallest: {d.variant}{at}, buffers {', '.join(d.buffers)}; {d.judgement}")
         if d.cells:
             return line + f"; replayed, the outputs differ: {'; '.join(d.cells[:3])}"
         return line + ("; replayed: same outputs, one version alone breaks it" if d.replayed else
@@ -157,7 +176,8 @@ class RoleDiff:
     def as_json(self) -> dict:
         return {"role": self.role, "kernel": self.kernel, "outcome": self.outcome, "evidence": "proved",
                 "contract": CONTRACT, "variants": self.variants, "differing": self.differing,
-                "undecided": self.undecided, "only_outside_contract": self.only_outside_contract,
+                "undecided": self.undecided, "padding_compared": self.padding_compared,
+                "padding_differing": self.padding_differing, "only_outside_contract": self.only_outside_contract,
                 "distinction": None if self.distinction is None else self.distinction.as_json(),
                 "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
 
@@ -189,6 +209,11 @@ class PairCase:
     parts: list[Part]
     base_role: KernelRole
 
+    @property
+    def padding(self) -> bool:
+        """Whether the pair is of padding programs (row ``num_reqs <= batch < max_num_reqs``)."""
+        return self.head.padding
+
 
 def _facts(cases: list[KernelCase]) -> list[tuple[str, Any]]:
     out, seen = [], set()
@@ -217,12 +242,15 @@ def equality_parts(base: KernelCase, head: KernelCase) -> list[Part]:
 
 
 def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, params: tuple,
-              head_role: KernelRole | None = None, head_params: tuple | None = None) -> PairCase:
+              head_role: KernelRole | None = None, head_params: tuple | None = None,
+              padding: bool = False) -> PairCase:
     """Both versions' programs of one variant (an ``Unsupported`` construct
     propagates); ``head_role``: head's record of the role when head is of
-    another generation (its case of the same variant label)."""
-    b = kernel_case(base, role, label, params)
-    h = kernel_case(head, head_role or role, label, params if head_params is None else head_params)
+    another generation (its case of the same variant label); ``padding``:
+    their padding programs (both records must have them)."""
+    b = kernel_case(base, role, label, params, padding=padding)
+    h = kernel_case(head, head_role or role, label, params if head_params is None else head_params,
+                    padding=padding)
     facts = _facts([b, h])
     kept = [f for f in facts if guaranteed(f[0])]
     optional = [f for f in facts if not guaranteed(f[0])]
@@ -252,36 +280,48 @@ def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Pa
     return violated, unknown
 
 
+def padded(role: KernelRole, head_role: KernelRole | None = None) -> bool:
+    """Whether both records' grids span ``max_num_reqs`` rows, so their padding programs are compared."""
+    return role.padding is not None and (head_role or role).padding is not None
+
+
 def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role: KernelRole | None = None,
               base_label: str = "base", head_label: str = "head") -> RoleDiff:
     """Decide whether ``base`` and ``head`` leave the same memory for role
-    ``role`` on every input inside the contract, every variant; a difference
-    comes with its smallest distinguishing input, replayed and judged.
-    ``head_role``: head's own record of the role (another generation's
-    adapter); the variants compared are those both records list, by label."""
+    ``role`` on every input inside the contract, every variant, the programs
+    of rows below ``num_reqs`` and (:func:`padded`) the padding programs past
+    it; a difference comes with its smallest distinguishing input, replayed
+    and judged. ``head_role``: head's own record of the role (another
+    generation's adapter); the variants compared are those both records list,
+    by label."""
     start = time.perf_counter()
     theirs = dict((head_role or role).variants())
     chosen = [(label, params) for label, params in smallest_first(head_role or role) if label in theirs]
     mine = dict(role.variants())
     chosen = [(label, mine[label]) for label, _ in chosen if label in mine]
     name = role.name if head_role is None or head_role.name == role.name else f"{role.name} ~ {head_role.name}"
-    out = RoleDiff(name, (head_role or role).kernel_name(head), EQUAL, len(chosen))
+    out = RoleDiff(name, (head_role or role).kernel_name(head), EQUAL, len(chosen),
+                   padding_compared=padded(role, head_role))
     first: tuple[PairCase, list[Part]] | None = None
     inside_any = False
     try:
         for label, params in chosen:
-            pc = pair_case(base, head, role, label, params, head_role, theirs[label])
-            violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=first is not None)
-            if unknown and not violated:
-                out.undecided.append(label)
-            if not violated:
-                continue
-            out.differing.append(label)
-            inside, _ = _violated(pc.guaranteed + pc.optional, violated, first_only=True)
-            if first is None or (inside and not inside_any):
-                first = (pc, violated if not inside else _violated(pc.guaranteed + pc.optional, pc.parts,
-                                                                    first_only=False)[0])
-            inside_any = inside_any or bool(inside)
+            for padding in (False, True) if out.padding_compared else (False,):
+                pc = pair_case(base, head, role, label, params, head_role, theirs[label], padding)
+                violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=first is not None)
+                if unknown and not violated and label not in out.undecided:
+                    out.undecided.append(label)
+                if not violated:
+                    continue
+                if padding:
+                    out.padding_differing.append(label)
+                if label not in out.differing:
+                    out.differing.append(label)
+                inside, _ = _violated(pc.guaranteed + pc.optional, violated, first_only=True)
+                if first is None or (inside and not inside_any):
+                    first = (pc, violated if not inside else _violated(pc.guaranteed + pc.optional, pc.parts,
+                                                                        first_only=False)[0])
+                inside_any = inside_any or bool(inside)
     except Unsupported as e:
         out.outcome, out.why = UNSUPPORTED, str(e)
         out.seconds = time.perf_counter() - start
@@ -329,7 +369,8 @@ def _claim(pc: PairCase, facts: list, parts: list[Part], side: str = "head") -> 
     :mod:`.report`'s small-launch constraints and trace."""
     claim = Claim([(p.name, p.term) for p in parts], facts, True, pc.label)
     case, role = (pc.head, pc.role) if side == "head" else (pc.base, pc.base_role)
-    return KernelClaim(role, "equivalence", claim, parts, [case], show=case.show)
+    # a padding program's trace replays as its padding obligation's (stray accesses on the launch)
+    return KernelClaim(role, "padding" if pc.padding else "equivalence", claim, parts, [case], show=case.show)
 
 
 MINIMISE_MS = 5_000
@@ -345,15 +386,20 @@ def _model(facts: list | Facts, extra: list, goal: Any, timeout_ms: int = TIMEOU
 def small_models(pc: PairCase, facts: list, parts: list[Part]) -> Iterator[z3.ModelRef]:
     """Models violating ``parts``' conjunction, smallest first: one per
     launch tier of :data:`.report.SMALL_LAUNCHES` that has one (one group and
-    one row first), each with the fewest requests, columns, slots and layers
-    (each pinned, by bisection, to its smallest value that still admits a model)."""
+    one row first; one group only where the replayed launch is one group's),
+    each with the fewest requests, columns, slots and layers (each pinned, by
+    bisection, to its smallest value that still admits a model). A padding
+    program is never row 0: a tier bounds its ``num_reqs``, not its row."""
     from .report import SMALL_LAUNCHES, _small
 
     kc = _claim(pc, facts, parts)
     goal = z3.And(*[lift(p.term) for p in parts])
     vector = fact_vector(f for _, f in facts)
     for groups, rows, cols in SMALL_LAUNCHES:
-        small = [fact_vector(_small(kc, groups, rows, cols) + _replayable(pc))]
+        if groups > 1 and pc.role.replay.one_group:
+            continue
+        bound = [lift(pc.head.spec.sizes.num_reqs) <= rows] if pc.padding and rows else []
+        small = [fact_vector(_small(kc, groups, None if pc.padding else rows, cols) + bound + _replayable(pc))]
         m = _model(vector, small, goal)
         if m is None:
             continue
@@ -387,12 +433,12 @@ def _replayable(pc: PairCase) -> list:
 
 
 def _sizes(pc: PairCase) -> list:
-    """The launch sizes to minimise, in order."""
+    """The launch sizes to minimise, in order (a padding program's row after ``num_reqs``)."""
     case = pc.head
     if pc.role.replay.by_capacity:
         return [case.show["num_reqs"]]
     sz = case.spec.sizes
-    return [sz.num_reqs, sz.num_cols, sz.num_slots, sz.total_layers]
+    return [sz.num_reqs] + ([case.row[0]] if pc.padding else []) + [sz.num_cols, sz.num_slots, sz.total_layers]
 
 
 REPLAYS = 3
@@ -411,7 +457,8 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
     facts = pc.guaranteed + pc.optional if inside_full else pc.guaranteed
     first: Distinction | None = None
     for n, m in enumerate(small_models(pc, facts, violated)):
-        d = Distinction(pc.label, pc.role.replay.spec is not None, [p.name for p in violated], inside_full)
+        d = Distinction(pc.label, pc.role.replay.spec is not None, pc.padding, [p.name for p in violated],
+                        inside_full)
         d.inputs = {k: _eval(m, t) for k, t in pc.head.show.items()}
         if not inside_full:
             d.outside = list(dict.fromkeys(name for name, f in pc.optional
@@ -431,7 +478,7 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
             return d if d.replayed else first
     if first is not None:
         return first
-    d = Distinction(pc.label, pc.role.replay.spec is not None, [p.name for p in violated], inside_full)
+    d = Distinction(pc.label, pc.role.replay.spec is not None, pc.padding, [p.name for p in violated], inside_full)
     d.judgement = "not judged: no small launch shows it (no replay)"
     return d
 
@@ -459,6 +506,7 @@ def replay(d: Distinction, pc: PairCase, traces: dict, base: ModuleType, head: M
                           f"{result.discrepancies[0]}")
         broken += launch_breaks(final, {w.buffer for w in case.mem.writes}, traces[side]["params"],
                                 traces[side]["actions"][1]["picks"]["num_reqs"])
+        broken += padding_stores(result.outside_frame, traces[side]["actions"][1]["picks"]["num_reqs"])
         d.broken[side] = broken
     for b in outs["base"]:
         if b not in outs["head"] or np.shape(outs["base"][b]) != np.shape(outs["head"][b]):
@@ -506,6 +554,17 @@ def launch_breaks(final: dict, written: set, params: dict, num_reqs: int) -> lis
     return out
 
 
+def padding_stores(outside_frame: list[str], num_reqs: int) -> list[str]:
+    """The stores outside its frame of a padding program (its row ``>= num_reqs``)
+    among a playback's (:func:`.frame.replay_violations`: ``program (batch, ...)
+    wrote ...``): a padding program's frame holds no request's state, so such a
+    store overwrites what a real row or FlashInfer reads."""
+    import re
+
+    rows = [(re.match(r"program \((\d+)", x), x) for x in outside_frame]
+    return [f"padding program frame: {x}" for m, x in rows if m is not None and int(m.group(1)) >= num_reqs][:1]
+
+
 def judge(d: Distinction) -> str:
     """The class of a replayed difference, by what each version breaks."""
     base, head = bool(d.broken.get("base")), bool(d.broken.get("head"))
@@ -523,4 +582,6 @@ def judge(d: Distinction) -> str:
     kept = "the spec's result, memory safety, int32, conflict freedom and the plan contract" if d.has_spec else \
         ("memory safety, int32, conflict freedom and the plan and tracker contract (the role has no spec "
          "program: what the step makes of it is the lifecycle campaign's to judge)")
+    if d.padding:
+        kept += "; their padding programs store only inside their frames"
     return f"{CHANGE}: {', '.join(differ)} differ, both keep {kept}"
