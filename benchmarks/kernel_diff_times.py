@@ -11,7 +11,8 @@ solving and replay included). A version's obligations are ``prove --kernels
 --impl VERSION --no-cache --jobs N`` in a fresh process. The runs are
 interleaved (every pair and version once per repeat), so a machine whose
 speed drifts slows them alike; the medians are reported against the bounds
-(60 s a pair, 30 s a version, 2 cores). BASE, HEAD and V are corpus labels
+(60 s a pair, 30 s a version, 2 cores), with the 1-minute load average
+before each run (a shared machine's). BASE, HEAD and V are corpus labels
 (``A1``; ``reference`` is the reference page; ``$REPLAYSSM_CORPUS``, default
 ``../shared/reference``), files or module names. Defaults: the nine
 consecutive pairs of the corpus and the reference page against ours; the
@@ -136,21 +137,27 @@ def main() -> int:
     diffs: dict = {f"{b}->{h}": [] for b, h in pairs}
     proofs: dict = {v: [] for v in versions}
     outcome: dict = {}
+    loads: dict = {k: [] for k in [*diffs, *proofs]}
     for n in range(args.repeat):
         for b, h in pairs:
+            loads[f"{b}->{h}"].append(round(os.getloadavg()[0], 2))
             wall, cpu, roles = diff_run(b, h)
             diffs[f"{b}->{h}"].append((wall, cpu))
             outcome[f"{b}->{h}"] = roles
             said = ", ".join(f"{r['role']} {r['kind']}" for r in roles) or "no shared role"
-            print(f"run {n + 1} diff {b} -> {h}: {wall:.1f} s wall, {cpu:.1f} s CPU: {said}", flush=True)
+            print(f"run {n + 1} diff {b} -> {h}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+                  f"(load {loads[f'{b}->{h}'][-1]}): {said}", flush=True)
         for v in versions:
+            loads[v].append(round(os.getloadavg()[0], 2))
             wall, cpu, statuses = prove_run(v, args.jobs)
             proofs[v].append((wall, cpu))
             outcome[v] = statuses
-            print(f"run {n + 1} prove --kernels --impl {v}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
-    report["pairs"] = {k: {**median_of(runs), "bound_s": PAIR_BOUND_S, "roles": outcome[k]} for k, runs in diffs.items()}
-    report["versions"] = {v: {**median_of(runs), "bound_s": VERSION_BOUND_S, "obligations": outcome[v]}
-                          for v, runs in proofs.items()}
+            print(f"run {n + 1} prove --kernels --impl {v}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+                  f"(load {loads[v][-1]})", flush=True)
+    report["pairs"] = {k: {**median_of(runs), "load_1min_before": loads[k], "bound_s": PAIR_BOUND_S,
+                           "roles": outcome[k]} for k, runs in diffs.items()}
+    report["versions"] = {v: {**median_of(runs), "load_1min_before": loads[v], "bound_s": VERSION_BOUND_S,
+                              "obligations": outcome[v]} for v, runs in proofs.items()}
     for k, r in report["pairs"].items():
         said = bound(r["wall_median_s"], PAIR_BOUND_S) if r["roles"] else "no shared kernel role"
         print(f"diff {k}: median {r['wall_median_s']} s wall ({said}), {r['cpu_median_s']} s CPU")
