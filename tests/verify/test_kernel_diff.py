@@ -133,6 +133,7 @@ def test_the_padding_programs_of_a_max_num_reqs_grid_are_compared(tmp_path: Path
         r = diff_role(modules["c1"], planted, role)
         assert r.outcome == DIFFERS, (name, r.summary())
         assert r.padding_differing == r.differing == [v for v, _ in smallest_first(role)], name  # rows: all equal
+        assert f"padding programs: differ in 4); smallest: {r.differing[0]} padding program" in r.summary(), name
         d = r.distinction
         assert d.padding and d.inside_full_contract and d.buffers == ["plan_flush_count"], name
         assert d.inputs["batch"] >= d.inputs["num_reqs"] >= 1 and d.launch["groups"] == 1, (name, d.inputs)

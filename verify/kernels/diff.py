@@ -166,6 +166,9 @@ class RoleDiff:
         where = ("only outside the full caller contract" if self.only_outside_contract else
                  "inside the full caller contract")
         at = f" padding program {d.inputs.get('batch')} (num_reqs {d.inputs.get('num_reqs')})" if d.padding else ""
+        if self.padding_compared:
+            where += "; padding programs: " + (f"differ in {len(self.padding_differing)}" if self.padding_differing
+                                               else "equal")
         line = (f"{self.role}: differs in {len(self.differing)} of {self.variants} variants ({where}); "
                 f"smallest: {d.variant}{at}, buffers {', '.join(d.buffers)}; {d.judgement}")
         if d.cells:
