@@ -8,9 +8,11 @@ becomes one entry of the verdict's ``differences`` with ``"evidence":
 ``equal``, ``fix``, ``regression`` (a finding), ``change`` (a change of
 behaviour that breaks nothing), ``both break``, ``not reproduced`` (one
 program differs, the replayed launch does not), ``undecided`` or
-``unsupported``. A distinguishing launch is saved under ``--traces`` as a
-kernel trace that ``replayssm-verify replay FILE --impl VERSION`` runs on
-either version.
+``unsupported``; where both the row programs and the padding programs of a
+``max_num_reqs`` grid differ, the graver of their two classes
+(:data:`GRAVITY`). The distinguishing launch that gives the kind is saved
+under ``--traces`` as a kernel trace that ``replayssm-verify replay FILE
+--impl VERSION`` runs on either version.
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ KINDS = {"fix": "fix", "regression": "regression", "change that breaks nothing":
          "change, both break": "both break", "not reproduced": "not reproduced"}
 """A judgement's class (its text up to the colon) -> the difference's kind."""
 
+GRAVITY = ("regression", "both break", "fix", "change", "not reproduced")
+"""The kinds of a difference, gravest first."""
+
+
+def _kind(d: Any) -> str:
+    return "change" if d.outside else KINDS.get(d.judgement.split(":")[0], "change")
+
+
+def deciding(role_diff: Any) -> Any:
+    """The distinction that gives a difference its kind: the row programs', or
+    the padding programs' where theirs is graver."""
+    found = [d for d in (role_diff.distinction, role_diff.padding_distinction) if d is not None]
+    return min(found, key=lambda d: GRAVITY.index(_kind(d))) if found else None
+
 
 def kind_of(role_diff: Any) -> str:
     """The ``differences`` kind of one role's outcome."""
@@ -35,10 +51,7 @@ def kind_of(role_diff: Any) -> str:
         return "equal"
     if role_diff.outcome != DIFFERS:
         return role_diff.outcome
-    d = role_diff.distinction
-    if d.outside:
-        return "change"
-    return KINDS.get(d.judgement.split(":")[0], "change")
+    return _kind(deciding(role_diff))
 
 
 def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dict]:
@@ -60,7 +73,7 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
                       base_label=base.label, head_label=head.label)
         entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {r.role}", "message": r.summary(),
                  "kernel_diff": r.as_json()}
-        d = r.distinction
+        d = deciding(r)
         if d is not None and d.trace is not None:
             traces.mkdir(parents=True, exist_ok=True)
             path = traces / f"kernel-diff-{base.label}-vs-{head.label}-{r.role}.json"

@@ -35,3 +35,22 @@ def test_a_planted_line_is_a_proved_regression_whose_launch_replays(tmp_path: Pa
     assert regression["message"] in junit.read_text()
     assert main(["replay", regression["trace"], "--impl", str(planted)]) == 1  # head differs from the spec there
     assert main(["replay", regression["trace"], "--impl", str(corpus.reference_page())]) == 0
+
+
+def test_the_graver_of_the_row_and_padding_distinctions_gives_the_kind() -> None:
+    """A role whose row programs differ harmlessly and whose padding programs
+    differ by a regression is a regression, decided (and its trace saved) by
+    the padding programs' distinction; the reverse keeps the row programs'."""
+    from replayssm.review.kernel_diff import deciding, kind_of
+    from replayssm.verify.kernels.diff import DIFFERS, Distinction, RoleDiff
+
+    row = Distinction("unit", False, False, ["plan_ring_start"], True, judgement="change that breaks nothing: x")
+    pad = Distinction("unit", False, True, ["plan_flush_count"], True,
+                      judgement="regression: head breaks padding program frame: program (1, 0) wrote ...")
+    r = RoleDiff("C.postprocess", "k", DIFFERS, 4, ["unit"], padding_differing=["unit"], padding_compared=True,
+                 distinction=row, padding_distinction=pad)
+    assert kind_of(r) == "regression" and deciding(r) is pad
+    row.judgement, pad.judgement = "regression: head breaks memory: ...", "change that breaks nothing: y"
+    assert kind_of(r) == "regression" and deciding(r) is row
+    r.padding_distinction = None
+    assert kind_of(r) == "regression" and deciding(r) is row

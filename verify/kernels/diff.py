@@ -151,6 +151,9 @@ class RoleDiff:
     only_outside_contract: bool = False
     """Every difference needs a caller assumption vLLM does not guarantee broken."""
     distinction: Distinction | None = None
+    """The smallest distinguishing input: of the row programs where they differ, else of the padding programs."""
+    padding_distinction: Distinction | None = None
+    """The padding programs' own, where the row programs differ too (judged apart: it may break what the other does not)."""
     why: str = ""
     seconds: float = 0.0
 
@@ -171,10 +174,13 @@ class RoleDiff:
                                                else "equal")
         line = (f"{self.role}: differs in {len(self.differing)} of {self.variants} variants ({where}); "
                 f"smallest: {d.variant}{at}, buffers {', '.join(d.buffers)}; {d.judgement}")
-        if d.cells:
-            return line + f"; replayed, the outputs differ: {'; '.join(d.cells[:3])}"
-        return line + ("; replayed: same outputs, one version alone breaks it" if d.replayed else
-                       "; NOT reproduced on the kernels")
+        line += _replayed(d)
+        pd = self.padding_distinction
+        if pd is not None:
+            line += (f"; and the padding programs' smallest: {pd.variant} padding program {pd.inputs.get('batch')} "
+                     f"(num_reqs {pd.inputs.get('num_reqs')}), buffers {', '.join(pd.buffers)}; {pd.judgement}"
+                     + _replayed(pd))
+        return line
 
     def as_json(self) -> dict:
         return {"role": self.role, "kernel": self.kernel, "outcome": self.outcome, "evidence": "proved",
@@ -182,7 +188,16 @@ class RoleDiff:
                 "undecided": self.undecided, "padding_compared": self.padding_compared,
                 "padding_differing": self.padding_differing, "only_outside_contract": self.only_outside_contract,
                 "distinction": None if self.distinction is None else self.distinction.as_json(),
+                "padding_distinction": None if self.padding_distinction is None else
+                self.padding_distinction.as_json(),
                 "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
+
+
+def _replayed(d: Distinction) -> str:
+    """What the replay of ``d`` showed, for a summary."""
+    if d.cells:
+        return f"; replayed, the outputs differ: {'; '.join(d.cells[:3])}"
+    return "; replayed: same outputs, one version alone breaks it" if d.replayed else "; NOT reproduced on the kernels"
 
 
 def _size(params: tuple) -> tuple:
@@ -250,14 +265,31 @@ def pair_case(base: ModuleType, head: ModuleType, role: KernelRole, label: str, 
     """Both versions' programs of one variant (an ``Unsupported`` construct
     propagates); ``head_role``: head's record of the role when head is of
     another generation (its case of the same variant label); ``padding``:
-    their padding programs (both records must have them)."""
-    b = kernel_case(base, role, label, params, padding=padding)
-    h = kernel_case(head, head_role or role, label, params if head_params is None else head_params,
-                    padding=padding)
-    facts = _facts([b, h])
+    their padding programs (both records must have them), each beside its
+    version's row program (:func:`padding_beside`)."""
+    theirs = params if head_params is None else head_params
+    b = kernel_case(base, role, label, params)
+    h = kernel_case(head, head_role or role, label, theirs)
+    rows = [b, h]
+    if padding:
+        b, h = padding_beside(base, role, label, params, b), padding_beside(head, head_role or role, label, theirs, h)
+    facts = _facts(rows + [b, h] if padding else rows)
+    if padding:  # the row program p is one of the padding program's launch
+        facts.append((env.BATCH_IN_LAUNCH.name, lift(rows[1].row[1] == h.row[1])))
     kept = [f for f in facts if guaranteed(f[0])]
     optional = [f for f in facts if not guaranteed(f[0])]
     return PairCase(head_role or role, label, b, h, kept, optional, equality_parts(b, h), role)
+
+
+def padding_beside(module: ModuleType, role: KernelRole, label: str, params: tuple, row: KernelCase) -> KernelCase:
+    """A padding program (``q``) of ``module``'s kernel of ``role`` beside its
+    row program ``row`` (``p``), over ``row``'s arrays and sizes: the pair's
+    facts keep ``p``'s too, so a distinguishing launch's real row is one of the
+    caller contract (a padding program's own assume nothing of the rows), and
+    its replay judges what the padding program changes."""
+    found = role.jit(module)
+    assert found is not None and role.padding is not None, f"{role.name}: no padding programs in {module.__name__}"
+    return role.padding(found[1], label, params, row)
 
 
 def _solver(facts: list | Facts) -> z3.Solver:
@@ -305,13 +337,14 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
     name = role.name if head_role is None or head_role.name == role.name else f"{role.name} ~ {head_role.name}"
     out = RoleDiff(name, (head_role or role).kernel_name(head), EQUAL, len(chosen),
                    padding_compared=padded(role, head_role))
-    first: tuple[PairCase, list[Part]] | None = None
-    inside_any = False
+    first: dict[bool, tuple[PairCase, list[Part]]] = {}
+    """Per kind of program (a padding program or not): the smallest variant's differing pair and parts."""
+    inside_any = {False: False, True: False}
     try:
         for label, params in chosen:
             for padding in (False, True) if out.padding_compared else (False,):
                 pc = pair_case(base, head, role, label, params, head_role, theirs[label], padding)
-                violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=first is not None)
+                violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=padding in first)
                 if unknown and not violated and label not in out.undecided:
                     out.undecided.append(label)
                 if not violated:
@@ -321,19 +354,23 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
                 if label not in out.differing:
                     out.differing.append(label)
                 inside, _ = _violated(pc.guaranteed + pc.optional, violated, first_only=True)
-                if first is None or (inside and not inside_any):
-                    first = (pc, violated if not inside else _violated(pc.guaranteed + pc.optional, pc.parts,
-                                                                        first_only=False)[0])
-                inside_any = inside_any or bool(inside)
+                if padding not in first or (inside and not inside_any[padding]):
+                    first[padding] = (pc, violated if not inside else _violated(pc.guaranteed + pc.optional, pc.parts,
+                                                                                 first_only=False)[0])
+                inside_any[padding] = inside_any[padding] or bool(inside)
     except Unsupported as e:
         out.outcome, out.why = UNSUPPORTED, str(e)
         out.seconds = time.perf_counter() - start
         return out
-    if first is not None:
+    if first:
         out.outcome = DIFFERS
-        out.only_outside_contract = not inside_any
-        pc, violated = first
-        out.distinction = distinguish(pc, violated, inside_any, base, head, base_label, head_label)
+        out.only_outside_contract = not any(inside_any.values())
+        for padding, (pc, violated) in sorted(first.items(), key=lambda kv: kv[0]):  # the row programs' first
+            d = distinguish(pc, violated, inside_any[padding], base, head, base_label, head_label)
+            if out.distinction is None:
+                out.distinction = d
+            else:
+                out.padding_distinction = d
     elif out.undecided:
         out.outcome, out.why = UNDECIDED, f"the solver timed out on {', '.join(out.undecided)}"
     out.seconds = time.perf_counter() - start

@@ -205,12 +205,18 @@ ROW_INPUT_FACTS = (env.COLUMNS_IN_TABLE.name, env.IDX_MAPPING_IN_RANGE.name)
 index): a padding row's entries are stale, so a padding program assumes none."""
 
 
-def padding_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple) -> KernelCase:
+def padding_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple,
+                 beside: KernelCase | None = None) -> KernelCase:
     """A padding program of ``jit``: row ``num_reqs <= batch < max_num_reqs`` of a
     group, over the same symbolic memory as :func:`named_case`, with the launch's
     and the memory's facts (block-table entries in capacity, trackers in range,
-    the group's layout) but none about the row's per-request inputs."""
-    case = named_case(contract, role, jit, label, params)
+    the group's layout) but none about the row's per-request inputs.
+    ``beside``: a row program's case (program ``p``) whose arrays and sizes the
+    padding program (then program ``q``) shares, as two programs of one launch."""
+    if beside is None:
+        case = named_case(contract, role, jit, label, params)
+    else:
+        case = named_case(contract, role, jit, label, params, program="q", spec=second_program(contract, params, beside))
     batch, group = case.row
     sz, geo = case.spec.sizes, params[1]
     padding = lift(conj(sz.num_reqs >= 1, batch >= sz.num_reqs, batch < geo.max_num_reqs, group >= 0,
@@ -281,18 +287,22 @@ def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[tuple[str
     return out
 
 
+def second_program(contract: NamedLaunch, params: tuple, p: KernelCase) -> Any:
+    """The spec scenario of a program ``q`` over ``p``'s arrays and sizes (another program of its launch)."""
+    conv, geo, _ = params
+    if contract.scenario == "postprocess":
+        return postprocess_case(conv, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+    return migration_case(conv.has_idx_mapping, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+
+
 def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
     from ..migration_proofs import race_claim
     from ..postprocess_proofs import _race_claim
 
-    conv, geo, _ = params
-    if contract.scenario == "postprocess":
-        sq = postprocess_case(conv, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
-        spec_claim = _race_claim(label, p.spec, sq)
-    else:
-        sq = migration_case(conv.has_idx_mapping, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
-        spec_claim = race_claim(label, p.spec, sq)
+    geo = params[1]
+    sq = second_program(contract, params, p)
+    spec_claim = (_race_claim if contract.scenario == "postprocess" else race_claim)(label, p.spec, sq)
     q = named_case(contract, role, jit, label, params, program="q", spec=sq)
     facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
     if contract.scenario == "postprocess":
@@ -377,5 +387,5 @@ def named_role(name: str, jits: tuple[str, ...], contract: NamedLaunch, generati
         lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
         pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
         spec="", assumes=assumes or REFERENCE_CONTRACT, generation=generation, frame=frame,
-        padding=(lambda jit, label, params: padding_case(contract, name, jit, label, params))
+        padding=(lambda jit, label, params, beside=None: padding_case(contract, name, jit, label, params, beside))
         if contract.padded else None)

@@ -115,11 +115,13 @@ class KernelRole:
     """The cells a program may write (None: no frame obligation)."""
     properties: tuple[str, ...] = field(default=())
     """The obligations stated for it (empty: every one that applies)."""
-    padding: Callable[[Any, str, tuple], Any] | None = None
-    """``padding(jit, label, params)``: one *padding* program's case, a
-    program past ``num_reqs`` of a launch whose grid spans ``max_num_reqs``
-    rows (its ``padding`` obligation: memory safety and its frame, which holds
-    no tracker cell); None: the launch has no padding programs."""
+    padding: Callable[..., Any] | None = None
+    """``padding(jit, label, params, beside=None)``: one *padding* program's
+    case, a program past ``num_reqs`` of a launch whose grid spans
+    ``max_num_reqs`` rows (its ``padding`` obligation: memory safety and its
+    frame, which holds no tracker cell; ``beside``: a row program's case it
+    shares a launch with, as the kernel diff compares it); None: the launch
+    has no padding programs."""
 
     def jit(self, module: ModuleType) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
