@@ -341,7 +341,7 @@ def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any
     start = time.perf_counter()
     try:
         try:
-            verdict.kernel_proofs = kp = kernel_proofs(v.kernels, v.api, v.source, traces)
+            verdict.kernel_proofs = kp = kernel_proofs(v.kernels, v.api, v.source, traces, v.module)
             print(f"  kernel proofs: {kernel_summary(kp)}", file=out, flush=True)
             campaigns = time.perf_counter()
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,

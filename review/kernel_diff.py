@@ -2,7 +2,10 @@
 
 :mod:`replayssm.verify.kernels.diff` decides, per role both versions define,
 whether they write the same cells on every input inside the contract, or
-finds the smallest distinguishing input and replays it on both. Each role
+finds the smallest distinguishing input and replays it on both, each
+version launched in its own process (``Version.module``: nothing of either
+runs here; a version that ends, hangs, raises or changes its process in the
+launch breaks it, a regression when it is head and base survives). Each role
 becomes one entry of the verdict's ``differences`` with ``"evidence":
 "proved"`` (the differential campaign's entries are ``"sampled"``): kind
 ``equal``, ``fix``, ``regression`` (a finding), ``change`` (a change of
@@ -70,7 +73,7 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
     found = []
     for role, head_role in pairs:
         r = diff_role(base.kernels, head.kernels, role, head_role=head_role if head_role is not role else None,
-                      base_label=base.label, head_label=head.label)
+                      base_label=base.label, head_label=head.label, remotes=(base.module, head.module))
         entry = {"kind": kind_of(r), "evidence": "proved", "property": f"kernel {r.role}", "message": r.summary(),
                  "kernel_diff": r.as_json()}
         d = deciding(r)

@@ -12,9 +12,14 @@ writes the launch that ``replay`` runs on the real kernel.
 
 Given a ``traces`` folder, each failure is explained here too: its
 counterexample's launch is saved there and replayed on the real kernel under
-Triton's interpreter (``replayed``: ``reproduced``, ``shows another
-failure`` when the launch misbehaves otherwise, e.g. a store past the extent
-that the frame predicted, ``not reproduced``, or ``no small launch``). The
+Triton's interpreter, in the version's own process (the ``remote`` module of
+:mod:`replayssm.base.isolation`, its launch under the review's watchdog:
+nothing of the version runs here) and judged here (``replayed``:
+``reproduced``, ``shows another failure`` when the launch misbehaves
+otherwise, e.g. a store past the extent that the frame predicted, ``not
+reproduced``, ``no small launch``, or ``target fault`` when the version
+ends, hangs, raises or changes its process in the launch: ``fault`` names
+it, a finding with the trace kept). The
 obligations assume the role's whole caller contract (the guaranteed
 assumptions and the ones vLLM does not guarantee), so a counterexample
 satisfies every guaranteed one: a failure that replays is a finding
@@ -32,11 +37,14 @@ from typing import Any
 from .adapters import Api, kernel_roles
 
 
-def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None = None) -> dict[str, Any]:
-    """Every kernel obligation of ``module`` under ``api``'s roles, proved: per
-    obligation its status, cases and first violated part; with the command
-    that explains and replays a failure (and, with ``traces``, each failure's
-    saved launch and how it replayed: :func:`replay_failure`)."""
+def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None = None,
+                  remote: Any = None) -> dict[str, Any]:
+    """Every kernel obligation of ``module`` (the version's kernels read from
+    its source) under ``api``'s roles, proved: per obligation its status,
+    cases and first violated part; with the command that explains and
+    replays a failure (and, with ``traces`` and ``remote``, the version in its
+    own process: each failure's saved launch and how it replayed there,
+    :func:`replay_failure`)."""
     from replayssm.verify.kernels.obligations import register
     from replayssm.verify.obligation import REGISTRY, prove
 
@@ -50,8 +58,8 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
         results.append({"obligation": name, "status": r.status, "cases": r.cases,
                         "case": (r.counterexample or {}).get("case"),
                         "violated": ((r.counterexample or {}).get("violated") or [None])[0]})
-        if r.status == "failed" and traces is not None and results[-1]["case"]:
-            results[-1].update(replay_failure(module, roles, name, results[-1]["case"], source, traces,
+        if r.status == "failed" and traces is not None and remote is not None and results[-1]["case"]:
+            results[-1].update(replay_failure(module, remote, roles, name, results[-1]["case"], source, traces,
                                               results[-1]["violated"]))
     if not names:
         return {"applies": False, "why": f"the target defines none of the {api.name} API's kernels "
@@ -61,26 +69,44 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
             "command": f"replayssm-verify prove --kernels --impl {source}"}
 
 
-def replay_failure(module: ModuleType, roles: tuple, name: str, case: str, source: str, traces: Path,
-                   violated: str | None = None) -> dict:
+def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, case: str, source: str,
+                   traces: Path, violated: str | None = None) -> dict:
     """Obligation ``name``'s failure at ``case`` (its first violated part
     ``violated``) explained, its launch saved under ``traces`` and replayed on
-    ``module``'s kernel: ``replayed``, and ``trace``/``replay`` where a small
-    launch shows it."""
+    the version's kernel in its own process (``remote``; ``module``, its
+    source's kernels, binds the parameters): ``replayed``, and
+    ``trace``/``replay`` where a small launch shows it; a fault of the
+    version in that launch is ``replayed: "target fault"`` with ``fault``
+    (its kind and report)."""
+    from replayssm.base.isolation import TargetFault, TargetGone
     from replayssm.verify.kernels.obligations import parse_name
-    from replayssm.verify.kernels.playback import EXPECTED, playback
+    from replayssm.verify.kernels.playback import EXPECTED, fault_of, playback
     from replayssm.verify.kernels.report import explain, save_trace
 
     finding = explain(name, case, source, violated)
     path = save_trace(finding, traces, f"kernel-{name.removeprefix('kernel.').replace('@', '-')}")
     if path is None or finding.trace is None:
         return {"replayed": "no small launch", "explanation": finding.text}
-    seen = playback(finding.trace, module, roles)
+    saved = {"trace": str(path), "replay": f"replayssm-verify replay {path} --impl {source}",
+             "explanation": finding.text}
+    try:
+        seen = playback(finding.trace, module, roles, remote)
+    except (TargetFault, TargetGone) as e:
+        fault = fault_of(e)
+        remote.close()  # its process may be changed: the campaign's next launch starts a fresh one
+        return {"replayed": TARGET_FAULT, "fault": {"kind": fault.kind, "report": fault.report()}, **saved}
     prop = parse_name(name)[2]
     replayed = ("reproduced" if seen.reproduces(prop) else "shows another failure"
                 if any(getattr(seen, f) for f in EXPECTED.values()) else "not reproduced")
-    return {"replayed": replayed, "trace": str(path), "replay": f"replayssm-verify replay {path} --impl {source}",
-            "explanation": finding.text}
+    return {"replayed": replayed, **saved}
+
+
+TARGET_FAULT = "target fault"
+"""``replayed`` of a counterexample whose launch the version did not survive
+(it ended, hung, raised or changed its process): a finding of the version."""
+
+REPLAYED_FINDINGS = ("reproduced", "shows another failure", TARGET_FAULT)
+"""The ``replayed`` outcomes that make a failed obligation a finding."""
 
 
 def summary(kp: dict[str, Any]) -> str:
@@ -90,7 +116,9 @@ def summary(kp: dict[str, Any]) -> str:
     res = kp["results"]
     proved = sum(r["status"] == "proved" for r in res)
     bad = [f"{r['obligation']} {r['status']} ({r['case']}: {r['violated']})"
-           + (f", {r['replayed']} on the real kernel" if "replayed" in r else "") for r in res if r["status"] != "proved"]
+           + (f", {r['replayed']} on the real kernel" if "replayed" in r else "")
+           + (f" ({r['fault']['kind']}: {r['fault']['report'].splitlines()[0]})" if "fault" in r else "")
+           for r in res if r["status"] != "proved"]
     line = f"{proved}/{len(res)} proved in {kp['seconds']:.1f} s"
     return line + ("; " + "; ".join(bad) + f"; explain with {kp['command']}" if bad else "")
 

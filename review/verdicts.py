@@ -64,13 +64,16 @@ class Verdict:
         """The kernel obligations that failed with a counterexample that the
         real kernel shows on replay (:mod:`.kernel_proofs`): proved findings,
         inside the whole caller contract, so inside the guaranteed one."""
+        from .kernel_proofs import REPLAYED_FINDINGS
+
         kp = self.kernel_proofs or {}
         return [{"property": r["obligation"], "evidence": "proved", "case": r["case"], "violated": r["violated"],
                  "replayed": r["replayed"], "message": f"{r['obligation']} failed ({r['case']}: {r['violated']}); "
-                 f"the counterexample {r['replayed']} on the real kernel", "trace": r["trace"], "replay": r["replay"],
-                 "explanation": r.get("explanation", "")}
-                for r in kp.get("results", ()) if r["status"] == "failed"
-                and r.get("replayed") in ("reproduced", "shows another failure")]
+                 + (f"the counterexample {r['replayed']} on the real kernel" if "fault" not in r else
+                    f"replaying the counterexample, the version's kernel is a {r['fault']['kind']}: "
+                    f"{r['fault']['report']}"),
+                 "trace": r["trace"], "replay": r["replay"], "explanation": r.get("explanation", "")}
+                for r in kp.get("results", ()) if r["status"] == "failed" and r.get("replayed") in REPLAYED_FINDINGS]
 
     @property
     def probes_not_finished(self) -> list[str]:

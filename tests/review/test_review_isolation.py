@@ -98,3 +98,58 @@ def test_fuzz_numeric_refuses_the_options_it_ignored(capsys) -> None:
                          (["--drop", "decode_within_block"], "--drop")):
         assert main(["fuzz", "--numeric", *extra]) == 2, extra
         assert f"{named} does not apply to --numeric" in capsys.readouterr().err
+
+
+ONLY_FRESH = ("changed = valid_dst & (~valid_src | (src_slot != dst_slot))", "changed = valid_dst & ~valid_src")
+"""A line of our reset kernel changed so that its proofs fail (equivalence) and it differs from the original."""
+
+IMPORTED_ONLY = "\n_IMPORTED = False\nif True:  # not read by the proofs (only definitions are): true once imported\n    _IMPORTED = True\n"
+"""Module code that the proofs' reading of the source leaves out: the kernel's fault below is
+reached only by the module as imported (in the version's own process), never by the proofs."""
+
+
+def _faulty_version(folder: Path, fault: str | None, change: tuple[str, str] | None) -> Path:
+    """Our kernels with ``change`` planted and, with ``fault``, the reset kernel running ``fault`` when launched."""
+    text = (REPO / "impl" / "kernels.py").read_text()
+    if change is not None:
+        assert text.count(change[0]) == 1
+        text = text.replace(*change)
+    if fault is not None:
+        text = text.replace(MIGRATION_LINE, f"{MIGRATION_LINE}    if _IMPORTED:\n        {fault}\n", 1) + IMPORTED_ONLY
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernels.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("fault, kind, words", [
+    ("__import__('os')._exit(0)", "crash", "exit status 0"),
+    ("while True: pass", "hang", "within the 2 s watchdog"),
+])
+def test_a_kernel_faulting_on_a_proof_or_diff_replay_is_a_finding_of_the_version(
+        tmp_path: Path, capsys, fault: str, kind: str, words: str) -> None:
+    """``review HEAD --base BASE``: HEAD's reset kernel fails its proofs and
+    differs from BASE's, and ends its process (or loops) when launched. The
+    counterexample of its proofs and the diff's distinguishing input are
+    replayed on HEAD in its own process: each a finding of HEAD naming the
+    fault (the proofs' replay ran the kernel read from the source in the
+    review's process, where the fault is not reached: "reproduced"), with
+    its trace kept, exit 1, the JSON written."""
+    base = _faulty_version(tmp_path / "base", None, None)
+    head = _faulty_version(tmp_path / "head", fault, ONLY_FRESH)
+    report = tmp_path / "r.json"
+    code = main(["review", str(head), "--base", str(base), "--examples", "1", "--watchdog", "2", "--budget", "4",
+                 "--traces", str(tmp_path / "t"), "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    (verdict,) = json.loads(report.read_text())["verdicts"]
+    replays = [r for r in verdict["kernel_proofs"]["results"] if "replayed" in r]
+    assert replays and all(r["replayed"] == "target fault" for r in replays), replays
+    assert all(r["fault"]["kind"] == kind and words in r["fault"]["report"] and Path(r["trace"]).is_file()
+               for r in replays), replays
+    assert {k["property"] for k in verdict["kernel_findings"]} == {r["obligation"] for r in replays}
+    assert all(f"the version's kernel is a {kind}" in k["message"] for k in verdict["kernel_findings"])
+    (diff,) = [d for d in verdict["differences"] if d.get("evidence") == "proved" and d["kind"] != "equal"]
+    assert diff["kind"] == "regression" and f"head breaks process: a {kind} of the target" in diff["message"], diff
+    assert words in diff["kernel_diff"]["distinction"]["faults"]["head"] and Path(diff["trace"]).is_file()
+    assert "Traceback" not in out

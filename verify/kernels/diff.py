@@ -35,7 +35,11 @@ versions are proved equal. Sat: a distinguishing input, which is
    fewest requests, columns, slots and layers, one at a time (and for a
    padding program its row, the first past ``num_reqs`` where it can be);
 3. replayed on both versions under Triton's interpreter
-   (:mod:`.playback`), which must show the outputs differ concretely;
+   (:mod:`.playback`), which must show the outputs differ concretely: each
+   version in its own process when it comes with one (``remotes``, as
+   ``review --base`` passes them: nothing of either version runs here), a
+   version that ends, hangs, raises or changes its process in the launch
+   breaking the launch (``process: ...``, judged as any other break);
 4. judged by what the lifecycle asks of one launch: the spec program's
    result (the kernel contract the lifecycle proofs rest on), memory
    safety and int32 on the real kernel, and that no padding program stores
@@ -113,6 +117,8 @@ class Distinction:
     """The cells that differ on the real kernels (replay): ``buffer[index]: base X, head Y``."""
     broken: dict = field(default_factory=dict)
     """Per version (``base``, ``head``): what it breaks on the input."""
+    faults: dict = field(default_factory=dict)
+    """Per version that did not survive the replayed launch: the fault's report (its output, its traceback)."""
     judgement: str = ""
     trace: dict | None = None
     outside: list[str] = field(default_factory=list)
@@ -130,7 +136,7 @@ class Distinction:
         return {"variant": self.variant, "padding_program": self.padding, "buffers": self.buffers, "inside_full_contract": self.inside_full_contract,
                 "inputs": self.inputs, "launch": self.launch, "cells": self.cells, "broken": self.broken,
                 "judgement": self.judgement, "replayed": self.replayed,
-                "breaks_assumptions": self.outside}
+                "breaks_assumptions": self.outside, "faults": self.faults}
 
 
 @dataclass
@@ -321,14 +327,16 @@ def padded(role: KernelRole, head_role: KernelRole | None = None) -> bool:
 
 
 def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role: KernelRole | None = None,
-              base_label: str = "base", head_label: str = "head") -> RoleDiff:
+              base_label: str = "base", head_label: str = "head", remotes: tuple = (None, None)) -> RoleDiff:
     """Decide whether ``base`` and ``head`` leave the same memory for role
     ``role`` on every input inside the contract, every variant, the programs
     of rows below ``num_reqs`` and (:func:`padded`) the padding programs past
     it; a difference comes with its smallest distinguishing input, replayed
     and judged. ``head_role``: head's own record of the role (another
     generation's adapter); the variants compared are those both records list,
-    by label."""
+    by label. ``remotes``: base and head each in its own process
+    (:class:`~replayssm.base.isolation.RemoteModule`), where the replay
+    launches them; None: in this process (our own kernels, tests)."""
     start = time.perf_counter()
     theirs = dict((head_role or role).variants())
     chosen = [(label, params) for label, params in smallest_first(head_role or role) if label in theirs]
@@ -366,7 +374,7 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
         out.outcome = DIFFERS
         out.only_outside_contract = not any(inside_any.values())
         for padding, (pc, violated) in sorted(first.items(), key=lambda kv: kv[0]):  # the row programs' first
-            d = distinguish(pc, violated, inside_any[padding], base, head, base_label, head_label)
+            d = distinguish(pc, violated, inside_any[padding], base, head, base_label, head_label, remotes)
             if out.distinction is None:
                 out.distinction = d
             else:
@@ -488,7 +496,7 @@ the whole launch (another program writes the cell alike)."""
 
 
 def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: ModuleType, head: ModuleType,
-                base_label: str, head_label: str) -> Distinction:
+                base_label: str, head_label: str, remotes: tuple = (None, None)) -> Distinction:
     """The smallest distinguishing input of ``pc`` (under the full contract
     when one exists there), replayed on both kernels and judged; the next
     tier's input when the replay does not show it (at most :data:`REPLAYS`)."""
@@ -512,7 +520,7 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
         d.launch = {"geometry": p["geometry"], "groups": len(p["layers_per_group"]), "layers": p["layers_per_group"],
                     "num_cols": p["num_cols"], "num_slots": p["num_slots"],
                     "num_reqs": d.trace["actions"][1]["picks"]["num_reqs"]}
-        replay(d, pc, traces, base, head)
+        replay(d, pc, traces, base, head, remotes)
         first = first or d
         if d.replayed or n + 1 >= REPLAYS:
             return d if d.replayed else first
@@ -523,16 +531,29 @@ def distinguish(pc: PairCase, violated: list[Part], inside_full: bool, base: Mod
     return d
 
 
-def replay(d: Distinction, pc: PairCase, traces: dict, base: ModuleType, head: ModuleType) -> None:
+def replay(d: Distinction, pc: PairCase, traces: dict, base: ModuleType, head: ModuleType,
+           remotes: tuple = (None, None)) -> None:
     """Run the distinction's launch on both real kernels (Triton's
     interpreter; each version through its own record and its own trace of
-    the one model) and the spec; fill in the cells that differ, what each
-    version breaks, and the judgement."""
-    from .playback import kernel_outputs
+    the one model, in its own process where ``remotes`` has it) and the
+    spec; fill in the cells that differ, what each version breaks (a fault
+    of its process in the launch: ``process: ...``, with ``faults``), and
+    the judgement."""
+    from replayssm.base.isolation import TargetFault, TargetGone
+
+    from .playback import fault_of, kernel_outputs
 
     outs = {}
-    for side, module, role, case in (("base", base, pc.base_role, pc.base), ("head", head, pc.role, pc.head)):
-        final, result = kernel_outputs(traces[side], module, role)
+    for side, module, role, case, remote in (("base", base, pc.base_role, pc.base, remotes[0]),
+                                             ("head", head, pc.role, pc.head, remotes[1])):
+        try:
+            final, result = kernel_outputs(traces[side], module, role, remote)
+        except (TargetFault, TargetGone) as e:
+            fault = fault_of(e)
+            remote.close()  # its process may be changed: the next use starts a fresh one
+            d.broken[side] = [f"process: a {fault.kind} of the target: {fault.reason}"]
+            d.faults[side] = fault.report()
+            continue
         outs[side] = final
         broken = []
         if result.out_of_bounds:
@@ -548,8 +569,8 @@ def replay(d: Distinction, pc: PairCase, traces: dict, base: ModuleType, head: M
                                 traces[side]["actions"][1]["picks"]["num_reqs"])
         broken += padding_stores(result.outside_frame, traces[side]["actions"][1]["picks"]["num_reqs"])
         d.broken[side] = broken
-    for b in outs["base"]:
-        if b not in outs["head"] or np.shape(outs["base"][b]) != np.shape(outs["head"][b]):
+    for b in outs.get("base", {}):
+        if b not in outs.get("head", {}) or np.shape(outs["base"][b]) != np.shape(outs["head"][b]):
             continue
         x, y = outs["base"][b], outs["head"][b]
         for cell in zip(*np.nonzero(x != y)):

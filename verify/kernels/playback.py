@@ -512,11 +512,19 @@ def _default_roles() -> Any:
     return ROLES
 
 
-def kernel_outputs(trace: dict, module: Any, role: Any) -> tuple[dict[str, np.ndarray], Playback]:
+def kernel_outputs(trace: dict, module: Any, role: Any, remote: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
     """The buffers ``module``'s kernel of ``role`` leaves on the trace's
     launch, and its playback (compared with the spec where the role has
-    one), for comparing two versions: one launch of the kernel serves both."""
-    return _played(trace, module, [role])
+    one), for comparing two versions: one launch of the kernel serves both
+    (``remote``: the version in its own process, launched there; see
+    :func:`_kernel_run`)."""
+    return _played(trace, module, [role], remote)
+
+
+def fault_of(error: BaseException) -> Any:
+    """The :class:`~replayssm.base.isolation.TargetFault` a launch in the
+    target's process raised (itself, or the one a ``TargetGone`` carries)."""
+    return getattr(error, "fault", error)
 
 
 REPLAY_SECONDS = 60.0
@@ -557,7 +565,7 @@ def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", role
             raise ValueError(f"--impl {impl or meta.get('impl')!r} has no kernel {meta.get('kernel')!r}")
         result = playback(trace, source, roles, remote)
     except (TargetFault, TargetGone) as e:
-        fault = e.fault if isinstance(e, TargetGone) else e
+        fault = fault_of(e)
         return False, f"{header}\n  {fault.report()}\nfailure reproduced: a {fault.kind} of the target"
     finally:
         remote.close()
