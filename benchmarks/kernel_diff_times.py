@@ -4,10 +4,12 @@
                                             [--jobs 2] [--out FILE]
 
 A pair's diff is what ``review HEAD --base BASE`` proves before its
-campaigns (``review/kernel_diff.py``): both versions loaded, every kernel
-role they share compared on every variant, a difference minimised and
-replayed; each run is a fresh process (imports, loading, case building,
-solving and replay included). A version's obligations are ``prove --kernels
+campaigns (``review/kernel_diff.py``): both versions' kernels read from their
+source and each version started in a process of its own, every kernel role
+they share compared on every variant, a difference minimised and replayed on
+both versions in their processes; each run is a fresh process (imports,
+reading, the versions' processes, case building, solving and replay
+included). A version's obligations are ``prove --kernels
 --impl VERSION --no-cache --jobs N`` in a fresh process. The runs are
 interleaved (every pair and version once per repeat), so a machine whose
 speed drifts slows them alike; the medians are reported against the bounds
@@ -49,12 +51,14 @@ import json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
 from replayssm.review.adapters import detect, kernel_roles
 from replayssm.review.kernel_diff import kind_of
-from replayssm.base.targets import load_target
+from replayssm.base.isolation import load_isolated
 from replayssm.verify.kernels.diff import diff_role, matched_roles
-(base, base_api), (head, head_api) = [(m, detect(m)) for m in (load_target(sys.argv[1]), load_target(sys.argv[2]))]
+from replayssm.verify.kernels.source_module import kernel_module
+remotes = tuple(load_isolated(s, launch_seconds=60.0) for s in sys.argv[1:3])
+(base, base_api), (head, head_api) = [(kernel_module(s), detect(m)) for s, m in zip(sys.argv[1:3], remotes)]
 out = []
 for role, head_role in matched_roles(base, head, kernel_roles(base_api), kernel_roles(head_api)):
-    r = diff_role(base, head, role, head_role=None if head_role is role else head_role)
+    r = diff_role(base, head, role, head_role=None if head_role is role else head_role, remotes=remotes)
     out.append({"role": r.role, "kind": kind_of(r), "seconds": round(r.seconds, 3), "summary": r.summary()})
 print(json.dumps(out))
 """
