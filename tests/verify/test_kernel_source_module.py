@@ -10,6 +10,7 @@ any proof, with no report."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,20 @@ def test_prove_of_a_hostile_file_proves_it_and_never_launches_it(tmp_path: Path)
     assert ob["status"] == "failed" and ob["name"] == "kernel.migration.equivalence@hostile_kernels", ob
     assert list((tmp_path / "cx").glob("*.kernel-trace.json"))
     assert "Beautiful is better than ugly" not in run.stdout and "Traceback" not in run.stderr
+
+
+def test_a_module_name_is_found_without_importing_its_package(tmp_path: Path) -> None:
+    """``--impl pkg.kernels``: finding the file imported ``pkg`` first (``importlib.util.find_spec``),
+    so its ``__init__`` ran in the proving process (here: exit 9 before any proof)."""
+    package = tmp_path / "planted_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import os\nos._exit(9)\n")
+    (package / "kernels.py").write_text((REPO / "impl" / "kernels.py").read_text())
+    report = tmp_path / "r.json"
+    run = subprocess.run([sys.executable, "-m", "replayssm", "prove", "--kernels", "--impl", "planted_pkg.kernels",
+                          "--only", "migration.equivalence", "--jobs", "1", "--no-cache", "--json", str(report)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 0, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    (ob,) = json.loads(report.read_text())["obligations"]
+    assert ob["status"] == "proved" and ob["name"] == "kernel.migration.equivalence@planted_pkg.kernels", ob

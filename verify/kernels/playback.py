@@ -22,7 +22,12 @@ must mask a lane off as it runs) happen there, on copies of these tensors;
 the log, the lanes out of bounds and the overflows come back with the
 buffers, and the comparison, the conflicts and the frame are judged here. A
 target that ends, hangs, raises or changes its process (Triton's interpreter
-builder included) is that finding, never "no failure".
+builder included) is that finding, never "no failure". ``review`` replays
+its kernel proofs' counterexamples and its kernel diff's distinguishing
+inputs the same way, on each version's own process (``remote``; a
+:class:`~replayssm.base.isolation.TargetFault` or ``TargetGone`` reaches the
+caller, :func:`fault_of` names it). Without ``remote`` the launch is in this
+process: for our own kernels and the tests' modules only.
 """
 
 from __future__ import annotations
