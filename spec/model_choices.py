@@ -57,18 +57,35 @@ BLOCK_COPY_ON_WRITE = ModelChoice(
     ),
 )
 
-ONLY_LIVE_BLOCK_ALLOCATED = ModelChoice(
-    "only_live_block_allocated",
-    "system model: a step allocates a block for the live column only; the blocks a multi-block chunk covers "
-    "before it stay null",
-    ("spec/system/step.py",),
-    contradicted(
-        "vLLM allocates every block a prefill chunk covers and resets the intermediate ones, which can later be "
-        "another request's live source; the system model must allocate them (the fuzz callers do, some null), "
-        "and then decode_within_block is no longer redundant (docs/assumptions.md)",
+COVERED_BLOCKS_ALLOCATED = ModelChoice(
+    "covered_blocks_allocated",
+    "a step allocates a block for every column a scheduled row covers before its live column (one that holds "
+    "the null block gets a fresh block in every group, or the null block in every group), and the postprocess "
+    "resets each real one a prefill chunk touched",
+    ("spec/system/step.py", "fuzz/callers.py"),
+    guaranteed(
         cite(PAGE, "# Reset every touched prefix block, including intermediate blocks",
-             "the kernel resets intermediate blocks of a chunk, so they are allocated."),
+             "the kernel resets the intermediate blocks of a chunk, so they are allocated."),
         cite(T3, "[0, 1, 2],", "vLLM's test gives a 48-token chunk (block size 16) three real blocks."),
+        cite(PAGE, "valid_prefill_slot = prefill_slot != PAD_SLOT_ID",
+             "a touched column may hold the null block, which the reset skips."),
+    ),
+)
+
+PREFILL_WRITES_COVERED_BLOCK_STATES = ModelChoice(
+    "prefill_writes_covered_block_states",
+    "align mode: a prefill chunk's forward pass leaves, in each real block it covers whole before its live one, "
+    "the state at that block's end",
+    ("spec/system/step.py",),
+    not_guaranteed(
+        "the prefix cache registers every block a step fills (prefix_cache_registers_filled_blocks) and A1 says "
+        "a touched intermediate block can become another request's live source through a prefix hit, so its "
+        "state must be the boundary's; only all mode's prefill is said to write every boundary state (D1), and "
+        "vLLM's chunked-scan forward, which is not in the corpus, would have to promise it in align mode",
+        cite(A1, "# Any block touched by prefill can later become another request's live",
+             "A1: an intermediate block a prefill touched can be another request's live source through a prefix hit."),
+        cite(D1, "All-mode prefill writes every boundary state in this interval.",
+             "D1 says all mode's prefill writes the state at every boundary it covers."),
     ),
 )
 
@@ -479,7 +496,8 @@ PADDING_PROGRAMS_PAST_NUM_REQS = ModelChoice(
 )
 
 ALL = [
-    BLOCK_COPY_ON_WRITE, ONLY_LIVE_BLOCK_ALLOCATED, PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
+    BLOCK_COPY_ON_WRITE, COVERED_BLOCKS_ALLOCATED, PREFILL_WRITES_COVERED_BLOCK_STATES,
+    PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
     PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
     PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK,
     PROMPT_ROWS_ARE_PREFILL, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, PREFILL_STARTS_FROM_STATE_ALONE,

@@ -79,7 +79,12 @@ class StepCase:
     compared for equality and with the null id): request 0's column ``c`` is
     slot ``1 + c`` or null, request 1's is null, request 0's slot of the same
     column (a shared published block: registered codes name the column) or its
-    own ``1 + C + c``; fresh blocks are ``2C + 1`` and ``2C + 2``."""
+    own ``1 + C + c``; fresh blocks are ``2C + 1`` and ``2C + 2``. A column
+    ``c`` a row covers before its live one takes a fresh block only while it
+    is null (past the live column, so in no table of its request): request
+    0's is slot ``1 + c``, request 1's ``1 + C + c``, each then named by no
+    other table entry (a slot of request 0's column ``c`` that request 1
+    shares while request 0's is null is a renaming of request 1's own)."""
 
     rows: tuple[CaseRow, ...]
 
@@ -256,7 +261,10 @@ class ProofContext:
             r = row.req
             slot = fresh[r] if fresh is not None else 2 * C + 1 + r
             shape += [general.picks.rows[r].slot[g] == slot for g in range(p.groups)]
-            rows[r] = replace(rows[r], sched=1, slot=(slot,) * p.groups,
+            cover = tuple((1 + r * C + c,) * p.groups for c in range(C - 1))
+            shape += [general.picks.rows[r].cover_slot[c][g] == cover[c][g]
+                      for c in range(C - 1) for g in range(p.groups)]
+            rows[r] = replace(rows[r], sched=1, slot=(slot,) * p.groups, cover_slot=cover,
                               live_col=row.live_col if p.conv.materialize_prefixes else rows[r].live_col)
         t = Transition(p, "step", pre, StepPicks(tuple(rows)), general.outcome, general.guard, general.assumptions,
                        shape, case)

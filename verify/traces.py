@@ -20,10 +20,12 @@ from replayssm.spec.system import (
     GARBAGE,
     AdmitPicks,
     Picks,
+    RowPick,
     StepPicks,
     State,
     SystemParams,
     checked_picks,
+    covered_nulls,
     failed_checks,
     flat_picks,
     invariants,
@@ -201,7 +203,7 @@ def _shown_picks(action: str, picks: Picks, st: State) -> str:
     did not run and the hit slots of columns an admission does not hit."""
     if isinstance(picks, StepPicks):
         rows = [f"r{r}: q={row.q} acc={row.acc} live_col={row.live_col} is_prefilling={row.is_prefilling} "
-                f"slot={list(row.slot)} null={list(row.null)}"
+                f"slot={list(row.slot)} null={list(row.null)}{_shown_covers(st, r, row)}"
                 for r, row in enumerate(picks.rows) if row.sched == 1 and st.get("active", r) == 1]
         return "; ".join(rows)
     if isinstance(picks, AdmitPicks):
@@ -209,6 +211,13 @@ def _shown_picks(action: str, picks: Picks, st: State) -> str:
         return (f"req={picks.req} stream={picks.stream} prompt={picks.prompt} hit={picks.hit}"
                 + (f" hit_slots={hit_slots}" if picks.hit else ""))
     return " ".join(f"{k}={v}" for k, v in flat_picks(picks).items())
+
+
+def _shown_covers(st: State, r: int, row: RowPick) -> str:
+    """What the pool gives each null column the row covers before its live
+    one (``spec.system.step.covers``): `` cover[c]=null`` or its slots."""
+    return "".join(f" cover[{c}]={'null' if row.cover_null[c] else list(row.cover_slot[c])}"
+                   for c in covered_nulls(st, r, row.live_col))
 
 
 def trace_from_transition(t: Any, m: z3.ModelRef, violated: list[str], dropped: tuple[str, ...]) -> dict:

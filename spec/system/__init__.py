@@ -66,6 +66,7 @@ from .actions import ACTIONS, check_dropped
 from .admission import ADMIT, FREE
 from .exploration import (
     Exploration,
+    covered_nulls,
     enumerate_picks,
     explore,
     prefix_hit_levels,
@@ -125,7 +126,7 @@ __all__ = [
     "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action",
     "AdmitPicks", "Exploration", "FreePicks", "Invariant", "Named", "Outcome", "PickSpec", "Picks", "RowOption", "RowPick", "RowPlan",
     "RowRule", "State", "StepPicks", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
-    "check_dropped", "check_invariants", "checked_picks", "code", "default_picks", "enumerate_picks", "explore",
+    "check_dropped", "check_invariants", "checked_picks", "code", "covered_nulls", "default_picks", "enumerate_picks", "explore",
     "failed_checks", "flat_picks", "idle_row", "in_prefill", "initial_state", "invariants", "live_slot", "lookup",
     "needs_fresh_slot", "picks_from_flat", "picks_json", "prefix_hit_levels", "register_filled_blocks", "replay",
     "represents", "row_options", "row_pick", "row_rule", "run_action", "sample_picks", "select", "shared_block",

@@ -10,7 +10,7 @@ from itertools import product
 from typing import TypedDict
 
 from .invariant import invariants
-from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks
+from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
 from .state import State, SystemParams, code, initial_state
@@ -56,27 +56,56 @@ def row_options(st: State, r: int) -> list[RowOption]:
     return row_rule(st.p).options(st.get("N", r), st.get("prompt", r))
 
 
-def row_pick(p: SystemParams, row: RowOption, acc: int, fresh: dict[int, int]) -> RowPick:
-    """A request's step picks when it takes ``row`` with ``acc`` accepted and
-    the ``fresh`` slot of each group that needs one (no column kept null)."""
+def row_pick(p: SystemParams, row: RowOption, acc: int, fresh: dict[int, int],
+             covered: dict[int, tuple[int, ...]] | None = None) -> RowPick:
+    """A request's step picks when it takes ``row`` with ``acc`` accepted,
+    the ``fresh`` slot of each group that needs one (no column kept null)
+    and the ``covered`` columns' slots (one per group; the other covered
+    columns are given the null block)."""
+    given = covered or {}
     return RowPick(1, row.q, acc, row.live_col, row.prefilling,
-                   tuple(fresh.get(g, 1) for g in range(p.groups)), (0,) * p.groups)
+                   tuple(fresh.get(g, 1) for g in range(p.groups)), (0,) * p.groups,
+                   cover_picks(p, given), tuple(0 if c in given else 1 for c in range(p.num_cols - 1)))
 
 
-def _fresh_slots(st: State, r: int, live_col: int, taken: dict[int, set],
-                 choose: Callable[[list[int]], int]) -> dict[int, int] | None:
-    """A fresh slot for each group where request ``r``'s row ending in
-    ``live_col`` needs one (:func:`needs_fresh_slot`; these generators never
-    keep a column null), chosen by ``choose`` among the free slots not
-    ``taken`` by an earlier row; None when some group has none left."""
+def covered_nulls(st: State, r: int, live_col: int) -> list[int]:
+    """The null columns a row of request ``r`` ending in ``live_col`` covers
+    before it (``step.covers``, on ints)."""
+    p = st.p
+    if not p.conv.materialize_prefixes:
+        return []
+    N = st.get("N", r)
+    return [c for c in range(p.num_cols - 1) if (c + 1) * p.geo.block_size > N and c < live_col
+            and st.get("table", 0, r, c) == p.geo.pad_slot]
+
+
+def _fresh_slots(st: State, r: int, row: RowOption, taken: dict[int, set],
+                 choose: Callable[[list[int]], int]) -> tuple[dict[int, int], dict[int, tuple[int, ...]]] | None:
+    """A fresh slot for each group where request ``r``'s ``row`` needs one
+    for its live column (:func:`needs_fresh_slot`; these generators never
+    keep a live column null), and one per group for each null column it
+    covers (:func:`covered_nulls`), chosen by ``choose`` among the free
+    slots not ``taken`` by an earlier row or column (and added to
+    ``taken``); None when some group has none left."""
     slots = {}
     for g in range(st.p.groups):
-        if needs_fresh_slot(st, g, st.get("table", g, r, live_col), True, 0):
+        if needs_fresh_slot(st, g, st.get("table", g, r, row.live_col), True, 0):
             free = [s for s in _free_slots(st, g) if s not in taken[g]]
             if not free:
                 return None
             slots[g] = choose(free)
-    return slots
+            taken[g].add(slots[g])
+    covered = {}
+    for c in covered_nulls(st, r, row.live_col):
+        per_group = []
+        for g in range(st.p.groups):
+            free = [s for s in _free_slots(st, g) if s not in taken[g]]
+            if not free:
+                return None
+            per_group.append(choose(free))
+            taken[g].add(per_group[-1])
+        covered[c] = tuple(per_group)
+    return slots, covered
 
 
 def sample_picks(st: State, rng: random.Random, *, weights: tuple[int, int, int] = (2, 8, 1)) -> tuple[str, Picks]:
@@ -109,12 +138,13 @@ def sample_picks(st: State, rng: random.Random, *, weights: tuple[int, int, int]
                 continue
             row = rng.choice(options)
             acc = rng.choice(row.accepted)
-            slots = _fresh_slots(st, r, row.live_col, taken, rng.choice)
+            trial = {g: set(x) for g, x in taken.items()}
+            slots = _fresh_slots(st, r, row, trial, rng.choice)
             if slots is None:
                 continue
-            for g, s in slots.items():
-                taken[g].add(s)
-            rows[r] = row_pick(p, row, acc, slots)
+            taken = trial
+            fresh, covered = slots
+            rows[r] = row_pick(p, row, acc, fresh, {c: x for c, x in covered.items() if rng.random() < 0.8})
             any_sched = True
         if any_sched:
             return action, StepPicks(tuple(rows))
@@ -142,7 +172,8 @@ def _idle_step(p: SystemParams) -> StepPicks:
 def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Iterator[tuple[str, Picks]]:
     """Every action a caller may take in ``st`` under every caller assumption,
     for exhaustive bounded exploration. Two reductions keep it finite and
-    small: a fresh block is the lowest free slot of each group, and a prefix
+    small: a fresh block is the lowest free slot of each group (a covered
+    null column takes one too, never the null block), and a prefix
     hit takes the lowest matching registered slot. They choose one slot
     where the pool may hand out any: free slots can differ (one still holds
     a registered prefix, or stale trackers), so this is one policy of the
@@ -177,12 +208,10 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             if choice is None:
                 continue
             row, acc = choice
-            slots = _fresh_slots(st, r, row.live_col, taken, lambda free: free[0])
+            slots = _fresh_slots(st, r, row, taken, lambda free: free[0])
             if slots is None:
                 break
-            for g, s in slots.items():
-                taken[g].add(s)
-            rows[r] = row_pick(p, row, acc, slots)
+            rows[r] = row_pick(p, row, acc, *slots)
         else:
             yield "step", StepPicks(tuple(rows))
 

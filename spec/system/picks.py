@@ -55,7 +55,11 @@ class RowPick:
     """One request's part of an engine step: whether it is scheduled
     (``sched``), its query length ``q``, accepted count ``acc``, live column
     and ``is_prefilling`` flag; per cache group the fresh slot the pool
-    hands out (``slot[g]``) and whether the column is kept null (``null[g]``)."""
+    hands out (``slot[g]``) and whether the column is kept null (``null[g]``).
+    For each column ``c`` but the last, what the pool gives that column when
+    the row covers it before its live column and it holds the null block
+    (``spec.system.step.covers``): the null block in every group
+    (``cover_null[c]`` 1) or, per group, the slot ``cover_slot[c][g]``."""
 
     sched: Value
     q: Value
@@ -64,6 +68,8 @@ class RowPick:
     is_prefilling: Value
     slot: tuple[Value, ...]
     null: tuple[Value, ...]
+    cover_slot: tuple[tuple[Value, ...], ...]
+    cover_null: tuple[Value, ...]
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,14 @@ def flat_picks(picks: Picks | dict) -> dict[str, Value]:
 
 def idle_row(p: SystemParams) -> RowPick:
     """The picks of a request a step does not schedule (every leaf at its domain's low end)."""
-    return RowPick(0, 0, 0, 0, 0, (1,) * p.groups, (0,) * p.groups)
+    return RowPick(0, 0, 0, 0, 0, (1,) * p.groups, (0,) * p.groups, cover_picks(p), (0,) * (p.num_cols - 1))
+
+
+def cover_picks(p: SystemParams, slots: dict[int, tuple[int, ...]] | None = None) -> tuple[tuple[int, ...], ...]:
+    """``cover_slot`` of a row: column ``c``'s slots (one per group) from
+    ``slots``, the domain's low end (1) in the other columns."""
+    given = slots or {}
+    return tuple(given.get(c, (1,) * p.groups) for c in range(p.num_cols - 1))
 
 
 def step_of(p: SystemParams, rows: dict[int, RowPick]) -> StepPicks:

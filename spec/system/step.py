@@ -2,8 +2,9 @@
 
 One step schedules a row for some running requests. Per request it picks
 whether it runs, its query length, accepted count, live column and
-``is_prefilling`` flag, and per cache group the fresh slot the pool hands out
-and whether the scheduler keeps a column null (the record
+``is_prefilling`` flag, per cache group the fresh slot the pool hands out
+and whether the scheduler keeps a column null, and what the pool gives each
+null column the row covers before its live one (the record
 ``spec.system.picks.StepPicks``, one ``RowPick`` per request).
 
 The module reads in the order of the :class:`~.action.Action` it ends with:
@@ -16,11 +17,13 @@ The module reads in the order of the :class:`~.action.Action` it ends with:
 4. the effect (:func:`step_apply`), one function per phase, in vLLM's order:
 
    1. :func:`allocate`: a scheduled request's live column gets a fresh block
-      (copy-on-write of a shared one);
+      (copy-on-write of a shared one), and so does every null column it
+      covers before it (or the null block: :func:`covers`);
    2. :func:`move_live_columns`: block copies of moved live columns, then the
       migration kernel;
    3. :func:`forward_pass`: FlashInfer's prefill reset or checkpoint rule and
-      ring append on each scheduled row's live slot, group by group;
+      ring append on each scheduled row's live slot, group by group (a
+      prefill chunk also leaves each block it covers whole at its boundary);
    4. :func:`postprocess_and_compact`: the postprocess kernel (commit and plan)
       and, in align mode, compaction;
    5. :func:`materialize`: FlashInfer's materialize of the planned pairs;
@@ -87,6 +90,9 @@ def step_specs(p: SystemParams) -> list[PickSpec]:
                 PickSpec(f"{row}.is_prefilling", 0, 1)]
         out += [PickSpec(f"{row}.slot[{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
         out += [PickSpec(f"{row}.null[{g}]", 0, 1) for g in range(p.groups)]
+        for c in range(p.num_cols - 1):
+            out += [PickSpec(f"{row}.cover_slot[{c}][{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
+        out += [PickSpec(f"{row}.cover_null[{c}]", 0, 1) for c in range(p.num_cols - 1)]
     return out
 
 
@@ -154,6 +160,9 @@ def step_guard(st: State, k: StepPicks) -> Cond:
         ]
         for g in range(p.groups):
             parts += [within(k.rows[r].slot[g], 1, p.num_slots - 1), within(k.rows[r].null[g], 0, 1)]
+        for c in range(p.num_cols - 1):
+            parts.append(within(k.rows[r].cover_null[c], 0, 1))
+            parts += [within(k.rows[r].cover_slot[c][g], 1, p.num_slots - 1) for g in range(p.groups)]
     return conj(*parts)
 
 
@@ -170,6 +179,25 @@ def needs_fresh_slot(st: State, g: int, slot: Value, sched: Cond, null: Value) -
     (:func:`shared_block`). On ints a Python bool, on Z3 terms a term."""
     return disj(conj(sched, slot == st.p.geo.pad_slot, null == 0), shared_block(st, g, slot, sched))
 
+
+def covers(st: State, row: RowPlan, c: int) -> Cond:
+    """Scheduled row ``row`` covers column ``c`` before its live column: the
+    block holds one of the row's tokens (it ends after the request's
+    position) and comes before the live one. vLLM allocates every block a
+    row covers (model choice ``covered_blocks_allocated``); in mode none the
+    one live column holds every token, so nothing is covered."""
+    if not st.p.conv.materialize_prefixes:
+        return False
+    return conj(row.sched, (c + 1) * st.p.geo.block_size > st.get("N", row.r), c < row.live_col)
+
+
+def needs_cover_slot(st: State, k: StepPicks, row: RowPlan, c: int) -> Cond:
+    """Column ``c`` of ``row``'s request takes a fresh block in every group:
+    the row covers it (:func:`covers`), it holds the null block (in group 0;
+    the groups agree, ``aux.groups_agree_on_null``) and the pool does not give
+    it the null block (``cover_null[c]`` 0)."""
+    return conj(covers(st, row, c), st.get("table", 0, row.r, c) == st.p.geo.pad_slot,
+                k.rows[row.r].cover_null[c] == 0)
 # -- 3. the caller assumptions ---------------------------------------------------------------------
 
 SYSTEM_ASSUMPTIONS = [
@@ -195,6 +223,7 @@ def step_assumptions(st: State, k: StepPicks) -> list[Named]:
     fresh = {(g, row.r): needs_fresh_slot(st, g, st.get("table", g, row.r, row.live_col), row.sched,
                                           k.rows[row.r].null[g])
              for row in rows for g in range(p.groups)}
+    covered = {(row.r, c): needs_cover_slot(st, k, row, c) for row in rows for c in range(p.num_cols - 1)}
     for row in rows:
         r, gh = row.r, row.ghost
         fwd = GhostRow(gh.computed_before, gh.query_len, gh.accepted, row.prefill, gh.live_col, r)
@@ -217,6 +246,27 @@ def step_assumptions(st: State, k: StepPicks) -> list[Named]:
                 if other.r > r:
                     out.append((FRESH_DISTINCT_DESTINATIONS.name, implies(conj(needs, fresh[g, other.r]), FRESH_DISTINCT_DESTINATIONS(
                         slot, k.rows[other.r].slot[g], geo.pad_slot))))
+    out += covered_blocks_free(st, k, rows, fresh, covered)
+    return out
+
+
+def covered_blocks_free(st: State, k: StepPicks, rows: list[RowPlan], fresh: dict[tuple[int, int], Cond],
+                        covered: dict[tuple[int, int], Cond]) -> list[Named]:
+    """``fresh_slot_is_free`` of each block a covered column takes: no table
+    names it, nor did the step hand it out before (to a live column, or to an
+    earlier covered one)."""
+    p = st.p
+    out: list[Named] = []
+    for g in range(p.groups):
+        earlier: list[tuple[Cond, Value]] = [(fresh[g, row.r], k.rows[row.r].slot[g]) for row in rows]
+        for row in rows:
+            for c in range(p.num_cols - 1):
+                slot = k.rows[row.r].cover_slot[c][g]
+                taken: Value = st.get("ref", g, slot)
+                for needs, other in earlier:
+                    taken = taken + ite(conj(needs, other == slot), 1, 0)
+                out.append((FRESH_SLOT_IS_FREE.name, implies(covered[row.r, c], FRESH_SLOT_IS_FREE(taken))))
+                earlier.append((covered[row.r, c], slot))
     return out
 
 # -- 4. the effect, phase by phase -----------------------------------------------------------------
@@ -268,9 +318,18 @@ def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
     """Phase 1, on ``out``: a scheduled request's live column gets a fresh
     block in every group where it has none (or a null block when the
     scheduler says so); a live block shared with another table is copied
-    first (copy-on-write: state, ring and trackers travel with the copy)."""
+    first (copy-on-write: state, ring and trackers travel with the copy).
+    Each null column a row covers before its live one gets a fresh block in
+    every group, or stays null where the pool says so (:func:`needs_cover_slot`)."""
     p = st.p
     for row in rows:
+        for c in range(p.num_cols - 1):
+            alloc = needs_cover_slot(st, k, row, c)
+            for g in range(p.groups):
+                fresh = k.rows[row.r].cover_slot[c][g]
+                out.set("table", (g, row.r, c), fresh, alloc)
+                out.set("ref", (g, fresh), out.get("ref", g, fresh) + 1, alloc)
+                out.set("reg", (g, fresh), -1, alloc)  # evicted from the prefix cache
         for g in range(p.groups):
             cur = st.get("table", g, row.r, row.live_col)
             fresh = k.rows[row.r].slot[g]
@@ -323,7 +382,7 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     follows FlashInfer's checkpoint rule and appends its rows to the ring.
     Returns the state after it and its checks."""
     p = out.p
-    pad, R, W = p.geo.pad_slot, int(p.geo.ring_len), int(p.geo.window)
+    pad, R, W, bs = p.geo.pad_slot, int(p.geo.ring_len), int(p.geo.window), p.geo.block_size
     checks: list[Named] = []
     fwd = out.copy()
     for row in rows:
@@ -335,6 +394,12 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
             pre = conj(real, row.prefill)
             start_ok = disj(N == 0, conj(ck == code(p, stream, N), pnat == 0))
             checks.append(("forward reads the request's prefix", implies(pre, start_ok)))
+            # the chunked scan leaves each block it covers whole at its boundary
+            # (model choice prefill_writes_covered_block_states), then the chunk's end in the live slot
+            for c in range(p.num_cols - 1):
+                covered = out.get("table", g, r, c)
+                whole = conj(pre, covers(out, row, c), c * bs >= N, covered != pad)
+                fwd.set("ck", (g, covered), ite(start_ok, code(p, stream, (c + 1) * bs), GARBAGE), whole)
             fwd.set("ck", (g, slot), ite(start_ok, code(p, stream, N + row.q), GARBAGE), pre)
             dec = conj(real, negate(row.prefill))
             checks.append(("forward reads the request's prefix", implies(dec, represents(out, g, slot, stream, N))))

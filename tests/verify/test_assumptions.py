@@ -1,5 +1,5 @@
 """Every caller assumption of the system model, dropped: Z3's counterexample
-(necessary) or a proof without it (redundant in the model). The verdicts are
+(necessary), or one that breaks only an auxiliary conjunct. The verdicts are
 written up in docs/assumptions.md."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ NECESSARY = {
     "groups_agree_on_null": "groups_agree",
     "is_prefilling_agrees": "canonical",
     "fresh_slot_is_free": "no_token_dropped",
+    "decode_within_block": "canonical",
 }
-REDUNDANT = ["decode_within_block"]
 AUXILIARY_ONLY = {"row_nonempty": "aux.table_layout"}
 
 
@@ -45,7 +45,7 @@ def test_every_assumption_has_a_probe_and_a_verdict():
     names = {a.name for a in SYSTEM_ASSUMPTIONS}
     assert names == {n for n, pr in sp.PROBES.items() if len(pr.assumptions) == 1}
     assert set(sp.PROBES) - names == set(JOINT)
-    assert names == set(NECESSARY) | set(REDUNDANT) | set(AUXILIARY_ONLY)
+    assert names == set(NECESSARY) | set(AUXILIARY_ONLY)
 
 
 @pytest.mark.parametrize("name", sorted(NECESSARY))
@@ -57,18 +57,12 @@ def test_dropping_a_necessary_assumption_gives_a_counterexample(name):
 
 
 @pytest.mark.parametrize("name", ["decode_row_fits", "is_prefilling_agrees", "fresh_slot_is_free",
-                                  "live_col_is_last_block"])
+                                  "live_col_is_last_block", "decode_within_block"])
 def test_the_probe_shape_is_proved_with_the_assumption(name):
     """(fresh_distinct_destinations' probe fixes both fresh blocks equal, which
     the assumption forbids outright: kept, it is vacuous, so it is not here;
     system.step_batch proves the shape with distinct blocks.)"""
     assert _run(name, drop=False).status == "proved"
-
-
-@pytest.mark.parametrize("name", REDUNDANT)
-def test_redundant_assumption_is_proved_without_it(name):
-    r = _run(name, drop=True)
-    assert r.status == "proved", r.counterexample
 
 
 @pytest.mark.parametrize("name", sorted(AUXILIARY_ONLY))

@@ -191,6 +191,23 @@ def test_bug_prefix_cache_registers_a_block_early(fresh_cache, monkeypatch):
     _expect_failure("v2-align", ((0, 0, 0, 1),), "canonical")
 
 
+def test_bug_prefill_reset_skips_intermediate_blocks(fresh_cache, monkeypatch):
+    """The postprocess resets only the last block a prefill chunk touched:
+    the block the chunk covers before its live one (allocated, model choice
+    covered_blocks_allocated) keeps the trackers of the slot's old owner and
+    is registered by the prefix cache, so it is not canonical. While the
+    model left covered columns null (only_live_block_allocated) no proof
+    could see this bug."""
+    original = postprocess_module.prefill_columns
+
+    def buggy(row, block_size):
+        _, last = original(row, block_size)
+        return last, last
+
+    monkeypatch.setattr(postprocess_module, "prefill_columns", buggy)
+    _expect_failure("v2-align", ((0, 1, -1, 1),), "canonical")
+
+
 def test_bug_compaction_launched_one_row_short(fresh_cache, monkeypatch):
     """The caller hands the compaction num_reqs - 1: the last row's publish is
     planned (trackers reset to (0, 0)) but the work list leaves it out, so
