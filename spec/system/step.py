@@ -198,6 +198,7 @@ def needs_cover_slot(st: State, k: StepPicks, row: RowPlan, c: int) -> Cond:
     it the null block (``cover_null[c]`` 0)."""
     return conj(covers(st, row, c), st.get("table", 0, row.r, c) == st.p.geo.pad_slot,
                 k.rows[row.r].cover_null[c] == 0)
+
 # -- 3. the caller assumptions ---------------------------------------------------------------------
 
 SYSTEM_ASSUMPTIONS = [
@@ -261,6 +262,8 @@ def covered_blocks_free(st: State, k: StepPicks, rows: list[RowPlan], fresh: dic
         earlier: list[tuple[Cond, Value]] = [(fresh[g, row.r], k.rows[row.r].slot[g]) for row in rows]
         for row in rows:
             for c in range(p.num_cols - 1):
+                if covered[row.r, c] is False:  # on ints: the column takes no block
+                    continue
                 slot = k.rows[row.r].cover_slot[c][g]
                 taken: Value = st.get("ref", g, slot)
                 for needs, other in earlier:
@@ -325,6 +328,8 @@ def allocate(st: State, out: State, k: StepPicks, rows: list[RowPlan]) -> None:
     for row in rows:
         for c in range(p.num_cols - 1):
             alloc = needs_cover_slot(st, k, row, c)
+            if alloc is False:  # on ints: nothing to allocate
+                continue
             for g in range(p.groups):
                 fresh = k.rows[row.r].cover_slot[c][g]
                 out.set("table", (g, row.r, c), fresh, alloc)
@@ -387,6 +392,7 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     fwd = out.copy()
     for row in rows:
         r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
+        whole = {c: conj(row.prefill, covers(out, row, c), c * bs >= N) for c in range(p.num_cols - 1)}
         for g in range(p.groups):
             slot = out.get("table", g, r, row.live_col)
             real = conj(row.sched, slot != pad)
@@ -396,10 +402,12 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
             checks.append(("forward reads the request's prefix", implies(pre, start_ok)))
             # the chunked scan leaves each block it covers whole at its boundary
             # (model choice prefill_writes_covered_block_states), then the chunk's end in the live slot
-            for c in range(p.num_cols - 1):
+            for c, covered_whole in whole.items():
+                if covered_whole is False:  # on ints: the chunk covers no block whole there
+                    continue
                 covered = out.get("table", g, r, c)
-                whole = conj(pre, covers(out, row, c), c * bs >= N, covered != pad)
-                fwd.set("ck", (g, covered), ite(start_ok, code(p, stream, (c + 1) * bs), GARBAGE), whole)
+                fwd.set("ck", (g, covered), ite(start_ok, code(p, stream, (c + 1) * bs), GARBAGE),
+                        conj(pre, covered_whole, covered != pad))
             fwd.set("ck", (g, slot), ite(start_ok, code(p, stream, N + row.q), GARBAGE), pre)
             dec = conj(real, negate(row.prefill))
             checks.append(("forward reads the request's prefix", implies(dec, represents(out, g, slot, stream, N))))
