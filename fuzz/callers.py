@@ -7,13 +7,14 @@ kernel's own rule, independently of the host mirror under test). Each caller
 action returns the launch actions it causes, with every input concrete, so a
 trace replays without this module. Generated inputs satisfy the spec's named
 caller assumptions; :meth:`Callers.check_assumptions` asserts it on each row.
+The decisions its users make differently (the lockstep runner, review's
+campaigns) are its :class:`.caller_policy.CallerPolicy`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
 
 from hypothesis import strategies as hs
 
@@ -26,10 +27,9 @@ from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import RowRule
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
+from .caller_policy import DEFAULT, CallerPolicy, Draw
 from .containment import BREAKERS
 from .launcher import Setup
-
-Draw = Callable[[Any], Any]
 
 GEOMETRIES = (
     Geometry(max_num_reqs=4, block_size=8, window=16, ring_len=20),
@@ -171,10 +171,12 @@ def systems(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Fe
 
 @dataclass
 class Callers:
-    """The scheduler + model runner model driving one fuzzed system."""
+    """The scheduler + model runner model driving one fuzzed system, its
+    decisions left to its user made as ``policy`` says."""
 
     setup: Setup
     features: Features
+    policy: CallerPolicy = DEFAULT
     requests: dict[int, Request] = field(default_factory=dict)
     free: list[list[int]] = field(default_factory=list)
     published: dict[tuple[int, int], list[int]] = field(default_factory=dict)
@@ -222,6 +224,22 @@ class Callers:
     @property
     def max_step(self) -> int:
         return self.rows.longest_decode
+
+    @property
+    def table_cols(self) -> int:
+        """The block-table width the kernels see: the policy's ``table_short_by`` columns short of the callers' rows."""
+        return self.setup.num_cols - self.policy.table_short_by
+
+    @property
+    def kernel_setup(self) -> Setup:
+        """The system as the kernels see it (:attr:`table_cols` wide)."""
+        return replace(self.setup, num_cols=self.table_cols)
+
+    def _kernel_table(self, table: list) -> list:
+        """A step's block tables as the kernels see them (:attr:`table_cols` wide)."""
+        if self.table_cols == self.setup.num_cols:
+            return table
+        return [[row[:self.table_cols] for row in group] for group in table]
 
     def _alloc(self, group: int) -> int | None:
         if not self.free[group]:
@@ -282,7 +300,9 @@ class Callers:
 
     def _plan_row(self, draw: Draw, r: Request) -> RowPlan | None:
         """What one scheduled request does this step: one of the rows
-        ``RowRule`` allows (a decode row only where a full-length one fits)."""
+        ``RowRule`` allows (a decode row only where a full-length one fits),
+        a one-token continuation chunk as the policy says; None: not
+        scheduled this step."""
         rule = self.rows
         if r.prefilling:
             lens = rule.chunk_lens(r.computed, r.prompt_len)
@@ -295,7 +315,15 @@ class Callers:
                 return None
         q = draw(hs.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else hs.sampled_from(lens))
         accepted = draw(hs.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
-        return RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
+        plan = RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
+        ones = self.policy.one_token_continuations
+        if (ones == "often" and plan.prefilling and r.computed > 0
+                and 1 in rule.chunk_lens(r.computed, r.prompt_len) and draw(hs.booleans())):
+            plan.query_len, plan.live_col = 1, rule.live_col(r.computed, 1)
+        if ones == "never" and not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(
+                self.geo, GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)):
+            return None
+        return plan
 
     def _break(self, draw: Draw, r: Request, plan: RowPlan) -> None:
         """Break :attr:`drop` in this row where it can (``fuzz --drop``): the
@@ -347,7 +375,7 @@ class Callers:
         if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and draw(hs.booleans()):
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
-        chosen = self._choose_rows(draw, rids)
+        chosen = self.policy.choose_rows(draw, rids)
         rows: list[tuple[Request, RowPlan]] = []
         for rid in chosen:
             r = self.requests[rid]
@@ -361,7 +389,7 @@ class Callers:
         pads = 0
         if conv.has_idx_mapping and self.features.padding_rows:
             pads = draw(hs.integers(0, geo.max_num_reqs - len(rows)))
-        order = self._batch_order(draw, len(rows))
+        order = self.policy.batch_order(draw, len(rows))
         batch_rows: list[tuple[Request, RowPlan] | None] = [rows[i] for i in order]
         for _ in range(pads):
             batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
@@ -373,20 +401,15 @@ class Callers:
             actions.append(BlockCopy(copies))
         table = self._batch_table(draw, batch_rows)
         contained = self._footprint(batch_rows, table)
-        actions.append(replace(self._migrate_action(batch_rows, table), contained=contained))
-        actions.append(replace(self._postprocess_action(batch_rows, table), contained=contained))
+        if self.policy.scheduled is not None:
+            self.policy.scheduled(self, batch_rows)
+        actions.append(replace(self._migrate_action(batch_rows, self._kernel_table(table)), contained=contained))
+        actions.append(replace(self._postprocess_action(batch_rows, self._kernel_table(table)), contained=contained))
         self._advance(batch_rows)
         return actions
 
-    def _choose_rows(self, draw: Draw, rids: list[int]) -> list[int]:
-        """The running requests a step schedules: a non-empty subset of ``rids``."""
-        return draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
-
-    def _batch_order(self, draw: Draw, n: int) -> list[int]:
-        """The batch order of a step's ``n`` scheduled rows: a permutation of ``range(n)``."""
-        return draw(hs.permutations(list(range(n))))
-
-    def _req_index(self, batch: int, r: Request) -> int:
+    def req_index(self, batch: int, r: Request) -> int:
+        """The request index of ``r`` in batch row ``batch``: its id with an ``idx_mapping``, else its row."""
         return r.rid if self.setup.conventions.has_idx_mapping else batch
 
     def _count_shapes(self, rows: list[tuple[Request, RowPlan]]) -> None:
@@ -453,16 +476,21 @@ class Callers:
             placed += 1
         return placed
 
-    def _source_col(self, r: Request) -> int:
+    def source_col(self, r: Request) -> int:
+        """The column ``r``'s state is in before this step: its live column, or in
+        align mode the column of its last computed token (-1: none yet)."""
         if r.live_col >= 0:
             return r.live_col
         return (r.computed - 1) // self.geo.block_size if r.computed > 0 and self.align else -1
 
     def _block_copies(self, draw: Draw, batch_rows: list) -> list:
-        """Copy-on-write of the trackers for some moved live columns."""
-        if not self.features.block_copies:
+        """Copy-on-write of the trackers for moved live columns inside the
+        kernels' table, as the policy's ``tracker_copies`` says."""
+        copies = self.policy.tracker_copies
+        if copies == "none" or copies == "drawn" and not self.features.block_copies:
             return []
-        return self._moved_column_copies(batch_rows, lambda: draw(hs.booleans()))
+        inside = [row if row is None or row[1].live_col < self.table_cols else None for row in batch_rows]
+        return self._moved_column_copies(inside, (lambda: True) if copies == "every" else lambda: draw(hs.booleans()))
 
     def _moved_column_copies(self, batch_rows: list, copied: Callable[[], bool]) -> list:
         """The tracker copies ``[group, source slot, destination slot]`` of the rows whose live
@@ -473,7 +501,7 @@ class Callers:
             if row is None:
                 continue
             r, plan = row
-            src = self._source_col(r)
+            src = self.source_col(r)
             if src >= 0 and src != plan.live_col and copied():
                 for g in range(len(self.free)):
                     s, d = r.cols[g][src], r.cols[g][plan.live_col]
@@ -491,9 +519,9 @@ class Callers:
                 idx.append(-1)
                 continue
             r, plan = row
-            req = self._req_index(b, r)
+            req = self.req_index(b, r)
             idx.append(r.rid)
-            src_cols[req], dst_cols[req] = self._source_col(r), plan.live_col
+            src_cols[req], dst_cols[req] = self.source_col(r), plan.live_col
             if src_cols[req] != dst_cols[req]:
                 fresh = src_cols[req] < 0 or r.cols[0][src_cols[req]] == self.geo.pad_slot
                 self.saw("migration to a copied slot" if plan.copied else
@@ -517,7 +545,7 @@ class Callers:
                 continue
             r, plan = row
             ghost = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling,
-                             plan.live_col, self._req_index(b, r), offset)
+                             plan.live_col, self.req_index(b, r), offset)
             flag = plan.prefilling if plan.flag is None else plan.flag
             if r.rid not in self.tainted or plan.breaks:
                 self.check_assumptions(ghost, r, flag, plan.breaks)

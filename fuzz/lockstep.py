@@ -1,9 +1,10 @@
 """Many independent small systems per launch, driven in lockstep (``fuzz --systems K``).
 
 One Hypothesis example draws one small system's shape and K caller models
-(:class:`.callers.Callers`, each with its own swarm of features). Every rule
-applies to all K systems, each with its own drawn choices (which requests
-admit, step, finish or are preempted, and how); a model step lays the K
+(:class:`.callers.Callers` with :data:`LOCKSTEP_POLICY`, each with its own
+swarm of features). Every rule applies to all K systems, each with its own
+drawn choices (which requests admit, step, finish or are preempted, and
+how); a model step lays the K
 systems' launch actions side by side (:mod:`.lockstep_layout`) and runs them
 as one launch on the spec (numpy lanes over the whole launch) and on the
 implementation, guards on. Every entry of every state buffer is compared; a
@@ -35,6 +36,7 @@ from hypothesis.strategies._internal.misc import JustStrategy
 from hypothesis.strategies._internal.strategies import SampledFromStrategy
 
 from .actions import Action, action_from_json
+from .caller_policy import CallerPolicy
 from .callers import Callers, features_for, shapes
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
@@ -141,22 +143,25 @@ def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | 
     return None
 
 
-class LockstepCallers(Callers):
-    """One lockstep system's callers: the same decisions as :class:`Callers`,
-    with the step's choice of rows and their batch order made of primitive
-    choices (see :func:`primitive_draw`): each running request scheduled or
-    not (:data:`SCHEDULED`; the first one when none is), and a Fisher-Yates
-    shuffle. Both shrink to the simplest step (one request, in order)."""
+def scheduled_rows(draw: Callable[[Any], Any], rids: list[int]) -> list[int]:
+    """Each running request scheduled or not (:data:`SCHEDULED`); the first one when none is."""
+    return [r for r in rids if draw(SCHEDULED) > 0] or rids[:1]
 
-    def _choose_rows(self, draw: Callable[[Any], Any], rids: list[int]) -> list[int]:
-        return [r for r in rids if draw(SCHEDULED) > 0] or rids[:1]
 
-    def _batch_order(self, draw: Callable[[Any], Any], n: int) -> list[int]:
-        order = list(range(n))
-        for i in range(n - 1):
-            j = draw(hs.integers(i, n - 1))
-            order[i], order[j] = order[j], order[i]
-        return order
+def shuffled(draw: Callable[[Any], Any], n: int) -> list[int]:
+    """A Fisher-Yates shuffle of ``range(n)``."""
+    order = list(range(n))
+    for i in range(n - 1):
+        j = draw(hs.integers(i, n - 1))
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+LOCKSTEP_POLICY = CallerPolicy(choose_rows=scheduled_rows, batch_order=shuffled)
+"""One lockstep system's callers: the same decisions as the fuzz campaign's,
+with the step's choice of rows and their batch order made of primitive
+choices (see :func:`primitive_draw`): :func:`scheduled_rows` and
+:func:`shuffled`. Both shrink to the simplest step (one request, in order)."""
 
 
 class LockstepMachine(ReplaySSMMachine):
@@ -186,7 +191,7 @@ class LockstepMachine(ReplaySSMMachine):
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
         self.idle = {k for k in range(self.systems) if data.draw(IDLE) == 0}
         assume(len(self.idle) < self.systems)  # some system runs
-        self.group = [LockstepCallers(local, data.draw(features_for(aim))) for _ in range(self.systems)]
+        self.group = [Callers(local, data.draw(features_for(aim)), policy=LOCKSTEP_POLICY) for _ in range(self.systems)]
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {local.conventions.label()}")
         for k, callers in enumerate(self.group):  # every system that runs starts with a request

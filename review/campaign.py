@@ -44,7 +44,7 @@ from .adapters import Api
 from .arguments import Step
 from .ghost import Ghost
 from .harness import Harness
-from .lifecycle import Finding, ReviewCallers, run_step
+from .lifecycle import Finding, expectation, review_callers, run_step
 
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
@@ -121,8 +121,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
-        self.callers = ReviewCallers(Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48),
-                                     features, dropped=self.dropped)
+        self.callers, self.record = review_callers(
+            Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48), features, self.dropped)
         self.setup = self.callers.kernel_setup
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
@@ -150,13 +150,13 @@ class LifecycleMachine(RuleBasedStateMachine):
                 continue
             by_name = {a.NAME: a for a in actions}
             copies = by_name["block_copy"].copies if "block_copy" in by_name else []
-            step = Step(self.callers.last_rows, by_name["postprocess"].block_table, copies,
+            step = Step(self.record.rows, by_name["postprocess"].block_table, copies,
                         _inputs(by_name["migrate"]), _inputs(by_name["postprocess"]))
-            expect = self.callers.expectation()
-            self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.callers.last_breaks})
+            expect = expectation(self.callers)
+            self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks})
             self.tally.steps += 1
             self.tally.request_steps += sum(r is not None for r in step.rows)
-            self.tally.broken_steps += bool(self.callers.last_breaks)
+            self.tally.broken_steps += bool(self.record.breaks)
             self._run(step, expect)
 
     def _run(self, step: Step, expect: dict) -> None:

@@ -19,8 +19,9 @@ ghost slot contents:
 - ``memory``: no launch wrote outside its buffers, read past a block-table
   row into a store, or modified an input (the fuzzer's guarded arena).
 
-:class:`ReviewCallers` is the fuzz callers' model recording each step's rows
-and which caller assumptions each step broke, with the assumptions of
+:func:`review_callers` is the fuzz callers' model with review's policy
+(:func:`review_policy`): it records each step's rows and which caller
+assumptions each step broke (:class:`StepRecord`), with the assumptions of
 :mod:`replayssm.spec.assumptions` a review probe drops (:mod:`.probes`): the
 three of this caller model (:data:`SYSTEM_DROPS`), the per-request ones the
 fuzz callers break (``fuzz/containment.py`` ``BREAKERS``) and the pair
@@ -29,12 +30,11 @@ fuzz callers break (``fuzz/containment.py`` ``BREAKERS``) and the pair
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import strategies as hs
-
-from replayssm.fuzz.callers import Callers
+from replayssm.fuzz.caller_policy import CallerPolicy
+from replayssm.fuzz.callers import Callers, Features
 from replayssm.fuzz.containment import BREAKERS
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
@@ -47,7 +47,7 @@ PROPERTIES = ("refinement", "canonical", "forward", "materialize", "frame", "mem
 
 SYSTEM_DROPS = (env.BLOCK_COPY_MOVES_TRACKERS.name, env.LIVE_MOVE_COPIES_STATE.name,
                 env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
-"""The assumptions of this caller model that :class:`ReviewCallers` breaks when
+"""The assumptions of this caller model that :func:`review_callers` breaks when
 dropped: no tracker copy, no state copy on a live-column move, one-token
 continuation chunks scheduled."""
 
@@ -65,51 +65,40 @@ class Finding(AssertionError):
 
 
 @dataclass
-class ReviewCallers(Callers):
-    """The fuzz callers, recording each step's rows for the adapters and the
-    assumptions it broke (:attr:`last_breaks`); ``dropped`` names the caller
-    assumptions this run does not keep (at most one per-request one, which
-    some rows then break as ``fuzz --drop`` does)."""
+class StepRecord:
+    """What a review campaign reads of its callers after each step, filled by
+    their policy (:func:`review_policy`): the step's rows for the adapters
+    (:attr:`rows`) and the assumptions of ``dropped`` it broke (:attr:`breaks`).
+    ``dropped`` names the caller assumptions the run does not keep."""
 
     dropped: frozenset[str] = frozenset()
-    last_rows: list = field(default_factory=list)
-    last_breaks: list[str] = field(default_factory=list)
+    rows: list[Row | None] = field(default_factory=list)
+    breaks: list[str] = field(default_factory=list)
     """The dropped assumptions the last step broke (in some row)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        per_request = sorted(self.dropped & set(BREAKERS))
-        if len(per_request) > 1:
-            raise ValueError(f"one per-request assumption at a time, got {per_request}")
-        self.drop = per_request[0] if per_request else None
 
     def holds(self, assumption: env.Assumption) -> bool:
         return assumption.name not in self.dropped
 
-    @property
-    def table_cols(self) -> int:
-        """The block-table width the kernels see: one column short with :data:`TABLE_SHORT_BY_ONE` dropped."""
-        return self.setup.num_cols - (TABLE_SHORT_BY_ONE <= self.dropped)
+    def scheduled(self, callers: Callers, batch_rows: list) -> None:
+        """Record a step's batch rows (None: padding), as they are before its forward pass."""
+        self.breaks = self._breaks(callers, batch_rows)
+        self.rows = [None if row is None else
+                     Row(row[0].rid, row[0].stream, callers.req_index(b, row[0]), row[0].computed,
+                         row[1].query_len, row[1].accepted, row[1].prefilling, row[1].live_col,
+                         callers.source_col(row[0]))
+                     for b, row in enumerate(batch_rows)]
 
-    @property
-    def kernel_setup(self) -> Setup:
-        """The system as the kernels see it (:attr:`table_cols` wide)."""
-        return replace(self.setup, num_cols=self.table_cols)
-
-    def _kernel_table(self, table: list) -> list:
-        return [[row[:self.table_cols] for row in group] for group in table]
-
-    def _breaks(self, batch_rows: list) -> list[str]:
+    def _breaks(self, callers: Callers, batch_rows: list) -> list[str]:
         """The dropped assumptions ``batch_rows`` break."""
         out = set()
-        pad = self.geo.pad_slot
+        pad = callers.geo.pad_slot
         for row in batch_rows:
             if row is None:
                 continue
             r, plan = row
             if plan.breaks:
                 out.add(plan.breaks)
-            src = self._source_col(r)
+            src = callers.source_col(r)
             if src >= 0 and src != plan.live_col and pad not in (r.cols[0][src], r.cols[0][plan.live_col]):
                 if not self.holds(env.LIVE_MOVE_COPIES_STATE):
                     out.add(env.LIVE_MOVE_COPIES_STATE.name)
@@ -117,50 +106,46 @@ class ReviewCallers(Callers):
                     out.add(env.BLOCK_COPY_MOVES_TRACKERS.name)
             if plan.prefilling and r.computed > 0 and plan.query_len == 1:
                 out.add(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
-            if plan.live_col >= self.table_cols:
+            if plan.live_col >= callers.table_cols:
                 out |= TABLE_SHORT_BY_ONE
         return sorted(out & self.dropped)
 
-    def _block_copies(self, draw: Any, batch_rows: list) -> list:
-        """The tracker copies of every moved live column inside the kernels' table."""
-        if not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
-            return []  # the block copy moves state and ring only
-        inside = [row if row is None or row[1].live_col < self.table_cols else None for row in batch_rows]
-        return self._moved_column_copies(inside, lambda: True)  # every moved column is copied
 
-    def _plan_row(self, draw: Any, r: Any) -> Any:
-        """The fuzz callers' row; with :data:`PREFILL_CONTINUATION_LONGER_THAN_ONE`
-        kept, a one-token continuation chunk is not scheduled; dropped, half the
-        continuation chunks that may be one token long are."""
-        plan = super()._plan_row(draw, r)
-        if (plan is not None and not self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE) and plan.prefilling
-                and r.computed > 0 and 1 in self.rows.chunk_lens(r.computed, r.prompt_len) and draw(hs.booleans())):
-            plan.query_len, plan.live_col = 1, self.rows.live_col(r.computed, 1)
-        if plan is not None and self.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE):
-            row = env.GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)
-            if not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(self.geo, row):
-                return None  # not scheduled this step
-        return plan
+def review_policy(record: StepRecord) -> CallerPolicy:
+    """The fuzz callers' decisions in a review campaign that drops ``record.dropped``
+    and records each step in ``record``: the trackers of every moved live column
+    copied (none with :data:`~replayssm.spec.assumptions.BLOCK_COPY_MOVES_TRACKERS`
+    dropped: the block copy moves state and ring only); with
+    :data:`~replayssm.spec.assumptions.PREFILL_CONTINUATION_LONGER_THAN_ONE` kept, a
+    one-token continuation chunk is not scheduled, dropped, half the continuation
+    chunks that may be one token long are; the kernels' block table one column
+    short with :data:`TABLE_SHORT_BY_ONE` dropped."""
+    return CallerPolicy(
+        tracker_copies="every" if record.holds(env.BLOCK_COPY_MOVES_TRACKERS) else "none",
+        one_token_continuations="never" if record.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE) else "often",
+        table_short_by=int(TABLE_SHORT_BY_ONE <= record.dropped),
+        scheduled=record.scheduled)
 
-    def _migrate_action(self, batch_rows: list, table: list) -> Any:
-        return super()._migrate_action(batch_rows, self._kernel_table(table))
 
-    def _postprocess_action(self, batch_rows: list, table: list) -> Any:
-        self.last_breaks = self._breaks(batch_rows)
-        self.last_rows = [None if row is None else
-                          Row(row[0].rid, row[0].stream, self._req_index(b, row[0]), row[0].computed,
-                              row[1].query_len, row[1].accepted, row[1].prefilling, row[1].live_col,
-                              self._source_col(row[0]))
-                          for b, row in enumerate(batch_rows)]
-        return super()._postprocess_action(batch_rows, self._kernel_table(table))
+def review_callers(setup: Setup, features: Features, dropped: frozenset[str]) -> tuple[Callers, StepRecord]:
+    """The fuzz callers of a review campaign (:func:`review_policy`) and the record they keep of
+    each step; of ``dropped``, at most one per-request assumption, which some rows then break as
+    ``fuzz --drop`` does (a ``ValueError`` for more)."""
+    per_request = sorted(dropped & set(BREAKERS))
+    if len(per_request) > 1:
+        raise ValueError(f"one per-request assumption at a time, got {per_request}")
+    record = StepRecord(dropped)
+    callers = Callers(setup, features, policy=review_policy(record), drop=per_request[0] if per_request else None)
+    return callers, record
 
-    def expectation(self) -> dict:
-        """What the checks need after a step: running requests and the prefix cache
-        (of the kernels' table: a live column past it holds nothing they can judge)."""
-        width = self.table_cols
-        return {"running": [[r.rid, r.stream, r.computed, r.live_col, r.cols] for r in self.requests.values()
-                            if r.live_col < width],
-                "published": [[s, c, slots] for (s, c), slots in self.published.items() if c < width]}
+
+def expectation(callers: Callers) -> dict:
+    """What the checks need after a step: running requests and the prefix cache
+    (of the kernels' table: a live column past it holds nothing they can judge)."""
+    width = callers.table_cols
+    return {"running": [[r.rid, r.stream, r.computed, r.live_col, r.cols] for r in callers.requests.values()
+                        if r.live_col < width],
+            "published": [[s, c, slots] for (s, c), slots in callers.published.items() if c < width]}
 
 
 def runs_as_prefill(row: Row) -> bool:

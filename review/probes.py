@@ -2,7 +2,7 @@
 
 A :class:`Probe` drops one caller assumption, or a set of them that is needed
 only jointly (``verify/assumption_sets.py``), and runs a campaign whose
-callers break it (:class:`~replayssm.review.lifecycle.ReviewCallers`). A
+callers break it (:func:`~replayssm.review.lifecycle.review_policy`). A
 counterexample there counts as reliance only if the same schedule with the
 assumption restored passes (:func:`restored`, :func:`confirm`); when the
 restored trace still fails, it is a finding of the version, found by the

@@ -15,6 +15,11 @@ The layers, bottom to top (``docs/architecture.md`` draws them):
 - ``review`` -- real vLLM versions, judged with fuzz's callers and verify's
   kernel proofs;
 - ``replayssm`` -- the command line.
+
+Across the layers, fuzz's callers are used as they are: review and the
+lockstep runner pass their decisions in as a policy
+(``fuzz/caller_policy.py``), and no module derives from ``Callers`` or
+patches its private hooks (:func:`callers_overrides`).
 """
 
 from __future__ import annotations
@@ -180,3 +185,43 @@ def test_a_planted_cycle_is_reported(tmp_path: Path) -> None:
         "review/x.py": "import replayssm.verify.traces\n",
     })
     assert cycles(imports(root)) == [["fuzz", "review", "verify", "fuzz"]]
+
+
+def callers_overrides(root: Path) -> list[str]:
+    """Each class under ``root``'s packages that derives from the fuzz callers
+    (``fuzz/callers.py`` ``Callers``), and each assignment to one of their
+    private attributes: the decisions their users vary are a policy passed in
+    (``fuzz/caller_policy.py``), not overridden hooks."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            where = path.relative_to(root)
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ClassDef) and any(
+                        (b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "") == "Callers"
+                        for b in node.bases):
+                    found.append(f"{where}:{node.lineno}: class {node.name} derives from Callers")
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                    node, (ast.AnnAssign, ast.AugAssign)) else []
+                for t in targets:
+                    if (isinstance(t, ast.Attribute) and t.attr.startswith("_") and isinstance(t.value, ast.Name)
+                            and t.value.id == "Callers"):
+                        found.append(f"{where}:{node.lineno}: Callers.{t.attr} assigned")
+    return found
+
+
+def test_no_module_overrides_the_callers_hooks() -> None:
+    assert (REPO / "fuzz" / "callers.py").read_text().count("class Callers") == 1, "is the scan reading the tree?"
+    assert callers_overrides(REPO) == []
+
+
+def test_a_planted_callers_subclass_is_reported(tmp_path: Path) -> None:
+    """Teeth: a subclass by name or through its module, and a patched hook."""
+    root = _tree(tmp_path, {
+        "review/lifecycle.py": "from replayssm.fuzz.callers import Callers\nclass ReviewCallers(Callers):\n    pass\n",
+        "fuzz/lockstep.py": "from . import callers\nclass LockstepCallers(callers.Callers):\n    pass\n",
+        "fuzz/wide.py": "from .callers import Callers\nCallers._plan_row = None\nCallers.policy = None\n",
+    })
+    assert callers_overrides(root) == ["fuzz/lockstep.py:2: class LockstepCallers derives from Callers",
+                                       "fuzz/wide.py:2: Callers._plan_row assigned",
+                                       "review/lifecycle.py:2: class ReviewCallers derives from Callers"]

@@ -1,0 +1,83 @@
+"""The decisions of the fuzz callers that their users make differently, as one object.
+
+:class:`.callers.Callers` takes a :class:`CallerPolicy`; the default is the
+fuzz campaign's. The lockstep runner (``fuzz/lockstep.py``
+``LOCKSTEP_POLICY``) draws a step's rows and their batch order from
+primitive choices; a review campaign (``review/lifecycle.py``
+``review_policy``) copies the trackers of every moved live column or of
+none, keeps or breaks ``prefill_continuation_longer_than_one``, shows the
+kernels a block table one column short, and records each step's rows. No
+module subclasses :class:`.callers.Callers` (``tests/test_layers.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as hs
+
+if TYPE_CHECKING:
+    from .callers import Callers, Request, RowPlan
+
+Draw = Callable[[Any], Any]
+
+TRACKER_COPIES = ("drawn", "every", "none")
+"""Which rows whose live column moves have their trackers copied by the
+scheduler's block copy: with :attr:`.callers.Features.block_copies` on, each
+such row yes or no as drawn (``drawn``); every such row inside the kernels'
+table (``every``); none (``none``)."""
+
+ONE_TOKEN_CONTINUATIONS = ("drawn", "never", "often")
+"""Prefill continuation chunks of one token (a row ``prefill_continuation_longer_than_one``
+rules out): as the row rule's chunk lengths are drawn (``drawn``); never,
+such a row not scheduled that step (``never``); for half the continuation
+chunks that may be one token long (``often``)."""
+
+
+def any_rows(draw: Draw, rids: list[int]) -> list[int]:
+    """The running requests a step schedules: a non-empty subset of ``rids``, in drawn order."""
+    return draw(hs.lists(hs.sampled_from(rids), min_size=1, max_size=len(rids), unique=True))
+
+
+def any_order(draw: Draw, n: int) -> list[int]:
+    """The batch order of a step's ``n`` scheduled rows: a drawn permutation of ``range(n)``."""
+    return draw(hs.permutations(list(range(n))))
+
+
+Scheduled = Callable[["Callers", "list[tuple[Request, RowPlan] | None]"], None]
+"""Told each step's batch rows (None: a padding row) once the step's
+launches are decided, before the forward pass moves its requests on."""
+
+
+@dataclass(frozen=True)
+class CallerPolicy:
+    """The caller decisions :class:`.callers.Callers` leaves to its user; the defaults are the fuzz campaign's."""
+
+    choose_rows: Callable[[Draw, list[int]], list[int]] = any_rows
+    """Which running requests a step schedules (given their ids; a non-empty subset)."""
+    batch_order: Callable[[Draw, int], list[int]] = any_order
+    """The batch order of a step's ``n`` scheduled rows (a permutation of ``range(n)``)."""
+    tracker_copies: str = "drawn"
+    """One of :data:`TRACKER_COPIES`."""
+    one_token_continuations: str = "drawn"
+    """One of :data:`ONE_TOKEN_CONTINUATIONS`."""
+    table_short_by: int = 0
+    """How many columns narrower than the callers' rows the kernels' block table is."""
+    scheduled: Scheduled | None = None
+    """Told each step's batch rows (see :data:`Scheduled`), if given."""
+
+    def __post_init__(self) -> None:
+        if self.tracker_copies not in TRACKER_COPIES:
+            raise ValueError(f"tracker_copies must be one of {TRACKER_COPIES}, got {self.tracker_copies!r}")
+        if self.one_token_continuations not in ONE_TOKEN_CONTINUATIONS:
+            raise ValueError(f"one_token_continuations must be one of {ONE_TOKEN_CONTINUATIONS}, "
+                             f"got {self.one_token_continuations!r}")
+        if isinstance(self.table_short_by, bool) or not isinstance(self.table_short_by, int) \
+                or self.table_short_by < 0:
+            raise ValueError(f"table_short_by must be an int >= 0, got {self.table_short_by!r}")
+
+
+DEFAULT = CallerPolicy()
+"""The fuzz campaign's callers."""
