@@ -148,13 +148,14 @@ class _Campaign:
                      "combination": n, "seed": example_seed(self.config.seed, n), "shrunk": False})
 
 
-def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout, json_path: str | None = None) -> dict:
+def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
     """Run a campaign on ``jobs`` supervised processes; report and return its
     summary (see :mod:`.report`; ``exit_code`` is the CLI's status). Set-up
-    problems (including unwritable ``json_path`` or failures folder) raise
-    :class:`~.campaign_config.SetupError` before any work."""
+    problems (including an unwritable failures folder) raise
+    :class:`~.campaign_config.SetupError` before any work; the command line
+    checks its report files itself (``base/reports.py``, as every command does)."""
     start = time.perf_counter()
-    check_setup(config, json_path, load=False)  # the target: loaded by each worker, in a process of its own
+    check_setup(config, load=False)  # the target: loaded by each worker, in a process of its own
     pool = None
     if config.ray is not None:
         from .ray_pool import RayPool

@@ -15,7 +15,7 @@ from dataclasses import astuple, dataclass
 from itertools import combinations
 from typing import Any
 
-from replayssm.base.reports import check_output_file, check_output_folder
+from replayssm.base.reports import check_output_folder
 from replayssm.spec.geometry import Conventions
 
 from .containment import check_drop
@@ -188,10 +188,11 @@ def check_budget(examples: object, max_steps: object) -> None:
             raise SetupError(f"{option} must be >= 1 (an int), got {value!r}")
 
 
-def check_setup(config: CampaignConfig, json_path: str | None = None, load: bool = True) -> Any:
+def check_setup(config: CampaignConfig, load: bool = True) -> Any:
     """The campaign's target (``load`` false: None, the options only), or a
     :class:`SetupError` naming what is wrong with the device, the budget, the
-    output paths, the target or the level."""
+    output folders, the target or the level (the report files are the command
+    line's to check)."""
     if config.ray is None or config.device != "cuda":  # under Ray the workers' machines need CUDA, not this one
         check_device(config.device)
     check_budget(config.examples, config.max_steps)
@@ -214,7 +215,6 @@ def check_setup(config: CampaignConfig, json_path: str | None = None, load: bool
         if value is not None and not value > 0:
             raise SetupError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value!r}")
     try:
-        check_output_file(json_path, "--json", stdout_ok=True)
         check_output_folder(config.failures_dir, "--failures")
         if config.database is not None:
             check_output_folder(config.database, "--database")

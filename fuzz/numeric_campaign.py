@@ -25,15 +25,25 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
 from replayssm.base.isolation import TargetFault, TargetGone
-from replayssm.base.reports import STDOUT, write_json
+from replayssm.base.reports import (
+    EXIT_COVERAGE,
+    EXIT_FINDING,
+    EXIT_PASSED,
+    EXIT_USAGE,
+    STDOUT,
+    JunitCase,
+    status_after_writing,
+    write_json,
+    write_junit,
+    write_reports,
+)
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .campaign_config import example_seed
 from .machine import Failure, Statistics
 from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
 from .numeric_math import SIZINGS, Dims, Sizing
-
-EXIT_PASSED, EXIT_FINDING, EXIT_USAGE, EXIT_COVERAGE = 0, 1, 2, 3
+from .target import DEFAULT_TARGET
 
 NUMERIC_SCHEMA = "replayssm-fuzz-numeric/1"
 """``schema`` of the numeric campaign's summary (``fuzz --numeric --json``;
@@ -219,8 +229,9 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
 
 def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
     """``replayssm-verify fuzz --numeric`` (always the context level): run,
-    print progress and the summary (and keep ``--json`` current); exit 0
-    passed, 1 a finding, 2 a set-up or usage error, 3 nothing was checked."""
+    print progress and the summary (and keep ``--json`` current), write
+    ``--json`` and ``--junit`` (``base/reports.py``); exit 0 passed, 1 a
+    finding, 2 a set-up or usage error, 3 nothing was checked."""
     cuda = args.device == "cuda"
     sizing = SIZINGS[args.numeric_dims or ("realistic" if cuda else "small")]
     sizing = dataclasses.replace(sizing, dims=dataclasses.replace(sizing.dims,
@@ -233,10 +244,14 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
                            plant=args.numeric_plant, shrink=args.numeric_plant is None, forward=forward,
                            seconds=args.numeric_seconds)
 
-    def write(summary: dict, final: bool = False) -> None:
-        """The summary so far (``--json -``: the final one only, on standard output)."""
-        if args.json and (final or args.json != STDOUT):
-            write_json(args.json, NUMERIC_SCHEMA, summary)
+    def keep_current(summary: dict) -> None:
+        """The summary so far (``--json -`` gets the final one only); one that cannot
+        be written is not an error yet: the final write reports it."""
+        if args.json and args.json != STDOUT:
+            try:
+                write_json(args.json, NUMERIC_SCHEMA, summary)
+            except OSError:
+                pass
 
     d = sizing.dims
     print(f"numeric campaign: {d.state_dtype} state, {d.heads} heads x {d.dim} x {d.dstate} in {d.groups} groups, "
@@ -244,11 +259,14 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
           f"budget {args.numeric_seconds or 'none'} s" + (f", plant: {args.numeric_plant}" if args.numeric_plant
                                                           else ""), flush=True)
     try:
-        result = run_numeric(config, progress=sys.stdout, report=write)
+        result = run_numeric(config, progress=sys.stdout, report=keep_current)
     except ValueError as e:  # a bad --impl, plant or FlashInfer set-up
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    write(result, final=True)
+    written = write_reports([
+        ("--json", args.json, lambda: write_json(args.json, NUMERIC_SCHEMA, result)),
+        ("--junit", args.junit, lambda: write_junit(args.junit, NUMERIC_SUITE, [numeric_junit_case(args.impl, result)])),
+    ], "the summary is printed below")
     ready = result["flashinfer_ready_seconds"]
     print(f"numeric campaign ({result['state_dtype']} state, {d.heads} heads x {d.dim} x {d.dstate}, "
           f"{forward} decode forward on {args.device}"
@@ -260,9 +278,23 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
           f"(worst |error| {result['worst_abs_error']:.3e}), {result['seconds']:.1f} s, stopped: {result['stopped']}")
     if result["failure"]:
         print(f"FAILED: {result['failure']}")
-        return EXIT_FINDING
+        return status_after_writing(EXIT_FINDING, written)
     if not result["checks"]:
-        print("NOTHING CHECKED: no slot reached a numeric check")
-        return EXIT_COVERAGE
+        print(f"NOTHING CHECKED: {NOTHING_CHECKED}")
+        return status_after_writing(EXIT_COVERAGE, written)
     print("PASSED")
-    return EXIT_PASSED
+    return status_after_writing(EXIT_PASSED, written)
+
+
+NUMERIC_SUITE = "replayssm-verify fuzz --numeric"
+"""The JUnit test suite of ``fuzz --numeric --junit``."""
+
+NOTHING_CHECKED = "no slot reached a numeric check"
+
+
+def numeric_junit_case(impl: str | None, summary: dict) -> JunitCase:
+    """``fuzz --numeric --junit``'s one test case: a failure for a finding, an error when nothing was checked."""
+    name = f"{impl or DEFAULT_TARGET} numeric {summary['state_dtype']} seed {summary['seed']}"
+    if summary["failure"]:
+        return JunitCase(name, summary["seconds"], summary["failure"])
+    return JunitCase(name, summary["seconds"], None if summary["checks"] else NOTHING_CHECKED, "error")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.base.reports import EXIT_STATUS, replay_command, write_text
+from replayssm.base.reports import EXIT_STATUS, replay_command
 
 SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
@@ -139,11 +139,6 @@ def save_trace(trace: dict, folder: str, name: str, out: TextIO) -> str | None:
         return str(path)
     print(f"the finding's trace:\n{text}", file=out)
     return None
-
-
-def write_summary(summary: dict, path: str) -> None:
-    """Write the JSON summary to ``path`` (``-``: stdout), never half of it. OSError when it cannot."""
-    write_text(path, json.dumps(summary, indent=2))
 
 
 class Progress:

@@ -9,7 +9,6 @@ import json
 import sys
 
 from replayssm.base.reports import (
-    EXIT_FINDING,
     EXIT_SIGINT,
     EXIT_USAGE,
     STDOUT,
@@ -18,6 +17,7 @@ from replayssm.base.reports import (
     check_distinct_outputs,
     check_output_file,
     status_after_writing,
+    write_json,
     write_junit,
     write_reports,
 )
@@ -90,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     interpreter_for(args.device)
     from replayssm.fuzz.campaign import run_campaign
     from replayssm.fuzz.campaign_config import PROFILES, CampaignConfig, SetupError, check_budget
-    from replayssm.fuzz.report import write_summary
+    from replayssm.fuzz.report import SUMMARY_SCHEMA
 
     profile = PROFILES[args.profile]
     examples = profile["examples"] if args.examples is None else args.examples
     max_steps = profile["max_steps"] if args.max_steps is None else args.max_steps
+    check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
     check_options(args)
     if args.drop is not None and len(args.drop) > 1:  # containment judges one broken assumption at a time
@@ -139,25 +140,29 @@ def run(args: argparse.Namespace) -> int:
     )
     out = sys.stderr if args.json == STDOUT else sys.stdout  # stdout carries the JSON then
     try:
-        result = run_campaign(config, out=out, json_path=args.json)
+        result = run_campaign(config, out=out)
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # before the workers started (e.g. while importing the target)
         print("interrupted before the campaign started", file=sys.stderr)
         return EXIT_SIGINT
-    if args.json:
-        try:
-            write_summary(result, args.json)
-        except OSError as e:
-            print(f"error: --json {args.json}: cannot write the summary: {e}", file=sys.stderr)
-            if result["exit_code"] != EXIT_FINDING:
-                return EXIT_USAGE
-    if args.junit:
-        failure = "\n".join([json.dumps(f) for f in result["findings"]]
-                            + [f"scenario class never reached: {m}" for m in result["missing_scenarios"]]) or None
-        write_junit(args.junit, "replayssm-verify fuzz", [JunitCase(
-            f"{result['config']['impl']} {config.level} seed {config.seed}", result["seconds"], failure,
-            "failure" if result["findings"] else "error")], result["interrupted"])
-    written = write_reports(fuzz_reports(args, result), "the findings are printed above")
+    written = write_reports([
+        ("--json", args.json, lambda: write_json(args.json, SUMMARY_SCHEMA, result)),
+        ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, [junit_case(result)], result["interrupted"])),
+        *fuzz_reports(args, result)], "the findings are printed above")
     return status_after_writing(result["exit_code"], written)
+
+
+SUITE = "replayssm-verify fuzz"
+"""The JUnit test suite of ``fuzz --junit``."""
+
+
+def junit_case(summary: dict) -> JunitCase:
+    """``fuzz --junit``'s one test case, from the campaign's JSON summary: a failure
+    per finding, an error for a coverage shortfall."""
+    failure = "\n".join([json.dumps(f) for f in summary["findings"]]
+                        + [f"scenario class never reached: {m}" for m in summary["missing_scenarios"]]) or None
+    c = summary["config"]
+    return JunitCase(f"{c['impl']} {c['level']} seed {c['seed']}", summary["seconds"], failure,
+                     "failure" if summary["findings"] else "error")

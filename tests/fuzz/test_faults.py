@@ -153,12 +153,12 @@ def test_a_coverage_shortfall_is_exit_3(tmp_path: Path, capsys) -> None:
 
 
 def test_a_passing_campaign_never_exits_1_on_a_write_error(tmp_path: Path, monkeypatch, capsys, quick) -> None:
-    def fail(summary: dict, path: str) -> None:
+    def fail(path: str, text: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report, "write_summary", fail)
+    monkeypatch.setattr(reports, "write_text", fail)
     assert cli(*quick, "--json", str(tmp_path / "s.json"), "--failures", str(tmp_path)) == 2
-    assert "cannot write the summary" in capsys.readouterr().err
+    assert f"error: --json {tmp_path / 's.json'}: cannot write the report" in capsys.readouterr().err
 
 
 def test_a_finding_is_exit_1_with_kind_and_reason_in_the_json(tmp_path: Path) -> None:
@@ -180,13 +180,13 @@ def test_a_finding_is_exit_1_with_kind_and_reason_in_the_json(tmp_path: Path) ->
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, signum: int, code: int) -> None:
     """A signal while a worker shrinks its finding: every worker stops, the
-    partial summary is printed, the JSON says interrupted, the (unshrunk)
-    finding is saved."""
+    partial summary is printed, the JSON and the JUnit say interrupted, the
+    (unshrunk) finding is saved."""
     target = plant(tmp_path, "% RING_BUFFER_LEN", "& (RING_BUFFER_LEN - 1)")
-    path = tmp_path / "s.json"
+    path, junit = tmp_path / "s.json", tmp_path / "r.xml"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", target, "--json", str(path), "--failures",
-         str(tmp_path / "f"), "--jobs", "2", "--shrink-seconds", "600"],
+        [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", target, "--json", str(path), "--junit", str(junit),
+         "--failures", str(tmp_path / "f"), "--jobs", "2", "--shrink-seconds", "600"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     text, workers = interrupt_at(proc, "hit a failure", signum, timeout=120)
     assert proc.returncode == code, text
@@ -195,6 +195,10 @@ def test_an_interrupt_stops_the_workers_and_keeps_the_finding(tmp_path: Path, si
     assert summary["interrupted"] and summary["status"] == "interrupted" and summary["exit_code"] == code
     assert len(summary["findings"]) == 1 and not summary["findings"][0]["shrunk"], summary["findings"]
     assert Path(summary["findings"][0]["trace"]).exists()
+    from xml.etree import ElementTree
+
+    cases = list(ElementTree.parse(junit).getroot().iter("testcase"))
+    assert [c.get("name") for c in cases][1:] == ["interrupted"] and cases[0].find("failure") is not None, text
     assert workers and not [p for p in workers if alive(p)], "a worker survived the interrupt"
 
 

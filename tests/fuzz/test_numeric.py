@@ -138,9 +138,10 @@ def test_a_budget_stop_mid_way_is_a_result(k: int, monkeypatch: pytest.MonkeyPat
 
 def test_cli_budget_stop_exits_0_with_the_counts(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Budget, "tick", _stop_from_tick(130))  # then at once in every later combination
-    summary = tmp_path / "numeric.json"
+    summary, junit = tmp_path / "numeric.json", tmp_path / "numeric.xml"
     assert main(["fuzz", "--numeric", "--examples", "6400", "--max-steps", "12", "--numeric-seconds", "1000",
-                 "--json", str(summary)]) == 0
+                 "--json", str(summary), "--junit", str(junit)]) == 0
+    assert junit.read_text().count("<testcase ") == 1 and "<failure" not in junit.read_text()
     result = json.loads(summary.read_text())
     assert result["finished"] and result["stopped"] == "budget" and result["failure"] is None
     assert result["combinations_cut_by_budget"] == 32 and result["request_steps"] > 0 and result["checks"] > 0
