@@ -325,16 +325,16 @@ class Callers:
             return None
         return plan
 
-    def _break(self, draw: Draw, r: Request, plan: RowPlan) -> None:
-        """Break :attr:`drop` in this row where it can (``fuzz --drop``): the
-        request is a violator from then on."""
-        if not BREAKERS[self.drop](self, r, plan, draw):
+    def _break(self, draw: Draw, r: Request, plan: RowPlan, drop: str) -> None:
+        """Break ``drop`` (:attr:`drop`) in this row where it can (``fuzz --drop``):
+        the request is a violator from then on."""
+        if not BREAKERS[drop](self, r, plan, draw):
             return
-        if self.drop != env.LIVE_COL_IS_LAST_BLOCK.name:
+        if drop != env.LIVE_COL_IS_LAST_BLOCK.name:
             plan.live_col = self.rows.live_col(r.computed, plan.query_len)
-        plan.breaks = self.drop
+        plan.breaks = drop
         self.tainted.add(r.rid)
-        self.saw(f"broke {self.drop}")
+        self.saw(f"broke {drop}")
 
     def keeps_contract(self, r: Request) -> bool:
         """The request never broke :attr:`drop` and names no slot a violator named."""
@@ -381,7 +381,7 @@ class Callers:
             r = self.requests[rid]
             plan = self._plan_row(draw, r)
             if plan is not None and self.drop and draw(hs.booleans()):
-                self._break(draw, r, plan)
+                self._break(draw, r, plan, self.drop)
             if plan is not None and self._ensure_blocks(draw, r, plan.live_col):
                 rows.append((r, plan))
         if not rows:
@@ -395,7 +395,7 @@ class Callers:
             batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
         self.saw("padding row", pads)
         self._count_shapes(rows)
-        actions = []
+        actions: list[Action] = []
         copies = self._block_copies(draw, batch_rows)
         if copies:
             actions.append(BlockCopy(copies))
@@ -556,11 +556,9 @@ class Callers:
             caller.append(f"req {r.rid} {'prefill' if plan.prefilling else 'decode'} N={r.computed} "
                           f"q={plan.query_len} accepted={plan.accepted} live_col={plan.live_col}"
                           + (f" (breaks {plan.breaks})" if plan.breaks else ""))
-        if not conv.has_idx_mapping:
-            inputs["idx_mapping"] = None
-        if conv.live_col_is_zero:
-            inputs["live_cols"] = None
-        return Postprocess(n, **inputs, block_table=table, caller=caller)
+        return Postprocess(n, inputs["idx_mapping"] if conv.has_idx_mapping else None, inputs["query_metadata"],
+                           inputs["num_computed_tokens"], inputs["num_accepted_tokens"], inputs["is_prefilling"],
+                           None if conv.live_col_is_zero else inputs["live_cols"], table, caller)
 
     def check_assumptions(self, row: GhostRow, r: Request, flag: bool, breaks: str | None = None) -> None:
         """The generator's rows satisfy the named caller assumptions; a row

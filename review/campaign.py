@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
+from replayssm.fuzz.actions import BlockCopy, Migrate, Postprocess
 from replayssm.fuzz.callers import GEOMETRIES, Features
 from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
@@ -127,10 +128,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
         self.broken: list[Finding | None] = [None] * len(self.versions)
-        self.trace = {"#meta": {"format": REVIEW_ID, "versions": [[v.label, v.source, v.api.name]
-                                                                    for v in self.versions],
-                                "dropped": sorted(self.dropped)},
-                      "params": self.setup.as_json(), "steps": []}
+        self.trace: dict[str, Any] = {
+            "#meta": {"format": REVIEW_ID, "versions": [[v.label, v.source, v.api.name] for v in self.versions],
+                      "dropped": sorted(self.dropped)},
+            "params": self.setup.as_json(), "steps": []}
         type(self).last_trace = self.trace
         self.tally.examples += 1
 
@@ -148,10 +149,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             actions = self.callers.step(data.draw)
             if not actions:
                 continue
-            by_name = {a.NAME: a for a in actions}
-            copies = by_name["block_copy"].copies if "block_copy" in by_name else []
-            step = Step(self.record.rows, by_name["postprocess"].block_table, copies,
-                        _inputs(by_name["migrate"]), _inputs(by_name["postprocess"]))
+            copies = [c for a in actions if isinstance(a, BlockCopy) for c in a.copies]
+            migrate = next(a for a in actions if isinstance(a, Migrate))
+            post = next(a for a in actions if isinstance(a, Postprocess))
+            step = Step(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
             expect = expectation(self.callers)
             self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks})
             self.tally.steps += 1

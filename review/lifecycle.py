@@ -90,7 +90,7 @@ class StepRecord:
 
     def _breaks(self, callers: Callers, batch_rows: list) -> list[str]:
         """The dropped assumptions ``batch_rows`` break."""
-        out = set()
+        out: set[str] = set()
         pad = callers.geo.pad_slot
         for row in batch_rows:
             if row is None:
@@ -154,7 +154,7 @@ def runs_as_prefill(row: Row) -> bool:
 
 
 def _referenced(step: Step, groups: int) -> list[set[int]]:
-    out = [set() for _ in range(groups)]
+    out: list[set[int]] = [set() for _ in range(groups)]
     for b, row in enumerate(step.rows):
         if row is not None:
             for g in range(groups):
