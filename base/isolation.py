@@ -161,8 +161,8 @@ def recv_frames(conn: Connection) -> tuple[dict, list[bytes]]:
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + size]) if 8 <= 8 + size <= len(data) else None
     lengths = header.get("buffers") if isinstance(header, dict) else None
-    if (not isinstance(lengths, list) or not all(type(n) is int and n >= 0 for n in lengths)
-            or 8 + size + sum(lengths) != len(data)):
+    if (not isinstance(header, dict) or not isinstance(lengths, list)
+            or not all(type(n) is int and n >= 0 for n in lengths) or 8 + size + sum(lengths) != len(data)):
         raise ValueError(f"not a message: {data[:200]!r}")
     view, start, buffers = memoryview(data), 8 + size, []
     for n in lengths:
