@@ -14,7 +14,7 @@ from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
 from .state import State, SystemParams, code, initial_state
-from .step import needs_fresh_slot
+from .step import covers, needs_fresh_slot
 
 
 def _free_slots(st: State, g: int) -> list[int]:
@@ -70,12 +70,9 @@ def row_pick(p: SystemParams, row: RowOption, acc: int, fresh: dict[int, int],
 
 def covered_nulls(st: State, r: int, live_col: int) -> list[int]:
     """The null columns a row of request ``r`` ending in ``live_col`` covers
-    before it (``step.covers``, on ints)."""
+    before it (:func:`.step.covers`, on ints)."""
     p = st.p
-    if not p.conv.materialize_prefixes:
-        return []
-    N = st.get("N", r)
-    return [c for c in range(p.num_cols - 1) if (c + 1) * p.geo.block_size > N and c < live_col
+    return [c for c in range(p.num_cols - 1) if covers(st, r, 1, live_col, c)
             and st.get("table", 0, r, c) == p.geo.pad_slot]
 
 

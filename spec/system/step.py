@@ -180,15 +180,16 @@ def needs_fresh_slot(st: State, g: int, slot: Value, sched: Cond, null: Value) -
     return disj(conj(sched, slot == st.p.geo.pad_slot, null == 0), shared_block(st, g, slot, sched))
 
 
-def covers(st: State, row: RowPlan, c: int) -> Cond:
-    """Scheduled row ``row`` covers column ``c`` before its live column: the
-    block holds one of the row's tokens (it ends after the request's
-    position) and comes before the live one. vLLM allocates every block a
-    row covers (model choice ``covered_blocks_allocated``); in mode none the
-    one live column holds every token, so nothing is covered."""
+def covers(st: State, r: int, sched: Cond, live_col: Value, c: int) -> Cond:
+    """Request ``r``'s row (scheduled: ``sched``) ending in ``live_col``
+    covers column ``c`` before it: the block holds one of the row's tokens
+    (it ends after the request's position) and comes before the live one.
+    vLLM allocates every block a row covers (model choice
+    ``covered_blocks_allocated``); in mode none the one live column holds
+    every token, so nothing is covered."""
     if not st.p.conv.materialize_prefixes:
         return False
-    return conj(row.sched, (c + 1) * st.p.geo.block_size > st.get("N", row.r), c < row.live_col)
+    return conj(sched, (c + 1) * st.p.geo.block_size > st.get("N", r), c < live_col)
 
 
 def needs_cover_slot(st: State, k: StepPicks, row: RowPlan, c: int) -> Cond:
@@ -196,7 +197,7 @@ def needs_cover_slot(st: State, k: StepPicks, row: RowPlan, c: int) -> Cond:
     the row covers it (:func:`covers`), it holds the null block (in group 0;
     the groups agree, ``aux.groups_agree_on_null``) and the pool does not give
     it the null block (``cover_null[c]`` 0)."""
-    return conj(covers(st, row, c), st.get("table", 0, row.r, c) == st.p.geo.pad_slot,
+    return conj(covers(st, row.r, row.sched, row.live_col, c), st.get("table", 0, row.r, c) == st.p.geo.pad_slot,
                 k.rows[row.r].cover_null[c] == 0)
 
 # -- 3. the caller assumptions ---------------------------------------------------------------------
@@ -392,7 +393,7 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     fwd = out.copy()
     for row in rows:
         r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
-        whole = {c: conj(row.prefill, covers(out, row, c), c * bs >= N) for c in range(p.num_cols - 1)}
+        whole = {c: conj(row.prefill, covers(out, row.r, row.sched, row.live_col, c), c * bs >= N) for c in range(p.num_cols - 1)}
         for g in range(p.groups):
             slot = out.get("table", g, r, row.live_col)
             real = conj(row.sched, slot != pad)

@@ -104,9 +104,9 @@ class Distinction:
 
     variant: str
     has_spec: bool
+    """Whether the role has a spec program the replay compares with."""
     padding: bool
     """Whether the distinguishing program is a padding program (its row past ``num_reqs``)."""
-    """Whether the role has a spec program the replay compares with."""
     buffers: list[str]
     """The buffers whose final contents the solver shows differ."""
     inside_full_contract: bool
