@@ -67,6 +67,7 @@ from replayssm.spec import assumptions as env
 from ..obligation import TIMEOUT_MS, Claim, Facts, fact_vector, new_solver
 from ..terms import lift, named_int
 from .cases import KernelCase
+from .frame import FrameViolation
 from .obligations import KernelClaim, Part, kernel_case
 from .registry import REFERENCE
 from .roles import KernelRole, Registry
@@ -615,15 +616,11 @@ def launch_breaks(final: dict, written: set, params: dict, num_reqs: int) -> lis
     return out
 
 
-def padding_stores(outside_frame: list[str], num_reqs: int) -> list[str]:
-    """The stores outside its frame of a padding program (its row ``>= num_reqs``)
-    among a playback's (:func:`.frame.replay_violations`: ``program (batch, ...)
-    wrote ...``): a padding program's frame holds no request's state, so such a
-    store overwrites what a real row or FlashInfer reads."""
-    import re
-
-    rows = [(re.match(r"program \((\d+)", x), x) for x in outside_frame]
-    return [f"padding program frame: {x}" for m, x in rows if m is not None and int(m.group(1)) >= num_reqs][:1]
+def padding_stores(outside_frame: list[FrameViolation], num_reqs: int) -> list[str]:
+    """The first store outside its frame of a padding program (its row ``>= num_reqs``)
+    among a playback's: a padding program's frame holds no request's state, so
+    such a store overwrites what a real row or FlashInfer reads."""
+    return [f"padding program frame: {v}" for v in outside_frame if v.batch >= num_reqs][:1]
 
 
 def judge(d: Distinction) -> str:

@@ -15,8 +15,11 @@ row past ``num_reqs`` on a ``max_num_reqs`` grid) writes no tracker.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import z3
 
 from replayssm.spec.vocab import conj, implies
@@ -88,15 +91,30 @@ def frame_parts(case: Any, frame: Any, part: Any, where: Any) -> list:
     return out
 
 
-def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int, num_reqs: int) -> list[str]:
+@dataclass(frozen=True)
+class FrameViolation:
+    """A store a replayed launch made outside its program's frame: program
+    ``(batch, group, ...)`` wrote ``element`` of ``region``."""
+
+    program: tuple[int, ...]
+    region: str
+    element: int
+
+    @property
+    def batch(self) -> int:
+        """The batch row of the program that stored (0 for a one-dimensional grid's group)."""
+        return (self.program + (0,))[0]
+
+    def __str__(self) -> str:
+        return f"program {self.program} wrote {self.region} element {self.element}, outside its frame"
+
+
+def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int,
+                      num_reqs: int) -> list[FrameViolation]:
     """The frame read concretely on a replayed launch's log (``playback``):
     each write ``(program, "write", (region, element), value)`` whose cell the
     frame does not give program ``(batch, group)`` (a padding program, batch
     ``>= num_reqs``, owns no tracker)."""
-    import re
-
-    import numpy as np
-
     out = []
     for program, kind, (region, element), _ in log:
         if kind != "write":
@@ -123,5 +141,5 @@ def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int,
         else:
             ok = False
         if not ok:
-            out.append(f"program {tuple(program)} wrote {region} element {element}, outside its frame")
+            out.append(FrameViolation(tuple(int(i) for i in program), region, int(element)))
     return out

@@ -45,7 +45,7 @@ from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, compact_launch, migrate_launch, next_power_of_2, postprocess_launch
 from replayssm.spec.memory import MemoryFault, ValueOverflow
 
-from .frame import replay_violations
+from .frame import FrameViolation, replay_violations
 
 GUARD = 8
 """Guard elements around each buffer and after each block-table row."""
@@ -68,13 +68,13 @@ class Playback:
     conflicts: list[str] = field(default_factory=list)
     discrepancies: list[str] = field(default_factory=list)
     overflows: list[str] = field(default_factory=list)
-    outside_frame: list[str] = field(default_factory=list)
+    outside_frame: list[FrameViolation] = field(default_factory=list)
     spec_fault: str = ""
 
     @property
     def stray_accesses(self) -> list[str]:
         """Accesses out of bounds or stores outside the frame (a padding program's failures)."""
-        return self.out_of_bounds + self.outside_frame
+        return self.out_of_bounds + [str(v) for v in self.outside_frame]
 
     def reproduces(self, prop: str) -> bool:
         """The finding a failure of obligation ``prop`` predicts was observed."""
