@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
 from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Conventions
 
@@ -153,15 +154,39 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
     summary (see :mod:`.report`; ``exit_code`` is the CLI's status). Set-up
     problems (including an unwritable failures folder) raise
     :class:`~.campaign_config.SetupError` before any work; the command line
-    checks its report files itself (``base/reports.py``, as every command does)."""
+    checks its report files itself (``base/reports.py``, as every command does).
+    SIGINT or SIGTERM at any point, before the workers start included, ends
+    in an interrupted summary of what was done."""
     start = time.perf_counter()
-    check_setup(config, load=False)  # the target: loaded by each worker, in a process of its own
-    pool = None
-    if config.ray is not None:
-        from .ray_pool import RayPool
+    pool: RayPool | None = None
+    started: tuple[_Campaign, Supervisor | RayPool, Progress] | None = None
+    try:
+        with interruptible():
+            check_setup(config, load=False)  # the target: loaded by each worker, in a process of its own
+            if config.ray is not None:
+                from .ray_pool import RayPool
 
-        pool = RayPool(config, out)  # connected (else a SetupError), with jobs counted from the cluster
-        config = pool.config
+                pool = RayPool(config, out)  # connected (else a SetupError), with jobs counted from the cluster
+                config = pool.config
+            started = _start(config, pool, out, start)
+            started[1].run()  # from its start to its end, the supervisor takes the signals itself
+            stop_interrupting()  # the summary is written from here on: a signal must not cut it short
+    except Interrupted as e:
+        stop_children()  # those started before the supervisor took the signals
+        if started is None:
+            if pool:
+                pool.close()
+            print("interrupted before the workers started", file=out, flush=True)
+            return summarize(config.as_json(), Statistics(), [], [], e.signum, time.perf_counter() - start, out)
+        started[1].signal = started[1].signal or e.signum
+    if pool:
+        pool.close()
+    return _summary(config, pool, *started, start, out)
+
+
+def _start(config: CampaignConfig, pool: RayPool | None, out: TextIO,
+           start: float) -> tuple[_Campaign, Supervisor | RayPool, Progress]:
+    """Announce the campaign and start its workers (processes, or Ray tasks on ``pool``)."""
     examples = examples_per_combination(config.examples) * len(Conventions.all())
     print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
@@ -186,9 +211,12 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
     campaign.supervisor = supervisor
     for w in range(config.jobs):
         supervisor.start(w, run_worker, (config, w, None))  # the target: loaded there
-    supervisor.run()
-    if pool:
-        pool.close()
+    return campaign, supervisor, progress
+
+
+def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, supervisor: Supervisor | RayPool,
+             progress: Progress, start: float, out: TextIO) -> dict:
+    """The campaign's summary from what its workers returned (or had reported when stopped)."""
     progress.close()
     parts, errors = [], []
     for child in supervisor.children:

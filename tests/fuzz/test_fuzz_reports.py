@@ -10,7 +10,9 @@ traceback; an interrupted campaign's reports say it was interrupted."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -186,3 +188,29 @@ def test_a_numeric_report_that_cannot_be_written_is_exit_2_not_a_traceback(tmp_p
     err = capsys.readouterr().err
     assert f"error: {failing} {paths[failing]}: cannot write the report" in err
     assert paths["--junit" if failing == "--json" else "--json"].exists()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("when", ["set-up", "workers starting", "supervisor starting"])
+def test_a_signal_before_the_workers_run_still_writes_the_partial_reports(tmp_path: Path, monkeypatch, capsys,
+                                                                         signum: int, code: int, when: str) -> None:
+    """SIGINT or SIGTERM while the campaign checks its set-up, while it
+    starts its workers, or once they run but before the supervisor takes the
+    signals: the interrupted summary, its JSON and JUnit, the signal's
+    status, no worker left."""
+    def signal_self(*args: object, **kw: object) -> None:
+        os.kill(os.getpid(), signum)
+
+    if when == "set-up":
+        monkeypatch.setattr(campaign, "check_setup", signal_self)
+    else:
+        monkeypatch.setattr(campaign.Supervisor, "start" if when == "workers starting" else "run", signal_self)
+    path, junit = tmp_path / "s.json", tmp_path / "r.xml"
+    assert cli("--json", str(path), "--junit", str(junit), "--failures", str(tmp_path / "f")) == code
+    summary = json.loads(path.read_text())
+    assert summary["interrupted"] and summary["status"] == "interrupted" and summary["exit_code"] == code, summary
+    assert f"INTERRUPTED by {signal.Signals(signum).name}" in capsys.readouterr().out
+    names = [c.get("name") for c in ElementTree.parse(junit).getroot().iter("testcase")]
+    assert names[1:] == ["interrupted"], names
+    assert not multiprocessing.active_children()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the campaign left its handlers behind"
