@@ -57,16 +57,35 @@ def interruptible() -> Iterator[None]:
     so that a second Ctrl-C cannot cut that short. On leaving, the previous
     handlers are back."""
 
+    global _arrived
+
     def raise_interrupted(signum: int, frame: Any) -> None:
+        global _arrived
         stop_interrupting()
+        _arrived = signum
         raise Interrupted(signum)
 
     previous = {s: signal.signal(s, raise_interrupted) for s in SIGNALS}
     try:
         yield
     finally:
+        _arrived = None
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+_arrived: int | None = None
+"""The signal that arrived within :func:`interruptible`, if one did."""
+
+
+def raise_if_interrupted() -> None:
+    """Raise :class:`Interrupted` again where a signal arrived within
+    :func:`interruptible` but its exception was lost: raised while a finalizer
+    ran (Python prints "Exception ignored in ..." and goes on), the run would
+    go on with the signals ignored. A long loop calls this at points where
+    stopping is safe."""
+    if _arrived is not None:
+        raise Interrupted(_arrived)
 
 
 def stop_interrupting() -> None:

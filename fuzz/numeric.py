@@ -43,6 +43,7 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import initialize
 
+from replayssm.base.interrupts import raise_if_interrupted
 from replayssm.base.isolation import ImportRef
 from replayssm.spec.flashinfer import kernel_checkpoints
 
@@ -103,7 +104,10 @@ class Budget:
     def tick(self) -> None:
         """Report when due; raise :class:`BudgetSpent` past the deadline, except
         while Hypothesis replays a failing example for its report (one example
-        long: a stop there would read as a flaky test and lose the finding)."""
+        long: a stop there would read as a flaky test and lose the finding);
+        raise :class:`~replayssm.base.interrupts.Interrupted` for a signal whose
+        own exception was lost."""
+        raise_if_interrupted()
         now = time.perf_counter()
         if self.report is not None and now - self.last >= self.every:
             self.last = now

@@ -14,6 +14,7 @@ run killed from outside still leaves its counts.
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
+from replayssm.base.interrupts import Interrupted, interruptible, stop_interrupting
 from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.base.reports import (
     EXIT_COVERAGE,
@@ -129,6 +131,10 @@ class _Run:
         self.done = self.cut = 0
         self.failure: str | None = None
         self.ready_seconds: float | None = None
+        self.signal: int | None = None
+        """The signal that interrupted the campaign, if one did."""
+        self.target: Any = None
+        """The loaded target (its process), once loaded."""
 
     def line(self, what: str) -> str:
         n = self.numeric
@@ -138,9 +144,11 @@ class _Run:
 
     def summary(self, finished: bool) -> dict:
         c, dims = self.config, self.config.sizing.dims
-        stopped = None if not finished else ("failure" if self.failure else
+        stopped = None if not finished else ("interrupted" if self.signal is not None else
+                                             "failure" if self.failure else
                                              "budget" if self.cut or self.done < len(self.combos) else "complete")
-        return {"schema": NUMERIC_SCHEMA, "finished": finished, "stopped": stopped, "combinations": self.done,
+        return {"schema": NUMERIC_SCHEMA, "finished": finished, "stopped": stopped,
+                "interrupted": self.signal is not None, "combinations": self.done,
                 "combinations_total": len(self.combos), "combinations_cut_by_budget": self.cut,
                 "examples": self.stats.examples, "request_steps": self.stats.request_steps,
                 "seconds": round(time.perf_counter() - self.start, 3), "budget_seconds": c.seconds,
@@ -162,18 +170,33 @@ def run_numeric(config: NumericConfig, conventions: list[Conventions] | None = N
     summary, whose ``failure`` is the finding's message (None: none).
     ``progress``: a stream for the progress lines; ``report``: called with the
     summary so far at each progress line. Raises ValueError on a bad
-    ``--impl``, plant or FlashInfer set-up (before any example)."""
-    from .target import load_target
-
+    ``--impl``, plant or FlashInfer set-up (before any example); an
+    :class:`~replayssm.base.interrupts.Interrupted` that stops it carries the
+    partial summary (``partial``, ``stopped`` "interrupted")."""
     if config.plant is not None and config.plant not in PLANTS:
         raise ValueError(f"--numeric-plant must be one of {', '.join(PLANTS)}; got {config.plant!r}")
     device = torch.device(config.device)
     combos = [c for c in conventions or Conventions.all()
               if c.materialize_prefixes or config.plant not in MATERIALIZE_PLANTS]
     run = _Run(config, combos)
+    try:
+        return _combinations(run, device, progress, report)
+    except Interrupted as e:  # stopped between or inside examples: what was done is the partial summary
+        run.signal = e.signum
+        if run.target is not None:
+            run.target.close()
+        e.partial = run.summary(True)
+        raise
+
+
+def _combinations(run: _Run, device: torch.device, progress: Any, report: Callable[[dict], None] | None) -> dict:
+    """The campaign's body: the target loaded, then each convention combination in turn."""
+    from .target import load_target
+
+    config, combos = run.config, run.combos
     try:  # in a process of its own, each call under the watchdog (:mod:`replayssm.base.isolation`)
-        target = load_target(config.impl, cuda=device.type == "cuda", level="context",
-                             launch_seconds=CALL_SECONDS[device.type])
+        run.target = target = load_target(config.impl, cuda=device.type == "cuda", level="context",
+                                          launch_seconds=CALL_SECONDS[device.type])
     except TargetFault as e:  # it ended, hung, raised or changed its process at import: a finding
         run.failure = f"{e.kind}: {e.report()}"
         return run.summary(True)
@@ -258,15 +281,22 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
           f"{forward} decode forward on {args.device}, {examples} examples x <= {max_steps} steps, "
           f"budget {args.numeric_seconds or 'none'} s" + (f", plant: {args.numeric_plant}" if args.numeric_plant
                                                           else ""), flush=True)
-    try:
-        result = run_numeric(config, progress=sys.stdout, report=keep_current)
-    except ValueError as e:  # a bad --impl, plant or FlashInfer set-up
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    written = write_reports([
-        ("--json", args.json, lambda: write_json(args.json, NUMERIC_SCHEMA, result)),
-        ("--junit", args.junit, lambda: write_junit(args.junit, NUMERIC_SUITE, [numeric_junit_case(args.impl, result)])),
-    ], "the summary is printed below")
+    interrupted: Interrupted | None = None
+    with interruptible():
+        try:
+            result = run_numeric(config, progress=sys.stdout, report=keep_current)
+        except ValueError as e:  # a bad --impl, plant or FlashInfer set-up
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except Interrupted as e:
+            interrupted, result = e, e.partial
+        stop_interrupting()  # the reports are written from here on: a signal must not cut them short
+        written = write_reports([
+            ("--json", args.json, lambda: write_json(args.json, NUMERIC_SCHEMA, result)),
+            ("--junit", args.junit, lambda: write_junit(args.junit, NUMERIC_SUITE,
+                                                        [numeric_junit_case(args.impl, result)],
+                                                        interrupted is not None)),
+        ], "the summary is printed below")
     ready = result["flashinfer_ready_seconds"]
     print(f"numeric campaign ({result['state_dtype']} state, {d.heads} heads x {d.dim} x {d.dstate}, "
           f"{forward} decode forward on {args.device}"
@@ -276,6 +306,10 @@ def run_numeric_command(args: Any, examples: int, max_steps: int) -> int:
           f"{result['examples']} runs, {result['request_steps']} request-steps, {result['checks']} slot checks, "
           f"forward {result['forwards']}, worst error / bound {result['worst_error_over_bound']:.3f} "
           f"(worst |error| {result['worst_abs_error']:.3e}), {result['seconds']:.1f} s, stopped: {result['stopped']}")
+    if interrupted is not None:
+        print(f"INTERRUPTED by {signal.Signals(interrupted.signum).name} (partial summary"
+              + (f"; finding: {result['failure']}" if result["failure"] else "") + ")")
+        return status_after_writing(interrupted.status, written)
     if result["failure"]:
         print(f"FAILED: {result['failure']}")
         return status_after_writing(EXIT_FINDING, written)
@@ -293,8 +327,11 @@ NOTHING_CHECKED = "no slot reached a numeric check"
 
 
 def numeric_junit_case(impl: str | None, summary: dict) -> JunitCase:
-    """``fuzz --numeric --junit``'s one test case: a failure for a finding, an error when nothing was checked."""
+    """``fuzz --numeric --junit``'s one test case: a failure for a finding, an error when nothing was
+    checked (by a run that was not interrupted: its own ``interrupted`` case says what did not finish)."""
     name = f"{impl or DEFAULT_TARGET} numeric {summary['state_dtype']} seed {summary['seed']}"
     if summary["failure"]:
         return JunitCase(name, summary["seconds"], summary["failure"])
+    if summary["interrupted"]:
+        return JunitCase(name, summary["seconds"], None)
     return JunitCase(name, summary["seconds"], None if summary["checks"] else NOTHING_CHECKED, "error")

@@ -149,7 +149,8 @@ def test_a_real_campaigns_reports_are_written_and_an_unwritable_one_is_exit_2(tm
     assert f"error: --junit {junit}: cannot write the report" in capsys.readouterr().err
 
 
-NUMERIC = {"schema": numeric_campaign.NUMERIC_SCHEMA, "finished": True, "stopped": "complete", "combinations": 32,
+NUMERIC = {"schema": numeric_campaign.NUMERIC_SCHEMA, "finished": True, "stopped": "complete", "interrupted": False,
+           "combinations": 32,
            "combinations_total": 32, "combinations_cut_by_budget": 0, "examples": 32, "request_steps": 90,
            "seconds": 2.0, "flashinfer_ready_seconds": None, "checks": 12, "worst_error_over_bound": 0.1,
            "worst_abs_error": 1e-7, "forwards": {"torch": 3}, "state_dtype": "float32", "seed": 0, "failure": None}

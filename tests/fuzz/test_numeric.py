@@ -9,15 +9,20 @@ import dataclasses
 import io
 import itertools
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 import types
 from collections.abc import Callable
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import torch
 
+from fuzz_processes import alive, descendants, interrupt_at
 from replayssm.cli import build_parser, main
 from replayssm.fuzz import numeric, numeric_campaign
 from replayssm.fuzz.numeric import PLANTS, Budget, NumericMachine
@@ -231,3 +236,26 @@ def test_numeric_options_without_numeric_are_refused(args: list[str], capsys: py
 def test_numeric_seconds_must_be_finite(value: str, capsys: pytest.CaptureFixture) -> None:
     assert main(["fuzz", "--numeric", "--numeric-seconds", value]) == 2
     assert "--numeric-seconds must be a number of seconds > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_numeric_campaign_writes_its_partial_reports(tmp_path: Path, signum: int, code: int) -> None:
+    """SIGINT or SIGTERM during ``fuzz --numeric``: the partial summary is
+    printed, the JSON says ``interrupted`` with what was done, the JUnit file
+    has its ``interrupted`` case, the target's process is ended, and the exit
+    status is the signal's."""
+    path, junit = tmp_path / "n.json", tmp_path / "n.xml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replayssm.cli", "fuzz", "--numeric", "--numeric-seconds", "300", "--json", str(path),
+         "--junit", str(junit)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    text, hosts = interrupt_at(proc, "combination 2/", signum, timeout=60, watch=descendants)
+    assert proc.returncode == code, text
+    assert f"INTERRUPTED by {signal.Signals(signum).name} (partial summary)" in text, text
+    summary = json.loads(path.read_text())
+    assert summary["interrupted"] and summary["stopped"] == "interrupted" and summary["combinations"] >= 1, summary
+    assert summary["examples"] > 0 and summary["failure"] is None, summary
+    cases = list(ElementTree.parse(junit).getroot().iter("testcase"))
+    assert [c.get("name") for c in cases][1:] == ["interrupted"] and cases[0].find("failure") is None, text
+    assert cases[0].find("error") is None, "an interrupted run is not 'nothing checked'"
+    assert hosts and not [p for p in hosts if alive(p)], "the target's process survived the interrupt"
