@@ -24,7 +24,7 @@ from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.postprocess import running_position
-from replayssm.spec.system.rows import RowRule
+from replayssm.spec.system.rows import TAIL_ACCEPTED, RowRule
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
 from .caller_policy import DEFAULT, CallerPolicy, Draw
@@ -300,10 +300,14 @@ class Callers:
 
     def _plan_row(self, draw: Draw, r: Request) -> RowPlan | None:
         """What one scheduled request does this step: one of the rows
-        ``RowRule`` allows (a decode row only where a full-length one fits),
-        a one-token continuation chunk as the policy says; None: not
-        scheduled this step."""
+        ``RowRule`` allows (a decode row only where a full-length one fits;
+        at a prompt tail, half the time a decode of the real token and
+        placeholders, :meth:`_tail_as_decode`), a one-token continuation
+        chunk as the policy says; None: not scheduled this step."""
         rule = self.rows
+        tail = self._tail_as_decode(draw, r)
+        if tail is not None:
+            return tail
         if r.prefilling:
             lens = rule.chunk_lens(r.computed, r.prompt_len)
             if self.features.shared_prompts and self.align and len(lens) > 1:
@@ -324,6 +328,18 @@ class Callers:
                 self.geo, GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)):
             return None
         return plan
+
+    def _tail_as_decode(self, draw: Draw, r: Request) -> RowPlan | None:
+        """At a prompt tail (prior state, one prompt token left), half the
+        time the row vLLM runs there: a decode of ``RowRule.tail_lens``
+        tokens (the executed width: the real token, then placeholders) that
+        accepts the real one; else None (a prefill chunk, as before)."""
+        rule = self.rows
+        lens = rule.tail_lens(r.computed, r.prompt_len)
+        if not lens or not draw(hs.booleans()):
+            return None
+        q = draw(hs.sampled_from(lens))
+        return RowPlan(q, TAIL_ACCEPTED.start, False, rule.live_col(r.computed, q))
 
     def _break(self, draw: Draw, r: Request, plan: RowPlan, drop: str) -> None:
         """Break ``drop`` (:attr:`drop`) in this row where it can (``fuzz --drop``):
@@ -422,6 +438,7 @@ class Callers:
         bs = self.geo.block_size
         self.saw("mode-none chunk past the first block",
                  sum(not self.align and plan.prefilling and r.computed + plan.query_len > bs for r, plan in rows))
+        self.saw("prompt tail as decode", sum(r.prefilling and not plan.prefilling for r, plan in rows))
 
     def _batch_table(self, draw: Draw, batch_rows: list) -> list:
         """Every group's block table for one launch: each scheduled request's

@@ -65,6 +65,7 @@ SCENARIOS = (
     "block size 1",
     "one-column table",
     "mode-none chunk past the first block",
+    "prompt tail as decode",
     *(f"conventions {c.label()}" for c in Conventions.all()),
 )
 """Every scenario class a campaign must reach."""

@@ -3,8 +3,8 @@
 The stateful machine explores small systems one caller decision at a time.
 This runner verifies the same launch actions on one wide system instead:
 every batch row is a request that owns its block-table row of slots, and each
-step all rows prefill (chunks ending on boundaries) or decode (random T and
-accepted count), their live columns move, and the kernels run once for all
+step all rows prefill (chunks ending on boundaries or at the prompt's end) or decode (random T and
+accepted count; a prompt tail half the time as a decode), their live columns move, and the kernels run once for all
 rows. The caller decisions are drawn with numpy for all rows at once and
 encoded with the spec's own ``encode_row``; the spec (numpy lanes) judges
 every buffer, and FlashInfer's view of each live slot (ring start, ``N - P``)
@@ -28,7 +28,7 @@ from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_window_after
 from replayssm.spec.postprocess import running_position
 from replayssm.spec.geometry import Conventions, Geometry
-from replayssm.spec.system.rows import RowRule
+from replayssm.spec.system.rows import TAIL_ACCEPTED, RowRule
 
 from .actions import Migrate, Postprocess
 from .guards import GuardViolation
@@ -72,17 +72,30 @@ class WideSystem:
         self.kernel_seconds = 0.0
 
     def _new_prompts(self, n: int) -> np.ndarray:
-        return self.rng.integers(1, 3 * self.geo.block_size + 2, size=n)
+        """Prompts of 1 to 3 blocks and a token; a quarter of them one token past a
+        boundary, so that a chunk ending there leaves a prompt tail."""
+        bs = self.geo.block_size
+        free = self.rng.integers(1, 3 * bs + 2, size=n)
+        past_boundary = self.rng.integers(1, 4, size=n) * bs + 1
+        return np.where(self.rng.random(n) < 0.25, past_boundary, free)
 
     def _decisions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's phase, query length and accepted count: a prompt tail
+        runs as a decode half the time (accepting its one real token)."""
         rule = self.rule
-        prefilling = self.computed < self.prompt
-        chunk = np.where(self.rng.random(self.rows) < 0.5, rule.next_chunk_end(self.computed, self.prompt), self.prompt)
+        tail = rule.is_tail(self.computed, self.prompt) & (self.rng.random(self.rows) < 0.5)
+        prefilling = (self.computed < self.prompt) & ~tail
+        # a chunk ends on the next boundary, on the last one before the prompt's end, or at its end
+        nxt = rule.next_chunk_end(self.computed, self.prompt)
+        last = (self.prompt - 1) // self.geo.block_size * self.geo.block_size
+        ends = np.stack([nxt, np.where(last > self.computed, last, nxt), self.prompt])
+        chunk = ends[self.rng.integers(0, 3, size=self.rows), np.arange(self.rows)]
         q_decode = self.rng.integers(1, self.max_step + 1, size=self.rows)
         q = np.where(prefilling, chunk - self.computed, q_decode)
         accepted = np.where(prefilling,
                             self.rng.integers(rule.accepted_lo(True), rule.accepted_hi(True, 0) + 1, size=self.rows),
-                            self.rng.integers(rule.accepted_lo(False), rule.accepted_hi(False, q_decode) + 1))
+                            np.where(tail, TAIL_ACCEPTED.start,
+                                     self.rng.integers(rule.accepted_lo(False), rule.accepted_hi(False, q_decode) + 1)))
         return prefilling, q, accepted
 
     def step(self) -> list:

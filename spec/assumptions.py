@@ -589,17 +589,19 @@ def _prefill_continuation_longer_than_one(geo: Geometry, row: GhostRow) -> Cond:
 
 PREFILL_CONTINUATION_LONGER_THAN_ONE = Assumption(
     "prefill_continuation_longer_than_one",
-    "a prefill chunk that continues a request (N > 0) schedules at least 2 tokens: vLLM's Mamba forward runs a "
-    "one-token row with prior state as a decode, which is_prefilling would not say",
+    "a row flagged as a prefill chunk that continues a request (N > 0) schedules at least 2 tokens: vLLM's Mamba "
+    "forward runs a one-token row with prior state as a decode, so the caller flags a one-token prompt tail as the "
+    "decode it is (prompt_tail_runs_as_decode)",
     _prefill_continuation_longer_than_one,
     contradicted(
-        "vLLM schedules one-token final prefill chunks after prior state (A1, A2, B1, B3 handle them in the "
-        "kernel; vLLM's tests run a cached prompt's one-token tail as a padded decode): a review that keeps this "
-        "assumption does not judge a case vLLM produces",
+        "A1-era callers flag the one-token final chunk after prior state as a prefill while the forward runs it as "
+        "a decode (A1, A2, B1, B3 correct the flag in the kernel): a review that keeps this assumption does not "
+        "judge what those callers pass; the review's probes drop it. The tail as the reference stages it (a "
+        "decode row, is_prefilling 0, as vLLM's tests run it) is in every campaign and in the system model",
         cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
-             "one-token final prefill chunks with prior state occur."),
-        cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
-             "a cached prompt's one-token tail runs as a decode row padded to 4."),
+             "A1's callers flag one-token final chunks after prior state as prefill chunks."),
+        cite(A1, "prefilling = prefilling & ((query_len != 1) | (computed_before <= 0))",
+             "A1's kernel turns such a flag of 1 back into a decode."),
     ),
 )
 

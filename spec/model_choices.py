@@ -115,13 +115,14 @@ PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP = ModelChoice(
 
 PREFIX_HIT_LEAVES_A_CHUNK = ModelChoice(
     "prefix_hit_leaves_a_chunk",
-    "a prefix hit leaves at least one prompt token, computed as a prefill chunk",
+    "a prefix hit leaves at least one prompt token to compute: a prefill chunk, or with one token left a "
+    "prompt tail that may run as a decode (prompt_tail_runs_as_decode)",
     ("spec/system/admission.py", "fuzz/callers.py"),
     not_guaranteed(
-        "vLLM's scheduler would have to promise that the rest of a hit prompt runs as a prefill chunk; its test "
-        "runs a cached prompt's one-token tail as a decode row padded to the executed width",
+        "vLLM's scheduler would have to promise that a prefix hit never covers the whole prompt; the corpus holds "
+        "no scheduler code, only a test whose cached prompt leaves its last token to compute",
         cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
-             "vLLM's test runs what it calls a cached prompt's tail as a decode row (width 4, one real token)."),
+             "vLLM's test computes the one-token tail of a cached prompt (as a decode row of width 4)."),
     ),
 )
 
@@ -145,21 +146,27 @@ PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK = ModelChoice(
 
 # -- rows of a step --------------------------------------------------------------------------------
 
-PROMPT_ROWS_ARE_PREFILL = ModelChoice(
-    "prompt_rows_are_prefill",
-    "every row of a request that has not computed its whole prompt is a prefill chunk (is_prefilling 1, the "
-    "chunked scan)",
-    ("spec/system/step.py", "fuzz/callers.py"),
-    contradicted(
-        "vLLM runs a one-token prompt tail after prior state as a decode row of the executed width (its tests "
-        "pass is_prefilling 0 there; A1-era kernels correct a 1 in the kernel); the system model and the fuzz "
-        "callers must produce such rows (the review's ghost runs them only when "
-        "prefill_continuation_longer_than_one is dropped)",
+PROMPT_TAIL_RUNS_AS_DECODE = ModelChoice(
+    "prompt_tail_runs_as_decode",
+    "a request with prior state (N > 0) and one prompt token left may run it as a decode row of 1..T tokens (the "
+    "real token, then placeholders up to the executed width) that accepts exactly the real token (N reaches the "
+    "prompt); the forward is FlashInfer's decode, and its live column, as for every decode row, is the block of "
+    "the last scheduled token (is_prefilling 0 unless is_prefilling_agrees is dropped); every other row of a "
+    "request in its prompt is a prefill chunk",
+    ("spec/system/rows.py", "spec/system/step.py", "fuzz/callers.py", "fuzz/wide.py"),
+    guaranteed(
         cite(T2, "(256, 4, False, 1, 3),  # Padded cached prompt tail commits its real token.",
-             "vLLM's test calls a decode row of width 4 with one real token after 256 cached tokens a padded "
-             "prompt tail."),
+             "vLLM's test runs a cached prompt's tail after 256 tokens as a decode row (is_prefilling False) of "
+             "width 4 that accepts one token: the real one."),
+        cite(T3, "(256, 4, False, 1, 2, 3, 3, 3),  # Padded prompt tail.",
+             "the same row in a later generation: a decode of width 4 accepting 1 commits one row."),
         cite(A1, "# Mamba attention runs a one-token final prefill chunk with prior state as",
-             "one-token final prefill chunks with prior state run as decodes."),
+             "vLLM's Mamba forward runs the one-token final chunk after prior state as a decode (A1-era callers "
+             "still flag it is_prefilling 1, which the kernel corrects)."),
+        cite(T1, "live_cols=ints([1, 1, 1]),",
+             "decode rows at 14 of width 4 (block size 16) name column 1 live, the block of the last scheduled "
+             "token, placeholders and drafts included; the corpus has no align-mode tail of its own (its tails "
+             "are mode none, live column 0)."),
     ),
 )
 
@@ -500,7 +507,7 @@ ALL = [
     PREFIX_CACHE_REGISTERS_FILLED_BLOCKS,
     PREFIX_HIT_WHOLE_BLOCKS_EVERY_GROUP, PREFIX_HIT_LEAVES_A_CHUNK, PREFIX_CACHE_ONLY_WITH_CACHING,
     PREFIX_HIT_SOURCE_IS_LAST_HIT_BLOCK,
-    PROMPT_ROWS_ARE_PREFILL, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, PREFILL_STARTS_FROM_STATE_ALONE,
+    PROMPT_TAIL_RUNS_AS_DECODE, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, PREFILL_STARTS_FROM_STATE_ALONE,
     EMPTY_STEP_LAUNCHES_NOTHING,
     DECODE_CHECKPOINTS_ON_ROW_LENGTH,
     BATCH_ORDER_REQUEST_OR_REVERSE, PADDING_ROWS_LAST, ROWS_BY_BATCH_WITHOUT_IDX_MAPPING, CALLER_ENCODES_ROW,

@@ -31,8 +31,8 @@ from replayssm.spec.system import (
     SystemParams,
     auxiliary_invariants,
     flat_picks,
-    in_prefill,
     invariants,
+    runs_prefill,
 )
 from replayssm.spec.vocab import Cond, conj, ite, negate
 
@@ -41,7 +41,8 @@ from .terms import named_int, variables
 
 
 class RowShape(NamedTuple):
-    """One scheduled row's shape: its phase (1 prefill, 0 decode), its
+    """One scheduled row's shape: how the forward pass runs it (1 a prefill
+    chunk, 0 a decode: a decode row, or a prompt tail run as one), its
     previous live column (-1 none) and its new one."""
 
     prefill: int
@@ -148,7 +149,8 @@ def row_shapes(p: SystemParams) -> list[RowShape]:
     stays in it when that column is not the first (a chunk after a prefix hit
     of that many blocks starts at the column's first token; after column 0
     the position would be 0, which has no live column); in mode none the
-    live column is 0."""
+    live column is 0. A prompt tail run as a decode has a decode's shapes
+    (its prior state has a live column)."""
     C = p.num_cols
     out: list[RowShape] = []
     for mode in (0, 1):
@@ -181,7 +183,7 @@ def case_pins(t: Transition[StepPicks], case: StepCase) -> Cond:
         pins.append(t.picks.rows[r].sched == 0)
     for row in case.rows:
         r = row.req
-        phase = in_prefill(pre, r)
+        phase = runs_prefill(pre, t.picks, r)
         pins[r] = t.picks.rows[r].sched == 1
         pins += [phase if row.prefill else negate(phase), pre.get("live", r) == row.live]
         if t.p.conv.materialize_prefixes:

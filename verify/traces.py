@@ -200,10 +200,12 @@ def explain_counterexample(scenario: dict) -> str:
 
 def _shown_picks(action: str, picks: Picks, st: State) -> str:
     """An action's picks as one line, leaving out the rows of requests a step
-    did not run and the hit slots of columns an admission does not hit."""
+    did not run, the hit slots of columns an admission does not hit and a
+    ``tail_as_decode`` of 0."""
     if isinstance(picks, StepPicks):
         rows = [f"r{r}: q={row.q} acc={row.acc} live_col={row.live_col} is_prefilling={row.is_prefilling} "
                 f"slot={list(row.slot)} null={list(row.null)}{_shown_covers(st, r, row)}"
+                + (" tail_as_decode=1" if row.tail_as_decode == 1 else "")
                 for r, row in enumerate(picks.rows) if row.sched == 1 and st.get("active", r) == 1]
         return "; ".join(rows)
     if isinstance(picks, AdmitPicks):

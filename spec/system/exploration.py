@@ -65,7 +65,8 @@ def row_pick(p: SystemParams, row: RowOption, acc: int, fresh: dict[int, int],
     given = covered or {}
     return RowPick(1, row.q, acc, row.live_col, row.prefilling,
                    tuple(fresh.get(g, 1) for g in range(p.groups)), (0,) * p.groups,
-                   cover_picks(p, given), tuple(0 if c in given else 1 for c in range(p.num_cols - 1)))
+                   cover_picks(p, given), tuple(0 if c in given else 1 for c in range(p.num_cols - 1)),
+                   row.tail_as_decode)
 
 
 def covered_nulls(st: State, r: int, live_col: int) -> list[int]:

@@ -13,7 +13,7 @@ variables and each leaf's domain (:class:`PickSpec`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import lru_cache
 from typing import Any, Callable, TypeVar, Union
 
@@ -59,7 +59,10 @@ class RowPick:
     For each column ``c`` but the last, what the pool gives that column when
     the row covers it before its live column and it holds the null block
     (``spec.system.step.covers``): the null block in every group
-    (``cover_null[c]`` 1) or, per group, the slot ``cover_slot[c][g]``."""
+    (``cover_null[c]`` 1) or, per group, the slot ``cover_slot[c][g]``.
+    ``tail_as_decode`` 1 runs a prompt tail (prior state, one prompt token
+    left) as a decode row instead of a prefill chunk (0 in a trace written
+    before the pick existed)."""
 
     sched: Value
     q: Value
@@ -70,6 +73,7 @@ class RowPick:
     null: tuple[Value, ...]
     cover_slot: tuple[tuple[Value, ...], ...]
     cover_null: tuple[Value, ...]
+    tail_as_decode: Value = 0
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,10 @@ def _record(cls: type, d: dict) -> Any:
 
     if cls is StepPicks:
         return StepPicks(tuple(_record(RowPick, row) for row in d["rows"]))
-    # a list field with no leaves (hit_slots of a one-column table) has no flat entry
-    return cls(**{f.name: tup(d.get(f.name, [])) for f in fields(cls)})
+    # a list field with no leaves (hit_slots of a one-column table) has no flat entry; a leaf
+    # with a default (a pick added after the trace was written) takes it
+    return cls(**{f.name: tup(d.get(f.name, [])) for f in fields(cls)
+                  if f.name in d or f.default is MISSING})
 
 
 _PATH = re.compile(r"(\w+)|\[(\d+)\]")

@@ -12,6 +12,10 @@ a caller may do under every caller assumption (``spec.assumptions``):
   ring's step room and one block allow (``decode_row_fits``,
   ``decode_within_block``), within the model length, and accepts ``1 .. q``
   of them (``accepted_within_row``);
+* a prompt tail (``N > 0`` computed, one prompt token left) may also run as
+  a decode row of ``1 .. T`` tokens, the real token and placeholders up to
+  the executed width, accepting exactly the real one (model choice
+  ``prompt_tail_runs_as_decode``: vLLM's padded cached prompt tail);
 * its live column is the block of its last scheduled token in align mode, 0
   in mode none (``live_col_is_last_block``).
 
@@ -30,13 +34,16 @@ from ..vocab import Cond, Value, imin, ite
 @dataclass(frozen=True)
 class RowOption:
     """One row a running request may schedule: query length ``q``, the
-    accepted counts it allows, the ``is_prefilling`` flag (0 or 1) and the
-    live column the row ends in."""
+    accepted counts it allows, the ``is_prefilling`` flag (0 or 1), the
+    live column the row ends in, and whether it is a prompt tail run as a
+    decode (``tail_as_decode`` 1: ``prefilling`` 0 although the request has
+    a prompt token left)."""
 
     q: int
     accepted: range
     prefilling: int
     live_col: int
+    tail_as_decode: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,18 @@ class RowRule:
         bs = int(self.geo.block_size)
         return [end - computed for end in range((computed // bs + 1) * bs, prompt, bs)] + [rest]
 
+    def is_tail(self, computed: Value, prompt: Value) -> Cond:
+        """A request after ``computed`` tokens of a ``prompt``-token prompt is
+        at its prompt tail: prior state and exactly one prompt token left (on
+        numpy arrays elementwise)."""
+        return (computed > 0) & (prompt - computed == 1)
+
+    def tail_lens(self, computed: int, prompt: int) -> list[int]:
+        """The query lengths of a prompt tail run as a decode row: the decode
+        lengths (:meth:`decode_lens`, the real token then placeholders up to
+        the executed width); none away from a tail."""
+        return self.decode_lens(computed) if self.is_tail(computed, prompt) else []
+
     def accepted_lo(self, prefilling: Cond) -> Value:
         """The fewest tokens a row may accept (a prefill row's count is ignored)."""
         return ite(prefilling, 0, 1)
@@ -100,4 +119,10 @@ class RowRule:
         ``prompt``-token prompt may take (none left: an empty list)."""
         prefilling = computed < prompt
         lens = self.chunk_lens(computed, prompt) if prefilling else self.decode_lens(computed)
-        return [RowOption(q, self.accepted(prefilling, q), int(prefilling), self.live_col(computed, q)) for q in lens]
+        rows = [RowOption(q, self.accepted(prefilling, q), int(prefilling), self.live_col(computed, q)) for q in lens]
+        return rows + [RowOption(q, TAIL_ACCEPTED, 0, self.live_col(computed, q), 1)
+                       for q in self.tail_lens(computed, prompt)]
+
+
+TAIL_ACCEPTED = range(1, 2)
+"""What a prompt tail run as a decode accepts: its one real token (the placeholders after it are rejected)."""

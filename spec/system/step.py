@@ -2,8 +2,9 @@
 
 One step schedules a row for some running requests. Per request it picks
 whether it runs, its query length, accepted count, live column and
-``is_prefilling`` flag, per cache group the fresh slot the pool hands out
-and whether the scheduler keeps a column null, and what the pool gives each
+``is_prefilling`` flag, whether a prompt tail runs as a decode, per cache
+group the fresh slot the pool hands out and whether the scheduler keeps a
+column null, and what the pool gives each
 null column the row covers before its live one (the record
 ``spec.system.picks.StepPicks``, one ``RowPick`` per request).
 
@@ -93,16 +94,20 @@ def step_specs(p: SystemParams) -> list[PickSpec]:
         for c in range(p.num_cols - 1):
             out += [PickSpec(f"{row}.cover_slot[{c}][{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
         out += [PickSpec(f"{row}.cover_null[{c}]", 0, 1) for c in range(p.num_cols - 1)]
+        out.append(PickSpec(f"{row}.tail_as_decode", 0, 1))
     return out
 
 
 @dataclass
 class RowPlan:
-    """The scheduler's decision for one request in one step."""
+    """The scheduler's decision for one request in one step: ``prefill`` is
+    how the forward pass runs the row (the chunked scan, else FlashInfer's
+    decode), ``tail`` that it is a prompt tail run as a decode."""
 
     r: int
     sched: Cond
     prefill: Cond
+    tail: Cond
     q: Value
     acc: Value
     live_col: Value
@@ -117,8 +122,22 @@ def int_flag(x: Value) -> Cond:
 
 
 def in_prefill(st: State, r: int) -> Cond:
-    """Request ``r`` has not computed its whole prompt: its next row is a prefill chunk."""
+    """Request ``r`` has not computed its whole prompt: its next row is a
+    prefill chunk, or at its prompt tail a decode (:func:`runs_prefill`)."""
     return st.get("N", r) < st.get("prompt", r)
+
+
+def at_prompt_tail(st: State, r: int) -> Cond:
+    """Request ``r`` has prior state and exactly one prompt token left: its
+    row may run as a decode (model choice ``prompt_tail_runs_as_decode``)."""
+    N = st.get("N", r)
+    return conj(N > 0, st.get("prompt", r) - N == 1)
+
+
+def runs_prefill(st: State, k: StepPicks, r: int) -> Cond:
+    """Request ``r``'s row in step ``k`` runs as a prefill chunk (the chunked
+    scan): the request is in its prompt and the row is no tail run as a decode."""
+    return conj(in_prefill(st, r), k.rows[r].tail_as_decode == 0)
 
 
 def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
@@ -127,12 +146,13 @@ def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
     for r in range(p.num_reqs):
         N, prompt = st.get("N", r), st.get("prompt", r)
         sched = int_flag(k.rows[r].sched)
-        prefill = in_prefill(st, r)
+        prefill = runs_prefill(st, k, r)
         q, acc = k.rows[r].q, k.rows[r].acc
         live_col = k.rows[r].live_col if p.conv.materialize_prefixes else 0
         flag = int_flag(k.rows[r].is_prefilling)
         ghost = GhostRow(N, q, acc, flag, live_col, r)
-        rows.append(RowPlan(r, sched, prefill, q, acc, live_col, flag, N + q == prompt, ghost))
+        rows.append(RowPlan(r, sched, prefill, int_flag(k.rows[r].tail_as_decode), q, acc, live_col, flag,
+                            N + q == prompt, ghost))
     return rows
 
 # -- 2. the guard ----------------------------------------------------------------------------------
@@ -142,7 +162,9 @@ def step_guard(st: State, k: StepPicks) -> Cond:
     one request (the model runner returns before any kernel when none is),
     and only running ones; a prefill row schedules at most the rest of its prompt; a decode
     row stays within the model length and accepts at most what it scheduled
-    (at least one token is the assumption ``accepted_within_row``); the live
+    (at least one token is the assumption ``accepted_within_row``); a prompt
+    tail run as a decode is one (prior state, one prompt token left) and
+    accepts at most that token (the placeholders after it are no drafts); the live
     column and the fresh slots are in range; a slot the pool hands out is a
     real slot."""
     p = st.p
@@ -153,10 +175,11 @@ def step_guard(st: State, k: StepPicks) -> Cond:
         N, prompt = st.get("N", r), st.get("prompt", r)
         parts += [
             within(k.rows[r].sched, 0, 1), implies(row.sched, st.get("active", r) == 1),
-            within(k.rows[r].is_prefilling, 0, 1),
+            within(k.rows[r].is_prefilling, 0, 1), within(k.rows[r].tail_as_decode, 0, 1),
             within(row.live_col, 0, p.num_cols - 1), within(row.q, 0, p.max_len), within(row.acc, 0, p.geo.window),
             implies(row.sched, ite(row.prefill, N + row.q <= prompt,
                                    conj(N + row.q <= p.max_len, row.acc <= row.q))),
+            implies(conj(row.sched, row.tail), conj(at_prompt_tail(st, r), row.acc <= 1)),
         ]
         for g in range(p.groups):
             parts += [within(k.rows[r].slot[g], 1, p.num_slots - 1), within(k.rows[r].null[g], 0, 1)]

@@ -221,3 +221,33 @@ def test_reviews_record_holds_each_steps_rows_before_the_forward_pass(data) -> N
             assert [row.rid for row in record.rows if row is not None] == _caller_rids(post)
             assert [row.computed_before for row in record.rows if row is not None] == \
                 [int(line.split("N=")[1].split()[0]) for line in post.caller if line != "padding"]
+
+
+def test_prompt_tails_run_as_decodes_under_every_policy() -> None:
+    """At a prompt tail (prior state, one prompt token left) the callers run
+    some rows as the decode vLLM runs there (``prompt_tail_runs_as_decode``),
+    whatever the policy on one-token continuation chunks: not a prefill, of
+    a width ``RowRule.tail_lens`` lists, accepting the one real token, its
+    live column the block of its last scheduled token."""
+    for ones in ONE_TOKEN_CONTINUATIONS:
+        tails: list = []
+
+        def seen(callers: Callers, batch_rows: list) -> None:
+            for row in batch_rows:
+                if row is not None and row[0].prefilling and not row[1].prefilling:
+                    r, plan = row
+                    rule = callers.rows
+                    assert plan.query_len in rule.tail_lens(r.computed, r.prompt_len) and plan.accepted == 1, plan
+                    assert plan.live_col == rule.live_col(r.computed, plan.query_len), plan
+                    tails.append(plan)
+
+        @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                  derandomize=True)
+        @given(data=hs.data())
+        def run(data) -> None:
+            setup, features = data.draw(systems(tuple(Conventions.all())))
+            _run(data, Callers(setup, features, policy=CallerPolicy(one_token_continuations=ones, scheduled=seen)),
+                 steps=12)
+
+        run()
+        assert tails, f"no prompt tail ran as a decode with one_token_continuations={ones!r}"

@@ -17,6 +17,24 @@ def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str
     assert (r.steps, r.request_steps, r.discrepancies) == (20, 60, 0)
 
 
+def test_wide_runner_runs_prompt_tails_as_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows at a prompt tail (prior state, one prompt token left) run as a
+    decode accepting the real token some of the time
+    (``prompt_tail_runs_as_decode``), and the kernels agree with the spec there."""
+    decisions, tails = wide.WideSystem._decisions, []
+
+    def watched(system: wide.WideSystem):
+        prefilling, q, accepted = decisions(system)
+        tail = (system.computed < system.prompt) & ~prefilling
+        assert (accepted[tail] == 1).all() and system.rule.is_tail(system.computed, system.prompt)[tail].all()
+        tails.append(int(tail.sum()))
+        return prefilling, q, accepted
+
+    monkeypatch.setattr(wide.WideSystem, "_decisions", watched)
+    assert run_wide(None, "cpu", 3, 20, seed=0).discrepancies == 0
+    assert sum(tails) > 0
+
+
 def test_wide_runner_catches_a_wrong_view_of_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Teeth: with the running position one past the step's end, the runner's
     view never publishes in place, and the trackers disagree with it."""

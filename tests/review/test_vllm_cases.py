@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,48 @@ def test_teeth_a_value_the_spec_does_not_leave_is_not_predicted(monkeypatch) -> 
     monkeypatch.setitem(vc.BY_NAME, planted.name, planted)
     with pytest.raises(AssertionError, match=f"{buf}', {index + 1}, {value + 1}, {value}"):
         test_the_spec_predicts_every_asserted_value(planted)
+
+
+T2_PADDED_TAIL = "T2::test_replayssm_postprocess_commits_staged_transition[256-4-False-1-3-{}]"
+"""T2's "padded cached prompt tail": a decode row of width 4 accepting its one real token after 256 tokens."""
+
+
+def _t2_tail_world(case: vc.VllmCase) -> Any:
+    """A one-request system world of the case's geometry and caller, its model length the case's row end."""
+    from replayssm.spec.geometry import Geometry
+    from replayssm.spec.system import SystemParams
+
+    geo = Geometry(max_num_reqs=1, block_size=case.block_size, window=case.window, ring_len=case.ring_len)
+    return SystemParams(geo, case.conv, layers=(1,), num_cols=1, num_slots=2, max_model_len=case.max_model_len)
+
+
+@pytest.mark.parametrize("post_step", [False, True])
+def test_the_system_model_runs_t2s_padded_prompt_tail_as_a_decode(post_step: bool) -> None:
+    """The system model admits T2's padded prompt tail as a step: a request
+    whose prompt is the case's 256 tokens and one more runs its last token as
+    a decode of the case's width that accepts it (``tail_as_decode``, model
+    choice ``prompt_tail_runs_as_decode``): guard, caller assumptions and
+    every check hold, the postprocess sees the test's input vectors, one row
+    is committed and N reaches the prompt. Teeth: the same row without the
+    pick (the old model, where a request in its prompt runs only prefill
+    chunks) is refused."""
+    from replayssm.spec.system import RowPick, StepRefused, failed_checks, initial_state, run_action, step_of
+
+    case = next(c for c in vc.CASES if c.name == T2_PADDED_TAIL.format(post_step))
+    row = case.rows[0]
+    assert row is not None and not row.prefilling and row.accepted == 1 < row.query_len
+    p = _t2_tail_world(case)
+    st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=row.computed_before + 1)).state
+    chunk = step_of(p, {0: RowPick(1, row.computed_before, 0, 0, 1, (1,), (0,), (), ())})
+    st = run_action(st, "step", chunk).state
+    tail = RowPick(1, row.query_len, row.accepted, 0, 0, (1,), (0,), (), (), 1)
+    out = run_action(st, "step", step_of(p, {0: tail}))
+    assert failed_checks(out) == []
+    (_, bufs, _), = [launch for launch in out.info["launches"] if launch[0] == "postprocess"]
+    seen = {name: bufs[name][1][:len(case.inputs[name])] for name in
+            ("query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling")}
+    assert seen == {name: [int(x) for x in case.inputs[name]] for name in seen}
+    assert out.state.get("N", 0) == row.computed_before + 1 == out.state.get("prompt", 0)
+    assert out.state.get("nc", 0, 1) == 1
+    with pytest.raises(StepRefused):
+        run_action(st, "step", step_of(p, {0: replace(tail, tail_as_decode=0)}))

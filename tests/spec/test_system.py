@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import product
 
 import pytest
 
@@ -148,7 +149,9 @@ def test_lookup_and_update_select_per_dimension():
 def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
     """``RowRule.options`` (which the fuzzer's callers and the wide runner
     draw from too) lists exactly the rows every caller assumption of a row
-    admits, within the prompt (prefill) or the model length (decode)."""
+    admits, within the prompt (prefill) or the model length (decode); at a
+    prompt tail (prior state, one token left) also the decodes that accept
+    the one real token (``prompt_tail_runs_as_decode``)."""
     from replayssm.spec import assumptions as env
     from replayssm.spec.assumptions import GhostRow
     from replayssm.spec.system import RowRule
@@ -160,18 +163,20 @@ def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
             prefilling = computed < prompt
             if prefilling and conv.materialize_prefixes and computed % geo.block_size:
                 continue  # a prefill position is on a boundary in align mode (chunks end there)
-            listed = {(o.q, acc, o.live_col) for o in rule.options(computed, prompt) for acc in o.accepted}
+            listed = {(o.q, acc, o.live_col, o.tail_as_decode) for o in rule.options(computed, prompt)
+                      for acc in o.accepted}
+            assert all(o.prefilling == int(prefilling and not o.tail_as_decode) for o in rule.options(computed, prompt))
             admitted = set()
-            for q in range(0, rule.max_len + 1):
-                for acc in range(0, geo.window + 1):
-                    for live in range(num_cols):
-                        row = GhostRow(computed, q, acc, prefilling, live, 0)
-                        fits = computed + q <= (prompt if prefilling else rule.max_len)
-                        if fits and all((env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row), env.DECODE_ROW_FITS(geo, row),
-                                         env.ACCEPTED_WITHIN_ROW(geo, row), env.ROW_NONEMPTY(geo, row),
-                                         env.DECODE_WITHIN_BLOCK(geo, row),
-                                         env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, computed + q == prompt))):
-                            admitted.add((q, acc, live))
+            tails = (0, 1) if computed > 0 and prompt - computed == 1 else (0,)
+            for q, acc, live, tail in product(range(rule.max_len + 1), range(geo.window + 1), range(num_cols), tails):
+                chunk = prefilling and not tail
+                row = GhostRow(computed, q, acc, chunk, live, 0)
+                fits = computed + q <= (prompt if chunk else rule.max_len) and (acc <= 1 or not tail)
+                if fits and all((env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row), env.DECODE_ROW_FITS(geo, row),
+                                 env.ACCEPTED_WITHIN_ROW(geo, row), env.ROW_NONEMPTY(geo, row),
+                                 env.DECODE_WITHIN_BLOCK(geo, row),
+                                 env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, computed + q == prompt))):
+                    admitted.add((q, acc, live, tail))
             assert listed == admitted, (prompt, computed, sorted(listed ^ admitted))
 
 

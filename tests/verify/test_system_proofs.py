@@ -14,6 +14,7 @@ from replayssm.verify import bmc as bmc_module
 from replayssm.verify import system_proofs as sp
 from replayssm.verify import system_steps as steps
 from replayssm.verify import system_world as world
+from replayssm.spec.vocab import conj
 from replayssm.verify.terms import named_int
 from replayssm.verify.obligation import REGISTRY, Obligation, prove
 from replayssm.base.system_traces import record_run, replay_actions
@@ -90,6 +91,29 @@ def test_step_shapes_are_proved(fresh_cache, conv, rows):
     assert r.status == "proved", r.counterexample or r.detail
 
 
+@pytest.mark.parametrize("conv,rows", [
+    ("v2-align", ((0, 0, 0, 1),)),                # the tail after a chunk or a prefix hit moves into the next block
+    ("v1-none", ((0, 0, 0, 0),)),
+    ("v2-align", ((0, 0, 0, 1), (1, 0, 0, 1))),   # two tails after prefix hits on one block, in one launch
+])
+def test_a_decode_shape_holds_a_prompt_tail_run_as_a_decode(fresh_cache, conv, rows):
+    """The decode step shapes hold the prompt tails (prompt_tail_runs_as_decode):
+    proved with the cover "request 0 runs its prompt tail as a decode of the
+    longest width accepting one token" (and request 1's too, with two rows),
+    so Z3 finds a state where that happens, and the step from it keeps the invariant."""
+    p = world.system_params(world.SYSTEM_CONVENTIONS[conv])
+    case = steps.StepCase(tuple(rows))
+    t = steps.case_transition(p, case)
+    tails = [t.picks.rows[row[0]] for row in rows]
+    cover = conj(*[conj(k.tail_as_decode == 1, k.q == 2, k.acc == 1) for k in tails])
+
+    def build():
+        yield sp.preservation_claim(t, case.label, cover=cover)
+
+    r = prove(Obligation(f"tail {conv} {case.label}", "step", "", build))
+    assert r.status == "proved", r.counterexample or r.detail
+
+
 def test_step_shapes_cover_every_step():
     r = prove(REGISTRY["system.shapes_cover"])
     assert r.status == "proved", r.counterexample or r.detail
@@ -97,14 +121,16 @@ def test_step_shapes_cover_every_step():
 
 def test_a_dropped_step_shape_is_found(monkeypatch):
     """Teeth of the coverage proof: leave out the decode row that moves into
-    the next column and the proof names a step no shape lists."""
+    the next column and the proof names a step no shape lists (a decode row,
+    or a prompt tail run as one)."""
     row_shapes = steps.row_shapes
     monkeypatch.setattr(steps, "row_shapes", lambda p: [x for x in row_shapes(p) if x != (0, 0, 1)])
     r = prove(REGISTRY["system.shapes_cover"])
     assert r.status == "failed" and r.counterexample["violated"] == ["a listed shape"]
     v = r.counterexample["values"]
     moved = [q for q in range(2) if v[f"pick.rows[{q}].sched"] == 1 and v[f"pre.live[{q}]"] == 0
-             and v[f"pick.rows[{q}].live_col"] == 1 and v[f"pre.N[{q}]"] >= v[f"pre.prompt[{q}]"]]
+             and v[f"pick.rows[{q}].live_col"] == 1
+             and (v[f"pre.N[{q}]"] >= v[f"pre.prompt[{q}]"] or v[f"pick.rows[{q}].tail_as_decode"] == 1)]
     assert moved, v
 
 
