@@ -41,12 +41,18 @@ def params_json(p: SystemParams) -> dict:
                             "has_idx_mapping": c.has_idx_mapping, "materialize_prefixes": c.materialize_prefixes,
                             "live_col_is_zero": c.live_col_is_zero},
             "layers": list(p.layers), "num_cols": p.num_cols, "num_slots": p.num_slots,
-            "num_streams": p.num_streams, "swap_rows": p.swap_rows, "max_model_len": p.max_model_len}
+            "num_streams": p.num_streams, "max_model_len": p.max_model_len}
 
 
 _GEOMETRY_FIELDS = ("max_num_reqs", "block_size", "window", "ring_len")
 _CONVENTION_FIELDS = ("cumulative", "post_step", "has_idx_mapping", "materialize_prefixes", "live_col_is_zero")
-_PARAM_FIELDS = ("geometry", "conventions", "layers", "num_cols", "num_slots", "num_streams", "swap_rows")
+_PARAM_FIELDS = ("geometry", "conventions", "layers", "num_cols", "num_slots", "num_streams")
+
+RETIRED_PARAMS = {
+    "swap_rows": "the batch order is no longer a world parameter: each step picks its own "
+                 "(picks.order, a permutation of the requests); record the trace again with this version",
+}
+"""Params earlier versions wrote whose meaning moved elsewhere: a trace naming one is refused, saying where."""
 
 
 def _fields(d: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
@@ -66,7 +72,11 @@ def _fields(d: Any, where: str, required: tuple[str, ...], optional: tuple[str, 
 def params_from_json(d: dict) -> SystemParams:
     """The :class:`SystemParams` a trace's ``params`` describe; malformed or
     too large params are a ``ValueError`` naming the field
-    (``params.geometry.window must be in [1, 16], got 0``)."""
+    (``params.geometry.window must be in [1, 16], got 0``; a retired field,
+    :data:`RETIRED_PARAMS`, says where its meaning went)."""
+    for name, why in RETIRED_PARAMS.items():
+        if isinstance(d, dict) and name in d:
+            raise ValueError(f"params.{name} is no longer a field: {why}")
     d = _fields(d, "params", _PARAM_FIELDS, ("max_model_len",))
     geo = _fields(d["geometry"], "params.geometry", _GEOMETRY_FIELDS, ("pad_slot",))
     conv = _fields(d["conventions"], "params.conventions", _CONVENTION_FIELDS)
@@ -77,7 +87,7 @@ def params_from_json(d: dict) -> SystemParams:
         raise ValueError(f"params.layers must be a list of layer counts >= 1, got {d['layers']!r}")
     try:
         p = SystemParams(Geometry(**geo), Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
-                         d["num_streams"], d["swap_rows"], d.get("max_model_len"))
+                         d["num_streams"], d.get("max_model_len"))
     except ValueError as e:
         msg = str(e)
         raise ValueError("params." + ("geometry." + msg[4:] if msg.startswith("geo.") else msg)) from None

@@ -224,14 +224,22 @@ DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
 
 # -- batch layout ----------------------------------------------------------------------------------
 
-BATCH_ORDER_REQUEST_OR_REVERSE = ModelChoice(
-    "batch_order_request_or_reverse",
-    "system model: batch rows hold the scheduled requests in request order, or reversed (swap_rows)",
-    ("spec/system/state.py", "spec/system/step.py"),
-    contradicted(
-        "vLLM orders rows as its input batch does; a proof over every order needs a permutation pick (the fuzz "
-        "callers already draw any permutation)",
-        cite(T3, "idx_mapping=_cuda_ints([1, 2, 0, -1]),", "vLLM's test maps rows to requests 1, 2, 0."),
+BATCH_ORDER_PICKED_PER_STEP = ModelChoice(
+    "batch_order_picked_per_step",
+    "each engine step puts its scheduled requests in batch rows 0..n-1 in an order it picks, any permutation, "
+    "whatever the order of the step before (v2 passes it as idx_mapping; v1's kernels take the row as the "
+    "request index)",
+    ("spec/system/step.py", "spec/system/exploration.py", "verify/system_steps.py", "fuzz/caller_policy.py"),
+    guaranteed(
+        cite(T3, "# Reordered rows: canonical prefill in slot 2; in-place MTP replay in slot 4;",
+             "vLLM's test puts requests in batch rows out of their index order ..."),
+        cite(T3, "idx_mapping=_cuda_ints([1, 2, 0, -1]),", "... rows 0, 1, 2 holding requests 1, 2, 0; ..."),
+        cite(T1, "mapping = ints([2, 0, 1, -1])", "... another launch's rows holding requests 2, 0, 1."),
+        cite(PAGE, "req_idx = tl.load(idx_mapping + batch_idx)",
+             "every launch reads each row's request from the mapping it is passed: the kernels keep no order "
+             "from one step to the next."),
+        cite(PAGE, "req_idx = batch_idx",
+             "without a mapping (v1) the row is the request index of whichever request the caller put there."),
     ),
 )
 
@@ -510,7 +518,7 @@ ALL = [
     PROMPT_TAIL_RUNS_AS_DECODE, ONE_TOKEN_CONTINUATION_RUNS_AS_DECODE, PREFILL_STARTS_FROM_STATE_ALONE,
     EMPTY_STEP_LAUNCHES_NOTHING,
     DECODE_CHECKPOINTS_ON_ROW_LENGTH,
-    BATCH_ORDER_REQUEST_OR_REVERSE, PADDING_ROWS_LAST, ROWS_BY_BATCH_WITHOUT_IDX_MAPPING, CALLER_ENCODES_ROW,
+    BATCH_ORDER_PICKED_PER_STEP, PADDING_ROWS_LAST, ROWS_BY_BATCH_WITHOUT_IDX_MAPPING, CALLER_ENCODES_ROW,
     GROUPS_SHARE_CACHE_SPEC, GROUPS_SHARE_TABLE_WIDTH,
     NULL_BLOCK_IS_PAD, MIGRATION_COLUMNS_OLD_AND_NEW_LIVE, LIVE_COLS_ZERO_WHEN_ABSENT,
     MATERIALIZE_COLUMNS_FROM_BOUNDARY, ALIGN_WITH_LIVE_COL_ZERO_IN_BLOCK_ZERO,

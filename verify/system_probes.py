@@ -80,7 +80,7 @@ PROBES: dict[str, Probe] = {pr.name: pr for pr in [
     Probe(("row_nonempty",), "v2-align", "system", _case(prefill_row(0, 0, 0))),
     Probe(("decode_within_block",), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
     Probe(("prefill_chunk_on_boundary",), "v2-align", "system", _case(prefill_row(0, 0, 1))),
-    Probe(("fresh_distinct_destinations",), "v2-align", "system", _case(prefill_row(0, -1, 0), prefill_row(1, -1, 0)),
+    Probe(("fresh_distinct_destinations",), "v2-align", "system", _case(prefill_row(1, -1, 0), prefill_row(0, -1, 0)),
           fresh=(5, 5)),
     Probe(("groups_agree_on_null",), "v2-align", "system", _case(decode_row(0, 0, 1))),
     Probe(("is_prefilling_agrees",), "v2-align", "system", _case(decode_row(0, 0, 0))),

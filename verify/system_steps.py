@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from itertools import combinations, product
+from itertools import combinations, permutations, product
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from replayssm.spec.system import (
@@ -29,6 +29,7 @@ from replayssm.spec.system import (
     State,
     StepPicks,
     SystemParams,
+    ahead_in_order,
     auxiliary_invariants,
     flat_picks,
     invariants,
@@ -76,7 +77,11 @@ def decode_row(req: int, live: int, live_col: int) -> CaseRow:
 @dataclass(frozen=True)
 class StepCase:
     """One shape of an engine step: which requests run, each one's phase,
-    previous and new live column. Slot ids are fixed by symmetry (ids are only
+    previous and new live column, and with two or more rows their batch
+    order: ``rows`` lists the scheduled rows in batch order (the step's
+    ``order`` pick puts them there, concrete in the shape's transition; one
+    row sits in batch row 0 whatever the order, which its shape leaves a
+    pick). Slot ids are fixed by symmetry (ids are only
     compared for equality and with the null id): request 0's column ``c`` is
     slot ``1 + c`` or null, request 1's is null, request 0's slot of the same
     column (a shared published block: registered codes name the column) or its
@@ -95,6 +100,23 @@ class StepCase:
     @property
     def label(self) -> str:
         return ", ".join(row.label for row in self.rows) or "idle"
+
+    @property
+    def lead(self) -> "StepCase":
+        """The same rows in request order: the shape a reordered one is proved through."""
+        return StepCase(tuple(sorted(self.rows, key=lambda row: row.req)))
+
+    def reorderings(self) -> list["StepCase"]:
+        """The same rows in every other batch order (none for one row)."""
+        return [StepCase(order) for order in permutations(self.rows) if order != self.rows]
+
+    def batch_order(self, p: SystemParams) -> tuple[int, ...] | None:
+        """The ``order`` pick of the shape's transition: its rows' requests,
+        then the others by index; None (a pick) for one row."""
+        if len(self.rows) < 2:
+            return None
+        mine = tuple(row.req for row in self.rows)
+        return mine + tuple(r for r in range(p.num_reqs) if r not in mine)
 
 
 P = TypeVar("P", bound=Picks)
@@ -167,27 +189,31 @@ def row_shapes(p: SystemParams) -> list[RowShape]:
 
 def step_cases(p: SystemParams, rows: int) -> list[StepCase]:
     """Every step shape with exactly ``rows`` requests scheduled: each subset
-    of that many requests, each with every row shape (:func:`row_shapes`)."""
+    of that many requests, each with every row shape (:func:`row_shapes`),
+    in every batch order of the subset."""
     shapes = row_shapes(p)
-    return [StepCase(tuple(CaseRow(r, *x) for r, x in zip(reqs, combo)))
+    return [StepCase(tuple(CaseRow(r, *x) for r, x in zip(order, combo)))
             for reqs in combinations(range(p.num_reqs), rows)
-            for combo in product(shapes, repeat=rows)]
+            for combo in product(shapes, repeat=rows)
+            for order in permutations(reqs)]
 
 
 def case_pins(t: Transition[StepPicks], case: StepCase) -> Cond:
     """What a step shape says about the caller's choice, without the slot-id
-    choices that hold by symmetry: which requests are scheduled, and each
-    scheduled row's phase, previous and new live column."""
+    choices that hold by symmetry: which requests are scheduled, each
+    scheduled row's phase, previous and new live column, and the batch order
+    of the scheduled rows."""
     pre, pins = t.pre, []
     for r in range(t.p.num_reqs):
         pins.append(t.picks.rows[r].sched == 0)
-    for row in case.rows:
+    for row in case.lead.rows:  # by request: a shape's reorderings pin the same terms but for the order
         r = row.req
         phase = runs_prefill(pre, t.picks, r)
         pins[r] = t.picks.rows[r].sched == 1
         pins += [phase if row.prefill else negate(phase), pre.get("live", r) == row.live]
         if t.p.conv.materialize_prefixes:
             pins.append(t.picks.rows[r].live_col == row.live_col)
+    pins += [ahead_in_order(t.picks.order, a.req, b.req) for a, b in zip(case.rows, case.rows[1:])]
     return conj(*pins)
 
 
@@ -227,12 +253,18 @@ class ProofContext:
             self.transitions[key] = transition_from(p, action, self.pre_state(p), picks)
         return self.transitions[key]
 
-    def general_step(self, p: SystemParams) -> Transition[StepPicks]:
+    def general_step(self, p: SystemParams, order: tuple[int, ...] | None = None) -> Transition[StepPicks]:
         """The engine step with every pick and every pre-state variable
-        symbolic; each :class:`StepCase` narrows it (:meth:`case_transition`)."""
-        key = (p, "step", "general")
+        symbolic (but the batch ``order`` where given: a step shape of two
+        rows lays its batch out concretely, which keeps its query as small as
+        one fixed order's); each :class:`StepCase` narrows it
+        (:meth:`case_transition`)."""
+        key = (p, "step", "general", order)
         if key not in self.transitions:
-            self.transitions[key] = transition_from(p, "step", self.pre_state(p), symbolic_picks(p, "step", "pick"))
+            picks = symbolic_picks(p, "step", "pick")
+            if order is not None and isinstance(picks, StepPicks):
+                picks = replace(picks, order=order)
+            self.transitions[key] = transition_from(p, "step", self.pre_state(p), picks)
         return self.transitions[key]
 
     def case_transition(self, p: SystemParams, case: StepCase,
@@ -247,7 +279,7 @@ class ProofContext:
         if p.num_reqs != 2 or p.num_slots < 2 * p.num_cols + 3:
             raise ValueError(f"step shapes pin the slot layout of 2 requests with 2C + 3 = {2 * p.num_cols + 3} "
                              f"slots per group; got {p.num_reqs} requests and num_slots = {p.num_slots}")
-        general = self.general_step(p)
+        general = self.general_step(p, case.batch_order(p))
         C, pre = p.num_cols, general.pre
         shape: list[Cond] = []
         for g in range(p.groups):
@@ -259,7 +291,7 @@ class ProofContext:
                 shape.append(pre.get("table", g, 1, c) == ite(null1, 0, ite(shared, 1 + c, 1 + C + c)))
         shape.append(case_pins(general, case))
         rows = [replace(row, sched=0) for row in general.picks.rows]
-        for row in case.rows:
+        for row in case.lead.rows:
             r = row.req
             slot = fresh[r] if fresh is not None else 2 * C + 1 + r
             shape += [general.picks.rows[r].slot[g] == slot for g in range(p.groups)]
@@ -268,8 +300,8 @@ class ProofContext:
                       for c in range(C - 1) for g in range(p.groups)]
             rows[r] = replace(rows[r], sched=1, slot=(slot,) * p.groups, cover_slot=cover,
                               live_col=row.live_col if p.conv.materialize_prefixes else rows[r].live_col)
-        t = Transition(p, "step", pre, StepPicks(tuple(rows)), general.outcome, general.guard, general.assumptions,
-                       shape, case)
+        t = Transition(p, "step", pre, StepPicks(tuple(rows), general.picks.order), general.outcome, general.guard,
+                       general.assumptions, shape, case)
         self.transitions[key] = t
         return t
 

@@ -33,9 +33,10 @@ SYSTEM_CONVENTIONS: dict[str, Conventions] = {
     "v2-none": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
                            materialize_prefixes=False, live_col_is_zero=True),
 }
-"""Both callers in both modes (v2 swaps batch rows, so its ``idx_mapping`` is
-a real permutation). ``postprocess.conventions_agree`` covers the remaining
-query/count combinations at the kernel level."""
+"""Both callers in both modes (each step picks its batch order, so a v2
+``idx_mapping`` is any permutation of the scheduled requests).
+``postprocess.conventions_agree`` covers the remaining query/count
+combinations at the kernel level."""
 
 
 def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, model_blocks: int = 2,
@@ -47,7 +48,7 @@ def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, model_bloc
     bs = int(geo.block_size)
     kw = {"num_cols": block_table_width(conv, model_blocks * bs, bs), "max_model_len": model_blocks * bs,
           "num_slots": 7, **kw}
-    return SystemParams(geo, conv, swap_rows=conv.has_idx_mapping, **kw)
+    return SystemParams(geo, conv, **kw)
 
 
 def symbolic_state(p: SystemParams, tag: str) -> State:
@@ -75,7 +76,7 @@ REFERENCE_CALLER: dict[str, str] = {"v1-align": "v2-align", "v1-none": "v2-none"
 """A v1 step shape is proved through the v2 step of the same shape and mode
 (``system_proofs.reference_claim``): v1 and v2 differ only in how the worker
 lays the rows out for the kernels (per-row or cumulative queries, counts
-before or after the step, rows in request order or swapped through
+before or after the step, per-request inputs at the batch row or through
 ``idx_mapping``)."""
 
 DIRECT = tuple(label for label in SYSTEM_CONVENTIONS if label not in REFERENCE_CALLER)

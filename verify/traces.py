@@ -203,11 +203,12 @@ def _shown_picks(action: str, picks: Picks, st: State) -> str:
     did not run, the hit slots of columns an admission does not hit and a
     ``tail_as_decode`` of 0."""
     if isinstance(picks, StepPicks):
+        shown = [r for r in picks.order if picks.rows[r].sched == 1 and st.get("active", r) == 1]
         rows = [f"r{r}: q={row.q} acc={row.acc} live_col={row.live_col} is_prefilling={row.is_prefilling} "
                 f"slot={list(row.slot)} null={list(row.null)}{_shown_covers(st, r, row)}"
                 + (" tail_as_decode=1" if row.tail_as_decode == 1 else "")
-                for r, row in enumerate(picks.rows) if row.sched == 1 and st.get("active", r) == 1]
-        return "; ".join(rows)
+                for r, row in enumerate(picks.rows) if r in shown]
+        return "; ".join(rows) + (f"; batch rows {', '.join(f'r{r}' for r in shown)}" if len(shown) > 1 else "")
     if isinstance(picks, AdmitPicks):
         hit_slots = [list(slots[:picks.hit]) for slots in picks.hit_slots]
         return (f"req={picks.req} stream={picks.stream} prompt={picks.prompt} hit={picks.hit}"

@@ -106,12 +106,13 @@ from .picks import (
 )
 from .rows import RowOption, RowRule
 from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
-from .state import GARBAGE, State, SystemParams, code, initial_state
+from .state import GARBAGE, WORKER_BUFFERS, State, SystemParams, code, initial_state
 from .step import (
     PUBLISH_IN_EVERY_GROUP,
     STEP,
     SYSTEM_ASSUMPTIONS,
     RowPlan,
+    ahead_in_order,
     needs_fresh_slot,
     register_filled_blocks,
     runs_prefill,
@@ -125,10 +126,11 @@ __all__ = [
     "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS",
     "NO_TOKEN_DROPPED", "PUBLISH_IN_EVERY_GROUP", "RANGE", "REFINEMENT", "STEP", "SYSTEM_ASSUMPTIONS", "Action",
     "AdmitPicks", "Exploration", "FreePicks", "Invariant", "Named", "Outcome", "PickSpec", "Picks", "RowOption", "RowPick", "RowPlan",
-    "RowRule", "State", "StepPicks", "StepRefused", "SystemParams", "TableMemory", "auxiliary_invariants",
+    "RowRule", "State", "StepPicks", "StepRefused", "SystemParams", "TableMemory", "ahead_in_order", "auxiliary_invariants",
     "check_dropped", "check_invariants", "checked_picks", "code", "covered_nulls", "default_picks", "enumerate_picks", "explore",
     "failed_checks", "flat_picks", "idle_row", "initial_state", "invariants", "live_slot", "lookup",
     "needs_fresh_slot", "picks_from_flat", "picks_json", "prefix_hit_levels", "register_filled_blocks", "replay",
     "represents", "row_options", "row_pick", "row_rule", "run_action", "runs_prefill", "sample_picks", "select", "shared_block",
     "shares_a_block", "step_apply", "step_assumptions", "step_guard", "step_of", "system_conventions", "update",
+    "WORKER_BUFFERS",
 ]

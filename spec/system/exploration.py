@@ -6,14 +6,14 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import lru_cache
-from itertools import product
+from itertools import permutations, product
 from typing import TypedDict
 
 from .invariant import invariants
-from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks
+from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks, request_order
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
-from .state import State, SystemParams, code, initial_state
+from .state import WORKER_BUFFERS, State, SystemParams, code, initial_state
 from .step import covers, needs_fresh_slot
 
 
@@ -145,7 +145,9 @@ def sample_picks(st: State, rng: random.Random, *, weights: tuple[int, int, int]
             rows[r] = row_pick(p, row, acc, fresh, {c: x for c, x in covered.items() if rng.random() < 0.8})
             any_sched = True
         if any_sched:
-            return action, StepPicks(tuple(rows))
+            order = list(request_order(p))
+            rng.shuffle(order)
+            return action, StepPicks(tuple(rows), tuple(order))
         choices = [a for a in choices if a != "step"] or ["free"]
 
 
@@ -177,7 +179,9 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
     a registered prefix, or stale trackers), so this is one policy of the
     pool's, not a symmetry (docs/system.md, BMC, says what the others would
     cost). A prefill row's accepted count is 0 (the step ignores it).
-    ``prompts`` limits the prompt lengths admitted (default: all)."""
+    Every batch order of the scheduled requests is taken
+    (:func:`batch_orders`). ``prompts`` limits the prompt lengths admitted
+    (default: all)."""
     p = st.p
     for r in range(p.num_reqs):
         if st.get("active", r) == 1:
@@ -211,7 +215,17 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
                 break
             rows[r] = row_pick(p, row, acc, *slots)
         else:
-            yield "step", StepPicks(tuple(rows))
+            for order in batch_orders(p, [r for r, choice in enumerate(combo) if choice is not None]):
+                yield "step", StepPicks(tuple(rows), order)
+
+
+def batch_orders(p: SystemParams, scheduled: list[int]) -> Iterator[tuple[int, ...]]:
+    """Every batch order of a step that schedules ``scheduled``, once per
+    layout: each permutation of the scheduled requests, then the others by
+    index (where they stand does not change the batch)."""
+    rest = tuple(r for r in request_order(p) if r not in scheduled)
+    for first in permutations(scheduled):
+        yield first + rest
 
 
 def shares_a_block(st: State) -> bool:
@@ -241,12 +255,15 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
             dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, Picks]]] | None = None,
             budget: int | None = None) -> Exploration:
     """Exhaustive breadth-first exploration of every run of at most ``depth``
-    actions from the initial state (states deduplicated). Returns statistics
-    and, on the first violated check or invariant, the run that reaches it as
-    a list of (action, picks) together with what broke."""
+    actions from the initial state (states deduplicated on their view: every
+    variable but the worker's per-step buffers, ``WORKER_BUFFERS``, which a
+    step writes wherever it reads them, so two states that differ only there
+    have the same runs; the batch orders of a step differ only there).
+    Returns statistics and, on the first violated check or invariant, the run
+    that reaches it as a list of (action, picks) together with what broke."""
 
     start = initial_state(p)
-    key = lambda s: tuple(tuple(v) for v in s.v.values())
+    key = lambda s: tuple(tuple(v) for name, v in s.v.items() if name not in WORKER_BUFFERS)
     seen = {key(start): None}
     parent: dict[tuple, tuple] = {}
     frontier = [(start, key(start))]

@@ -1,7 +1,8 @@
 """The nondeterministic choices of the system actions, as typed records.
 
 Each action's picks are one record: :class:`AdmitPicks`, :class:`FreePicks`,
-or :class:`StepPicks` with one :class:`RowPick` per request. Leaves are
+or :class:`StepPicks` with one :class:`RowPick` per request and the step's
+batch order. Leaves are
 vocabulary values (ints in the concrete simulation, Z3 terms in proofs).
 
 A record has a readable JSON form (:func:`picks_json`: nested objects and
@@ -23,11 +24,19 @@ from .state import SystemParams
 
 @dataclass(frozen=True)
 class PickSpec:
-    """One leaf of an action's picks, named by its path, with its domain ``[lo, hi]``."""
+    """One leaf of an action's picks, named by its path, with its domain
+    ``[lo, hi]`` and the value a hand-written run that leaves it out gets
+    (``default``; ``None``: ``lo``)."""
 
     name: str
     lo: int
     hi: int
+    default: int | None = None
+
+    @property
+    def fallback(self) -> int:
+        """The value of the leaf where picks leave it out."""
+        return self.lo if self.default is None else self.default
 
 
 @dataclass(frozen=True)
@@ -78,9 +87,13 @@ class RowPick:
 
 @dataclass(frozen=True)
 class StepPicks:
-    """An engine step: one :class:`RowPick` per request."""
+    """An engine step: one :class:`RowPick` per request, and the batch
+    order: ``order`` is a permutation of the requests, and the scheduled
+    ones take batch rows ``0 .. n - 1`` in the order they appear in it
+    (``spec.system.step.batch_layout``); each step picks its own."""
 
     rows: tuple[RowPick, ...]
+    order: tuple[Value, ...]
 
 
 Picks = Union[AdmitPicks, FreePicks, StepPicks]
@@ -95,7 +108,7 @@ def _record(cls: type, d: dict) -> Any:
         return tuple(tup(v) for v in x) if isinstance(x, list) else x
 
     if cls is StepPicks:
-        return StepPicks(tuple(_record(RowPick, row) for row in d["rows"]))
+        return StepPicks(tuple(_record(RowPick, row) for row in d["rows"]), tup(d["order"]))
     # a list field with no leaves (hit_slots of a one-column table) has no flat entry; a leaf
     # with a default (a pick added after the trace was written) takes it
     return cls(**{f.name: tup(d.get(f.name, [])) for f in fields(cls)
@@ -201,6 +214,12 @@ def cover_picks(p: SystemParams, slots: dict[int, tuple[int, ...]] | None = None
     return tuple(given.get(c, (1,) * p.groups) for c in range(p.num_cols - 1))
 
 
-def step_of(p: SystemParams, rows: dict[int, RowPick]) -> StepPicks:
-    """A step scheduling ``rows`` (by request), every other request idle."""
-    return StepPicks(tuple(rows.get(r, idle_row(p)) for r in range(p.num_reqs)))
+def request_order(p: SystemParams) -> tuple[int, ...]:
+    """The batch order that lists the requests by index."""
+    return tuple(range(p.num_reqs))
+
+
+def step_of(p: SystemParams, rows: dict[int, RowPick], order: tuple[int, ...] | None = None) -> StepPicks:
+    """A step scheduling ``rows`` (by request), every other request idle, in
+    batch ``order`` (default :func:`request_order`)."""
+    return StepPicks(tuple(rows.get(r, idle_row(p)) for r in range(p.num_reqs)), order or request_order(p))

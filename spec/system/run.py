@@ -30,12 +30,14 @@ def _pick_specs(p: SystemParams, action: str) -> dict[str, PickSpec]:
 
 def checked_picks(p: SystemParams, action: str, picks: Picks | dict) -> Picks:
     """``picks`` as ``action``'s record, its leaves checked and the missing
-    ones filled in with their domain's low end. ``picks`` is a record or its
+    ones filled in with their fallback (``PickSpec.fallback``: the domain's
+    low end; a step's batch order lists the requests by index). ``picks`` is a record or its
     JSON form (``spec.system.picks.picks_json``, possibly partial). A path
     the action does not declare (a misspelt pick would otherwise be ignored
     silently), a value that is not an int or lies outside the pick's domain
     ``[lo, hi]`` (the guard would refuse it without naming the pick) is a
-    ``ValueError`` naming it; so is an unknown action."""
+    ``ValueError`` naming it; so is a step's batch order that is not a
+    permutation of the requests, and an unknown action."""
     a = _action(action)
     specs = _pick_specs(p, action)
     if isinstance(picks, a.record):
@@ -52,7 +54,11 @@ def checked_picks(p: SystemParams, action: str, picks: Picks | dict) -> Picks:
                          f"{', '.join(map(repr, unknown))}; the picks of {action} are {', '.join(specs)}")
     for name, value in given.items():
         require_int(f"{action}: pick {name}", value, specs[name].lo, specs[name].hi)
-    return picks_from_flat(a.record, {**{name: s.lo for name, s in specs.items()}, **given})
+    record = picks_from_flat(a.record, {**{name: s.fallback for name, s in specs.items()}, **given})
+    if isinstance(record, StepPicks) and sorted(record.order) != list(range(p.num_reqs)):
+        raise ValueError(f"{action}: pick order must be a permutation of the requests 0..{p.num_reqs - 1} "
+                         f"(the batch order), got {list(record.order)}")
+    return record
 
 
 @overload

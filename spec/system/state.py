@@ -19,15 +19,18 @@ from ..vocab import PLAIN_TYPES, Cond, Value
 GARBAGE = -1
 """The ghost value of a state or ring row that represents no prefix."""
 
+WORKER_BUFFERS = ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots")
+"""The worker's per-step buffers (the plan, the work list, the packed source
+and destination tables), kept by batch row: a step writes every entry of
+them it reads, and no invariant reads them."""
+
 
 
 @dataclass(frozen=True)
 class SystemParams:
     """A bounded world. Constexprs (geometry) are concrete so the Z3 problems
-    stay linear; ``swap_rows`` packs the scheduled requests into batch rows in
-    reverse request order (with every request scheduled, request ``r`` sits in
-    row ``NR - 1 - r``; v2 passes the permutation as ``idx_mapping``, v1 reads
-    per-request inputs by batch row)."""
+    stay linear. The batch order is no part of the world: each engine step
+    picks its own (``StepPicks.order``)."""
 
     geo: Geometry
     conv: Conventions
@@ -35,7 +38,6 @@ class SystemParams:
     num_cols: int = 4
     num_slots: int = 7
     num_streams: int = 2
-    swap_rows: bool = False
     max_model_len: int | None = None
     """The longest request; ``None``: ``num_cols * block_size`` (the table
     full). Align mode needs a column per block of it (``model_fits_table``);
@@ -68,8 +70,6 @@ class SystemParams:
         require_int("num_cols", self.num_cols, 1)
         require_int("num_slots", self.num_slots, 2)
         require_int("num_streams", self.num_streams, 1)
-        if not isinstance(self.swap_rows, bool):
-            raise ValueError(f"swap_rows must be a bool, got {self.swap_rows!r}")
         if self.max_model_len is None:
             object.__setattr__(self, "max_model_len", self.num_cols * int(self.geo.block_size))
         require_int("max_model_len", self.max_model_len, 1)
@@ -119,15 +119,12 @@ class SystemParams:
             "src_slots": (self.total_layers * NR,), "dst_slots": (self.total_layers * NR,),
         }
 
-    def batch_of(self, r: int) -> int:
-        return self.num_reqs - 1 - r if self.swap_rows else r
-
     def describe(self) -> dict[str, object]:
         g = self.geo
         return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
                 "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
                 "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
-                "swap_rows": self.swap_rows, "max_model_len": self.max_model_len}
+                "max_model_len": self.max_model_len}
 
 
 @dataclass

@@ -4,9 +4,10 @@ One step schedules a row for some running requests. Per request it picks
 whether it runs, its query length, accepted count, live column and
 ``is_prefilling`` flag, whether a prompt tail runs as a decode, per cache
 group the fresh slot the pool hands out and whether the scheduler keeps a
-column null, and what the pool gives each
-null column the row covers before its live one (the record
-``spec.system.picks.StepPicks``, one ``RowPick`` per request).
+column null, and what the pool gives each null column the row covers
+before its live one; per step the batch order, a permutation of the
+scheduled rows (the record ``spec.system.picks.StepPicks``, one ``RowPick``
+per request and the order).
 
 The module reads in the order of the :class:`~.action.Action` it ends with:
 
@@ -75,14 +76,16 @@ from ..vocab import Cond, Value, conj, disj, implies, ite, negate, within
 from .action import Action, Named, Outcome
 from .ghost import replay, represents
 from .picks import PickSpec, StepPicks
-from .state import GARBAGE, State, SystemParams, code
+from .state import GARBAGE, WORKER_BUFFERS, State, SystemParams, code
 
 T = TypeVar("T")
 
 # -- 1. the picks, and each request's plan -----------------------------------------------------------
 
 def step_specs(p: SystemParams) -> list[PickSpec]:
-    """The domain of every leaf of a step's picks, by path (``rows[r].q``, ``rows[r].slot[g]``, ...)."""
+    """The domain of every leaf of a step's picks, by path (``rows[r].q``,
+    ``rows[r].slot[g]``, ..., ``order[i]``: the request at place ``i`` of
+    the batch order, by request index where a run leaves it out)."""
     out = []
     for r in range(p.num_reqs):
         row = f"rows[{r}]"
@@ -95,7 +98,7 @@ def step_specs(p: SystemParams) -> list[PickSpec]:
             out += [PickSpec(f"{row}.cover_slot[{c}][{g}]", 1, p.num_slots - 1) for g in range(p.groups)]
         out += [PickSpec(f"{row}.cover_null[{c}]", 0, 1) for c in range(p.num_cols - 1)]
         out.append(PickSpec(f"{row}.tail_as_decode", 0, 1))
-    return out
+    return out + [PickSpec(f"order[{i}]", 0, p.num_reqs - 1, i) for i in range(p.num_reqs)]
 
 
 @dataclass
@@ -166,10 +169,12 @@ def step_guard(st: State, k: StepPicks) -> Cond:
     tail run as a decode is one (prior state, one prompt token left) and
     accepts at most that token (the placeholders after it are no drafts); the live
     column and the fresh slots are in range; a slot the pool hands out is a
-    real slot."""
+    real slot; the batch order is a permutation of the requests."""
     p = st.p
     rows = row_plans(st, k)
     parts = [disj(*[row.sched for row in rows])]
+    parts += [within(x, 0, p.num_reqs - 1) for x in k.order]
+    parts += [k.order[i] != k.order[j] for i in range(p.num_reqs) for j in range(i + 1, p.num_reqs)]
     for row in rows:
         r = row.r
         N, prompt = st.get("N", r), st.get("prompt", r)
@@ -312,17 +317,17 @@ def step_apply(st: State, k: StepPicks) -> Outcome:
     out = out.checkpoint("alloc")
     src_cols = [ite(row.sched, st.get("live", row.r), -1) for row in rows]
     live_cols = [ite(row.sched, row.live_col, -1) for row in rows]
-    _, _, launch = batch_layout(st.p, rows)
-    migration = move_live_columns(out, rows, src_cols, live_cols, launch)
+    layout = batch_layout(st.p, k, rows)
+    migration = move_live_columns(out, rows, layout, src_cols, live_cols)
     out = out.checkpoint("move")
     out, checks = forward_pass(out, rows)
     out = out.checkpoint("forward")
-    post = postprocess_and_compact(out, rows, src_cols, live_cols, launch)
+    post = postprocess_and_compact(out, rows, layout, src_cols, live_cols)
     checks += post.checks
     checks += [(name, negate(fault)) for name, fault in migration.faults + post.faults]
     out = out.checkpoint("postprocess")
     if st.p.conv.materialize_prefixes:
-        checks += materialize(out, post.bufs, launch)
+        checks += materialize(out, post.bufs, layout.launch)
     out = out.checkpoint("materialize")
     after = bookkeeping(out, rows)
     return Outcome(after, checks, {"traces": post.traces, "launches": [migration.launch, post.launch]})
@@ -380,8 +385,8 @@ def copy_slot(out: State, src_state: State, g: int, src: Value, dst: Value, guar
         out.set("ring", (g, dst, i), src_state.get("ring", g, src, i), guard)
 
 
-def move_live_columns(out: State, rows: list[RowPlan], src_cols: list[Value], live_cols: list[Value],
-                      launch: Value) -> KernelPhase:
+def move_live_columns(out: State, rows: list[RowPlan], layout: BatchLayout, src_cols: list[Value],
+                      live_cols: list[Value]) -> KernelPhase:
     """Phase 2, on ``out``: a request whose live column moves gets its old
     live block copied onto the new one (state, ring, trackers), then the
     migration kernel runs on every scheduled row."""
@@ -395,10 +400,10 @@ def move_live_columns(out: State, rows: list[RowPlan], src_cols: list[Value], li
             moved = conj(row.sched, src_cols[row.r] >= 0, src_cols[row.r] != row.live_col, src != pad, dst != pad,
                          src != dst)
             copy_slot(out, before_copy, g, src, dst, moved)
-    bufs = kernel_buffers(out, rows, live_cols, src_cols)
-    record = ("migrate", snapshot(bufs), launch)
+    bufs = kernel_buffers(out, rows, layout, live_cols, src_cols)
+    record = ("migrate", snapshot(bufs), layout.launch)
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
-    launch_grid(p, mem, launch, lambda b, g: migrate_program(mem, pad, p.conv.has_idx_mapping, b, g))
+    launch_grid(p, mem, layout.launch, lambda b, g: migrate_program(mem, pad, p.conv.has_idx_mapping, b, g))
     sync_trackers(out, bufs)
     return KernelPhase(bufs, record, list(mem.faults))
 
@@ -446,15 +451,16 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     return fwd, checks
 
 
-def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list[Value], live_cols: list[Value],
-                            launch: Value) -> KernelPhase:
+def postprocess_and_compact(out: State, rows: list[RowPlan], layout: BatchLayout, src_cols: list[Value],
+                            live_cols: list[Value]) -> KernelPhase:
     """Phase 4, on ``out``: the postprocess kernel (commit and plan) on every
     launched row and group, then in align mode the compaction of the plan's
     work list; the trackers and plan buffers take what the kernels left.
     Checks that a publish happens in every group of a row or in none."""
     p = out.p
     geo, G = p.geo, p.groups
-    bufs = kernel_buffers(out, rows, live_cols, src_cols)
+    launch = layout.launch
+    bufs = kernel_buffers(out, rows, layout, live_cols, src_cols)
     record = ("postprocess", snapshot(bufs), launch)
     mem = TableMemory(bufs, max(p.num_cols, max(p.layers)))
     traces = launch_grid(p, mem, launch, lambda b, g: postprocess_program(mem, geo, p.conv, b, g))
@@ -468,7 +474,7 @@ def postprocess_and_compact(out: State, rows: list[RowPlan], src_cols: list[Valu
         with mem.masked(launch > 0):
             compact_program(mem, geo.max_num_reqs, launch, lanes)
     sync_trackers(out, bufs)
-    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+    for name in WORKER_BUFFERS:
         out.v[name] = list(bufs[name][1])
     return KernelPhase(bufs, record, list(mem.faults), checks, traces)
 
@@ -554,25 +560,64 @@ def register_filled_blocks(out: State, after: State, r: int, sched: Cond, before
 
 # -- 5. the worker's side: kernel inputs laid out from the state, launches ------------------------
 
-def batch_layout(p: SystemParams, rows: list[RowPlan]) -> tuple[dict[int, Value], Value, Value]:
-    """Where each scheduled request sits in the batch: scheduled requests are
-    packed into rows ``0..n-1`` in request order (reversed with
-    ``swap_rows``). v1 launches ``n`` programs per group; v2 launches
+@dataclass(frozen=True)
+class BatchLayout:
+    """Where a step's scheduled requests sit in the batch (:func:`batch_layout`)."""
+
+    row: dict[int, Value]
+    """The batch row of each request (meaningful where it is scheduled)."""
+    cum_base: dict[int, Value]
+    """Each request's first token in the batch: the query lengths of the scheduled rows before it."""
+    n: Value
+    """The rows scheduled."""
+    tokens: Value
+    """The tokens scheduled, over every row."""
+    launch: Value
+    """The launch size: ``n`` in v1, ``MAX_NUM_REQS`` in v2."""
+
+
+def ahead_in_order(order: tuple[Value, ...], s: int, r: int) -> Cond:
+    """Request ``s`` comes before request ``r`` in the batch ``order`` (a permutation of the requests)."""
+    if all(type(x) is int for x in order):
+        return order.index(s) < order.index(r)
+    return disj(*[conj(order[i] == s, order[j] == r) for i in range(len(order)) for j in range(i + 1, len(order))])
+
+
+def batch_layout(p: SystemParams, k: StepPicks, rows: list[RowPlan]) -> BatchLayout:
+    """Where each scheduled request sits in the batch: the scheduled requests
+    take rows ``0..n-1`` in the step's batch order ``k.order``, a permutation
+    of the requests picked per step (model choice
+    ``batch_order_picked_per_step``): a request's row is the number of
+    scheduled requests before it in that order, its first token the tokens
+    they schedule. v1 launches ``n`` programs per group; v2 launches
     ``MAX_NUM_REQS`` rows, the ones past ``n`` being padding rows (CUDA-graph
-    padding, ``idx_mapping = -1``). Returns (row of each request, rows
-    scheduled, launch size)."""
-    order = sorted(rows, key=lambda rw: p.batch_of(rw.r))
-    where: dict[int, Value] = {}
-    n: Value = 0
-    for row in order:
-        where[row.r] = n
-        n = ite(row.sched, n + 1, n)
-    launch = p.num_reqs if p.conv.has_idx_mapping else n
-    return where, n, launch
+    padding, ``idx_mapping = -1``)."""
+    row: dict[int, Value] = {}
+    cum_base: dict[int, Value] = {}
+    if all(type(x) is int for x in k.order) and all(type(x.sched) is bool for x in rows):  # on ints
+        n = tokens = 0
+        for r in k.order:
+            if rows[r].sched:
+                row[r], cum_base[r] = n, tokens
+                n, tokens = n + 1, tokens + rows[r].q
+        for x in rows:
+            row.setdefault(x.r, n)
+            cum_base.setdefault(x.r, tokens)
+        return BatchLayout(row, cum_base, n, tokens, p.num_reqs if p.conv.has_idx_mapping else n)
+    for mine in rows:
+        before = [(conj(other.sched, ahead_in_order(k.order, other.r, mine.r)), other.q)
+                  for other in rows if other.r != mine.r]
+        row[mine.r] = sum(ite(ahead, 1, 0) for ahead, _ in before)
+        cum_base[mine.r] = sum(ite(ahead, q, 0) for ahead, q in before)
+    n = sum(ite(x.sched, 1, 0) for x in rows)
+    tokens = sum(ite(x.sched, x.q, 0) for x in rows)
+    return BatchLayout(row, cum_base, n, tokens, p.num_reqs if p.conv.has_idx_mapping else n)
 
 
-def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list[Value], src_cols: list[Value]) -> Buffers:
-    """The worker's inputs in the kernels' layout, laid out by ``encode_row``."""
+def kernel_buffers(st: State, rows: list[RowPlan], layout: BatchLayout, live_cols: list[Value],
+                   src_cols: list[Value]) -> Buffers:
+    """The worker's inputs in the kernels' layout, laid out by ``encode_row``
+    at each scheduled request's batch row (:func:`batch_layout`)."""
     p = st.p
     NR, G, C, S = p.num_reqs, p.groups, p.num_cols, p.num_slots
     conv = p.conv
@@ -592,15 +637,13 @@ def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list[Value], src_c
         "packed_base": ((G,), [sum(p.layers[:g]) * NR for g in range(G)]),
         "num_layers": ((G,), list(p.layers)),
     }
-    for name in ("plan_ring_start", "plan_flush_count", "active_request_indices", "src_slots", "dst_slots"):
+    for name in WORKER_BUFFERS:
         bufs[name] = (shapes[name], list(st.v[name]))
     mem = TableMemory(bufs, max(C, max(p.layers)))
-    where, n, _ = batch_layout(p, rows)
-    cum: Value = 0
-    for row in sorted(rows, key=lambda rw: p.batch_of(rw.r)):
-        b = where[row.r]
+    for row in rows:
+        b = layout.row[row.r]
         kreq = row.r if conv.has_idx_mapping else b
-        ghost = replace(row.ghost, req=kreq, cum_base=cum)
+        ghost = replace(row.ghost, req=kreq, cum_base=layout.cum_base[row.r])
         with mem.masked(row.sched):
             for buf, idx, value in encode_row(conv, b, ghost):
                 mem.store(buf, idx, value)
@@ -610,12 +653,10 @@ def kernel_buffers(st: State, rows: list[RowPlan], live_cols: list[Value], src_c
             for g in range(G):
                 for c in range(C):
                     mem.store("block_table", (g, b, c), st.get("table", g, row.r, c))
-        if conv.cumulative:
-            cum = ite(row.sched, cum + row.q, cum)
     if conv.cumulative:
         # padding rows past the scheduled ones have empty queries
         for b in range(NR + 1):
-            mem.store("query_metadata", (b,), cum, b > n)
+            mem.store("query_metadata", (b,), layout.tokens, b > layout.n)
     return bufs
 
 

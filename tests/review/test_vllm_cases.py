@@ -87,6 +87,19 @@ def test_teeth_the_old_mode_none_cap_rejects_t2s_long_chunk(monkeypatch) -> None
         test_the_caller_model_admits_the_case(case)
 
 
+T3_REORDERED = "T3::test_replayssm_skips_canonical_self_copy_but_resets_prefill_trackers[v2]"
+
+
+def test_teeth_the_old_batch_order_rejects_t3s_reordered_rows(monkeypatch) -> None:
+    """T3's rows hold requests 1, 2, 0: neither request order nor its reverse,
+    the two orders the system model ran while the order was fixed per world."""
+    case = vc.BY_NAME[T3_REORDERED]
+    test_the_caller_model_admits_the_case(case)
+    monkeypatch.setattr(vc, "batch_order_admitted", lambda reqs: reqs in (sorted(reqs), sorted(reqs)[::-1]))
+    with pytest.raises(AssertionError, match="breaks \\['batch_order_picked_per_step'\\]"):
+        test_the_caller_model_admits_the_case(case)
+
+
 def test_teeth_a_value_the_spec_does_not_leave_is_not_predicted(monkeypatch) -> None:
     """T2's long chunk with its live slot's asserted committed count one off: the prediction check names it."""
     case = vc.BY_NAME[T2_LONG_CHUNK]

@@ -45,6 +45,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.model_choices import BATCH_ORDER_PICKED_PER_STEP
 from replayssm.spec.postprocess import running_position
 
 VERSIONS = {"T1": "A1", "T2": "A1", "T3": "A2", "T4": "A5", "T5": "D2"}
@@ -371,11 +372,20 @@ def _read_columns(case: VllmCase, row: Row) -> set[int]:
     return {c for c in cols if 0 <= c < case.num_cols}
 
 
+def batch_order_admitted(requests: list[int]) -> bool:
+    """Whether the system model runs a launch whose batch rows hold ``requests``
+    in this order (model choice ``batch_order_picked_per_step``): each step
+    picks any order of distinct requests."""
+    return len(set(requests)) == len(requests)
+
+
 def admission(case: VllmCase) -> dict[str, bool]:
     """Whether each caller assumption that bears on one launch holds on the case
-    (``caller_encodes_row``: the rows encode to the test's vectors)."""
+    (``caller_encodes_row``: the rows encode to the test's vectors;
+    ``batch_order_picked_per_step``: the system model runs its row order)."""
     geo, conv, pad = case.geometry(), case.conv, case.pad
-    out = {env.GEOMETRY_SUPPORTED.name: bool(env.GEOMETRY_SUPPORTED(geo)),
+    out = {BATCH_ORDER_PICKED_PER_STEP.name: batch_order_admitted([row.req for row in case.rows if row is not None]),
+           env.GEOMETRY_SUPPORTED.name: bool(env.GEOMETRY_SUPPORTED(geo)),
            env.MODEL_FITS_TABLE.name: bool(env.MODEL_FITS_TABLE(conv, case.max_model_len, case.block_size,
                                                                  case.num_cols)),
            env.POOL_HAS_NULL_BLOCK.name: bool(env.POOL_HAS_NULL_BLOCK(len(case.ring_start), pad)),

@@ -24,7 +24,9 @@ from replayssm.spec.system import (
     step_of,
     system_conventions,
 )
+from replayssm.spec.system import step
 from replayssm.spec.system.picks import cover_picks
+import replayssm.spec.system as system
 
 
 def _step(st, r, q, acc, slot):
@@ -80,7 +82,7 @@ def _walk(p, seed, steps):
 @pytest.mark.parametrize("conv", system_conventions(), ids=lambda c: c.label())
 def test_random_walks_keep_every_invariant(conv):
     for geo in (GEO, Geometry(max_num_reqs=2, block_size=3, window=3, ring_len=5)):
-        p = SystemParams(geo, conv, swap_rows=conv.has_idx_mapping)
+        p = SystemParams(geo, conv)
         for seed in range(2):
             _walk(p, seed, 30)
 
@@ -104,6 +106,51 @@ def test_v1_and_v2_reach_the_same_states():
                 trail.append({k: v for k, v in st.as_json().items() if k not in WORKER_BUFFERS})
             states.append(trail)
         assert states[0] == states[1]
+
+
+def _reads_stale_worker_buffers(p, seed, steps=30) -> list[str]:
+    """Each step of a random walk run again from its state with the worker's
+    per-step buffers scrambled: what differs, outside those buffers or in
+    the checks (the explorer keys states without them, ``explore``)."""
+    rng = random.Random(seed)
+    st, found = initial_state(p), []
+    for _ in range(steps):
+        action, picks = sample_picks(st, rng)
+        out = run_action(st, action, picks)
+        scrambled = st.copy()
+        for name in system.WORKER_BUFFERS:
+            scrambled.v[name] = [rng.randint(-2, 6) for _ in scrambled.v[name]]
+        again = run_action(scrambled, action, picks)
+        found += [f"{action}: {k}" for k, v in out.state.v.items()
+                  if k not in system.WORKER_BUFFERS and again.state.v[k] != v]
+        if failed_checks(again) != failed_checks(out):
+            found.append(f"{action}: checks {failed_checks(again)}")
+        st = out.state
+    return found
+
+
+@pytest.mark.parametrize("conv", [V1, V2], ids=lambda c: c.label())
+def test_a_step_reads_no_worker_buffer_it_did_not_write(conv):
+    for seed in range(4):
+        assert _reads_stale_worker_buffers(SystemParams(GEO, conv), seed) == []
+
+
+def test_teeth_a_postprocess_that_keeps_last_steps_plan_row_is_seen(monkeypatch):
+    """A postprocess that leaves the plan row of a decode without a publish as
+    the last step left it: the work list then lists a row from stale data."""
+    original = step.postprocess_program
+
+    def stale_plan(mem, geo, conv, batch, group):
+        stores = mem.store
+        mem.store = lambda buf, idx, value, guard=True: None if buf == "plan_flush_count" and value == -1 \
+            else stores(buf, idx, value, guard)
+        try:
+            return original(mem, geo, conv, batch, group)
+        finally:
+            mem.store = stores
+
+    monkeypatch.setattr(step, "postprocess_program", stale_plan)
+    assert any(_reads_stale_worker_buffers(SystemParams(GEO, V2), seed) for seed in range(4))
 
 
 def test_fresh_slot_condition_is_a_python_bool_on_ints():

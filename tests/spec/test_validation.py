@@ -32,7 +32,6 @@ from replayssm.spec.system import (
     (dict(num_slots=-3), r"num_slots must be in \[2, inf\]"),
     (dict(num_streams=0), r"num_streams must be in \[1, inf\], got 0"),
     (dict(num_cols=True), r"num_cols must be an int"),
-    (dict(swap_rows=1), r"swap_rows must be a bool"),
     (dict(geo=Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=2)), r"geo\.ring_len must be in \[3, inf\]"),
     (dict(geo=Geometry(max_num_reqs=0, block_size=2, window=2, ring_len=4)), r"geo\.max_num_reqs"),
     (dict(geo=Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4, pad_slot=1)), r"geo\.pad_slot must be 0"),
@@ -77,6 +76,17 @@ def test_run_action_rejects_a_pick_outside_its_domain_naming_it():
         default_picks(st.p, "free", req="0")
     with pytest.raises(ValueError, match=r"pick req must be an int .*got True"):
         default_picks(st.p, "free", req=True)
+
+
+def test_a_step_order_that_is_no_permutation_is_named():
+    """The batch order is a permutation of the requests; a step leaving it out lists them by index."""
+    st = run_action(initial_state(SystemParams(GEO, V2)), "admit", dict(req=0, stream=0, prompt=3)).state
+    row = {"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}
+    with pytest.raises(ValueError, match=r"step: pick order must be a permutation of the requests 0\.\.1 "
+                                         r"\(the batch order\), got \[1, 1\]"):
+        run_action(st, "step", {"rows": [row], "order": [1, 1]})
+    assert default_picks(st.p, "step", rows=[row]).order == (0, 1)
+    assert run_action(st, "step", {"rows": [row], "order": [1, 0]}).state.get("N", 0) == 2
 
 
 def test_run_action_rejects_an_unknown_action_naming_the_known_ones():

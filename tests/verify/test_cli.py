@@ -92,7 +92,10 @@ def _set(d: dict, path: tuple, value) -> None:
     (("params", "num_slots"), 1, r"params\.num_slots must be in \[2, inf\], got 1"),
     (("params", "num_streams"), 0, r"params\.num_streams must be in \[1, inf\], got 0"),
     (("params", "num_streams"), _DELETE, r"params\.num_streams is missing"),
-    (("params", "swap_rows"), "no", r"params\.swap_rows must be a bool"),
+    (("params", "swap_rows"), False, r"params\.swap_rows is no longer a field: the batch order is no longer a "
+                                    r"world parameter: each step picks its own \(picks\.order"),
+    (("actions", 1, "picks", "order"), [0, 0], r"step: pick order must be a permutation of the requests 0\.\.1 "
+                                               r"\(the batch order\), got \[0, 0\]"),
     (("params",), None, r"params must be an object"),
     (("params",), _DELETE, r"no params"),
     (("states", 0, "N"), [0], r"states\[0\]\.N must be a list of 2 ints"),
