@@ -158,7 +158,7 @@ def postprocess_replayssm_blocked_kernel(
             src_value = tl.where(publish, live_slot, PAD_SLOT_ID)
             dst_value = tl.where(publish, target_slot, PAD_SLOT_ID)
             for layer in range(tl.load(num_layers + group)):
-                entry = layer * MAX_NUM_REQS + rows
+                entry = layer * MAX_NUM_REQS + tl.where(launched, rows, 0)
                 tl.store(layer_src + entry, src_value, mask=real)
                 tl.store(layer_dst + entry, dst_value, mask=real)
 

@@ -36,6 +36,9 @@ STRATEGIES = {
     "preprocess": "the whole goal in one query after Z3's equation solving and simplification (PREPROCESS), the "
                   "first violated part found again part by part: for large claims whose assumptions pin many "
                   "variables (the system step shapes, the kernels' memory safety)",
+    "preprocess_parts": "each goal part in a fresh query after PREPROCESS, in the claim's order: for goals of a few "
+                        "parts each hard in one query with the others, whose incremental solver (no preprocessing) "
+                        "is slower (the row-blocked kernel's per-lane equivalence: 1.6 times faster than parts)",
 }
 """How a claim's goal is solved, by name (``Claim.strategy``)."""
 
@@ -352,6 +355,15 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]
     if not parts:  # every part proved by a lemma: nothing to check
         return None
     preprocess = claim.strategy == "preprocess"
+    if claim.strategy == "preprocess_parts":
+        for _, part in parts:
+            s = new_solver(facts, z3.Not(lift(part)), preprocess=True)
+            verdict = s.check()
+            if verdict == z3.sat:
+                return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, s.model()))
+            if verdict == z3.unknown:
+                return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")
+        return None
     if claim.strategy == "whole_goal" and len(parts) > 1:
         s = new_solver(facts, z3.Not(_goal_term(parts)))
         if s.check() == z3.unsat:

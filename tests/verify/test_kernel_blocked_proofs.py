@@ -1,5 +1,5 @@
 """Our row-blocked kernel proves its obligations (a sample of variants here;
-``prove --kernels --impl replayssm.impl.kernels_blocked`` proves all 80), and
+plain ``prove`` proves all 80), the variants are the launches we make, and
 ``--impl`` selects it."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from replayssm.verify.kernels.registry import BLOCKED
 from replayssm.verify.kernels.selection import kernel_obligations
 from replayssm.verify.obligation import Obligation, prove
 
-SAMPLE = ["rows odd cum/pre/map/align/live", "last rows pow2 len/post/nomap/align/col0",
-          "rows vllm len/pre/nomap/none/live", "work list odd len/post/map/align/live"]
+SAMPLE = ["block2 odd cum/pre/map/align/live", "block128 pow2 len/post/nomap/align/col0",
+          "block128 vllm len/pre/nomap/none/live", "work list odd len/post/map/align/live"]
 
 
 @pytest.mark.parametrize("case", SAMPLE)
@@ -27,26 +27,26 @@ def test_ours_prove_every_obligation_in_sample_variants(case):
 def test_impl_selects_the_blocked_kernel_and_a_module_without_kernels_is_refused():
     names = kernel_obligations("replayssm.impl.kernels_blocked")
     assert sorted(names) == sorted(f"kernel.blocked.{p}@replayssm.impl.kernels_blocked" for p in properties(BLOCKED))
-    assert all(n.startswith("kernel.") and "blocked" not in n for n in kernel_obligations(None))
+    assert {f"kernel.blocked.{p}" for p in properties(BLOCKED)} <= set(kernel_obligations(None))  # plain prove's
     with pytest.raises(ValueError, match="has none of the kernels the proofs know .*postprocess_replayssm_blocked"):
         kernel_obligations("replayssm.impl.materialize")
 
 
-@pytest.mark.parametrize("case", ["rows pow2 len/pre/map/none/live", "last rows unit len/pre/map/align/live"])
-def test_four_rows_per_program_prove_as_two_do(case, monkeypatch):
-    """A spot check of the argument that 2 lanes stand for more: with 4 rows
-    per program, memory safety, equivalence (per lane) and int32 prove too
-    (kept to variants that prove in seconds; the 4-lane conflict query, and
-    full align-mode blocks under load, can pass the solver's 20 s)."""
-    from replayssm.verify.kernels import blocked, obligations
+def test_the_variants_are_the_launches_we_make():
+    """Rows per program and the work list as the context (``context_blocked``)
+    and the kernel-level facade (``replayssm_utils_blocked``) launch them."""
+    from replayssm.impl import replayssm_utils_blocked
+    from replayssm.verify.kernels import blocked
+    from replayssm.verify.kernels.obligations import variants
 
-    monkeypatch.setattr(blocked, "ROWS", 4)
-    monkeypatch.setattr(obligations, "_CASES", {})
-    for prop in ("memory_safety", "equivalence", "int32"):
-        kc = kernel_claim(kernels_blocked, "blocked", prop, case)
-        assert kc.cases[0].run.launch.constexprs["ROWS_PER_PROGRAM"] == 4
-        result = prove(Obligation(f"kernel.blocked.{prop}", "blocked", "", lambda c=kc.claim: [c], every_case=True))
-        assert result.status == "proved", f"{case} {prop}: {result.status} {result.detail}"
+    launched = {(params[3], params[4], params[1].materialize_prefixes) for _, params in variants("blocked")
+                if params[0] == "rows"}
+    assert blocked.ROWS == replayssm_utils_blocked.KERNEL_LEVEL_ROWS_PER_PROGRAM
+    wide = kernels_blocked.DEFAULT_ROWS_PER_PROGRAM
+    # the facade: no work list; the context: the work list in align mode
+    assert launched == {(blocked.ROWS, False, False), (blocked.ROWS, False, True), (wide, False, False),
+                        (wide, True, True)}
+    assert {params[3] for _, params in variants("blocked") if params[0] == "work list"} == {wide}
 
 
 def test_replay_refuses_an_impl_without_the_traces_kernel():

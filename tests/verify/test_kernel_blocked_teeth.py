@@ -27,9 +27,11 @@ from kernel_mutants import Mutant
 BLOCKED_FILE = Path(kernels_blocked.__file__)
 
 
-ROWS_ALIGN = "rows odd len/pre/nomap/align/live"
-ROWS_ALIGN_MAP = "rows unit len/pre/map/align/live"
-ROWS_NONE = "rows odd len/post/nomap/none/live"
+ROWS_ALIGN = "block2 odd len/pre/nomap/align/live"
+ROWS_ALIGN_MAP = "block2 unit len/pre/map/align/live"
+ROWS_NONE = "block2 odd len/post/nomap/none/live"
+WIDE_NONE = "block128 vllm len/pre/nomap/none/live"
+WIDE_ALIGN = "block128 vllm len/post/nomap/align/live"
 WORK_LIST = "work list odd len/pre/nomap/align/live"
 
 MUTANTS = [
@@ -60,6 +62,23 @@ MUTANTS = [
            "col_lo = pos_before * 2147483647 // 2147483647 // MAMBA_BLOCK_SIZE", "int32", case=ROWS_ALIGN),
 ]
 
+WIDE_MUTANTS = [
+    Mutant("lanes past the second do nothing", "rows = first_row + tl.arange(0, ROWS_PER_PROGRAM)\n        launched = rows < num_reqs",
+           "rows = first_row + tl.arange(0, ROWS_PER_PROGRAM)\n        launched = (rows < num_reqs) & (rows - first_row < 2)",
+           "equivalence", case=WIDE_NONE),
+    Mutant("lanes past the second read the next row's destination slot",
+           "target_slot = tl.load(table_rows + target_col, mask=publish_wanted, other=PAD_SLOT_ID)",
+           "target_slot = tl.load(table_rows + (rows - first_row) // 2 * stride + target_col, mask=publish_wanted, "
+           "other=PAD_SLOT_ID)", "equivalence", case=WIDE_ALIGN),
+    Mutant("lanes past the second write the next row's plan entry", "tl.store(plan_flush_count + rows, flush, mask=launched)",
+           "tl.store(plan_flush_count + rows + (rows - first_row) // 2, flush, mask=launched)",
+           "equivalence", case=WIDE_ALIGN),
+]
+"""Planted bugs that only lanes past the second of a block have: every lane
+of the kernel-level launch's 2-row blocks is right, so its proofs (the 2-lane
+proofs that once stood, by an argument, for the 128 deployed rows) pass; the
+sampled lanes of the deployed 128-row blocks catch them."""
+
 
 def load_mutant(m: Mutant, folder: Path) -> tuple[object, Path]:
     """A copy of the blocked kernels with ``m`` planted, imported from its own file."""
@@ -75,7 +94,7 @@ def load_mutant(m: Mutant, folder: Path) -> tuple[object, Path]:
     return module, path
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+@pytest.mark.parametrize("mutant", MUTANTS + WIDE_MUTANTS, ids=[m.name for m in MUTANTS + WIDE_MUTANTS])
 def test_planted_bug_is_caught_and_replays(mutant, tmp_path):
     module, path = load_mutant(mutant, tmp_path)
     label = path.stem
@@ -98,3 +117,14 @@ def test_every_blocked_obligation_has_a_planted_bug_and_every_variant_a_case():
     labels = [label for label, _ in variants("blocked")]
     assert {m.case for m in MUTANTS} <= set(labels)
     assert len(labels) == 2 * len(variants("postprocess")) + 16
+
+
+@pytest.mark.parametrize("mutant", WIDE_MUTANTS, ids=[m.name for m in WIDE_MUTANTS])
+def test_a_bug_of_the_wide_lanes_passes_the_two_row_blocks(mutant, tmp_path):
+    """The same planted bug, in the same flags and geometry with 2 rows per program: proved."""
+    module, path = load_mutant(mutant, tmp_path)
+    register(module, path.stem)
+    narrow = mutant.case.replace("block128", "block2")
+    claim = kernel_claim(module, "blocked", mutant.caught_by, narrow).claim
+    result = prove(Obligation(f"kernel.blocked.{mutant.caught_by}@{path.stem}", "blocked", "", lambda: [claim]))
+    assert result.status == "proved", f"{mutant.name}: {result.status} {result.detail}"

@@ -44,13 +44,26 @@ PY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operato
 
 def lanewise(fn: Callable[..., Any], *xs: Any) -> Any:
     """Apply ``fn`` to scalars, or lane by lane when any argument is a block."""
-    widths = {len(x.lanes) for x in xs if isinstance(x, Block)}
+    widths = {(len(x.lanes), x.width) for x in xs if isinstance(x, Block)}
     if not widths:
         return fn(*xs)
     if len(widths) > 1:
-        raise KernelTypeError(f"blocks of different widths {sorted(widths)}")
-    n = widths.pop()
-    return Block(tuple(fn(*[x.lanes[i] if isinstance(x, Block) else x for x in xs]) for i in range(n)))
+        raise KernelTypeError(f"blocks of different widths {sorted(w if s is None else s for w, s in widths)}"
+                              if len({s for _, s in widths}) == 1 else "a block of sampled lanes beside another block")
+    n, sampled = widths.pop()
+    out = []
+    for i in range(n):
+        LANE.append(i)
+        try:
+            out.append(fn(*[x.lanes[i] if isinstance(x, Block) else x for x in xs]))
+        finally:
+            LANE.pop()
+    return Block(tuple(out), sampled)
+
+
+LANE: list[int] = []
+"""The lane :func:`lanewise` is computing (innermost last): what an
+intermediate noted meanwhile belongs to (``evaluator.Intermediate.lane``)."""
 
 
 def times(a: Any, b: Any) -> Any:

@@ -66,10 +66,18 @@ from ..memory import SymbolicMemory
 from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, memory_facts, postprocess_case
 from ..terms import lift, named_int
 from .cases import KernelCase, postprocess_launch, run_kernel
-from .contracts import BufferArg, Launch, ScalarArg
+from .contracts import BufferArg, LaneSample, Launch, ScalarArg
 
 ROWS = 2
-"""Rows per program (lanes) the obligations are proved for."""
+"""Rows per program of the kernel-level launch (``replayssm_utils_blocked``):
+every lane of its blocks is proved."""
+
+SAMPLE = 3
+"""Lanes a row block is proved at (:class:`.contracts.LaneSample`): the lanes
+the claims are about (one lane, or a pair for conflicts) and the witness of
+the block's one reduction (``builtins.sampled_extremum``); a block of fewer
+lanes is sampled whole. (Claims about one lane with a sample of two cost
+about the same to solve, and one sample serves every obligation.)"""
 
 KERNEL = "postprocess_replayssm_blocked_kernel"
 
@@ -93,54 +101,72 @@ class GuardedMemory(SymbolicMemory):
 
 @dataclass
 class BlockSpec:
-    """The spec rows of one row block, and whether each is launched."""
+    """The spec rows of one row block's lanes (every lane, or the sampled
+    ones at ``positions``), and whether each is launched."""
 
     rows: list[PostprocessCase]
     launched: list
     block: Any
     group: Any
     assumptions: list = field(default_factory=list)
+    width: int = ROWS
+    """The block's rows per program."""
+    positions: tuple = ()
+    """Each spec row's lane in the block (ints, or terms for sampled lanes)."""
+    sample: LaneSample | None = None
 
 
 def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Any,
-                   compact: bool, facts: tuple) -> Launch:
+                   compact: bool, facts: tuple, rows: int = ROWS, sample: LaneSample | None = None) -> Launch:
     """The blocked kernel's arguments: the reference postprocess kernel's, the
-    work list after the plan, ``num_reqs`` last; its constexprs and ``ROWS``."""
+    work list after the plan, ``num_reqs`` last; its constexprs, ``rows`` per
+    program, the work list as the launch of ``compact`` has it."""
     base = postprocess_launch(spec_mem, conv, geo, "p")
     args = base.args[:13] + [BufferArg("active_request_indices")] + base.args[13:] + [ScalarArg(num_reqs)]
-    constexprs = {**base.constexprs, "ROWS_PER_PROGRAM": ROWS, "COMPACT": compact,
-                  "COMPACT_BLOCK": next_power_of_2(geo.max_num_reqs)}
-    return Launch(args, constexprs, program_ids, facts=facts)
+    constexprs = {**base.constexprs, "ROWS_PER_PROGRAM": rows, "COMPACT": compact,
+                  "COMPACT_BLOCK": next_power_of_2(geo.max_num_reqs) if compact else 1}
+    return Launch(args, constexprs, program_ids, facts=facts, lanes=sample)
 
 
 def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, sizes: Any = None,
-               full: bool | None = True) -> BlockSpec:
-    """``ROWS`` spec rows ``block_<program> * ROWS + i`` of group ``group_<program>``:
-    all below ``num_reqs`` (``full``), only the first (the last block, partial),
-    or (None) each row launched where it is below ``num_reqs``, its
-    assumptions conditional on that (any row block; for the conflict
-    obligation's second program, whose queries have no quantifiers)."""
+               width: int = ROWS) -> BlockSpec:
+    """The spec rows of the sampled lanes of block ``block_<program>`` (of
+    ``width`` rows) in group ``group_<program>``: ``min(width, SAMPLE)``
+    lanes at distinct positions ``lane_<program><k>`` of the block (every
+    lane, in any order, when the block has at most :data:`SAMPLE`), lane
+    ``k``'s row ``block * width + lane_<program><k>``, launched where it is
+    below ``num_reqs``. A row's assumptions hold where it is launched; those
+    of the launch and of the group alone (which name no row) always."""
     block, group = named_int(f"block_{program}"), named_int(f"group_{program}")
+    positions = tuple(named_int(f"lane_{program}{k}") for k in range(min(width, SAMPLE)))
+    sample = LaneSample(width, positions)
     rows: list[PostprocessCase] = []
-    for i in range(ROWS):
+    for i in range(len(positions)):
         rows.append(postprocess_case(conv, geo, program=f"{program}{i}", arrays=arrays,
                                      sizes=sizes if sizes is not None else (rows[0].sizes if rows else None)))
     sz = rows[0].sizes
-    if full is None:
-        launched = [True] + [r.trace.batch < sz.num_reqs for r in rows[1:]]
-    else:
-        launched = [True] * ROWS if full else [True] + [False] * (ROWS - 1)
-    placed = conj(block >= 0, *[conj(r.trace.batch == block * ROWS + i, r.trace.group == group)
-                                for i, r in enumerate(rows)])
-    a = [("rows_of_the_block", placed)]
+    launched = [r.trace.batch < sz.num_reqs for r in rows]
+    placed = conj(block >= 0, *[conj(r.trace.batch == block * width + p, r.trace.group == group)
+                                for p, r in zip(positions, rows)])
+    a = [("rows_of_the_block", placed), ("sampled_lanes", lane_positions(sample))]
     for r, on in zip(rows, launched):
-        if on is True:
-            a += list(r.assumptions)
-        elif on is False:
-            a.append(("row_past_num_reqs", r.trace.batch >= sz.num_reqs))
-        else:
-            a += [(n, implies(on, t)) for n, t in r.assumptions]
-    return BlockSpec(rows, launched, block, group, a)
+        a += [(n, implies(on, t) if _mentions(t, r.trace.batch) else t) for n, t in r.assumptions]
+    a.append((env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(block * width, group, sz.num_reqs, sz.groups,
+                                                             geo.max_num_reqs)))
+    return BlockSpec(rows, launched, block, group, a, width, positions, sample)
+
+
+def _mentions(term: Any, symbol: Any) -> bool:
+    """Whether ``symbol`` occurs in ``term`` (a substitution in Z3's C code: no walk in Python)."""
+    t, s = lift(term), lift(symbol)
+    return not z3.substitute(t, (s, z3.FreshInt("absent"))).eq(t)
+
+
+def lane_positions(sample: LaneSample) -> Any:
+    """The sampled lanes are distinct lanes of the block."""
+    ps = sample.positions
+    return conj(*[conj(p >= 0, p < sample.width) for p in ps],
+                *[ps[i] != ps[j] for i in range(len(ps)) for j in range(i + 1, len(ps))])
 
 
 def equivalence_cell(buffer: str, dims: int) -> tuple:
@@ -213,22 +239,34 @@ def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict, Any]]:
     kernels = [LaneMemory(case.mem, lanes, i) for i in range(len(spec.rows))]
     out = []
     for i, (row, on) in enumerate(zip(spec.rows, spec.launched)):
+        if not claimed(case, i):
+            continue
         kernel = kernels[i]
-        written = dict.fromkeys(([w.buffer for w in row.mem.writes] if on else []) + [w.buffer for w in kernel.writes])
+        written = dict.fromkeys([w.buffer for w in row.mem.writes] + [w.buffer for w in kernel.writes])
         for b in written:
             shape = case.mem.shapes[b]
             cell = equivalence_cell(b, len(shape))
             inside = conj(*[conj(x >= 0, x < n) for x, n in zip(cell, shape)])
             k = kernel.final(b, cell)
             alone = _alone(case, kernels, i, b, cell)
-            if on:
-                s = lift(row.mem.final(b, cell))
-                out.append((f"{b} after lane {i} equals row {i}'s spec", implies(inside, k == s),
-                            {"cell": cell, "kernel": k, "spec": s}, alone))
-            else:
-                s = lift(row.mem.initial(b, cell))
-                out.append((f"{b} after lane {i}, past num_reqs, is untouched", implies(inside, k == s),
-                            {"cell": cell, "kernel": k, "spec": s}, alone))
+            s = lift(row.mem.final(b, cell))
+            out.append((f"{b} after lane {i}, launched, equals row {i}'s spec",
+                        implies(conj(on, inside), k == s), {"cell": cell, "kernel": k, "spec": s}, alone))
+            s = lift(row.mem.initial(b, cell))
+            out.append((f"{b} after lane {i}, past num_reqs, is untouched",
+                        implies(conj(negate(on), inside), k == s), {"cell": cell, "kernel": k, "spec": s}, alone))
+    return out
+
+
+def idle_lanes(case: KernelCase) -> list[tuple[str, Any, int]]:
+    """A lane past ``num_reqs`` makes no access: every access tagged with it is masked off."""
+    lanes, out = lane_of(case.run), []
+    for i, a in enumerate(case.mem.accesses):
+        lane = lanes.get(i)
+        if lane is None or not claimed(case, lane):
+            continue
+        idle = implies(negate(case.block.launched[lane]), negate(a.guard))
+        out.append((f"{a.kind} of {a.buffer} by lane {lane} is masked off past num_reqs", idle, i))
     return out
 
 
@@ -253,7 +291,7 @@ def lane_conflicts(case: KernelCase) -> list[tuple[str, Any, dict]]:
     out = []
     for x, (i, a, la) in enumerate(acc):
         for j, b, lb in acc[x + 1:]:
-            if la == lb or a.buffer != b.buffer or a.buffer not in written:
+            if la == lb or a.buffer != b.buffer or a.buffer not in written or not claimed(case, la, lb):
                 continue
             same = conj(a.guard, b.guard, *[u == v for u, v in zip(a.index, b.index)])
             if a.kind == b.kind == "write":
@@ -263,6 +301,24 @@ def lane_conflicts(case: KernelCase) -> list[tuple[str, Any, dict]]:
                 out.append((f"{a.buffer} read by lane {la if a.kind == 'read' else lb} is not written by lane "
                             f"{lb if a.kind == 'read' else la}", negate(same), {"index": tuple(a.index)}, i))
     return out
+
+
+def claimed(case: KernelCase, *lanes: int | None) -> bool:
+    """Whether the claims about ``lanes`` (an access's or intermediate's lane,
+    None for every lane's; two lanes for a pair) are stated: always, but for
+    a row block's sampled lanes only lane 0 and the pair (0, 1), since the
+    lanes are symmetric (each at any position, distinct from the others):
+    the claims about lane 1 or 2 are lane 0's at another position, those
+    about the pair (0, 2) or (1, 2) the pair (0, 1)'s."""
+    if case.block is None:
+        return True
+    named = {x for x in lanes if x is not None}
+    if len(lanes) == 1:
+        return named <= {0}
+    sample = case.block.sample
+    # a pair needs a third lane as the witness of a reduction, or the whole block
+    return named <= {0, 1} and (len(sample.positions) >= 3 or len(sample.positions) == sample.width
+                                or case.run.reductions == 0)
 
 
 def lane_of(run: Any) -> dict[int, int]:
@@ -281,7 +337,7 @@ def kernel_exclusive(spec: BlockSpec, run: Any, other_program: bool) -> list[tup
         if w.kind != "write" or w.buffer not in TRACKERS:
             continue
         for a, (me, on) in enumerate(zip(spec.rows, spec.launched)):
-            if on is False or (not other_program and lanes.get(i, a) == a):
+            if not other_program and lanes.get(i, a) == a:
                 continue
             same_group = conj(on, w.guard, w.index[0] == spec.group)
             out.append((env.EXCLUSIVE_DECODE_LIVE_SLOT.name, implies(same_group, env.EXCLUSIVE_DECODE_LIVE_SLOT(
@@ -297,29 +353,29 @@ def _show(spec: BlockSpec) -> dict:
 
 
 def rows_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
-              arrays: dict | None = None, sizes: Any = None, full: bool | None = True) -> KernelCase:
-    """A row block's program ``(block_<program>, group_<program>)`` (``block * ROWS < num_reqs``)."""
-    spec = block_spec(conv, geo, program, arrays if arrays is not None else {}, sizes, full)
+              arrays: dict | None = None, sizes: Any = None, width: int = ROWS, compact: bool = False) -> KernelCase:
+    """A row block's program ``(block_<program>, group_<program>)`` (``block * width < num_reqs``) of a
+    launch of ``width`` rows per program, with the work list (``compact``) or without, at sampled lanes."""
+    spec = block_spec(conv, geo, program, arrays if arrays is not None else {}, sizes, width)
     row0 = spec.rows[0]
     sz = row0.sizes
-    facts = (lift(spec.block >= 0), lift(spec.block * ROWS < sz.num_reqs) if full is None else
-             lift(spec.block * ROWS + ROWS <= sz.num_reqs) if full else lift(spec.block * ROWS + 1 == sz.num_reqs))
+    facts = (lift(spec.block >= 0), lift(spec.block * width < sz.num_reqs), lift(lane_positions(spec.sample)))
     launch = blocked_launch(row0.mem, conv, geo, (spec.block, spec.group), sz.num_reqs,
-                            conv.materialize_prefixes, facts)
+                            compact, facts, width, spec.sample)
     run = run_kernel(jit, launch, row0.mem, program)
     assumptions = spec.assumptions + [("launch_facts", z3.And(*facts))] + memory_facts(run.mem, geo, sz)
     assumptions += kernel_exclusive(spec, run, other_program=False)
     cover = disj(*[conj(on, r.trace.wants_materialize if conv.materialize_prefixes else r.trace.decode)
-                   for r, on in zip(spec.rows, spec.launched) if on is not False])
+                   for r, on in zip(spec.rows, spec.launched)])
     case = KernelCase("blocked", label, row0.mem, run, assumptions,
-                      cover, _show(spec), row0, {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": ROWS,
-                                                 "COMPACT": conv.materialize_prefixes})
+                      cover, _show(spec), row0, {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": width,
+                                                 "COMPACT": compact})
     case.block = spec
     return case
 
 
-def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> KernelCase:
-    """The work-list program ``(cdiv(num_reqs, ROWS), group)`` of a ``COMPACT`` launch."""
+def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str, width: int = ROWS) -> KernelCase:
+    """The work-list program ``(cdiv(num_reqs, width), group)`` of a ``COMPACT`` launch of ``width`` rows per program."""
     arrays: dict = {}
     cap = geo.max_num_reqs
     rows = [postprocess_case(conv, geo, program="r0", arrays=arrays)]
@@ -327,7 +383,7 @@ def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> K
     rows += [postprocess_case(conv, geo, program=f"r{i}", arrays=arrays, sizes=sz) for i in range(1, cap)]
     block, group = named_int("block_c"), named_int("group_c")
     launched = [r.trace.batch < sz.num_reqs for r in rows]
-    a = [("work_list_program", conj(block * ROWS >= sz.num_reqs, (block - 1) * ROWS < sz.num_reqs, group >= 0,
+    a = [("work_list_program", conj(block * width >= sz.num_reqs, (block - 1) * width < sz.num_reqs, group >= 0,
                                     group < sz.groups, sz.num_reqs >= 0, sz.num_reqs <= cap)),
          ("rows_of_group_0", conj(*[conj(r.trace.batch == i, r.trace.group == 0) for i, r in enumerate(rows)]))]
     for r, on in zip(rows, launched):
@@ -340,8 +396,8 @@ def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> K
                                       "active_request_indices": rows[0].mem.array("active_request_indices")},
                              "spec", when=group == 0)
     trace = compact_program(spec_mem, cap, sz.num_reqs, next_power_of_2(cap))
-    facts = (lift(block * ROWS >= sz.num_reqs), lift(block >= 0))
-    launch = blocked_launch(rows[0].mem, conv, geo, (block, group), sz.num_reqs, True, facts)
+    facts = (lift(block * width >= sz.num_reqs), lift(block >= 0))
+    launch = blocked_launch(rows[0].mem, conv, geo, (block, group), sz.num_reqs, True, facts, width)
     run = run_kernel(jit, launch, rows[0].mem, "p")
     a += [("launch_facts", z3.And(*facts))] + memory_facts(run.mem, geo, sz)
     show = {"num_reqs": sz.num_reqs, "group": group}
@@ -349,7 +405,7 @@ def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str) -> K
         show.update({f"row{i}.{k}": v for k, v in r.show().items() if k in ("prefilling", "computed_before",
                                                                             "query_len", "live_col", "plan_flush")})
     case = KernelCase("blocked", label, spec_mem, run, a, conj(group == 0, trace.num_active >= 1), show, rows[0],
-                      {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": ROWS, "COMPACT": True})
+                      {**conv.as_constexprs(), "geometry": geo, "ROWS_PER_PROGRAM": width, "COMPACT": True})
     # a row publishes whatever its trackers hold only when they are in range
     case.required = (INVARIANT_TRACKER_RANGE,)
     return case

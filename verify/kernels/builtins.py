@@ -124,6 +124,9 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
     def one(p: Any, m: Any, o: Any) -> Scalar:
         if not isinstance(p, Pointer):
             raise TypeError(f"tl.load of a {type(p).__name__}, not a pointer")
+        if run.launch.lanes is not None and p.buffer in block_written(run):
+            raise TypeError(f"a load of {p.buffer} after a store to it through sampled lanes (a lane may read "
+                            "what a lane not sampled wrote)")
         g = both(run.guard(frame), _mask_term(m))
         before = len(run.mem.accesses)
         lanes.append(before)
@@ -147,6 +150,11 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
     if isinstance(ptr, Block):
         run.block_loads.append(lanes)
     return value
+
+
+def block_written(run: Any) -> set[str]:
+    """The buffers a store through a block of pointers wrote so far."""
+    return {run.mem.accesses[i].buffer for lanes in run.block_stores for i in lanes}
 
 
 def undefined(dtype: str) -> Scalar:
@@ -184,16 +192,47 @@ def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
         run.block_stores.append(lanes)
 
 
-def arange(start: Any, end: Any) -> Block:
+def arange(start: Any, end: Any, sample: Any = None) -> Block:
+    """``tl.arange``: every lane, or with ``sample`` (a ``contracts.LaneSample``
+    of the block's width, starting at 0) the sampled lanes only."""
     lo, hi = concrete(start), concrete(end)
     if lo is None or hi is None:
         raise TypeError("tl.arange with non-constexpr bounds")
+    if sample is not None and lo == 0 and hi == sample.width:
+        return Block(tuple(Scalar(lift(p), "i32") for p in sample.positions), sample.width)
     return Block(tuple(Scalar(lift(i), "i32") for i in range(lo, hi)))
+
+
+SAMPLED_REDUCTIONS = 1
+"""Reductions a program over sampled lanes may make: each is exact only when
+the lane that attains it is among the sampled ones, which one sample can
+promise for one reduction (the witness: a lane beside those the claims are
+about, ``verify.kernels.blocked.claimed``)."""
+
+
+def sampled_extremum(run: Any, kind: str, x: Block, *args: Any, **kwargs: Any) -> Scalar:
+    """``tl.max``/``tl.min`` over sampled lanes: the extremum of the sampled
+    lanes, which is the block's when the sample is every lane (in some
+    order) or the lane attaining it is sampled. A sample of a wider block is
+    the lanes a claim is about (one, or a pair) and a witness (any other
+    lane), so for every lane or pair some sample holds it and the attaining
+    lane; the proofs, symmetric in the lanes, then speak of the real launch."""
+    if len(x.lanes) < x.width:
+        if run.mem._loops:
+            raise TypeError(f"tl.{kind} over sampled lanes inside a loop's symbolic iteration (one witness lane "
+                            "cannot attain every iteration's reduction)")
+        run.reductions += 1
+        if len(x.lanes) < 2 or run.reductions > SAMPLED_REDUCTIONS:
+            raise TypeError(f"tl.{kind} over sampled lanes needs a witness lane: at most {SAMPLED_REDUCTIONS} "
+                            f"reduction per program, with at least 2 sampled lanes (got {len(x.lanes)})")
+    return reduce_extremum(kind, Block(x.lanes), *args, **kwargs)
 
 
 def _scan(run: Any, x: Any, axis: Any, total: bool) -> Any:
     if not isinstance(x, Block) or axis not in (0, None):
         raise TypeError("tl.cumsum/tl.sum over something other than axis 0 of a 1-D block")
+    if x.width is not None:
+        raise TypeError("tl.cumsum/tl.sum over sampled lanes (a lane's scan needs every lane before it)")
     acc, out, dtype = lift(0), [], "i32"
     for lane in x.lanes:
         s = as_scalar(lane)
@@ -228,6 +267,8 @@ def sort(x: Any, dim: Any = None, descending: Any = False) -> Block:
     neighbours, :func:`extremum`), which sorts any input."""
     if not isinstance(x, Block) or dim not in (0, -1, None):
         raise TypeError("tl.sort other than along the only dimension of a 1-D block")
+    if x.width is not None:
+        raise TypeError("tl.sort of sampled lanes (a lane's place needs every lane)")
     lanes = [as_scalar(v) for v in x.lanes]
     if any(v.dtype == "i1" for v in lanes):
         raise TypeError("tl.sort of a boolean block")
@@ -324,13 +365,16 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
     if fn is tl.minimum:
         return extremum("min", *args)
     if fn is tl.arange:
-        return arange(*args, **kwargs)
+        return arange(*args, **kwargs, sample=run.launch.lanes)
     if fn is tl.cumsum:
         return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=False)
     if fn is tl.sum:
         return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=True)
     if fn in (tl.max, tl.min):
-        return reduce_extremum("max" if fn is tl.max else "min", *args, **kwargs)
+        kind = "max" if fn is tl.max else "min"
+        if args and isinstance(args[0], Block) and args[0].width is not None:
+            return sampled_extremum(run, kind, *args, **kwargs)
+        return reduce_extremum(kind, *args, **kwargs)
     if fn is tl.zeros_like:
         return zeros_like(*args)
     if fn is tl.sort:

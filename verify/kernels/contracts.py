@@ -72,6 +72,20 @@ ABSENT = None
 """A parameter the launch passes as ``None`` (an optional table left out)."""
 
 
+@dataclass(frozen=True)
+class LaneSample:
+    """Two lanes standing for every lane of a block of ``width``: a
+    ``tl.arange(0, width)`` evaluates to the lanes at ``positions`` (terms,
+    ``0 <= positions[0] < positions[1] < width`` among the launch's facts), so
+    a proof over them is a proof for every pair of lanes of the block.
+    The evaluator refuses what two lanes cannot stand for: a scan over the
+    block, a sort, a read of a buffer after a store through the block (a
+    lane might read what a lane not sampled wrote)."""
+
+    width: int
+    positions: tuple
+
+
 @dataclass
 class Launch:
     """One program of a launch: arguments by position, constexprs by name,
@@ -90,3 +104,5 @@ class Launch:
     ``if`` whose condition they decide runs only the branch they leave
     (sound: each obligation assumes them; the other branch's accesses
     would all be guarded by a condition the assumptions refute)."""
+    lanes: LaneSample | None = None
+    """Blocks of ``lanes.width`` lanes evaluated at two sampled lanes (None: every lane)."""

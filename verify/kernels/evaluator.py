@@ -23,7 +23,7 @@ import z3
 
 from ..memory import SymbolicMemory
 from ..terms import Sym, lift, mk_and, mk_ite, mk_not, mk_or
-from .arith import KernelTypeError, binary, merge_pointers, unary
+from .arith import LANE, KernelTypeError, binary, merge_pointers, unary
 from .contracts import Launch
 from .source import Source, Unsupported, is_constexpr, source_of
 from .values import Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete
@@ -41,6 +41,8 @@ class Intermediate:
     guard: Any
     line: int
     file: str
+    lane: int | None = None
+    """The block lane it is computed for (None: every lane's)."""
 
 
 @dataclass
@@ -74,6 +76,8 @@ class KernelRun:
     """The same for loads."""
     loop_bounds: list = field(default_factory=list)
     """``(trip count, bound, guard, line, file)`` of each unrolled loop."""
+    reductions: int = 0
+    """Reductions over sampled lanes made so far (``builtins.sampled_extremum``)."""
     line: int = 0
     file: str = ""
 
@@ -88,7 +92,8 @@ class KernelRun:
 
     def note(self, term: Any, dtype: str) -> None:
         if dtype in ("i32", "i64"):
-            self.intermediates.append(Intermediate(term, dtype, self.guard(self._frame), self.line, self.file))
+            self.intermediates.append(Intermediate(term, dtype, self.guard(self._frame), self.line, self.file,
+                                                   LANE[-1] if LANE else None))
 
     def unsupported(self, what: str, node: ast.AST | None = None) -> Unsupported:
         return Unsupported(what, self.file, getattr(node, "lineno", self.line))
@@ -300,11 +305,11 @@ class KernelRun:
     def _mark(self) -> tuple:
         m = self.mem
         return (len(m.accesses), dict(m.current), set(m._family_written), len(self.intermediates),
-                dict(self.where), len(self.block_stores), len(self.block_loads))
+                dict(self.where), len(self.block_stores), len(self.block_loads), self.reductions)
 
     def _rewind(self, mark: tuple) -> None:
         m = self.mem
-        accesses, current, family, intermediates, where, stores, loads = mark
+        accesses, current, family, intermediates, where, stores, loads, self.reductions = mark
         del m.accesses[accesses:]
         m.current.clear()
         m.current.update(current)
@@ -446,8 +451,8 @@ def merge(cond: Any, a: Any, b: Any, run: KernelRun, node: ast.AST) -> Any:
     """The value ``a`` where ``cond`` holds, else ``b`` (variables after a runtime branch)."""
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return tuple(merge(cond, x, y, run, node) for x, y in zip(a, b))
-    if isinstance(a, Block) and isinstance(b, Block) and len(a.lanes) == len(b.lanes):
-        return Block(tuple(merge(cond, x, y, run, node) for x, y in zip(a.lanes, b.lanes)))
+    if isinstance(a, Block) and isinstance(b, Block) and len(a.lanes) == len(b.lanes) and a.width == b.width:
+        return Block(tuple(merge(cond, x, y, run, node) for x, y in zip(a.lanes, b.lanes)), a.width)
     if isinstance(a, Pointer) and isinstance(b, Pointer):
         return run._wrap(lambda: merge_pointers(cond, a, b), node)
     if isinstance(a, (bool, int, Scalar)) and isinstance(b, (bool, int, Scalar)):

@@ -131,7 +131,10 @@ def _at(case: KernelCase, i: int) -> tuple:
 
 def memory_safety_parts(case: KernelCase) -> list[Part]:
     parts = []
+    lanes = blocked.lane_of(case.run)
     for i, a in enumerate(case.mem.accesses):
+        if not blocked.claimed(case, lanes.get(i)):
+            continue
         where = _at(case, i)
         shape = case.mem.shapes[a.buffer]
         parts.append(Part(f"{a.kind} of {a.buffer} at {where[0]}:{where[1]} in bounds", case.mem.in_bounds(a),
@@ -153,6 +156,8 @@ def loop_bound_parts(case: KernelCase) -> list[Part]:
 def int32_parts(case: KernelCase) -> list[Part]:
     parts = []
     for x in case.run.intermediates:
+        if not blocked.claimed(case, x.lane):
+            continue
         lo, hi = RANGES[x.dtype]
         fits = implies(Sym(lift(x.guard)), conj(Sym(x.term) >= lo, Sym(x.term) <= hi))
         where = (Path(x.file).name, x.line)
@@ -188,6 +193,8 @@ def lane_parts(case: KernelCase) -> list[Part]:
         where = _at(case, lanes[0])
         for j, a in enumerate(accesses):
             for k in range(j + 1, len(accesses)):
+                if not blocked.claimed(case, j, k):
+                    continue
                 b = accesses[k]
                 parts.append(Part(f"lanes {j} and {k} of the store at {where[0]}:{where[1]} write distinct cells "
                                   "or one value", implies(_same_cell(a, b), a.value == b.value), where,
@@ -198,8 +205,13 @@ def lane_parts(case: KernelCase) -> list[Part]:
 def conflict_parts(p: KernelCase, q: KernelCase) -> list[Part]:
     written = {w.buffer for c in (p, q) for w in c.mem.writes}
     parts = []
-    pw = [(i, a) for i, a in enumerate(p.mem.accesses) if a.kind == "write"]
-    qw = [(i, a) for i, a in enumerate(q.mem.accesses) if a.kind == "write"]
+    lanes = {id(c): blocked.lane_of(c.run) for c in (p, q)}
+
+    def stated(c: KernelCase, i: int) -> bool:
+        return blocked.claimed(c, lanes[id(c)].get(i))
+
+    pw = [(i, a) for i, a in enumerate(p.mem.accesses) if a.kind == "write" and stated(p, i)]
+    qw = [(i, a) for i, a in enumerate(q.mem.accesses) if a.kind == "write" and stated(q, i)]
     for i, wp in pw:
         for j, wq in qw:
             if wp.buffer == wq.buffer:
@@ -209,10 +221,10 @@ def conflict_parts(p: KernelCase, q: KernelCase) -> list[Part]:
                                   {"index": tuple(wp.index), "p value": wp.value, "q value": wq.value}))
     for me, other, mine in ((p, q, "p"), (q, p, "q")):
         for i, r in enumerate(me.mem.accesses):
-            if r.kind != "read" or r.buffer not in written:
+            if r.kind != "read" or r.buffer not in written or not stated(me, i):
                 continue
             for j, w in enumerate(other.mem.accesses):
-                if w.kind == "write" and w.buffer == r.buffer:
+                if w.kind == "write" and w.buffer == r.buffer and stated(other, j):
                     a, b = _at(me, i), _at(other, j)
                     parts.append(Part(f"{r.buffer} read by {mine} at {a[0]}:{a[1]} is not written by the other "
                                       f"program (at {b[1]})", negate(_same_cell(r, w)), a, mine,
@@ -255,6 +267,8 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
              "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at),
              "padding": lambda c: padding_parts(c, role)}[prop](case)
+    if prop == "memory_safety" and case.block is not None:
+        parts += [Part(n, t, _at(case, i), case.mem.program) for n, t, i in blocked.idle_lanes(case)]
     if prop == "equivalence" and case.block is not None:
         parts = [Part(n, t, ("", 0), case.mem.program, terms, alone)
                  for n, t, terms, alone in blocked.lane_equivalence(case)]
@@ -263,8 +277,8 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         optional_here = [n for n in OPTIONAL if n not in case.required]
         assumptions = [a for a in case.assumptions if a[0] not in optional_here]
         optional = [a for a in case.assumptions if a[0] in optional_here]
-    claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label,
-                  strategy="preprocess" if prop in PREPROCESSED else "parts")
+    strategy = "preprocess" if prop in PREPROCESSED else "preprocess_parts" if case.block is not None else "parts"
+    claim = Claim([(x.name, x.term) for x in parts], assumptions, case.cover, label, strategy=strategy)
     return KernelClaim(role, prop, claim, parts, [case], optional, show=case.show)
 
 
@@ -371,14 +385,11 @@ def parse_name(name: str) -> tuple[ModuleType, KernelRole, str]:
     return module, record, prop
 
 
-def _ours() -> ModuleType:
-    from replayssm.impl import kernels
+def _ours() -> list[ModuleType]:
+    from replayssm.impl import kernels, kernels_blocked
 
-    return kernels
+    return [kernels, kernels_blocked]
 
 
-# Our row-blocked kernel (``replayssm.impl.kernels_blocked``) is not registered
-# here: its 80 variants cost about 7 times the reference kernels' 49 in CPU
-# (``docs/kernel-proofs.md``), so ``prove --kernels --impl
-# replayssm.impl.kernels_blocked`` selects them explicitly.
-register(_ours())
+for _module in _ours():
+    register(_module)

@@ -21,6 +21,8 @@ from replayssm.spec.vocab import conj, disj, implies
 from ..goals import TRACKERS
 from ..scenarios import GEOMETRIES, migration_case, postprocess_case
 from ..terms import lift
+from replayssm.impl.kernels_blocked import DEFAULT_ROWS_PER_PROGRAM
+
 from . import blocked, playback
 from .cases import KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
 from .roles import WORK_LIST_FRAME, KernelRole, Replay
@@ -57,19 +59,24 @@ def compaction_variants() -> list[tuple[str, tuple]]:
 
 
 def blocked_variants() -> list[tuple[str, tuple]]:
-    """The row-blocked kernel (``blocked.ROWS`` rows per program): a row
-    block's program under every postprocess variant (``COMPACT`` as deployed:
-    in align mode), and the work-list program of a ``COMPACT`` launch under
-    the 16 align-mode combinations, in the two geometries of at most 3 rows
-    (its spec runs every row below ``MAX_NUM_REQS``)."""
-    rows = [(f"{kind} {label}", ("rows", *params, kind == "rows")) for label, params in postprocess_variants()
-            for kind in ("rows", "last rows")]
+    """Every launch of the row-blocked kernel we make: a row block's program
+    under every postprocess variant, for the kernel-level launch
+    (``blocked.ROWS`` rows per program, no work list: a full block and the
+    last block holding one row, every lane proved) and for the context's
+    (``DEFAULT_ROWS_PER_PROGRAM``, 128, with the work list in align mode:
+    any block, at ``blocked.SAMPLE`` sampled lanes); and the context
+    launch's work-list program under the 16 align-mode combinations, in the
+    two geometries of at most 3 rows (its spec runs every row below
+    ``MAX_NUM_REQS``)."""
+    wide = DEFAULT_ROWS_PER_PROGRAM
+    rows = [(f"block{width} {label}", ("rows", *params, width, compact and params[0].materialize_prefixes))
+            for width, compact in ((blocked.ROWS, False), (wide, True)) for label, params in postprocess_variants()]
     small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 3]
     work = []
     for conv in Conventions.all():
         if conv.materialize_prefixes:
             gname, geo = small[(conv.cumulative + conv.post_step + conv.has_idx_mapping + conv.live_col_is_zero) % 2]
-            work.append((f"work list {gname} {conv.label()}", ("work list", conv, geo)))
+            work.append((f"work list {gname} {conv.label()}", ("work list", conv, geo, wide)))
     return rows + work
 
 
@@ -119,8 +126,10 @@ def migration_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
 
 def blocked_case(jit: Any, label: str, params: tuple) -> KernelCase:
     if params[0] == "rows":
-        return blocked.rows_case(jit, *params[1:3], label, full=params[3])
-    return blocked.compaction_case(jit, *params[1:], label)
+        kind, conv, geo, width, compact = params
+        return blocked.rows_case(jit, conv, geo, label, width=width, compact=compact)
+    kind, conv, geo, width = params
+    return blocked.compaction_case(jit, conv, geo, label, width)
 
 
 def blocked_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
@@ -128,8 +137,9 @@ def blocked_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
     with the spec's race assumptions between their rows, stated at each
     program's kernel stores."""
     kind, conv, geo = params[:3]
+    width, compact = params[3], kind != "rows" or params[4]
     q = blocked.rows_case(jit, conv, geo, label, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes,
-                          full=None)
+                          width=width, compact=compact)
     facts = p.assumptions + q.assumptions
     if kind == "rows":
         facts += blocked.kernel_exclusive(p.block, q.run, True) + blocked.kernel_exclusive(q.block, p.run, True)

@@ -22,7 +22,7 @@ import z3
 
 from replayssm.base.traces import TRACE_ID
 from replayssm.spec.launch import allocate
-from replayssm.spec.vocab import conj, implies
+from replayssm.spec.vocab import conj, disj, implies
 
 from ..counterexamples import _value
 from ..obligation import TIMEOUT_MS, Facts, fact_vector, new_solver
@@ -70,7 +70,20 @@ def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int
         out.append(sz.total_layers * rows == base)
     if rows_limit == 1 and len(kc.cases) == 1:
         out.append(case.run.launch.program_ids[0] == 0)
-    return out + _every_cell(case, groups, min(rows, rows_limit or rows), cols_limit)
+    return out + _sampled_rows_only(kc, groups, min(rows, rows_limit or rows)) + \
+        _every_cell(case, groups, min(rows, rows_limit or rows), cols_limit)
+
+
+def _sampled_rows_only(kc: KernelClaim, groups: int, rows: int) -> list:
+    """For row blocks proved at sampled lanes: every launched row is a sampled
+    lane's, so every row of the replayed launch keeps the caller contract (a
+    row no lane stands for has inputs the proof left free)."""
+    if kc.cases[0].block is None:  # the work-list program's case has every row
+        return []
+    sampled = [r.trace for c in kc.cases if c.block is not None for r in c.block.rows]
+    sz = kc.cases[0].spec.sizes
+    return [implies(conj(b < sz.num_reqs, g < sz.groups), disj(*[conj(t.batch == b, t.group == g) for t in sampled]))
+            for g in range(groups) for b in range(rows)]
 
 
 def _initial_memory(case: Any) -> Any:

@@ -66,6 +66,9 @@ class Block:
     """A block of lanes (``tl.arange``), each a Scalar or Pointer."""
 
     lanes: tuple = field(default_factory=tuple)
+    width: int | None = None
+    """None: ``lanes`` are every lane of the block; else the block has
+    ``width`` lanes and ``lanes`` are the sampled ones (``contracts.LaneSample``)."""
 
 
 def literal_dtype(x: Any) -> str:
