@@ -1,24 +1,31 @@
 """The row-blocked postprocess kernel (``impl/kernels_blocked.py``) beside the spec.
 
 One program ``(block, group)`` of ``postprocess_replayssm_blocked_kernel``
-handles rows ``block * ROWS .. block * ROWS + ROWS - 1`` as vector lanes;
-with ``COMPACT`` the program after the last row block writes the work list.
-Its spec is the reference launch's: the spec program of each of those rows
-(``spec/postprocess.py``), and for the work-list program the compaction
-(``spec/compaction.py``) of the plan those rows leave.
+handles rows ``block * W .. block * W + W - 1`` (``W`` rows per program) as
+vector lanes; with ``COMPACT`` the program after the last row block writes
+the work list. Its spec is the reference launch's: the spec program of each
+of those rows (``spec/postprocess.py``), and for the work-list program the
+compaction (``spec/compaction.py``) of the plan those rows leave.
 
-**Rows of a block** (:func:`rows_case`): ``ROWS`` spec rows over one set of
-initial arrays, each on its own memory (as two programs of a launch are in
-the race obligations). Three kinds of block: full (every row below
-``num_reqs``), the last with one row (``ROWS = 2``: the only partial block),
-and, for the conflict obligation's second program, any block (each row's
-assumptions conditional on the row being launched).
+**Rows of a block** (:func:`rows_case`), at sampled lanes: the kernel runs
+with ``tl.arange(0, W)`` evaluated at :data:`SAMPLE` lanes (every lane, in
+any order, when ``W`` is smaller) at symbolic distinct positions of the
+block (:class:`.contracts.LaneSample`), each beside the spec row of its
+position over one set of initial arrays, each on its own memory (as two
+programs of a launch are in the race obligations), launched where its row
+is below ``num_reqs``. The lanes are symmetric, so the claims are stated for
+lane 0 and the pair (0, 1) (:func:`claimed`): for every lane, and every pair,
+some sample holds it and the lane attaining the block's one reduction (the
+reset loop's ``tl.max``), which is then exact; what a sample cannot stand for
+(a scan, a second reduction, a read after a store through the block) is
+refused by the interpreter. So ``W = 128`` is proved at three lanes.
 
-- *equivalence*, per lane: lane ``i``'s writes (:class:`LaneMemory`) leave
-  the memory row ``i``'s spec program leaves; a lane past ``num_reqs``
-  writes nothing. A loop store's "some iteration hits the cell" is re-indexed
-  from the lane's iteration to the column (:func:`realigned_hit`), so the
-  quantified terms line up with the spec's loop over columns;
+- *equivalence*, per lane: lane 0's writes (:class:`LaneMemory`) leave
+  the memory its row's spec program leaves when launched, and the initial
+  memory past ``num_reqs``, where it makes no access at all (memory safety:
+  :func:`idle_lanes`). A loop store's "some iteration hits the cell" is
+  re-indexed from the lane's iteration to the column (:func:`realigned_hit`),
+  so the quantified terms line up with the spec's loop over columns;
 - *conflicts*, between lanes of one program (:func:`lane_conflicts`, any two
   statements, not only two lanes of one store) and between two programs, as
   between two programs of the reference launch, under the same caller
@@ -28,20 +35,6 @@ assumptions conditional on the row being launched).
 Per-lane equivalence and conflict freedom between lanes give the program's
 equivalence with its rows run one after another, in any order, as per-program
 equivalence and conflict freedom give the reference launch's.
-
-**Why ``ROWS = 2`` covers the deployed 128.** Every statement of the kernel
-is lane-wise (lane ``i`` computes from row ``first_row + i`` only), except
-the bound of the prefill reset loop, ``tl.max`` of the lanes' spans, under
-which each lane masks the iterations to its own span. A lane's effect
-depends on the other lanes only through that bound (the proof covers every
-bound at least the lane's own span: the other lane's span is arbitrary) and
-through memory, where the lane-pair conflict obligation speaks of an
-arbitrary pair of rows of one block. A program of 128 lanes is therefore 128
-rows each behaving as lane 0 or 1 of the proof, every pair of them as the
-proved pair. A partial block of 2 to 127 rows is covered the same way (its
-launched lanes as a full block's, the others as the partial block's lane 1).
-This is an argument about the kernel's shape, not a proof over 128 lanes
-(``docs/kernel-proofs.md``).
 
 **The work-list program** (:func:`compaction_case`): its spec runs the
 postprocess spec of every row ``0 .. MAX_NUM_REQS - 1`` below ``num_reqs``
@@ -101,19 +94,15 @@ class GuardedMemory(SymbolicMemory):
 
 @dataclass
 class BlockSpec:
-    """The spec rows of one row block's lanes (every lane, or the sampled
-    ones at ``positions``), and whether each is launched."""
+    """The spec rows of one row block's sampled lanes, and whether each is launched."""
 
     rows: list[PostprocessCase]
     launched: list
     block: Any
     group: Any
+    sample: LaneSample
+    """The block's width and each spec row's lane position in it."""
     assumptions: list = field(default_factory=list)
-    width: int = ROWS
-    """The block's rows per program."""
-    positions: tuple = ()
-    """Each spec row's lane in the block (ints, or terms for sampled lanes)."""
-    sample: LaneSample | None = None
 
 
 def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Any,
@@ -153,7 +142,7 @@ def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, siz
         a += [(n, implies(on, t) if _mentions(t, r.trace.batch) else t) for n, t in r.assumptions]
     a.append((env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(block * width, group, sz.num_reqs, sz.groups,
                                                              geo.max_num_reqs)))
-    return BlockSpec(rows, launched, block, group, a, width, positions, sample)
+    return BlockSpec(rows, launched, block, group, sample, a)
 
 
 def _mentions(term: Any, symbol: Any) -> bool:

@@ -217,7 +217,7 @@ def sampled_extremum(run: Any, kind: str, x: Block, *args: Any, **kwargs: Any) -
     the lanes a claim is about (one, or a pair) and a witness (any other
     lane), so for every lane or pair some sample holds it and the attaining
     lane; the proofs, symmetric in the lanes, then speak of the real launch."""
-    if len(x.lanes) < x.width:
+    if len(x.lanes) < (x.width or len(x.lanes)):
         if run.mem._loops:
             raise TypeError(f"tl.{kind} over sampled lanes inside a loop's symbolic iteration (one witness lane "
                             "cannot attain every iteration's reduction)")
@@ -365,7 +365,7 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
     if fn is tl.minimum:
         return extremum("min", *args)
     if fn is tl.arange:
-        return arange(*args, **kwargs, sample=run.launch.lanes)
+        return arange(*args, **{**kwargs, "sample": run.launch.lanes})
     if fn is tl.cumsum:
         return _scan(run, args[0], args[1] if len(args) > 1 else kwargs.get("axis", 0), total=False)
     if fn is tl.sum:
