@@ -66,10 +66,8 @@ WIDE_MUTANTS = [
     Mutant("lanes past the second do nothing", "rows = first_row + tl.arange(0, ROWS_PER_PROGRAM)\n        launched = rows < num_reqs",
            "rows = first_row + tl.arange(0, ROWS_PER_PROGRAM)\n        launched = (rows < num_reqs) & (rows - first_row < 2)",
            "equivalence", case=WIDE_NONE),
-    Mutant("lanes past the second read the next row's destination slot",
-           "target_slot = tl.load(table_rows + target_col, mask=publish_wanted, other=PAD_SLOT_ID)",
-           "target_slot = tl.load(table_rows + (rows - first_row) // 2 * stride + target_col, mask=publish_wanted, "
-           "other=PAD_SLOT_ID)", "equivalence", case=WIDE_ALIGN),
+    Mutant("lanes past the second read the next row's block-table row", "table_rows = table + rows * stride",
+           "table_rows = table + (rows + (rows - first_row) // 2) * stride", "equivalence", case=WIDE_NONE),
     Mutant("lanes past the second write the next row's plan entry", "tl.store(plan_flush_count + rows, flush, mask=launched)",
            "tl.store(plan_flush_count + rows + (rows - first_row) // 2, flush, mask=launched)",
            "equivalence", case=WIDE_ALIGN),

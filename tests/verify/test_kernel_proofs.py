@@ -12,7 +12,7 @@ import pytest
 
 from replayssm.cli import main
 from replayssm.verify.kernels.obligations import properties, register
-from replayssm.verify.kernels.registry import BLOCKED, COMPACTION, MIGRATION, REFERENCE
+from replayssm.verify.kernels.registry import COMPACTION, MIGRATION, REFERENCE
 from replayssm.base.traces import load_trace
 from replayssm.verify.kernels.playback import replay_kernel_trace
 from replayssm.verify.obligation import REGISTRY, prove
@@ -28,11 +28,8 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 def test_ours_prove_every_obligation():
     import replayssm.verify.catalog  # noqa: F401  (plain prove includes ours)
 
-    names = [n for n in REGISTRY if n.startswith("kernel.") and "@" not in n and not n.startswith("kernel.blocked.")]
+    names = [n for n in REGISTRY if n.startswith("kernel.") and "@" not in n]
     assert len(names) == sum(len(properties(r)) for r in REFERENCE) == 15  # no padding programs on their grids
-    # ours row-blocked too (tests/verify/test_kernel_blocked_proofs.py proves them)
-    assert {n for n in REGISTRY if n.startswith("kernel.blocked.") and "@" not in n} == {
-        f"kernel.blocked.{p}" for p in properties(BLOCKED)}
     for name in names:
         r = prove(REGISTRY[name])
         assert r.status == "proved", (name, r.detail, r.counterexample)
