@@ -34,14 +34,20 @@ since major 2; a trace of another major is rejected, naming it)."""
 
 
 def params_json(p: SystemParams) -> dict:
+    """``p`` as a trace's ``params`` (``cache_mode`` only where it is not the
+    one the conventions serve by default: a trace of mode none or align reads
+    as before)."""
     g, c = p.geo, p.conv
-    return {"geometry": {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
+    out = {"geometry": {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
                          "ring_len": g.ring_len, "pad_slot": g.pad_slot},
             "conventions": {"cumulative": c.cumulative, "post_step": c.post_step,
                             "has_idx_mapping": c.has_idx_mapping, "materialize_prefixes": c.materialize_prefixes,
                             "live_col_is_zero": c.live_col_is_zero},
             "layers": list(p.layers), "num_cols": p.num_cols, "num_slots": p.num_slots,
             "num_streams": p.num_streams, "max_model_len": p.max_model_len}
+    if p.mode != c.mode:
+        out["cache_mode"] = p.mode
+    return out
 
 
 _GEOMETRY_FIELDS = ("max_num_reqs", "block_size", "window", "ring_len")
@@ -77,7 +83,7 @@ def params_from_json(d: dict) -> SystemParams:
     for name, why in RETIRED_PARAMS.items():
         if isinstance(d, dict) and name in d:
             raise ValueError(f"params.{name} is no longer a field: {why}")
-    d = _fields(d, "params", _PARAM_FIELDS, ("max_model_len",))
+    d = _fields(d, "params", _PARAM_FIELDS, ("max_model_len", "cache_mode"))
     geo = _fields(d["geometry"], "params.geometry", _GEOMETRY_FIELDS, ("pad_slot",))
     conv = _fields(d["conventions"], "params.conventions", _CONVENTION_FIELDS)
     for name in _CONVENTION_FIELDS:
@@ -87,7 +93,7 @@ def params_from_json(d: dict) -> SystemParams:
         raise ValueError(f"params.layers must be a list of layer counts >= 1, got {d['layers']!r}")
     try:
         p = SystemParams(Geometry(**geo), Conventions(**conv), tuple(d["layers"]), d["num_cols"], d["num_slots"],
-                         d["num_streams"], d.get("max_model_len"))
+                         d["num_streams"], d.get("max_model_len"), d.get("cache_mode"))
     except ValueError as e:
         msg = str(e)
         raise ValueError("params." + ("geometry." + msg[4:] if msg.startswith("geo.") else msg)) from None

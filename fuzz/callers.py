@@ -580,7 +580,7 @@ class Callers:
     def check_assumptions(self, row: GhostRow, r: Request, flag: bool, breaks: str | None = None) -> None:
         """The generator's rows satisfy the named caller assumptions; a row
         that ``breaks`` one (``fuzz --drop``) breaks it and keeps the others."""
-        geo, conv = self.geo, self.setup.conventions
+        geo = self.geo
         final = row.computed_before + row.query_len == r.prompt_len
         for name, ok in (
             (env.DECODE_ROW_FITS.name, env.DECODE_ROW_FITS(geo, row)),
@@ -588,8 +588,8 @@ class Callers:
             (env.ROW_NONEMPTY.name, env.ROW_NONEMPTY(geo, row)),
             (env.DECODE_WITHIN_BLOCK.name, env.DECODE_WITHIN_BLOCK(geo, row)),
             (env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, row, self.max_model_len)),
-            (env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row)),
-            (env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, final)),
+            (env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, self.rows.mode, row)),
+            (env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, self.rows.mode, row, final)),
             (env.IS_PREFILLING_AGREES.name, env.IS_PREFILLING_AGREES(flag, row.prefilling)),
         ):
             if bool(ok) != (name != breaks):

@@ -52,7 +52,7 @@ class Setup:
         """A system for requests of up to ``model_blocks`` blocks, its table as
         vLLM sizes it (``spec.assumptions.block_table_width``)."""
         max_model_len = model_blocks * geometry.block_size
-        width = block_table_width(conventions, max_model_len, geometry.block_size)
+        width = block_table_width(conventions.mode, max_model_len, geometry.block_size)
         return cls(geometry, conventions, layers_per_group, width, num_slots, max_model_len)
 
     def as_json(self) -> dict:

@@ -1,5 +1,5 @@
-"""Write each necessary caller assumption's (or jointly needed set's) counterexample as a trace and
-render it with `explain` into docs/assumption_traces.md.
+"""Write each necessary caller assumption's (or jointly needed set's) counterexample, and each finding's
+(``verify.system_findings``), as a trace and render it with `explain` into docs/assumption_traces.md.
 
     python3 scripts/assumption_traces.py [--out DIR]   # writes DIR/traces/*.json and DIR/assumption_traces.md
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import z3
 
+from replayssm.verify import system_findings as sf
 from replayssm.verify import system_probes as sp
 from replayssm.verify.obligation import first_violation
 from replayssm.verify.terms import lift
@@ -57,6 +58,19 @@ def write(docs: Path) -> list[Path]:
         if trace is None:
             out.append("Proved without it in this probe (no counterexample).")
             out.append("")
+            continue
+        written.append(write_json(trace, folder / f"{name}.json"))
+        out.append(f"`replayssm-verify explain docs/traces/{name}.json`:")
+        out += ["", "```", explain(trace), "```", ""]
+    out += ["# Findings: vLLM caller shapes that break an invariant", "",
+            "Worlds the proofs do not run (`verify/system_findings.py`); what each means for vLLM: "
+            "`docs/assumptions.md`, \"Cache modes\".", ""]
+    for name in sorted(sf.FINDINGS):
+        finding = sf.FINDINGS[name]
+        trace = sf.finding_trace(finding)
+        out += [f"## {name}", "", finding.what + ".", ""]
+        if trace is None:
+            out += ["No counterexample: the world proves here.", ""]
             continue
         written.append(write_json(trace, folder / f"{name}.json"))
         out.append(f"`replayssm-verify explain docs/traces/{name}.json`:")

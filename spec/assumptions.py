@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry
+from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry, chunks_on_boundary, has_prefix_cache, moves_live_column
 from .provenance import (
     A1, C1, HOST, HOST_README, PAGE, T1, T2, T3, T5, T6, VERSIONS_README,
     Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
@@ -219,15 +219,15 @@ def last_scheduled_block(row: GhostRow, block_size: Value) -> Value:
     return cdiv(row.computed_before + row.query_len + block_size - 1, block_size) - 1
 
 
-def _live_col_is_last_block(geo: Geometry, conv: Conventions, row: GhostRow) -> Cond:
-    if not conv.materialize_prefixes:
+def _live_col_is_last_block(geo: Geometry, mode: str, row: GhostRow) -> Cond:
+    if not moves_live_column(mode):
         return row.live_col == 0
     return row.live_col == last_scheduled_block(row, geo.block_size)
 
 
 LIVE_COL_IS_LAST_BLOCK = Assumption(
     "live_col_is_last_block",
-    "align mode: the live column is the block of the last scheduled token; mode none: column 0",
+    "align and all mode: the live column is the block of the last scheduled token; mode none: column 0",
     _live_col_is_last_block,
     guaranteed(
         cite(PAGE, "# Mode none has one live column, regardless of the prompt length.",
@@ -243,8 +243,8 @@ LIVE_COL_IS_LAST_BLOCK = Assumption(
 )
 
 
-def _prefill_chunk_on_boundary(geo: Geometry, conv: Conventions, row: GhostRow, final_chunk: Cond) -> Cond:
-    if not conv.materialize_prefixes:
+def _prefill_chunk_on_boundary(geo: Geometry, mode: str, row: GhostRow, final_chunk: Cond) -> Cond:
+    if not chunks_on_boundary(mode):
         return True
     ends_on_boundary = cdiv(row.computed_before + row.query_len, geo.block_size) * geo.block_size == (
         row.computed_before + row.query_len
@@ -347,25 +347,26 @@ tokens, ``../shared/reference/vllm-host/T6_block_copy_test.py``). The model
 keeps it a parameter of :func:`block_table_width`; every world uses 0."""
 
 
-def block_table_width(conv: Conventions, max_model_len: int, block_size: int,
+def block_table_width(mode: str, max_model_len: int, block_size: int,
                       num_speculative_blocks: int = NUM_SPECULATIVE_BLOCKS) -> int:
-    """The columns vLLM gives a Mamba group's block table (vLLM #30877): one
-    per block of ``max_model_len`` tokens with prefix caching (align mode),
-    a single one without (mode none: the live column holds a request of any
-    length), plus the speculative blocks."""
-    blocks = -(-max_model_len // block_size) if conv.materialize_prefixes else 1
+    """The columns vLLM gives a Mamba group's block table in cache mode
+    ``mode`` (vLLM #30877): one per block of ``max_model_len`` tokens with
+    prefix caching (align and all mode), a single one without (mode none:
+    the live column holds a request of any length), plus the speculative
+    blocks."""
+    blocks = -(-max_model_len // block_size) if has_prefix_cache(mode) else 1
     return blocks + num_speculative_blocks
 
 
-def _model_fits_table(conv: Conventions, max_model_len: Value, block_size: Value, num_cols: Value) -> Cond:
-    if not conv.materialize_prefixes:
+def _model_fits_table(mode: str, max_model_len: Value, block_size: Value, num_cols: Value) -> Cond:
+    if not has_prefix_cache(mode):
         return num_cols >= 1
     return conj(num_cols >= 1, max_model_len <= num_cols * block_size)
 
 
 MODEL_FITS_TABLE = Assumption(
     "model_fits_table",
-    "the block table has at least one column; in align mode one for every block of max_model_len tokens "
+    "the block table has at least one column; in align and all mode one for every block of max_model_len tokens "
     "(mode none: one live column whatever the prompt length)",
     _model_fits_table,
     guaranteed(

@@ -19,6 +19,56 @@ NULL_BLOCK_ID = 0
 MAX_WINDOW_LIMIT = 16
 """FlashInfer's largest supported logical window."""
 
+CACHE_MODES = ("none", "align", "all")
+"""vLLM's Mamba cache modes (``mamba_cache_mode``). The kernels never see the
+mode, only :class:`Conventions`' flags; which flags a mode sets is the
+version's host's choice (``all`` publishes prefixes under A1-era hosts, not
+under the reference's and A3's). The caller rules the mode decides are the
+functions below; ``docs/assumptions.md`` "Cache modes" says which evidence
+each rests on."""
+
+
+def check_cache_mode(mode: Any, conv: "Conventions") -> str:
+    """``mode`` if it is a cache mode the flags ``conv`` can serve, else a
+    ``ValueError`` naming ``cache_mode`` and the allowed values: ``none``
+    never publishes, ``align`` always does, and ``all`` moves its live
+    column, so it cannot run with ``LIVE_COL_IS_ZERO``."""
+    if mode not in CACHE_MODES:
+        raise ValueError(f"cache_mode must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
+    allowed = {"none": not conv.materialize_prefixes, "align": conv.materialize_prefixes,
+               "all": not conv.live_col_is_zero}[mode]
+    if not allowed:
+        need = {"none": "materialize_prefixes off", "align": "materialize_prefixes on",
+                "all": "live_col_is_zero off (its live column moves)"}[mode]
+        raise ValueError(f"cache_mode {mode!r} needs conventions with {need}, got {conv.label()}")
+    return mode
+
+
+def moves_live_column(mode: str) -> bool:
+    """The live column is the block of the last scheduled token (``align``,
+    ``all``: T1 runs ``all`` with live column 1), not column 0 (``none``)."""
+    return mode != "none"
+
+
+def has_prefix_cache(mode: str) -> bool:
+    """The scheduler's prefix cache registers blocks and serves hits (not in ``none``)."""
+    return mode != "none"
+
+
+def chunks_on_boundary(mode: str) -> bool:
+    """Prefill chunks are scheduled on block boundaries (``align``'s purpose,
+    vLLM #30877); ``all``'s prefill writes every boundary it crosses, so a
+    chunk may start and end anywhere, as in ``none``."""
+    return mode == "align"
+
+
+def prefill_writes_every_boundary(mode: str) -> bool:
+    """A prefill chunk leaves the state at every block boundary it crosses
+    in that block, a block it starts inside included (``all``: D1-D3's
+    prefill reset says so); ``align``'s leaves it in the blocks it covers
+    whole (model choice ``prefill_writes_covered_block_states``)."""
+    return mode == "all"
+
 
 def require_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
     """A ``ValueError`` naming ``name`` and the range ``[lo, hi]`` unless ``value`` is an int in it."""
@@ -71,7 +121,9 @@ class Conventions:
 
     @property
     def mode(self) -> str:
-        """``align`` when prefixes are published, else ``none``."""
+        """The cache mode these flags serve when none is named: ``align``
+        when prefixes are published, else ``none`` (``all`` is a world's
+        choice: ``SystemParams.cache_mode``)."""
         return "align" if self.materialize_prefixes else "none"
 
     def label(self) -> str:

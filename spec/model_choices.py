@@ -7,9 +7,8 @@ moves state, where padding rows sit, which blocks a step allocates, what
 FlashInfer executes). Each is a :class:`ModelChoice` here, named, with the
 modules that build it in and its provenance (``spec.provenance``), so review
 and proofs can refer to it by name and a reader sees which of them vLLM
-guarantees. The records about vLLM's ``all`` cache mode, which the model does
-not run, say what the model would have to assume there (``docs/assumptions.md``,
-"Cache modes").
+guarantees. The records about vLLM's ``all`` cache mode say what the model
+assumes there, in its two host shapes (``docs/assumptions.md``, "Cache modes").
 """
 
 from __future__ import annotations
@@ -20,10 +19,6 @@ from .provenance import (
     A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, T1, T2, T3, T4, T5, T6, VERSIONS_README,
     Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
 )
-
-NOT_MODELLED = ()
-"""``built_in`` of a record about a vLLM behaviour no module of the model runs."""
-
 
 @dataclass(frozen=True)
 class ModelChoice:
@@ -91,7 +86,8 @@ PREFILL_WRITES_COVERED_BLOCK_STATES = ModelChoice(
 
 PREFIX_CACHE_REGISTERS_FILLED_BLOCKS = ModelChoice(
     "prefix_cache_registers_filled_blocks",
-    "align mode: the prefix cache registers each non-null block a step filled, under its stream and boundary",
+    "align and all mode: the prefix cache registers each non-null block a step filled, under its stream and "
+    "boundary (whether or not the host publishes in the mode)",
     ("spec/system/step.py",),
     not_guaranteed(
         "vLLM's KV-cache manager would have to promise which Mamba blocks it registers for prefix hits; the "
@@ -392,12 +388,12 @@ POSITIONS_NONNEGATIVE = ModelChoice(
                    cite(PAGE, "running_state_pos = tl.where(", "the kernel derives the running position.")),
 )
 
-# -- vLLM's all cache mode (not run by the model) ----------------------------------------------------
+# -- vLLM's all cache mode: the worlds v2-all (an A1-era host) and v2-all-unpublished (the reference's host)
 
 ALL_MODE_MATERIALIZES_AS_ALIGN = ModelChoice(
     "all_mode_materializes_as_align",
     "all mode reaches A1, A2, A4, A5, B, C, D1 and D2 with MATERIALIZE_PREFIXES on, as align mode does",
-    NOT_MODELLED,
+    ("verify/system_world.py",),
     guaranteed(cite(A1, 'materialize_prefixes=cache_mode in ("align", "all"),',
                     "these versions publish prefixes in all mode too.")),
 )
@@ -405,8 +401,8 @@ ALL_MODE_MATERIALIZES_AS_ALIGN = ModelChoice(
 ALL_MODE_UNPUBLISHED_IN_REFERENCE = ModelChoice(
     "all_mode_unpublished_in_reference",
     "all mode reaches the reference (A3) with MATERIALIZE_PREFIXES off: no ReplaySSM publish, the prefill "
-    "reset of mode none",
-    NOT_MODELLED,
+    "reset of mode none, live columns given",
+    ("verify/system_world.py", "verify/system_findings.py"),
     guaranteed(
         cite(PAGE, 'materialize_prefixes=first_spec.mamba_cache_mode == "align",', "only align mode publishes."),
         cite(A3, 'materialize_prefixes=cache_mode == "align",', "A3's group context likewise."),
@@ -414,14 +410,12 @@ ALL_MODE_UNPUBLISHED_IN_REFERENCE = ModelChoice(
     ),
 )
 
-ALL_MODE_LIVE_COLUMN_ZERO = ModelChoice(
-    "all_mode_live_column_zero",
-    "all mode: the live page is block-table column 0 (what the model's mode none fixes whenever "
-    "MATERIALIZE_PREFIXES is off)",
-    ("spec/geometry.py", "spec/assumptions.py"),
-    contradicted(
-        "in all mode the live page moves with the request (vLLM #55688 is the fix of code that assumed column 0); "
-        "the model's mode none describes vLLM's mode none only, not all mode under A3",
+ALL_MODE_LIVE_COLUMN_MOVES = ModelChoice(
+    "all_mode_live_column_moves",
+    "all mode: the live column is the block of the last scheduled token, as in align mode, under either host "
+    "(the caller rules key on the cache mode, not on MATERIALIZE_PREFIXES)",
+    ("spec/geometry.py", "spec/assumptions.py", "spec/system/step.py", "spec/system/rows.py"),
+    guaranteed(
         cite(HOST_README, "rather than assuming block-table column",
              "vLLM #55688 selects the actual live page in all mode instead of column 0."),
         cite(T1, '"all",', "vLLM's all-mode test (A1 era) ..."),
@@ -432,7 +426,7 @@ ALL_MODE_LIVE_COLUMN_ZERO = ModelChoice(
 ALL_MODE_POSTPROCESS_RUNS = ModelChoice(
     "all_mode_postprocess_runs",
     "all mode: the postprocess runs every step, as in the other modes",
-    NOT_MODELLED,
+    ("spec/system/step.py",),
     not_guaranteed("vLLM shipped a mode check that skipped the postprocess in all mode (vLLM #43955)",
                    cite(HOST_README, "`!= \"align\"` also matched `all` and skipped the postprocess there",
                         "a version of vLLM skipped the postprocess in all mode.")),
@@ -440,10 +434,23 @@ ALL_MODE_POSTPROCESS_RUNS = ModelChoice(
 
 ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY = ModelChoice(
     "all_mode_prefill_writes_every_boundary",
-    "all mode: a prefill chunk leaves the state at every block boundary it covers in that block",
-    NOT_MODELLED,
+    "all mode: a prefill chunk leaves the state at every block boundary it covers in that block (the block it "
+    "starts inside included)",
+    ("spec/geometry.py", "spec/system/step.py"),
     guaranteed(cite(D1, "# All-mode prefill writes every boundary state in this interval.",
                     "D1 resets every block a prefill covers because the prefill wrote each boundary's state.")),
+)
+
+ALL_MODE_CHUNKS_ANYWHERE = ModelChoice(
+    "all_mode_chunks_anywhere",
+    "all mode: a prefill chunk may start and end anywhere (prefill_chunk_on_boundary is align mode's)",
+    ("spec/geometry.py", "spec/assumptions.py", "spec/system/rows.py"),
+    not_guaranteed(
+        "vLLM's all-mode scheduler is not in the corpus; the model admits every chunk, so it covers whatever "
+        "alignment that scheduler keeps, and the kernels serve a chunk that starts inside a block",
+        cite(D1, "first_col = tl.maximum(computed_before // MAMBA_BLOCK_SIZE, 0)",
+             "D1's all-mode prefill reset starts at the block of the chunk's first token, inside a block or not."),
+    ),
 )
 
 # -- how each generation's host code lays out a launch (the generations' kernel proofs, verify/kernels/named.py)
@@ -523,8 +530,8 @@ ALL = [
     NULL_BLOCK_IS_PAD, MIGRATION_COLUMNS_OLD_AND_NEW_LIVE, LIVE_COLS_ZERO_WHEN_ABSENT,
     MATERIALIZE_COLUMNS_FROM_BOUNDARY, ALIGN_WITH_LIVE_COL_ZERO_IN_BLOCK_ZERO,
     INT32_INPUTS, INT32_SIZES, NUM_REQS_IN_CAPACITY, POSITIONS_NONNEGATIVE,
-    ALL_MODE_MATERIALIZES_AS_ALIGN, ALL_MODE_UNPUBLISHED_IN_REFERENCE, ALL_MODE_LIVE_COLUMN_ZERO,
-    ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY,
+    ALL_MODE_MATERIALIZES_AS_ALIGN, ALL_MODE_UNPUBLISHED_IN_REFERENCE, ALL_MODE_LIVE_COLUMN_MOVES,
+    ALL_MODE_POSTPROCESS_RUNS, ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY, ALL_MODE_CHUNKS_ANYWHERE,
     CALLER_PASSES_PRE_STEP_COUNT, GROUP_LAYERS_ARE_NUM_LAYERS, ONE_LAUNCH_PER_GROUP,
     GROUP_LAYER_OFFSETS_MATCH_PACKED_TABLES, GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP,
     TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS, PADDING_PROGRAMS_PAST_NUM_REQS,

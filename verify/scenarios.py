@@ -15,7 +15,7 @@ from typing import Any
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.flashinfer import tracker_in_range
-from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.geometry import Conventions, Geometry, check_cache_mode
 from replayssm.spec.migration import MigrationTrace, migrate_program
 from replayssm.spec import postprocess as postprocess_spec
 from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_program
@@ -124,6 +124,8 @@ class PostprocessCase:
     final_chunk: Sym
     intermediates: list = field(default_factory=list)
     assumptions: list[tuple[str, Any]] = field(default_factory=list)
+    mode: str = ""
+    """The cache mode whose caller rules the assumptions follow (``spec.geometry.CACHE_MODES``)."""
 
     def show(self) -> dict[str, Any]:
         t, g = self.trace, self.ghost
@@ -140,8 +142,12 @@ class PostprocessCase:
         }
 
 
-def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory, program: str) -> tuple:
-    """A symbolic batch row, its ghost step, and the caller's encoding of it."""
+def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory, program: str,
+               mode: str | None = None) -> tuple:
+    """A symbolic batch row, its ghost step, and the caller's encoding of it,
+    under the caller rules of cache mode ``mode`` (``None``: the one ``conv``
+    serves by default)."""
+    mode = check_cache_mode(conv.mode if mode is None else mode, conv)
     batch, group = named_int(f"batch_{program}"), named_int(f"group_{program}")
     req = named_int(f"req_{program}") if conv.has_idx_mapping else batch
     ghost = GhostRow(
@@ -168,9 +174,9 @@ def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory,
         (env.ROW_NONEMPTY.name, implies(real, env.ROW_NONEMPTY(geo, ghost))),
         (env.DECODE_WITHIN_BLOCK.name, implies(real, env.DECODE_WITHIN_BLOCK(geo, ghost))),
         (env.POSITIONS_IN_MODEL.name, implies(real, env.POSITIONS_IN_MODEL(geo, ghost, sz.max_model_len))),
-        (env.MODEL_FITS_TABLE.name, env.MODEL_FITS_TABLE(conv, sz.max_model_len, geo.block_size, sz.num_cols)),
-        (env.LIVE_COL_IS_LAST_BLOCK.name, implies(real, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, ghost))),
-        (env.PREFILL_CHUNK_ON_BOUNDARY.name, implies(real, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, ghost, final_chunk))),
+        (env.MODEL_FITS_TABLE.name, env.MODEL_FITS_TABLE(mode, sz.max_model_len, geo.block_size, sz.num_cols)),
+        (env.LIVE_COL_IS_LAST_BLOCK.name, implies(real, env.LIVE_COL_IS_LAST_BLOCK(geo, mode, ghost))),
+        (env.PREFILL_CHUNK_ON_BOUNDARY.name, implies(real, env.PREFILL_CHUNK_ON_BOUNDARY(geo, mode, ghost, final_chunk))),
     ]
     return batch, group, ghost, final_chunk, a
 
@@ -182,17 +188,20 @@ def postprocess_case(
     program: str = "p",
     sizes: Sizes | None = None,
     arrays: dict | None = None,
+    cache_mode: str | None = None,
 ) -> PostprocessCase:
     """A postprocess program for symbolic row ``batch_<program>`` of group
-    ``group_<program>``, under every caller assumption of the kernel."""
+    ``group_<program>``, under every caller assumption of the kernel in
+    ``cache_mode`` (``None``: the one ``conv`` serves by default)."""
     sz = sizes or symbolic_sizes()
     mem = SymbolicMemory(buffer_shapes(geo, sz, conv.cumulative), arrays if arrays is not None else {}, program)
-    batch, group, ghost, final_chunk, a = _row_setup(conv, geo, sz, mem, program)
+    mode = conv.mode if cache_mode is None else cache_mode
+    batch, group, ghost, final_chunk, a = _row_setup(conv, geo, sz, mem, program, mode)
     with recording() as intermediates:
         trace = postprocess_program(mem, geo, conv, batch, group)
     a += memory_facts(mem, geo, sz)
     a += _distinct_slot_facts(mem, trace, geo)
-    return PostprocessCase(conv, geo, sz, mem, trace, ghost, final_chunk, intermediates, a)
+    return PostprocessCase(conv, geo, sz, mem, trace, ghost, final_chunk, intermediates, a, mode)
 
 
 @dataclass

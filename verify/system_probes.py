@@ -15,7 +15,7 @@ from replayssm.spec.vocab import conj, negate
 from .obligation import Claim
 from .system_proofs import preservation_claim
 from .system_steps import CaseRow, StepCase, Transition, case_transition, context, decode_row, prefill_row
-from .system_world import SYSTEM_CONVENTIONS, SYSTEM_GEOMETRY, system_params
+from .system_world import SYSTEM_GEOMETRY, world_params
 
 PROBE_GEOMETRIES: dict[str, Geometry] = {
     "system": SYSTEM_GEOMETRY,
@@ -47,7 +47,7 @@ class Probe:
 
 
 def probe_transition(pr: Probe) -> Transition:
-    p = system_params(SYSTEM_CONVENTIONS[pr.conv], PROBE_GEOMETRIES[pr.geometry], model_blocks=pr.model_blocks)
+    p = world_params(pr.conv, PROBE_GEOMETRIES[pr.geometry], model_blocks=pr.model_blocks)
     p = replace(p, num_slots=2 * p.num_cols + 3)
     return case_transition(p, pr.case, pr.fresh)
 

@@ -29,6 +29,7 @@ from replayssm.spec.system import (
     check_dropped,
     initial_state,
 )
+from replayssm.spec.geometry import has_prefix_cache
 from replayssm.spec.vocab import Cond, conj, disj, implies
 
 from .obligation import Claim, PartName, obligation
@@ -46,9 +47,9 @@ from .system_world import (
     EVERY_INVARIANT,
     REFERENCE_CALLER,
     SYSTEM_CONVENTIONS,
-    convention_label,
     group_parts,
-    system_params,
+    world_label,
+    world_params,
 )
 from .terms import Sym, lift
 from .traces import trace_from_transition
@@ -96,12 +97,12 @@ def reference_of(t: Transition[Any]) -> tuple[Transition[StepPicks], str] | None
     request order (``StepCase.lead``), both at once for a reordered v1 shape."""
     if t.case is None:
         return None
-    caller = convention_label(t.p.conv)
+    caller = world_label(t.p)
     ref_caller, lead = REFERENCE_CALLER.get(caller, caller), t.case.lead
     if (ref_caller, lead) == (caller, t.case):
         return None
     name = ref_caller if lead == t.case else f"{ref_caller} in request order"
-    return case_transition(system_params(SYSTEM_CONVENTIONS[ref_caller]), lead), name
+    return case_transition(world_params(ref_caller), lead), name
 
 
 def reference_claim(t: Transition[StepPicks], label: str, goal_filter: Callable[[str], bool] = lambda n: True,
@@ -141,7 +142,7 @@ def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]
     term too."""
     if t.case is None or reference_of(t) is not None:
         raise ValueError("shape_claim: a claim of one step shape needs the case_transition of a shape proved directly")
-    direct = convention_label(t.p.conv)
+    direct = world_label(t.p)
     callers = [caller for caller, ref in REFERENCE_CALLER.items() if ref == direct]
     orders = t.case.reorderings()
     label = f"step {' + '.join([direct, *callers])}: {t.case.label}{', in either batch order' if orders else ''}"
@@ -150,7 +151,7 @@ def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]
         for case in [t.case, *orders]:
             if (caller, case) == (direct, t.case):
                 continue
-            follower = case_transition(system_params(SYSTEM_CONVENTIONS[caller]), case)
+            follower = case_transition(world_params(caller), case)
             name = caller if case == t.case else f"{caller} {case.label}"
             if lift(cover(follower)).get_id() != lift(claim.cover).get_id():
                 raise ValueError(f"{label}: {name} covers another situation than {direct}; prove it on its own")
@@ -166,7 +167,7 @@ def check_callers_share_shapes(rows: tuple[int, ...]) -> None:
     for caller, ref in REFERENCE_CALLER.items():
         if ref not in DIRECT:
             raise ValueError(f"{caller} is proved through {ref}, which is not proved directly ({DIRECT})")
-        mine, theirs = (system_params(SYSTEM_CONVENTIONS[c]) for c in (caller, ref))
+        mine, theirs = (world_params(c) for c in (caller, ref))
         for n in rows:
             if step_cases(mine, n) != step_cases(theirs, n):
                 raise ValueError(f"{caller} and {ref} list different {n}-row step shapes; "
@@ -234,8 +235,8 @@ def _preserves(action: str, cover: Callable[[Transition[Any]], Cond] = lambda t:
             invariants=EVERY_INVARIANT)
 def initial() -> list[Claim]:
     claims = []
-    for label, conv in SYSTEM_CONVENTIONS.items():
-        st = initial_state(system_params(conv))
+    for label in SYSTEM_CONVENTIONS:
+        st = initial_state(world_params(label))
         goal: list[tuple[PartName, Cond]] = [
             (n, Sym(z3.BoolVal(bool(x)))) for n, x in group_parts(context().inductive_invariant(st))]
         claims.append(Claim(goal, [], True, label))
@@ -246,7 +247,7 @@ system_admit = obligation(
     "system.admit", "admit",
     "admit (a prefix-cache hit on published blocks, or none) preserves the inductive invariant", shardable=True,
     invariants=EVERY_INVARIANT)(
-    _preserves("admit", lambda t: t.picks.hit == 1 if t.p.conv.materialize_prefixes else True))
+    _preserves("admit", lambda t: t.picks.hit == 1 if has_prefix_cache(t.p.mode) else True))
 system_free = obligation(
     "system.free", "free",
     "free / preempt preserves the inductive invariant (a freed published block stays registered)", shardable=True,
@@ -304,8 +305,8 @@ def shapes_cover() -> list[Claim]:
 
 
 def _shapes_cover_claims() -> Iterator[Claim]:
-    for label, conv in SYSTEM_CONVENTIONS.items():
-        p = system_params(conv)
+    for label in SYSTEM_CONVENTIONS:
+        p = world_params(label)
         if set(STEP_ROWS + BATCH_ROWS) != set(range(1, p.num_reqs + 1)):
             raise ValueError(f"step shapes cover {STEP_ROWS + BATCH_ROWS} rows; a step of {p.num_reqs} "
                              f"requests schedules 1..{p.num_reqs}")

@@ -35,9 +35,10 @@ from replayssm.spec.system import (
     invariants,
     runs_prefill,
 )
+from replayssm.spec.geometry import chunks_on_boundary, moves_live_column
 from replayssm.spec.vocab import Cond, conj, ite, negate
 
-from .system_world import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, symbolic_state, system_params
+from .system_world import SYSTEM_CONVENTIONS, group_parts, symbolic_picks, symbolic_state, world_params
 from .terms import named_int, variables
 
 
@@ -170,16 +171,18 @@ def row_shapes(p: SystemParams) -> list[RowShape]:
     prefill chunk moves forward from its previous column (or from none), or
     stays in it when that column is not the first (a chunk after a prefix hit
     of that many blocks starts at the column's first token; after column 0
-    the position would be 0, which has no live column); in mode none the
-    live column is 0. A prompt tail run as a decode has a decode's shapes
-    (its prior state has a live column)."""
+    the position would be 0, which has no live column; in all mode a chunk
+    may also continue inside column 0, chunks starting anywhere); in mode
+    none the live column is 0. A prompt tail run as a decode has a decode's
+    shapes (its prior state has a live column)."""
     C = p.num_cols
     out: list[RowShape] = []
+    stays_from = 1 if chunks_on_boundary(p.mode) else 0
     for mode in (0, 1):
         for live in range(-1, C):
             for col in range(C):
-                if p.conv.materialize_prefixes:
-                    ok = (col in (live, live + 1) and live >= 0) if mode == 0 else (col > live or col == live >= 1)
+                if moves_live_column(p.mode):
+                    ok = (col in (live, live + 1) and live >= 0) if mode == 0 else (col > live or col == live >= stays_from)
                 else:
                     ok = col == 0 and (live == 0 if mode == 0 else live in (-1, 0))
                 if ok:
@@ -211,7 +214,7 @@ def case_pins(t: Transition[StepPicks], case: StepCase) -> Cond:
         phase = runs_prefill(pre, t.picks, r)
         pins[r] = t.picks.rows[r].sched == 1
         pins += [phase if row.prefill else negate(phase), pre.get("live", r) == row.live]
-        if t.p.conv.materialize_prefixes:
+        if moves_live_column(t.p.mode):
             pins.append(t.picks.rows[r].live_col == row.live_col)
     pins += [ahead_in_order(t.picks.order, a.req, b.req) for a, b in zip(case.rows, case.rows[1:])]
     return conj(*pins)
@@ -299,7 +302,7 @@ class ProofContext:
             shape += [general.picks.rows[r].cover_slot[c][g] == cover[c][g]
                       for c in range(C - 1) for g in range(p.groups)]
             rows[r] = replace(rows[r], sched=1, slot=(slot,) * p.groups, cover_slot=cover,
-                              live_col=row.live_col if p.conv.materialize_prefixes else rows[r].live_col)
+                              live_col=row.live_col if moves_live_column(p.mode) else rows[r].live_col)
         t = Transition(p, "step", pre, StepPicks(tuple(rows), general.picks.order), general.outcome, general.guard,
                        general.assumptions, shape, case)
         self.transitions[key] = t
@@ -367,10 +370,10 @@ def transitions(action: str, conventions: tuple[str, ...] | None = None,
     (or those named; admit and free: one per request index; step: one per
     :class:`StepCase` with a number of scheduled rows in ``rows``)."""
     ctx = context()
-    for label, conv in SYSTEM_CONVENTIONS.items():
+    for label in SYSTEM_CONVENTIONS:
         if conventions is not None and label not in conventions:
             continue
-        p = system_params(conv)
+        p = world_params(label)
         if action == "step":
             for n in rows:
                 for case in step_cases(p, n):

@@ -32,23 +32,53 @@ SYSTEM_CONVENTIONS: dict[str, Conventions] = {
                            materialize_prefixes=False, live_col_is_zero=True),
     "v2-none": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
                            materialize_prefixes=False, live_col_is_zero=True),
+    "v2-all": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                          materialize_prefixes=True, live_col_is_zero=False),
 }
-"""Both callers in both modes (each step picks its batch order, so a v2
-``idx_mapping`` is any permutation of the scheduled requests).
+"""Both callers in modes none and align (each step picks its batch order,
+so a v2 ``idx_mapping`` is any permutation of the scheduled requests), and
+the v2 caller in mode ``all`` under an A1-era host, which publishes in it
+(the flags of align: ``all_mode_materializes_as_align``).
 ``postprocess.conventions_agree`` covers the remaining query/count
 combinations at the kernel level."""
 
+SYSTEM_MODES: dict[str, str] = {"v2-all": "all", "v2-all-unpublished": "all"}
+"""The cache mode of each world whose mode is not the one its conventions
+serve by default (``Conventions.mode``)."""
+
+UNPUBLISHED_ALL: dict[str, Conventions] = {
+    "v2-all-unpublished": Conventions(cumulative=True, post_step=True, has_idx_mapping=True,
+                                      materialize_prefixes=False, live_col_is_zero=False),
+}
+"""Mode ``all`` under the reference's (and A3's) host, which publishes in
+align mode only (``all_mode_unpublished_in_reference``): the flags of mode
+none but live columns given, a table as wide as align's, prefill chunks
+anywhere, the prefix cache registering what the steps fill. Not a world of
+the proofs: its counterexample is a finding about the reference
+(``docs/assumptions.md`` "Cache modes", ``verify.system_findings``)."""
+
+
+_WORLDS = {**SYSTEM_CONVENTIONS, **UNPUBLISHED_ALL}
+
 
 def system_params(conv: Conventions, geo: Geometry = SYSTEM_GEOMETRY, model_blocks: int = 2,
-                  **kw: Any) -> SystemParams:
-    """The world of ``conv``: requests of up to ``model_blocks`` blocks in a
-    block table as vLLM sizes it (``block_table_width``: a column per block
-    in align mode, one live column in mode none, where chunks past the first
-    block then run in that column)."""
+                  cache_mode: str | None = None, **kw: Any) -> SystemParams:
+    """The world of ``conv`` in ``cache_mode`` (``None``: the one ``conv``
+    serves by default): requests of up to ``model_blocks`` blocks in a block
+    table as vLLM sizes it (``block_table_width``: a column per block in
+    align and all mode, one live column in mode none, where chunks past the
+    first block then run in that column)."""
     bs = int(geo.block_size)
-    kw = {"num_cols": block_table_width(conv, model_blocks * bs, bs), "max_model_len": model_blocks * bs,
+    mode = conv.mode if cache_mode is None else cache_mode
+    kw = {"num_cols": block_table_width(mode, model_blocks * bs, bs), "max_model_len": model_blocks * bs,
           "num_slots": 7, **kw}
-    return SystemParams(geo, conv, **kw)
+    return SystemParams(geo, conv, cache_mode=mode, **kw)
+
+
+def world_params(label: str, geo: Geometry = SYSTEM_GEOMETRY, model_blocks: int = 2, **kw: Any) -> SystemParams:
+    """:func:`system_params` of the world ``label`` (of :data:`SYSTEM_CONVENTIONS`
+    or :data:`UNPUBLISHED_ALL`), in its cache mode."""
+    return system_params(_WORLDS[label], geo, model_blocks, SYSTEM_MODES.get(label), **kw)
 
 
 def symbolic_state(p: SystemParams, tag: str) -> State:
@@ -83,10 +113,11 @@ DIRECT = tuple(label for label in SYSTEM_CONVENTIONS if label not in REFERENCE_C
 """The callers whose step shapes are proved against the invariant itself."""
 
 ALIGN = tuple(label for label, conv in SYSTEM_CONVENTIONS.items() if conv.materialize_prefixes)
-"""The system conventions in align mode (the ones that publish and plan)."""
+"""The system worlds that publish and plan (align mode, and all mode under an A1-era host)."""
 
 
-def convention_label(conv: Conventions) -> str:
-    """The name of a system convention in :data:`SYSTEM_CONVENTIONS`."""
-    return next(label for label, c in SYSTEM_CONVENTIONS.items() if c == conv)
+def world_label(p: SystemParams) -> str:
+    """The name of ``p``'s world in :data:`SYSTEM_CONVENTIONS` or :data:`UNPUBLISHED_ALL`
+    (its conventions and cache mode)."""
+    return next(label for label, c in _WORLDS.items() if c == p.conv and SYSTEM_MODES.get(label, c.mode) == p.mode)
 

@@ -6,6 +6,7 @@ caller assumptions (none) and its effect, then its :class:`~.action.Action`.
 
 from __future__ import annotations
 
+from ..geometry import has_prefix_cache
 from ..vocab import Cond, conj, implies, ite, within
 from .action import Action, Named, Outcome
 from .picks import AdmitPicks, FreePicks, PickSpec
@@ -30,7 +31,7 @@ def admit_guard(st: State, k: AdmitPicks) -> Cond:
     parts = [within(r, 0, p.num_reqs - 1), st.get("active", r) == 0,
              within(k.stream, 0, p.num_streams - 1), within(k.prompt, 1, p.max_len),
              within(k.hit, 0, p.num_cols - 1), k.hit * bs < k.prompt]
-    if not p.conv.materialize_prefixes:
+    if not has_prefix_cache(p.mode):
         parts.append(k.hit == 0)
     for g in range(p.groups):
         for c in range(p.num_cols - 1):

@@ -9,6 +9,7 @@ from functools import lru_cache
 from itertools import permutations, product
 from typing import TypedDict
 
+from ..geometry import has_prefix_cache
 from .invariant import invariants
 from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks, request_order
 from .run import StepRefused, default_picks, failed_checks, run_action
@@ -30,7 +31,7 @@ def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[tuple[tuple[i
     levels: list[tuple[tuple[int, ...], ...]] = []
     slots = [[1] * (p.num_cols - 1) for _ in range(p.groups)]
     hit = 0
-    while p.conv.materialize_prefixes and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
+    while has_prefix_cache(p.mode) and (hit + 1) * bs < prompt and hit < p.num_cols - 1:
         found: list[int] = []
         for g in range(p.groups):
             registered = [s for s in range(1, p.num_slots) if st.get("reg", g, s) == code(p, stream, (hit + 1) * bs)]
@@ -48,7 +49,7 @@ def prefix_hit_levels(st: State, stream: int, prompt: int) -> list[tuple[tuple[i
 
 def row_rule(p: SystemParams) -> RowRule:
     """The caller's row rule in world ``p`` (``spec.system.rows``)."""
-    return RowRule(p.geo, p.conv, p.max_len)
+    return RowRule(p.geo, p.conv, p.max_len, p.mode)
 
 
 def row_options(st: State, r: int) -> list[RowOption]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..flashinfer import tracker_in_range
+from ..geometry import has_prefix_cache, moves_live_column
 from ..vocab import Cond, Value, conj, disj, implies, ite, negate, within
 from .action import Named
 from .ghost import represents
@@ -131,7 +132,7 @@ def _registry(st: State) -> list[Cond]:
         for s in range(p.num_slots):
             reg = st.get("reg", g, s)
             out.append(disj(reg == -1, conj(reg >= 0, s != p.geo.pad_slot)))
-            if not p.conv.materialize_prefixes:
+            if not has_prefix_cache(p.mode):
                 out.append(reg == -1)
     return out
 
@@ -164,7 +165,7 @@ def _live_column(st: State) -> list[Cond]:
     out = []
     for r in range(p.num_reqs):
         on, N, live = st.get("active", r) == 1, st.get("N", r), st.get("live", r)
-        if p.conv.materialize_prefixes:
+        if moves_live_column(p.mode):
             out.append(implies(conj(on, live >= 0), conj(N <= (live + 1) * bs, live * bs <= N + T - 2)))
         else:
             out.append(implies(on, live <= 0))
@@ -197,7 +198,7 @@ def _table_layout(st: State) -> list[Cond]:
                 null = s == pad
                 published = conj(negate(null), reg == full, (c + 1) * bs <= N)
                 private = conj(negate(null), reg == -1, ref == 1)
-                if not p.conv.materialize_prefixes:
+                if not moves_live_column(p.mode):
                     # mode none: one private live slot per request, in column 0
                     out.append(implies(on, ite(c > live, null, private)))
                     continue

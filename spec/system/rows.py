@@ -5,9 +5,10 @@ fuzzer's callers (``fuzz.callers``) and the wide runner (``fuzz.wide``) all
 draw a request's next row from :class:`RowRule`, so the three agree on what
 a caller may do under every caller assumption (``spec.assumptions``):
 
-* a prefill chunk ends on a block boundary or at the prompt's end
-  (``prefill_chunk_on_boundary``; in mode none any length up to the rest of
-  the prompt), and its accepted count is any of ``0 .. W`` (ignored);
+* a prefill chunk ends on a block boundary or at the prompt's end in align
+  mode (``prefill_chunk_on_boundary``; in modes none and all any length up
+  to the rest of the prompt), and its accepted count is any of ``0 .. W``
+  (ignored);
 * a decode row has ``1 .. T`` tokens, ``T`` the longest row the window, the
   ring's step room and one block allow (``decode_row_fits``,
   ``decode_within_block``), within the model length, and accepts ``1 .. q``
@@ -16,8 +17,8 @@ a caller may do under every caller assumption (``spec.assumptions``):
   a decode row of ``1 .. T`` tokens, the real token and placeholders up to
   the executed width, accepting exactly the real one (model choice
   ``prompt_tail_runs_as_decode``: vLLM's padded cached prompt tail);
-* its live column is the block of its last scheduled token in align mode, 0
-  in mode none (``live_col_is_last_block``).
+* its live column is the block of its last scheduled token in align and all
+  mode, 0 in mode none (``live_col_is_last_block``).
 
 The elementwise methods take ints or numpy arrays alike (the wide runner
 draws all rows at once).
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from ..assumptions import GhostRow, last_scheduled_block
-from ..geometry import Conventions, Geometry
+from ..geometry import Conventions, Geometry, check_cache_mode, chunks_on_boundary, moves_live_column
 from ..vocab import Cond, Value, imin, ite
 
 
@@ -49,11 +50,23 @@ class RowOption:
 @dataclass(frozen=True)
 class RowRule:
     """The rows a request may take in a world of geometry ``geo``, caller
-    conventions ``conv`` and model length ``max_len``."""
+    conventions ``conv``, model length ``max_len`` and cache mode
+    ``cache_mode`` (``None``: the one ``conv`` serves by default; resolved
+    when the rule is made)."""
 
     geo: Geometry
     conv: Conventions
     max_len: int
+    cache_mode: str | None = None
+
+    def __post_init__(self) -> None:
+        mode = self.conv.mode if self.cache_mode is None else self.cache_mode
+        object.__setattr__(self, "cache_mode", check_cache_mode(mode, self.conv))
+
+    @property
+    def mode(self) -> str:
+        """The cache mode (``spec.geometry.CACHE_MODES``)."""
+        return self.cache_mode  # type: ignore[return-value]
 
     @property
     def longest_decode(self) -> int:
@@ -77,9 +90,9 @@ class RowRule:
         """The query lengths of a prefill chunk from ``computed`` of a
         ``prompt``-token prompt: in align mode each chunk ending on a block
         boundary before the prompt's end (shortest first), then the rest of
-        the prompt; in mode none any length up to the rest (a range)."""
+        the prompt; in modes none and all any length up to the rest (a range)."""
         rest = prompt - computed
-        if not self.conv.materialize_prefixes:
+        if not chunks_on_boundary(self.mode):
             return range(1, rest + 1)
         bs = int(self.geo.block_size)
         return [end - computed for end in range((computed // bs + 1) * bs, prompt, bs)] + [rest]
@@ -110,7 +123,7 @@ class RowRule:
 
     def live_col(self, computed: Value, q: Value) -> Value:
         """The live column a row of ``q`` tokens after ``computed`` ends in."""
-        if not self.conv.materialize_prefixes:
+        if not moves_live_column(self.mode):
             return 0 * computed
         return last_scheduled_block(GhostRow(computed, q, 0, False, 0, 0), int(self.geo.block_size))
 

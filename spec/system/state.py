@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..assumptions import MODEL_FITS_TABLE
 from ..arrays import int_offset, is_concrete, lookup, size, update
-from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, require_int
+from ..geometry import NULL_BLOCK_ID, Conventions, Geometry, check_cache_mode, require_int
 from ..vocab import PLAIN_TYPES, Cond, Value
 
 GARBAGE = -1
@@ -40,9 +40,16 @@ class SystemParams:
     num_streams: int = 2
     max_model_len: int | None = None
     """The longest request; ``None``: ``num_cols * block_size`` (the table
-    full). Align mode needs a column per block of it (``model_fits_table``);
-    in mode none the table's one live column holds any length, as vLLM sizes
-    it (``spec.assumptions.block_table_width``)."""
+    full). Align and all mode need a column per block of it
+    (``model_fits_table``); in mode none the table's one live column holds
+    any length, as vLLM sizes it (``spec.assumptions.block_table_width``)."""
+    cache_mode: str | None = None
+    """vLLM's cache mode (``spec.geometry.CACHE_MODES``); ``None``: the one
+    ``conv`` serves by default (``Conventions.mode``). ``all`` runs under
+    either host: with ``materialize_prefixes`` on (A1-era hosts publish in
+    it) or off (the reference's and A3's do not); the caller's rules (live
+    column, chunks, table width, covered blocks, prefix cache) follow the
+    mode, the kernels' flags ``conv``."""
 
     def __post_init__(self) -> None:
         """Reject a world the model cannot describe, naming the field and its
@@ -70,14 +77,23 @@ class SystemParams:
         require_int("num_cols", self.num_cols, 1)
         require_int("num_slots", self.num_slots, 2)
         require_int("num_streams", self.num_streams, 1)
+        if self.cache_mode is None:
+            object.__setattr__(self, "cache_mode", self.conv.mode)
+        check_cache_mode(self.cache_mode, self.conv)
         if self.max_model_len is None:
             object.__setattr__(self, "max_model_len", self.num_cols * int(self.geo.block_size))
         require_int("max_model_len", self.max_model_len, 1)
-        if not MODEL_FITS_TABLE(self.conv, self.max_model_len, int(self.geo.block_size), self.num_cols):
+        if not MODEL_FITS_TABLE(self.mode, self.max_model_len, int(self.geo.block_size), self.num_cols):
             raise ValueError(f"max_model_len must be at most num_cols * block_size = "
-                             f"{self.num_cols * int(self.geo.block_size)} in align mode, got {self.max_model_len}")
+                             f"{self.num_cols * int(self.geo.block_size)} in {self.mode} mode, "
+                             f"got {self.max_model_len}")
         # computed once per world: reading it must not hash the params (the hot path of concrete runs)
         object.__setattr__(self, "_shape_table", self._shapes())
+
+    @property
+    def mode(self) -> str:
+        """``cache_mode``, resolved."""
+        return self.cache_mode  # type: ignore[return-value]
 
     @property
     def num_reqs(self) -> int:
@@ -124,7 +140,7 @@ class SystemParams:
         return {"max_num_reqs": g.max_num_reqs, "block_size": g.block_size, "window": g.window,
                 "ring_len": g.ring_len, "conventions": self.conv.label(), "layers": list(self.layers),
                 "num_cols": self.num_cols, "num_slots": self.num_slots, "num_streams": self.num_streams,
-                "max_model_len": self.max_model_len}
+                "max_model_len": self.max_model_len, "cache_mode": self.cache_mode}
 
 
 @dataclass

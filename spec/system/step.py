@@ -68,6 +68,7 @@ from ..assumptions import (
 )
 from ..compaction import compact_program
 from ..flashinfer import kernel_checkpoints, materialize_ring_row
+from ..geometry import has_prefix_cache, moves_live_column, prefill_writes_every_boundary
 from ..launch import next_power_of_2
 from ..migration import migrate_program
 from ..postprocess import PostprocessTrace, postprocess_program
@@ -151,7 +152,7 @@ def row_plans(st: State, k: StepPicks) -> list[RowPlan]:
         sched = int_flag(k.rows[r].sched)
         prefill = runs_prefill(st, k, r)
         q, acc = k.rows[r].q, k.rows[r].acc
-        live_col = k.rows[r].live_col if p.conv.materialize_prefixes else 0
+        live_col = k.rows[r].live_col if moves_live_column(p.mode) else 0
         flag = int_flag(k.rows[r].is_prefilling)
         ghost = GhostRow(N, q, acc, flag, live_col, r)
         rows.append(RowPlan(r, sched, prefill, int_flag(k.rows[r].tail_as_decode), q, acc, live_col, flag,
@@ -215,7 +216,7 @@ def covers(st: State, r: int, sched: Cond, live_col: Value, c: int) -> Cond:
     vLLM allocates every block a row covers (model choice
     ``covered_blocks_allocated``); in mode none the one live column holds
     every token, so nothing is covered."""
-    if not st.p.conv.materialize_prefixes:
+    if not moves_live_column(st.p.mode):
         return False
     return conj(sched, (c + 1) * st.p.geo.block_size > st.get("N", r), c < live_col)
 
@@ -247,7 +248,7 @@ SYSTEM_ASSUMPTIONS = [
 
 def step_assumptions(st: State, k: StepPicks) -> list[Named]:
     """The caller assumptions one engine step relies on, named."""
-    p, geo, conv = st.p, st.p.geo, st.p.conv
+    p, geo, mode = st.p, st.p.geo, st.p.mode
     out: list[Named] = []
     rows = row_plans(st, k)
     fresh = {(g, row.r): needs_fresh_slot(st, g, st.get("table", g, row.r, row.live_col), row.sched,
@@ -259,12 +260,12 @@ def step_assumptions(st: State, k: StepPicks) -> list[Named]:
         fwd = GhostRow(gh.computed_before, gh.query_len, gh.accepted, row.prefill, gh.live_col, r)
         s = row.sched
         out += [
-            (LIVE_COL_IS_LAST_BLOCK.name, implies(s, LIVE_COL_IS_LAST_BLOCK(geo, conv, fwd))),
+            (LIVE_COL_IS_LAST_BLOCK.name, implies(s, LIVE_COL_IS_LAST_BLOCK(geo, mode, fwd))),
             (DECODE_ROW_FITS.name, implies(s, DECODE_ROW_FITS(geo, fwd))),
             (ACCEPTED_WITHIN_ROW.name, implies(s, ACCEPTED_WITHIN_ROW(geo, fwd))),
             (ROW_NONEMPTY.name, implies(s, ROW_NONEMPTY(geo, fwd))),
             (DECODE_WITHIN_BLOCK.name, implies(s, DECODE_WITHIN_BLOCK(geo, fwd))),
-            (PREFILL_CHUNK_ON_BOUNDARY.name, implies(s, PREFILL_CHUNK_ON_BOUNDARY(geo, conv, fwd, row.final_chunk))),
+            (PREFILL_CHUNK_ON_BOUNDARY.name, implies(s, PREFILL_CHUNK_ON_BOUNDARY(geo, mode, fwd, row.final_chunk))),
             (IS_PREFILLING_AGREES.name, implies(s, IS_PREFILLING_AGREES(row.flag, row.prefill))),
             (GROUPS_AGREE_ON_NULL.name, implies(s, GROUPS_AGREE_ON_NULL([k.rows[r].null[g] for g in range(p.groups)]))),
         ]
@@ -412,7 +413,9 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     """Phase 3: the forward pass, group by group, on each scheduled row's
     live slot (a row the caller scheduled in no group is not run at all).
     A prefill chunk starts from the checkpoint alone (or from zeros at
-    position 0) and leaves the state after the chunk in it; a decode row
+    position 0) and leaves the state after the chunk in it, and each block
+    before it the chunk covers whole (in all mode: every block it covers)
+    at that block's boundary; a decode row
     follows FlashInfer's checkpoint rule and appends its rows to the ring.
     Returns the state after it and its checks."""
     p = out.p
@@ -421,7 +424,9 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
     fwd = out.copy()
     for row in rows:
         r, N, stream = row.r, out.get("N", row.r), out.get("stream", row.r)
-        whole = {c: conj(row.prefill, covers(out, row.r, row.sched, row.live_col, c), c * bs >= N) for c in range(p.num_cols - 1)}
+        every = prefill_writes_every_boundary(p.mode)
+        whole = {c: conj(row.prefill, covers(out, row.r, row.sched, row.live_col, c), True if every else c * bs >= N)
+                 for c in range(p.num_cols - 1)}
         for g in range(p.groups):
             slot = out.get("table", g, r, row.live_col)
             real = conj(row.sched, slot != pad)
@@ -429,8 +434,9 @@ def forward_pass(out: State, rows: list[RowPlan]) -> tuple[State, list[Named]]:
             pre = conj(real, row.prefill)
             start_ok = disj(N == 0, conj(ck == code(p, stream, N), pnat == 0))
             checks.append(("forward reads the request's prefix", implies(pre, start_ok)))
-            # the chunked scan leaves each block it covers whole at its boundary
-            # (model choice prefill_writes_covered_block_states), then the chunk's end in the live slot
+            # the chunked scan leaves each block it covers whole (all mode: each it covers) at its boundary
+            # (model choices prefill_writes_covered_block_states, all_mode_prefill_writes_every_boundary),
+            # then the chunk's end in the live slot
             for c, covered_whole in whole.items():
                 if covered_whole is False:  # on ints: the chunk covers no block whole there
                     continue
@@ -540,7 +546,7 @@ def bookkeeping(out: State, rows: list[RowPlan]) -> State:
         new_n = ite(row.prefill, N + row.q, N + row.acc)
         after.set("N", (r,), new_n, row.sched)
         after.set("live", (r,), row.live_col, row.sched)
-        if out.p.conv.materialize_prefixes:
+        if has_prefix_cache(out.p.mode):
             register_filled_blocks(out, after, r, row.sched, N, new_n)
     return after
 

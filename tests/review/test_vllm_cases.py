@@ -6,7 +6,9 @@ driving the corpus version the test was written for, reproduces it (or, on
 the cases that version fails, shows why and the version that fixed it
 does). The table in ``docs/reviewing.md`` is regenerated and compared.
 Teeth: the old mode-none cap on the model length (``max_model_len <=
-num_cols * block_size`` in every mode) rejects T2's 50,000-token chunk.
+num_cols * block_size`` in every mode) rejects T2's 50,000-token chunk, and
+the old live-column rule (column 0 whenever publishing is off) T1's all-mode
+case.
 """
 
 from __future__ import annotations
@@ -97,6 +99,27 @@ def test_teeth_the_old_batch_order_rejects_t3s_reordered_rows(monkeypatch) -> No
     test_the_caller_model_admits_the_case(case)
     monkeypatch.setattr(vc, "batch_order_admitted", lambda reqs: reqs in (sorted(reqs), sorted(reqs)[::-1]))
     with pytest.raises(AssertionError, match="breaks \\['batch_order_picked_per_step'\\]"):
+        test_the_caller_model_admits_the_case(case)
+
+
+T1_ALL_MODE = "T1::test_replayssm_materializes_only_accepted_boundary_with_compacted_rows[v2]"
+
+
+def _old_live_column_rule(geo, mode, row):
+    """The model's rule before the cache mode was a world parameter: the live
+    column moves only where prefixes are published (align), column 0 in every
+    other mode, all mode under the reference's host included."""
+    return row.live_col == (env.last_scheduled_block(row, geo.block_size) if mode == "align" else 0)
+
+
+def test_teeth_the_old_live_column_rule_rejects_t1s_all_mode_case(monkeypatch) -> None:
+    """T1 runs all mode with live column 1: admitted by the rule keyed on the
+    cache mode, not by the old one (live column 0 whenever publishing is off)."""
+    case = vc.BY_NAME[T1_ALL_MODE]
+    assert case.mode == "all" and case.inputs["live_cols"] == [1, 1, 1]
+    test_the_caller_model_admits_the_case(case)
+    monkeypatch.setattr(env, "LIVE_COL_IS_LAST_BLOCK", replace(env.LIVE_COL_IS_LAST_BLOCK, holds=_old_live_column_rule))
+    with pytest.raises(AssertionError, match="breaks \\['live_col_is_last_block'\\]"):
         test_the_caller_model_admits_the_case(case)
 
 

@@ -101,6 +101,13 @@ class VllmCase:
     fixed_in: str | None = None
     """The first corpus version that holds the case, where the version the test
     was written for has the bug the case catches (the harness runs both)."""
+    cache_mode: str | None = None
+    """The cache mode the test creates its context in (``None``: the one
+    ``conv`` serves by default): the caller rules admission checks follow it."""
+
+    @property
+    def mode(self) -> str:
+        return self.conv.mode if self.cache_mode is None else self.cache_mode
 
     @property
     def name(self) -> str:
@@ -243,7 +250,8 @@ def _boundary_cases() -> list[VllmCase]:
             out.append(VllmCase(file, "test_replayssm_materializes_only_accepted_boundary_with_compacted_rows", label,
                                 conv, 16, 16, 20, 0, ((2, 3), (0, 5), (0, 0), (0, 0)), (0, 0, 0, 7, 0, 2),
                                 (0, 0, 0, 2, 0, 1), rows, inputs, tuple(expect),
-                                "cache mode all (A1 publishes prefixes in all)" if file == "T1" else ""))
+                                "cache mode all (A1 publishes prefixes in all)" if file == "T1" else "",
+                                cache_mode="all" if file == "T1" else "align"))
     return out
 
 
@@ -386,7 +394,7 @@ def admission(case: VllmCase) -> dict[str, bool]:
     geo, conv, pad = case.geometry(), case.conv, case.pad
     out = {BATCH_ORDER_PICKED_PER_STEP.name: batch_order_admitted([row.req for row in case.rows if row is not None]),
            env.GEOMETRY_SUPPORTED.name: bool(env.GEOMETRY_SUPPORTED(geo)),
-           env.MODEL_FITS_TABLE.name: bool(env.MODEL_FITS_TABLE(conv, case.max_model_len, case.block_size,
+           env.MODEL_FITS_TABLE.name: bool(env.MODEL_FITS_TABLE(case.mode, case.max_model_len, case.block_size,
                                                                  case.num_cols)),
            env.POOL_HAS_NULL_BLOCK.name: bool(env.POOL_HAS_NULL_BLOCK(len(case.ring_start), pad)),
            "caller_encodes_row": _encoded_inputs(case) == case.inputs}
@@ -405,8 +413,8 @@ def admission(case: VllmCase) -> dict[str, bool]:
         note(env.ROW_NONEMPTY.name, env.ROW_NONEMPTY(geo, g))
         note(env.DECODE_WITHIN_BLOCK.name, env.DECODE_WITHIN_BLOCK(geo, g))
         note(env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, g, case.max_model_len))
-        note(env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, conv, g))
-        note(env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, g, True))  # no later chunk
+        note(env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, case.mode, g))
+        note(env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, case.mode, g, True))  # no later chunk
         note(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name, env.PREFILL_CONTINUATION_LONGER_THAN_ONE(geo, g))
         note(env.IS_PREFILLING_AGREES.name, env.IS_PREFILLING_AGREES(row.prefilling, forward_prefill))
         note(env.IDX_MAPPING_IN_RANGE.name, env.IDX_MAPPING_IN_RANGE(row.req, geo.max_num_reqs))
@@ -572,6 +580,8 @@ def verdicts(case: VllmCase) -> tuple[str, str, str]:
     """The table's three cells: admitted, predicted, reproduced."""
     broken = [n for n, ok in admission(case).items() if not ok]
     admitted = "yes" if not broken else "no: " + ", ".join(broken)
+    if case.mode != case.conv.mode:
+        admitted += f" (mode {case.mode})"
     wrong = [f"{b}[{i}] {want} vs {got}" for b, i, want, got in prediction(case.name) if want != got]
     predicted = f"yes ({len(case.expect)} values)" if not wrong else "no: " + "; ".join(wrong)
     done = all_reproductions()

@@ -9,7 +9,7 @@ import pytest
 
 from system_worlds import GEO, V1, V2
 
-from replayssm.spec.geometry import Geometry
+from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.system import (
     RowPick,
     SystemParams,
@@ -192,23 +192,26 @@ def test_lookup_and_update_select_per_dimension():
                                  Geometry(max_num_reqs=2, block_size=1, window=2, ring_len=4),
                                  Geometry(max_num_reqs=2, block_size=2, window=3, ring_len=5)],
                          ids=lambda g: f"bs{g.block_size}W{g.window}R{g.ring_len}")
-@pytest.mark.parametrize("conv", system_conventions(), ids=lambda c: c.label())
-def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
+@pytest.mark.parametrize("conv,mode", [(c, m) for c in system_conventions()
+                                       for m in (c.mode, "all") if m == c.mode or not c.live_col_is_zero],
+                         ids=lambda x: x.label() if isinstance(x, Conventions) else x)
+def test_row_rule_is_exactly_the_caller_assumptions(geo, conv, mode):
     """``RowRule.options`` (which the fuzzer's callers and the wide runner
     draw from too) lists exactly the rows every caller assumption of a row
-    admits, within the prompt (prefill) or the model length (decode); at a
-    prompt tail (prior state, one token left) also the decodes that accept
-    the one real token (``prompt_tail_runs_as_decode``)."""
+    admits, within the prompt (prefill) or the model length (decode), in
+    the cache mode the conventions serve and in all mode (under either host);
+    at a prompt tail (prior state, one token left) also the decodes that
+    accept the one real token (``prompt_tail_runs_as_decode``)."""
     from replayssm.spec import assumptions as env
     from replayssm.spec.assumptions import GhostRow
     from replayssm.spec.system import RowRule
 
     num_cols = 3
-    rule = RowRule(geo, conv, num_cols * geo.block_size)
+    rule = RowRule(geo, conv, num_cols * geo.block_size, mode)
     for prompt in range(1, rule.max_len + 1):
         for computed in range(0, rule.max_len + 1):
             prefilling = computed < prompt
-            if prefilling and conv.materialize_prefixes and computed % geo.block_size:
+            if prefilling and mode == "align" and computed % geo.block_size:
                 continue  # a prefill position is on a boundary in align mode (chunks end there)
             listed = {(o.q, acc, o.live_col, o.tail_as_decode) for o in rule.options(computed, prompt)
                       for acc in o.accepted}
@@ -219,10 +222,10 @@ def test_row_rule_is_exactly_the_caller_assumptions(geo, conv):
                 chunk = prefilling and not tail
                 row = GhostRow(computed, q, acc, chunk, live, 0)
                 fits = computed + q <= (prompt if chunk else rule.max_len) and (acc <= 1 or not tail)
-                if fits and all((env.LIVE_COL_IS_LAST_BLOCK(geo, conv, row), env.DECODE_ROW_FITS(geo, row),
+                if fits and all((env.LIVE_COL_IS_LAST_BLOCK(geo, mode, row), env.DECODE_ROW_FITS(geo, row),
                                  env.ACCEPTED_WITHIN_ROW(geo, row), env.ROW_NONEMPTY(geo, row),
                                  env.DECODE_WITHIN_BLOCK(geo, row),
-                                 env.PREFILL_CHUNK_ON_BOUNDARY(geo, conv, row, computed + q == prompt))):
+                                 env.PREFILL_CHUNK_ON_BOUNDARY(geo, mode, row, computed + q == prompt))):
                     admitted.add((q, acc, live, tail))
             assert listed == admitted, (prompt, computed, sorted(listed ^ admitted))
 

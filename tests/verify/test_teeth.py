@@ -349,6 +349,17 @@ POSTPROCESS_BUGS = [
     Bug("max_model_len_up_to_int32_max",
         lambda: [(A, "MAX_MODEL_LEN_LIMIT", INT32_MAX)],
         ["postprocess.int32"], {"postprocess.int32": _block_rounding_overflows}),
+    # The kernel reads live_cols only while it publishes, taking column 0
+    # otherwise: the model's old rule for every unpublished mode (vLLM #55688's
+    # class of bug). Mode none's live column is 0, so only all mode under the
+    # reference's host (live columns given, MATERIALIZE_PREFIXES off) shows it:
+    # the commit lands on column 0's slot, not the live one.
+    Bug("live_col_zero_when_unpublished",
+        program("live_col = 0 if conv.live_col_is_zero else",
+                "live_col = 0 if conv.live_col_is_zero or not conv.materialize_prefixes else"),
+        ["postprocess.live_commit_refines"],
+        {"postprocess.live_commit_refines": ("the live slot is the block of the caller's live column",
+                                             lambda ce: ce["case"].endswith("/none/live in all"))}),
 ]
 
 OTHER_BUGS = [
