@@ -22,7 +22,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
-from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.geometry import Conventions, Geometry, moves_live_column
 from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import TAIL_ACCEPTED, RowRule
 
@@ -147,12 +147,14 @@ blocks (checkpoints at boundaries, ring wraps, migrations to copied slots)."""
 def shapes(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Aim]:
     """One fuzzed system's fixed shape, and the aim it was drawn for."""
     conv = draw(hs.sampled_from(conventions))
+    # all mode under either host: with publishing on an A1-era host's flags, off the reference's
+    mode = draw(hs.sampled_from([conv.mode] + ([] if conv.live_col_is_zero else ["all"])))
     moving = conv.materialize_prefixes and not conv.live_col_is_zero
     aim = draw(hs.sampled_from([a for a in AIMS if moving or not a.moving_live_column]))
     geo = draw(hs.sampled_from(aim.geometries))
     model_blocks = draw(hs.sampled_from(aim.model_blocks))
     layers = tuple(draw(hs.lists(hs.integers(1, 3), min_size=1, max_size=3)))
-    return Setup.sized(geo, conv, layers, model_blocks, NUM_SLOTS), aim
+    return Setup.sized(geo, conv, layers, model_blocks, NUM_SLOTS, mode), aim
 
 
 @hs.composite
@@ -206,7 +208,18 @@ class Callers:
 
     @property
     def align(self) -> bool:
+        """The host publishes prefixes (``MATERIALIZE_PREFIXES``): align mode, or all mode on an A1-era host."""
         return self.setup.conventions.materialize_prefixes
+
+    @property
+    def moves(self) -> bool:
+        """The live column moves with the request and the table has a column per block (align and all mode)."""
+        return moves_live_column(self.mode)
+
+    @property
+    def mode(self) -> str:
+        """The setup's cache mode (``spec.geometry.CACHE_MODES``)."""
+        return self.setup.cache_mode  # type: ignore[return-value]
 
     @property
     def max_model_len(self) -> int:
@@ -219,7 +232,7 @@ class Callers:
     @property
     def rows(self) -> RowRule:
         """Which rows a request may take (the spec's one definition)."""
-        return RowRule(self.geo, self.setup.conventions, self.max_model_len)
+        return RowRule(self.geo, self.setup.conventions, self.max_model_len, self.mode)
 
     @property
     def max_step(self) -> int:
@@ -370,7 +383,7 @@ class Callers:
 
     def _ensure_blocks(self, draw: Draw, r: Request, live_col: int) -> bool:
         """Allocate the columns up to the live one (some earlier ones null)."""
-        first = r.computed // self.geo.block_size if self.align else 0
+        first = r.computed // self.geo.block_size if self.moves else 0
         needed = []
         for c in range(first, live_col + 1):
             if r.cols[0][c] == self.geo.pad_slot:
@@ -437,8 +450,10 @@ class Callers:
             self.saw("block size 1", self.geo.block_size == 1)
         bs = self.geo.block_size
         self.saw("mode-none chunk past the first block",
-                 sum(not self.align and plan.prefilling and r.computed + plan.query_len > bs for r, plan in rows))
+                 sum(not self.moves and plan.prefilling and r.computed + plan.query_len > bs for r, plan in rows))
         self.saw("prompt tail as decode", sum(r.prefilling and not plan.prefilling for r, plan in rows))
+        self.saw("all mode under a host that does not publish",
+                 sum(self.mode == "all" and not self.align and plan.live_col > 0 for _, plan in rows))
 
     def _batch_table(self, draw: Draw, batch_rows: list) -> list:
         """Every group's block table for one launch: each scheduled request's
@@ -498,7 +513,7 @@ class Callers:
         align mode the column of its last computed token (-1: none yet)."""
         if r.live_col >= 0:
             return r.live_col
-        return (r.computed - 1) // self.geo.block_size if r.computed > 0 and self.align else -1
+        return (r.computed - 1) // self.geo.block_size if r.computed > 0 and self.moves else -1
 
     def _block_copies(self, draw: Draw, batch_rows: list) -> list:
         """Copy-on-write of the trackers for moved live columns inside the

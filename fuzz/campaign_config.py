@@ -66,6 +66,7 @@ SCENARIOS = (
     "one-column table",
     "mode-none chunk past the first block",
     "prompt tail as decode",
+    "all mode under a host that does not publish",
     *(f"conventions {c.label()}" for c in Conventions.all()),
 )
 """Every scenario class a campaign must reach."""

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as hs
 
+from replayssm.spec.geometry import chunks_on_boundary
+
 from .launcher import Discrepancy, compare
 
 Draw = Callable[[Any], Any]
@@ -72,11 +74,11 @@ def _decode_within_block(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
 
 
 def _live_col_is_last_block(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
-    """A live column next to the right one (align mode) or past column 0
-    (mode none), inside the table."""
+    """A live column next to the right one (align and all mode) or past
+    column 0 (mode none), inside the table."""
     if c.setup.conventions.live_col_is_zero:
         return False
-    right = plan.live_col if c.align else 0
+    right = plan.live_col if c.moves else 0
     wrong = [col for col in (right - 1, right + 1) if 0 <= col < c.setup.num_cols]
     if not wrong:
         return False
@@ -90,7 +92,7 @@ def _prefill_chunk_on_boundary(c: Any, r: Any, plan: Any, draw: Draw) -> bool:
     bs = c.geo.block_size
     shortest = 2 if r.computed else 1  # a continuation keeps at least 2 tokens
     ends = [q for q in range(shortest, r.prompt_len - r.computed) if (r.computed + q) % bs]
-    if not (c.align and plan.prefilling and ends):
+    if not (chunks_on_boundary(c.mode) and plan.prefilling and ends):
         return False
     plan.query_len = draw(hs.sampled_from(ends))
     return True

@@ -23,7 +23,7 @@ import torch
 from replayssm.base.isolation import RemoteModule
 from replayssm.impl.pointers import register_tensor
 from replayssm.spec.assumptions import block_table_width
-from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.geometry import Conventions, Geometry, check_cache_mode
 from replayssm.spec.launch import allocate, migrate_launch, next_power_of_2, postprocess_step
 
 from .actions import STATE_BUFFERS, Action, BlockCopy, Migrate, Postprocess, SetState, launch_inputs
@@ -33,7 +33,9 @@ from .guards import TRACKERS, Arena, guard_context, guarded_inputs, guards_enabl
 class Setup:
     """The fixed shape of one fuzzed system: ``max_model_len`` is the longest
     request (``None``: ``num_cols * block_size``, the table full); a mode-none
-    table has one live column whatever its length (``model_fits_table``)."""
+    table has one live column whatever its length (``model_fits_table``).
+    ``cache_mode`` is vLLM's cache mode (``None``: the one ``conventions``
+    serve by default): all mode runs with either host's flags."""
 
     geometry: Geometry
     conventions: Conventions
@@ -41,19 +43,23 @@ class Setup:
     num_cols: int
     num_slots: int
     max_model_len: int | None = None
+    cache_mode: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_model_len is None:
             object.__setattr__(self, "max_model_len", self.num_cols * self.geometry.block_size)
+        mode = self.conventions.mode if self.cache_mode is None else self.cache_mode
+        object.__setattr__(self, "cache_mode", check_cache_mode(mode, self.conventions))
 
     @classmethod
     def sized(cls, geometry: Geometry, conventions: Conventions, layers_per_group: tuple[int, ...],
-              model_blocks: int, num_slots: int) -> "Setup":
+              model_blocks: int, num_slots: int, cache_mode: str | None = None) -> "Setup":
         """A system for requests of up to ``model_blocks`` blocks, its table as
-        vLLM sizes it (``spec.assumptions.block_table_width``)."""
+        vLLM sizes it in its cache mode (``spec.assumptions.block_table_width``)."""
         max_model_len = model_blocks * geometry.block_size
-        width = block_table_width(conventions.mode, max_model_len, geometry.block_size)
-        return cls(geometry, conventions, layers_per_group, width, num_slots, max_model_len)
+        mode = conventions.mode if cache_mode is None else cache_mode
+        width = block_table_width(mode, max_model_len, geometry.block_size)
+        return cls(geometry, conventions, layers_per_group, width, num_slots, max_model_len, mode)
 
     def as_json(self) -> dict:
         g, c = self.geometry, self.conventions
@@ -66,13 +72,15 @@ class Setup:
             "num_cols": self.num_cols,
             "num_slots": self.num_slots,
             "max_model_len": self.max_model_len,
+            **({"cache_mode": self.cache_mode} if self.cache_mode != c.mode else {}),
         }
 
     @classmethod
     def from_json(cls, d: dict) -> "Setup":
         """A trace's setup (one written before ``max_model_len`` was recorded: the table full)."""
         return cls(Geometry(**d["geometry"]).validated(), Conventions(**d["conventions"]),
-                   tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"], d.get("max_model_len"))
+                   tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"], d.get("max_model_len"),
+                   d.get("cache_mode"))
 
 
 def copy_trackers(copies: list, trackers: Callable[[str, int], Any]) -> None:

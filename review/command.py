@@ -45,6 +45,7 @@ from replayssm.base.reports import (
     status_after_writing,
 )
 
+from .host_modes import describe, version_publishing_modes
 from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, interrupted_summary, print_table, write_verdicts
 
 MIN_REQUEST_STEPS = 25
@@ -162,7 +163,8 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
                 size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
                 verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(against),
                                         locations=kernel_locations(v, against, _shown_as(args, v))))
-                print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}", file=out, flush=True)
+                print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}; "
+                      f"{describe(version_publishing_modes(v.source))}", file=out, flush=True)
                 review_version(verdicts[-1], v, args, against, out)
         except TargetError as e:
             print(f"error: {e}", file=sys.stderr)

@@ -393,7 +393,7 @@ POSITIONS_NONNEGATIVE = ModelChoice(
 ALL_MODE_MATERIALIZES_AS_ALIGN = ModelChoice(
     "all_mode_materializes_as_align",
     "all mode reaches A1, A2, A4, A5, B, C, D1 and D2 with MATERIALIZE_PREFIXES on, as align mode does",
-    ("verify/system_world.py",),
+    ("verify/system_world.py", "fuzz/callers.py", "review/host_modes.py"),
     guaranteed(cite(A1, 'materialize_prefixes=cache_mode in ("align", "all"),',
                     "these versions publish prefixes in all mode too.")),
 )
@@ -402,7 +402,7 @@ ALL_MODE_UNPUBLISHED_IN_REFERENCE = ModelChoice(
     "all_mode_unpublished_in_reference",
     "all mode reaches the reference (A3) with MATERIALIZE_PREFIXES off: no ReplaySSM publish, the prefill "
     "reset of mode none, live columns given",
-    ("verify/system_world.py", "verify/system_findings.py"),
+    ("verify/system_world.py", "verify/system_findings.py", "fuzz/callers.py", "review/host_modes.py"),
     guaranteed(
         cite(PAGE, 'materialize_prefixes=first_spec.mamba_cache_mode == "align",', "only align mode publishes."),
         cite(A3, 'materialize_prefixes=cache_mode == "align",', "A3's group context likewise."),

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replayssm.fuzz.actions import Postprocess
-from replayssm.fuzz.callers import AIMS, Callers, systems
+from replayssm.fuzz.callers import AIMS, Callers, Features, systems
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import PROFILES, SCENARIOS, CampaignConfig
 from replayssm.fuzz.launcher import Setup
@@ -123,3 +124,43 @@ def test_a_mode_none_reset_of_every_chunk_column_reads_past_the_one_column_row(t
     assert replay(vllm_table, DEFAULT_TARGET, "cpu")[0]
     column_per_block = _mode_none_chunk_trace(tmp_path, Setup(geo, MODE_NONE_V2, (1,), 3, 4))
     assert replay(column_per_block, target, "cpu")[0], "the old table shape catches it too: the test lost its point"
+
+
+REFERENCE_ALL = Conventions(cumulative=True, post_step=True, has_idx_mapping=True, materialize_prefixes=False,
+                            live_col_is_zero=False)
+"""All mode as the reference's host passes it: no publish, live columns given."""
+
+
+def test_an_all_mode_setup_is_sized_per_block_and_round_trips() -> None:
+    geo = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
+    setup = Setup.sized(geo, REFERENCE_ALL, (1, 2), 3, 8, "all")
+    assert setup.num_cols == 3 and setup.as_json()["cache_mode"] == "all"
+    assert Setup.from_json(setup.as_json()) == setup
+    assert "cache_mode" not in Setup.sized(geo, REFERENCE_ALL, (1,), 3, 8).as_json()  # mode none: as before
+    with pytest.raises(ValueError, match="cache_mode 'all' needs conventions with live_col_is_zero off"):
+        Setup.sized(geo, MODE_NONE_V2, (1,), 3, 8, "all")
+
+
+def test_callers_in_all_mode_under_the_reference_move_the_live_column_and_count_the_class() -> None:
+    """All mode with the reference's flags: rows past column 0 (the live
+    column moves, as in align mode, though nothing is published), counted as
+    the required scenario class."""
+    reached: list[int] = []
+    geo = Geometry(max_num_reqs=2, block_size=2, window=2, ring_len=4)
+
+    @settings(max_examples=25, deadline=None, derandomize=True, database=None)
+    @given(st.data())
+    def run(data) -> None:
+        callers = Callers(Setup.sized(geo, REFERENCE_ALL, (1, 2), 3, 8, "all"), Features())
+        for _ in range(6):
+            if len(callers.requests) < geo.max_num_reqs:
+                callers.admit(data.draw)
+            for action in callers.step(data.draw):
+                if isinstance(action, Postprocess):
+                    assert action.live_cols is not None
+        assert not callers.published  # the host publishes nothing in all mode
+        reached.append(callers.scenarios.get("all mode under a host that does not publish", 0))
+
+    run()
+    assert "all mode under a host that does not publish" in SCENARIOS
+    assert any(reached), reached
