@@ -39,11 +39,13 @@ def _junit(path: Path) -> dict[str, ElementTree.Element]:
 
 
 @needs_corpus
-@pytest.mark.parametrize("label", ["A1", "B2", "C2", "D3"])
+@pytest.mark.parametrize("label", ["A3", "B2", "D3"])
 def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, capsys) -> None:
+    """A version whose lifecycle campaign finds nothing of its own (C1 and C2
+    have none: their mode-none preprocess reads past the one-column row first)."""
     planted = _planted(label, tmp_path)
     report, junit = tmp_path / "review.json", tmp_path / "review.xml"
-    code = main(["review", str(planted), "--examples", "8", "--traces", str(tmp_path / "traces"), "--json", str(report),
+    code = main(["review", str(planted), "--examples", "24", "--traces", str(tmp_path / "traces"), "--json", str(report),
                  "--junit", str(junit)])
     out = capsys.readouterr().out
     assert code == 1, out
