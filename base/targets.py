@@ -13,7 +13,6 @@ fails), so a command can exit 2 before any work.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import itertools
@@ -52,8 +51,9 @@ def load_source(path: str | Path, label: str = "--impl", raw: bool = False) -> M
         text = path.read_text()
     except UnicodeDecodeError as e:
         raise TargetError(f"{label} file {str(path)!r} is not Python source text (UTF-8): {e}") from None
-    try:
-        ast.parse(text, filename=str(path))
+    try:  # compiled, not parsed to ast objects: CPython 3.11.7's conversion to them can raise a spurious
+        # "AST constructor recursion depth mismatch" SystemError (gh-106905), which read as the target's fault
+        compile(text, str(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise TargetError(f"{label} file {str(path)!r} does not parse: line {e.lineno}: {e.msg}") from e
     except ValueError as e:  # a null byte

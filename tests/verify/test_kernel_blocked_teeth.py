@@ -31,7 +31,6 @@ ROWS_ALIGN = "block2 odd len/pre/nomap/align/live"
 ROWS_ALIGN_MAP = "block2 unit len/pre/map/align/live"
 ROWS_NONE = "block2 odd len/post/nomap/none/live"
 WIDE_NONE = "block128 vllm len/pre/nomap/none/live"
-WIDE_ALIGN = "block128 vllm len/post/nomap/align/live"
 WORK_LIST = "work list odd len/pre/nomap/align/live"
 
 MUTANTS = [
@@ -68,9 +67,6 @@ WIDE_MUTANTS = [
            "equivalence", case=WIDE_NONE),
     Mutant("lanes past the second read the next row's block-table row", "table_rows = table + rows * stride",
            "table_rows = table + (rows + (rows - first_row) // 2) * stride", "equivalence", case=WIDE_NONE),
-    Mutant("lanes past the second write the next row's plan entry", "tl.store(plan_flush_count + rows, flush, mask=launched)",
-           "tl.store(plan_flush_count + rows + (rows - first_row) // 2, flush, mask=launched)",
-           "equivalence", case=WIDE_ALIGN),
 ]
 """Planted bugs that only lanes past the second of a block have: every lane
 of the kernel-level launch's 2-row blocks is right, so its proofs (the 2-lane

@@ -122,5 +122,5 @@ def test_a_claim_s_goal_is_always_a_list_of_named_parts_and_its_strategy_a_known
     assert [(n, t is term) for n, t in Claim(term, []).goal] == [("goal", True)]
     parts = [("positive", X > 0)]
     assert Claim(parts, []).goal is parts
-    with pytest.raises(ValueError, match="strategy must be one of parts, whole_goal, preprocess, got 'fast'"):
+    with pytest.raises(ValueError, match="strategy must be one of parts, whole_goal, preprocess, preprocess_parts, got 'fast'"):
         Claim(parts, [], strategy="fast")
