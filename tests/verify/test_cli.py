@@ -96,6 +96,7 @@ def _set(d: dict, path: tuple, value) -> None:
                                     r"world parameter: each step picks its own \(picks\.order"),
     (("actions", 1, "picks", "order"), [0, 0], r"step: pick order must be a permutation of the requests 0\.\.1 "
                                                r"\(the batch order\), got \[0, 0\]"),
+    (("params", "cache_mode"), "prefix", r"cache_mode must be one of none, align, all, got 'prefix'"),
     (("params",), None, r"params must be an object"),
     (("params",), _DELETE, r"no params"),
     (("states", 0, "N"), [0], r"states\[0\]\.N must be a list of 2 ints"),
