@@ -33,7 +33,7 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
     """Request-steps and CPU seconds of the state machine with a spec for an implementation."""
     from hypothesis.stateful import run_state_machine_as_test
 
-    from replayssm.fuzz import launcher, lockstep, machine
+    from replayssm.fuzz import bulk_choices, launcher, lockstep, machine
     from replayssm.fuzz.campaign_config import CampaignConfig
     from replayssm.fuzz.campaign_worker import hypothesis_settings, machine_class
     from replayssm.fuzz.launcher import SpecSide
@@ -48,6 +48,14 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
 
     for module in (launcher, lockstep, machine):
         module.LEVELS = {**module.LEVELS, "kernel": SecondSpec}
+    rows: list[bulk_choices.Row] = []
+
+    def counted_rows(data: object, systems: int) -> list[bulk_choices.Row]:
+        drawn = bulk_choices.rows_of(data, systems)
+        rows.extend(drawn)
+        return drawn
+
+    lockstep.rows_of = counted_rows
     config = CampaignConfig(None, "cpu", 32 * examples, steps, 0, 1, "out/bench-failures", systems=systems)
     stats = Statistics()
     cpu = time.process_time()
@@ -58,7 +66,8 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
     return {"systems": systems, "steps": steps, "examples": stats.examples, "request_steps": stats.request_steps,
             "cpu_seconds": round(cpu, 2),
             "cpu_ms_per_request_step": round(1000 * cpu / stats.request_steps, 3) if stats.request_steps else None,
-            "spec_seconds": round(stats.spec_seconds, 2), "second_spec_seconds": round(stats.kernel_seconds, 2)}
+            "spec_seconds": round(stats.spec_seconds, 2), "second_spec_seconds": round(stats.kernel_seconds, 2),
+            "choice_rows": len(rows), "row_refills": sum(r.refills for r in rows)}
 
 
 def main() -> int:

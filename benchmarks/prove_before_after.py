@@ -38,7 +38,7 @@ from pathlib import Path
 # The sibling module, also under ``python3 -P`` (which leaves the script's
 # folder off ``sys.path``; the GPU scripts run Python that way).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import bad_options, emit, header  # noqa: E402
+from provenance import bad_options, emit, header, parse_trees  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -107,23 +107,6 @@ def medians(runs: list[dict]) -> dict:
     return {"wall": statistics.median(r["wall"] for r in runs), "cpu": statistics.median(r["cpu"] for r in runs),
             "obligation_seconds": statistics.median(r["obligation_seconds"] for r in runs),
             "obligations": {n: round(statistics.median(r["obligations"][n] for r in runs), 3) for n in names}}
-
-
-def parse_trees(specs: list[str]) -> dict[str, str] | str:
-    """``LABEL=PYTHON`` pairs as a dict, or the error naming the bad one."""
-    trees: dict[str, str] = {}
-    for spec in specs:
-        label, sep, python = spec.partition("=")
-        if not sep or not label or not python:
-            return f"error: --tree {spec!r}: give LABEL=PYTHON (e.g. before=/tmp/before/.venv/bin/python)"
-        if label in trees:
-            return f"error: --tree label {label!r} is given twice"
-        if not os.access(python, os.X_OK):
-            return f"error: --tree {spec!r}: {python} is not an executable interpreter"
-        trees[label] = python
-    if len(trees) < 2:
-        return "error: give --tree at least twice (LABEL=PYTHON each: the trees to compare)"
-    return trees
 
 
 def main() -> int:

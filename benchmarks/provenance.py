@@ -58,3 +58,20 @@ def emit(report: dict, out: str | None) -> None:
     print(json.dumps(report, indent=2))
     if out:
         write(report, out)
+
+
+def parse_trees(specs: list[str]) -> dict[str, str] | str:
+    """``LABEL=PYTHON`` pairs as a dict, or the error naming the bad one."""
+    trees: dict[str, str] = {}
+    for spec in specs:
+        label, sep, python = spec.partition("=")
+        if not sep or not label or not python:
+            return f"error: --tree {spec!r}: give LABEL=PYTHON (e.g. before=/tmp/before/.venv/bin/python)"
+        if label in trees:
+            return f"error: --tree label {label!r} is given twice"
+        if not os.access(python, os.X_OK):
+            return f"error: --tree {spec!r}: {python} is not an executable interpreter"
+        trees[label] = python
+    if len(trees) < 2:
+        return "error: give --tree at least twice (LABEL=PYTHON each: the trees to compare)"
+    return trees

@@ -1,6 +1,7 @@
 """Time to kill: seconds from starting ``fuzz`` to its first finding, per planted kernel.
 
-    python3 -P benchmarks/time_to_kill.py [--seeds 0] [--jobs 2] [--only NAME] [--out docs/results/time_to_kill.json]
+    python3 -P benchmarks/time_to_kill.py [--seeds 0] [--jobs 2] [--only NAME] [--systems K]
+        [--tree LABEL=PYTHON --tree LABEL=PYTHON] [--out docs/results/time_to_kill.json]
 
 Each planted kernel is a copy of ``impl/kernels.py`` with a one-line change,
 written to a temporary folder and fuzzed as an ``--impl`` file with the ci
@@ -12,6 +13,13 @@ its trace's length. A kernel the campaign does not kill counts as the
 process's wall time, marked ``killed: false``. Prints and writes one JSON
 object with every run, the median and the maximum against the goals (median
 <= 10 s, max <= 60 s). Run it on a quiet machine: the figures are wall times.
+
+With ``--tree LABEL=PYTHON`` (twice or more) each run is made once per tree,
+by the interpreter that imports it (a worktree with its own editable
+install), the trees alternating within each (kernel, seed) and their order
+turning from one to the next, so that a load that comes and goes falls on
+every tree alike; the report then has each tree's median, maximum and
+kernels not killed (``trees``). The planted kernels are this tree's.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from pathlib import Path
 
 # the sibling module, also when this folder is off sys.path (python3 -P, as the GPU scripts run Python)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import REPO, bad_options, emit, header  # noqa: E402
+from provenance import REPO, bad_options, emit, header, parse_trees, write  # noqa: E402
 
 PLANTED = {
     "store one past the active list": (
@@ -72,13 +80,13 @@ def planted_file(folder: Path, name: str) -> Path:
     return path
 
 
-def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1) -> dict:
-    """One campaign against one planted kernel, timed from the process's start."""
+def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1, python: str = sys.executable) -> dict:
+    """One campaign against one planted kernel, timed from the process's start (``python``'s tree)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         impl = planted_file(folder, name)
         summary = folder / "summary.json"
-        command = [sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(impl), "--profile", "ci",
+        command = [python, "-m", "replayssm.cli", "fuzz", "--impl", str(impl), "--profile", "ci",
                    "--seed", str(seed), "--jobs", str(jobs), "--json", str(summary), "--failures",
                    str(folder / "failures"), "--systems", str(systems)]
         start = time.perf_counter()
@@ -101,6 +109,25 @@ def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1) -> 
             "lockstep": lockstep}
 
 
+def summary(runs: list[dict]) -> dict:
+    """The median and maximum seconds of ``runs``, the kernels they did not kill, and the goals."""
+    seconds = [r["seconds"] for r in runs]
+    return {"median_seconds": statistics.median(seconds), "max_seconds": max(seconds),
+            "not_killed": [r["planted"] for r in runs if not r["killed"]],
+            "goals": {"median_seconds": GOAL_MEDIAN_SECONDS, "max_seconds": GOAL_MAX_SECONDS,
+                      "met": statistics.median(seconds) <= GOAL_MEDIAN_SECONDS and max(seconds) <= GOAL_MAX_SECONDS
+                      and all(r["killed"] for r in runs)}}
+
+
+def report(runs: list[dict], trees: dict[str, str], torch_version: str, triton_version: str) -> dict:
+    """The JSON report of ``runs``: header, runs, their summary and (several trees) each tree's."""
+    out = {**header(torch=torch_version, triton=triton_version), "runs": runs, **summary(runs)}
+    if len(trees) > 1:
+        out["trees"] = {label: {"python": python, **summary([r for r in runs if r.get("tree") == label])}
+                        for label, python in trees.items()}
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="campaign seeds (default: 0, the ci default)")
@@ -109,6 +136,8 @@ def main() -> int:
     p.add_argument("--limit", type=float, default=300.0, help="seconds before a campaign is stopped as not killed")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
     p.add_argument("--systems", type=int, default=1, help="fuzz --systems K: small systems per launch (default 1)")
+    p.add_argument("--tree", action="append", default=[], metavar="LABEL=PYTHON",
+                   help="a tree to time, by the interpreter that imports it (give two or more; default: this one)")
     args = p.parse_args()
     names = [n for n in PLANTED if args.only is None or args.only in n]
     if not names:
@@ -121,27 +150,30 @@ def main() -> int:
         error = f"error: --seeds must be >= 0, got {args.seeds}"
     if error is None and not 1 <= args.systems <= 256:
         error = f"error: --systems must be in [1, 256], got {args.systems}"
+    trees = parse_trees(args.tree) if args.tree else {"": sys.executable}
+    if error is None and isinstance(trees, str):
+        error = trees
     if error:
         print(error, file=sys.stderr)
         return 2
+    assert isinstance(trees, dict)
     import torch
     import triton
 
     runs = []
     for name in names:
         for seed in args.seeds:
-            runs.append(run_one(name, seed, args.jobs, args.limit, args.systems))
-            r = runs[-1]
-            print(f"{name:<40} seed {seed}: {r['seconds']:6.1f} s  "
-                  f"{r['kind'] or 'NOT KILLED'} {r['reason'] or ''}"[:160], file=sys.stderr, flush=True)
-    seconds = [r["seconds"] for r in runs]
-    out = {**header(torch=torch.__version__, triton=triton.__version__),
-           "runs": runs, "median_seconds": statistics.median(seconds), "max_seconds": max(seconds),
-           "not_killed": [r["planted"] for r in runs if not r["killed"]],
-           "goals": {"median_seconds": GOAL_MEDIAN_SECONDS, "max_seconds": GOAL_MAX_SECONDS,
-                     "met": statistics.median(seconds) <= GOAL_MEDIAN_SECONDS and max(seconds) <= GOAL_MAX_SECONDS
-                     and all(r["killed"] for r in runs)}}
-    emit(out, args.out)
+            order = list(trees.items())
+            turn = len(runs) // len(order) % len(order)
+            for label, python in order[turn:] + order[:turn]:
+                runs.append({**run_one(name, seed, args.jobs, args.limit, args.systems, python),
+                             **({"tree": label} if label else {})})
+                r = runs[-1]
+                print(f"{label + ' ' if label else ''}{name:<40} seed {seed}: {r['seconds']:6.1f} s  "
+                      f"{r['kind'] or 'NOT KILLED'} {r['reason'] or ''}"[:160], file=sys.stderr, flush=True)
+                if args.out:  # an interrupted run keeps what it measured
+                    write({**report(runs, trees, torch.__version__, triton.__version__), "complete": False}, args.out)
+    emit({**report(runs, trees, torch.__version__, triton.__version__), "complete": True}, args.out)
     return 0
 
 

@@ -157,7 +157,6 @@ def shapes(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Aim
     return Setup.sized(geo, conv, layers, model_blocks, NUM_SLOTS, mode), aim
 
 
-@hs.composite
 def features_for(draw: Draw, aim: Aim) -> Features:
     """The caller behaviours of one run: those ``aim`` fixes, the others drawn."""
     fixed = dict(aim.fixed)
@@ -168,7 +167,7 @@ def features_for(draw: Draw, aim: Aim) -> Features:
 def systems(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Features]:
     """One fuzzed system's fixed shape and the caller behaviours its run uses."""
     setup, aim = draw(shapes(conventions))
-    return setup, draw(features_for(aim))
+    return setup, features_for(draw, aim)
 
 
 @dataclass

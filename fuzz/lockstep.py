@@ -3,8 +3,9 @@
 One Hypothesis example draws one small system's shape and K caller models
 (:class:`.callers.Callers` with :data:`LOCKSTEP_POLICY`, each with its own
 swarm of features). Every rule applies to all K systems, each with its own
-drawn choices (which requests admit, step, finish or are preempted, and
-how); a model step lays the K
+choices (which requests admit, step, finish or are preempted, and how),
+decoded from its row of the bytes the rule draws once for all K
+(:mod:`.bulk_choices`); a model step lays the K
 systems' launch actions side by side (:mod:`.lockstep_layout`) and runs them
 as one launch on the spec (numpy lanes over the whole launch) and on the
 implementation, guards on. Every entry of every state buffer is compared; a
@@ -32,10 +33,9 @@ from hypothesis import assume
 from hypothesis import strategies as hs
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import initialize, invariant, precondition, rule
-from hypothesis.strategies._internal.misc import JustStrategy
-from hypothesis.strategies._internal.strategies import SampledFromStrategy
 
 from .actions import Action, action_from_json
+from .bulk_choices import rows_of
 from .caller_policy import CallerPolicy
 from .callers import Callers, features_for, shapes
 from .launcher import LEVELS, Setup, SpecSide, compare
@@ -77,33 +77,6 @@ def check_systems(systems: Any, drop: str | None) -> None:
                          f"got {systems!r}")
     if systems > 1 and drop:
         raise ValueError(f"--systems must be 1 with --drop (containment judges one system), got {systems}")
-
-
-def primitive_draw(data: Any) -> Callable[[Any], Any]:
-    """``data.draw`` for the callers' draws, cheaper: a bounded
-    ``integers``, ``booleans``, ``just`` or plain ``sampled_from`` is drawn as the
-    primitive choice its strategy would make (the same choice sequence, so
-    the same examples and the same shrinking), without the per-draw
-    bookkeeping of Hypothesis's data object (validation, spans, notes). Any
-    other strategy goes through the conjecture data's own ``draw``."""
-    cd = data.conjecture_data
-
-    def draw(strategy: Any) -> Any:
-        if type(strategy) is SampledFromStrategy and not strategy._transformations:
-            return strategy.elements[cd.draw_integer(0, len(strategy.elements) - 1)]
-        if type(strategy) is JustStrategy:
-            return strategy.value  # a choice of one (``sampled_from`` of one element): no choice is drawn
-        name = getattr(getattr(strategy, "function", None), "__name__", None)
-        args = getattr(strategy, "_LazyStrategy__args", None)
-        plain = not getattr(strategy, "_LazyStrategy__kwargs", True)  # a lazy strategy without keywords
-        if name == "booleans" and args == () and plain:
-            return cd.draw_boolean()
-        if (name == "integers" and plain and len(args or ()) == 2 and all(type(a) is int for a in args)
-                and 0 <= args[1] - args[0] <= 127):
-            return cd.draw_integer(*args)  # wider ranges weight their bounds: left to the strategy
-        return cd.draw(strategy)
-
-    return draw
 
 
 def system_trace(layout: Layout, steps: list[Parts], system: int, placement: str) -> dict:
@@ -159,9 +132,10 @@ def shuffled(draw: Callable[[Any], Any], n: int) -> list[int]:
 
 LOCKSTEP_POLICY = CallerPolicy(choose_rows=scheduled_rows, batch_order=shuffled)
 """One lockstep system's callers: the same decisions as the fuzz campaign's,
-with the step's choice of rows and their batch order made of primitive
-choices (see :func:`primitive_draw`): :func:`scheduled_rows` and
-:func:`shuffled`. Both shrink to the simplest step (one request, in order)."""
+with the step's choice of rows and their batch order made of single
+decisions that decode from a system's row of choice bytes
+(:mod:`.bulk_choices`): :func:`scheduled_rows` and :func:`shuffled`. Both
+shrink to the simplest step (one request, in order)."""
 
 
 class LockstepMachine(ReplaySSMMachine):
@@ -191,11 +165,12 @@ class LockstepMachine(ReplaySSMMachine):
         self.impl = LEVELS[self.level](self.setup, self.target, self.device)
         self.idle = {k for k in range(self.systems) if data.draw(IDLE) == 0}
         assume(len(self.idle) < self.systems)  # some system runs
-        self.group = [Callers(local, data.draw(features_for(aim)), policy=LOCKSTEP_POLICY) for _ in range(self.systems)]
+        rows = rows_of(data, self.systems)
+        self.group = [Callers(local, features_for(row, aim), policy=LOCKSTEP_POLICY) for row in rows]
         self.stats.examples += 1
         self.stats.count(self.stats.scenarios, f"conventions {local.conventions.label()}")
         for k, callers in enumerate(self.group):  # every system that runs starts with a request
-            if k not in self.idle and callers.admit(primitive_draw(data)):
+            if k not in self.idle and callers.admit(rows[k]):
                 self._rule("admit")
 
     def execute(self, action: Action) -> None:
@@ -215,23 +190,23 @@ class LockstepMachine(ReplaySSMMachine):
     @rule(data=hs.data())
     def admit(self, data: Any) -> None:
         """Each system may admit a request (its own choice, prompt and prefix hit)."""
-        draw = primitive_draw(data)
+        rows = rows_of(data, self.systems)
         for k, callers in enumerate(self.group):
-            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and draw(hs.booleans()) \
-                    and callers.admit(draw):
+            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and rows[k](hs.booleans()) \
+                    and callers.admit(rows[k]):
                 self._rule("admit")
 
     @precondition(lambda self: any(c.requests for c in self.group))
     @rule(steps=hs.integers(1, 4), data=hs.data())
     def model_steps(self, steps: int, data: Any) -> None:
         """``steps`` model-runner steps of every system, one combined launch each."""
-        draw = primitive_draw(data)
         for _ in range(steps):
             if not any(c.requests for c in self.group):
                 return
             parts: Parts = {}
+            rows = rows_of(data, self.systems)
             for k, callers in enumerate(self.group):
-                actions = callers.step(draw) if callers.requests else []
+                actions = callers.step(rows[k]) if callers.requests else []
                 if actions:
                     parts[k] = actions
                     self._rule("model_step")
@@ -244,8 +219,7 @@ class LockstepMachine(ReplaySSMMachine):
                 self.execute(action)
 
     def _leave(self, data: Any, preempt: bool) -> None:
-        draw = primitive_draw(data)
-        for callers in self.group:
+        for callers, draw in zip(self.group, rows_of(data, self.systems)):
             if len(callers.requests) >= 2 and draw(hs.booleans()):
                 self._rule("preempt" if preempt else "finish")
                 callers.finish(draw(hs.sampled_from(sorted(callers.requests))), preempt=preempt)

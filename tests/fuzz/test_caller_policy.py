@@ -2,8 +2,8 @@
 
 Each test drives :class:`Callers` with a policy that makes one decision its
 own way and checks the steps show it (a callers that ignored the field would
-fail); the lockstep policy's steps are primitive choices throughout, the
-default's are not; review's policy follows the assumptions it drops."""
+fail); the lockstep policy's steps decode from a row of choice bytes throughout,
+the default's do not; review's policy follows the assumptions it drops."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from replayssm.fuzz.actions import BlockCopy, Migrate, Postprocess
 from replayssm.fuzz.caller_policy import DEFAULT, ONE_TOKEN_CONTINUATIONS, TRACKER_COPIES, CallerPolicy
 from replayssm.fuzz.callers import GEOMETRIES, NUM_SLOTS, Callers, Features, systems
 from replayssm.fuzz.launcher import Setup
-from replayssm.fuzz.lockstep import LOCKSTEP_POLICY, primitive_draw
+from replayssm.fuzz.bulk_choices import rows_of
+from replayssm.fuzz.lockstep import LOCKSTEP_POLICY
 from replayssm.review.lifecycle import TABLE_SHORT_BY_ONE, StepRecord, review_callers, review_policy
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
@@ -82,9 +83,10 @@ def test_the_policy_chooses_the_rows_and_their_order(data) -> None:
 
 @QUICK
 @given(data=hs.data())
-def test_lockstep_steps_are_primitive_choices_and_the_defaults_are_not(data) -> None:
-    """A lockstep system's steps never reach Hypothesis's strategy machinery
-    (``primitive_draw``'s fallback); the default policy's choice of rows does."""
+def test_lockstep_steps_decode_from_a_row_and_the_defaults_do_not(data) -> None:
+    """A lockstep system's steps decode every decision from its row of choice
+    bytes, never reaching Hypothesis's strategies (``bulk_choices.Row``'s
+    fallback); the default policy's choice of rows does."""
     setup, features = data.draw(systems(tuple(Conventions.all())))
     fallback: list[Any] = []
     real = data.conjecture_data.draw
@@ -94,7 +96,7 @@ def test_lockstep_steps_are_primitive_choices_and_the_defaults_are_not(data) -> 
         return real(strategy, *args, **kwargs)
 
     data.conjecture_data.draw = counted
-    draw = primitive_draw(data)
+    draw = rows_of(data, 1)[0]
     lockstep = Callers(setup, features, policy=LOCKSTEP_POLICY)
     lockstep.admit(draw)
     for _ in range(4):
@@ -106,7 +108,7 @@ def test_lockstep_steps_are_primitive_choices_and_the_defaults_are_not(data) -> 
     default = Callers(setup, features)
     default.admit(draw)
     default.step(draw)
-    assert fallback, "the default policy's rows were drawn as primitive choices: is the policy used?"
+    assert fallback, "the default policy's rows were decoded from the row: is the policy used?"
 
 
 @pytest.mark.parametrize("copies", TRACKER_COPIES)

@@ -22,7 +22,7 @@ from replayssm.fuzz.callers import Callers, features_for, shapes
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
 from replayssm.fuzz.launcher import SpecSide
-from replayssm.fuzz.lockstep import IDLE, MAX_SYSTEMS, SCHEDULED, primitive_draw
+from replayssm.fuzz.lockstep import MAX_SYSTEMS
 from replayssm.fuzz.lockstep_layout import Layout, combine
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
@@ -40,7 +40,7 @@ def test_the_oracle_over_a_combined_launch_is_each_systems_oracle(data, conv: Co
     system's rows."""
     local, aim = data.draw(shapes((conv,)))
     layout = Layout(local, 3)
-    group = [Callers(local, data.draw(features_for(aim))) for _ in range(3)]
+    group = [Callers(local, features_for(data.draw, aim)) for _ in range(3)]
     alone = [SpecSide(local) for _ in group]
     combined = SpecSide(layout.setup)
     for callers in group:
@@ -66,25 +66,6 @@ def test_the_oracle_over_a_combined_launch_is_each_systems_oracle(data, conv: Co
         assert not combined.buffers["ring_start"][:, 0].any() and not combined.buffers["num_committed"][:, 0].any()
         if not any(c.requests for c in group):
             break
-
-
-@settings(max_examples=5, deadline=None, database=None)
-@given(data=hs.data())
-def test_the_callers_draws_take_the_primitive_path(data) -> None:
-    """The draws the callers make never reach Hypothesis's strategy machinery
-    (its cost was most of the harness's): a Hypothesis upgrade that changes
-    the strategies' shape would fail here, not slow the campaign silently."""
-    draw = primitive_draw(data)
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a callers' draw went through ConjectureData.draw")
-
-    data.conjecture_data.draw = refuse
-    assert 0 <= draw(hs.integers(0, 5)) <= 5 and draw(hs.integers(3, 3)) == 3
-    assert draw(hs.booleans()) in (False, True)
-    assert draw(hs.sampled_from([1, 2, 3])) in (1, 2, 3) and draw(hs.sampled_from(range(4, 6))) in (4, 5)
-    assert draw(hs.sampled_from([7])) == 7 and draw(hs.just(8)) == 8
-    assert draw(IDLE) in range(64) and draw(SCHEDULED) in range(4)
 
 
 def _postprocess_callers(trace: dict) -> list[str]:
