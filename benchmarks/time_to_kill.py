@@ -124,7 +124,7 @@ def report(runs: list[dict], trees: dict[str, str], torch_version: str, triton_v
     out = {**header(torch=torch_version, triton=triton_version), "runs": runs, **summary(runs)}
     if len(trees) > 1:
         out["trees"] = {label: {"python": python, **summary([r for r in runs if r.get("tree") == label])}
-                        for label, python in trees.items()}
+                        for label, python in trees.items() if any(r.get("tree") == label for r in runs)}
     return out
 
 

@@ -22,7 +22,8 @@ wider range, is drawn by Hypothesis as before.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from hypothesis.strategies._internal.misc import JustStrategy
 from hypothesis.strategies._internal.strategies import SampledFromStrategy
@@ -38,9 +39,13 @@ ONE_BYTE = 16
 MAX_VALUES = 256
 """The most values a choice decodes from bytes (two); a wider range is drawn by Hypothesis."""
 
+T = TypeVar("T")
+
 
 class Row:
-    """One system's decisions in one rule, decoded in order from its bytes; call it as ``draw(strategy)``."""
+    """One system's decisions in one rule, decoded in order from its bytes:
+    as a :data:`.caller_policy.Draw` (``draw(strategy)``) and through
+    :func:`.caller_policy.integer`, ``boolean`` and ``element``, which build no strategy."""
 
     __slots__ = ("cd", "data", "at", "refills")
 
@@ -63,20 +68,33 @@ class Row:
             return self.byte() % n
         return (self.byte() << 8 | self.byte()) % n
 
+    def integer(self, lo: int, hi: int) -> int:
+        """A decision in ``[lo, hi]`` (a range wider than :data:`MAX_VALUES` drawn by Hypothesis)."""
+        if hi - lo < MAX_VALUES:
+            return lo + self.below(hi - lo + 1)
+        return self.cd.draw_integer(lo, hi)
+
+    def boolean(self) -> bool:
+        return bool(self.byte() & 1)
+
+    def element(self, options: Sequence[T]) -> T:
+        """One of ``options`` (non-empty), the first for byte 0."""
+        return options[self.integer(0, len(options) - 1)]
+
     def __call__(self, strategy: Any) -> Any:
         kind = type(strategy)
-        if kind is SampledFromStrategy and not strategy._transformations and len(strategy.elements) <= MAX_VALUES:
-            return strategy.elements[self.below(len(strategy.elements))]
+        if kind is SampledFromStrategy and not strategy._transformations:
+            return self.element(strategy.elements)
         if kind is JustStrategy:
             return strategy.value
         name = getattr(getattr(strategy, "function", None), "__name__", None)
         args = getattr(strategy, "_LazyStrategy__args", None)
         plain = not getattr(strategy, "_LazyStrategy__kwargs", True)  # a lazy strategy without keywords
         if name == "booleans" and args == () and plain:
-            return bool(self.byte() & 1)
-        if (name == "integers" and plain and len(args or ()) == 2 and all(type(a) is int for a in args)
-                and 0 <= args[1] - args[0] < MAX_VALUES):
-            return args[0] + self.below(args[1] - args[0] + 1)
+            return self.boolean()
+        if name == "integers" and plain and len(args or ()) == 2 and all(type(a) is int for a in args) \
+                and args[0] <= args[1]:
+            return self.integer(*args)
         return self.cd.draw(strategy)
 
 

@@ -12,16 +12,38 @@ module subclasses :class:`.callers.Callers` (``tests/test_layers.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hypothesis import strategies as hs
+
+from .bulk_choices import Row
 
 if TYPE_CHECKING:
     from .callers import Callers, Request, RowPlan
 
 Draw = Callable[[Any], Any]
+"""How the callers decide: Hypothesis's ``draw`` (``data.draw``), or a
+lockstep system's :class:`.bulk_choices.Row`; the single decisions go
+through :func:`integer`, :func:`boolean` and :func:`element`."""
+
+T = TypeVar("T")
+
+
+def integer(draw: Draw, lo: int, hi: int) -> int:
+    """A decision in ``[lo, hi]`` (``lo`` the simplest)."""
+    return draw.integer(lo, hi) if type(draw) is Row else draw(hs.integers(lo, hi))
+
+
+def boolean(draw: Draw) -> bool:
+    """A yes or no (no the simplest)."""
+    return draw.boolean() if type(draw) is Row else draw(hs.booleans())
+
+
+def element(draw: Draw, options: Sequence[T]) -> T:
+    """One of ``options`` (non-empty; the first the simplest)."""
+    return draw.element(options) if type(draw) is Row else draw(hs.sampled_from(options))
 
 TRACKER_COPIES = ("drawn", "every", "none")
 """Which rows whose live column moves have their trackers copied by the

@@ -27,7 +27,7 @@ from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import TAIL_ACCEPTED, RowRule
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
-from .caller_policy import DEFAULT, CallerPolicy, Draw
+from .caller_policy import DEFAULT, CallerPolicy, Draw, boolean, element, integer
 from .containment import BREAKERS
 from .launcher import Setup
 
@@ -160,7 +160,7 @@ def shapes(draw: Draw, conventions: tuple[Conventions, ...]) -> tuple[Setup, Aim
 def features_for(draw: Draw, aim: Aim) -> Features:
     """The caller behaviours of one run: those ``aim`` fixes, the others drawn."""
     fixed = dict(aim.fixed)
-    return Features(**{f.name: fixed[f.name] if f.name in fixed else draw(hs.booleans()) for f in fields(Features)})
+    return Features(**{f.name: fixed[f.name] if f.name in fixed else boolean(draw) for f in fields(Features)})
 
 
 @hs.composite
@@ -274,13 +274,13 @@ class Callers:
         free_rids = [i for i in range(self.geo.max_num_reqs) if i not in self.requests]
         if not free_rids or any(len(f) < 4 for f in self.free):
             return False
-        rid = draw(hs.sampled_from(free_rids))
-        stream = draw(hs.sampled_from(self._streams()))
+        rid = element(draw, free_rids)
+        stream = element(draw, self._streams())
         short = min(2 * self.geo.block_size + 1, self.max_model_len)
-        longest = short if self.features.short_prompts else draw(hs.sampled_from((short, self.max_model_len)))
+        longest = short if self.features.short_prompts else element(draw, (short, self.max_model_len))
         can_hit = self.align and self.features.prefix_hits and (stream, 0) in self.published
         shortest = min(self.geo.block_size + 1, longest) if can_hit or self.features.shared_prompts else 1
-        prompt = draw(hs.integers(shortest, longest))
+        prompt = integer(draw, shortest, longest)
         groups = len(self.setup.layers_per_group)
         cols = [[self.geo.pad_slot] * self.setup.num_cols for _ in range(groups)]
         hit = 0
@@ -288,7 +288,7 @@ class Callers:
             while (stream, hit) in self.published and (hit + 1) * self.geo.block_size < prompt:
                 hit += 1
             if hit and not self.features.shared_prompts:
-                hit = draw(hs.integers(0, hit))
+                hit = integer(draw, 0, hit)
         for c in range(hit):
             for g in range(groups):
                 cols[g][c] = self.published[(stream, c)][g]
@@ -329,12 +329,12 @@ class Callers:
             lens = rule.decode_lens(r.computed)
             if not lens:
                 return None
-        q = draw(hs.integers(lens.start, lens.stop - 1) if isinstance(lens, range) else hs.sampled_from(lens))
-        accepted = draw(hs.integers(rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q)))
+        q = integer(draw, lens.start, lens.stop - 1) if isinstance(lens, range) else element(draw, lens)
+        accepted = integer(draw, rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q))
         plan = RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
         ones = self.policy.one_token_continuations
         if (ones == "often" and plan.prefilling and r.computed > 0
-                and 1 in rule.chunk_lens(r.computed, r.prompt_len) and draw(hs.booleans())):
+                and 1 in rule.chunk_lens(r.computed, r.prompt_len) and boolean(draw)):
             plan.query_len, plan.live_col = 1, rule.live_col(r.computed, 1)
         if ones == "never" and not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(
                 self.geo, GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)):
@@ -348,9 +348,9 @@ class Callers:
         accepts the real one; else None (a prefill chunk, as before)."""
         rule = self.rows
         lens = rule.tail_lens(r.computed, r.prompt_len)
-        if not lens or not draw(hs.booleans()):
+        if not lens or not boolean(draw):
             return None
-        q = draw(hs.sampled_from(lens))
+        q = element(draw, lens)
         return RowPlan(q, TAIL_ACCEPTED.start, False, rule.live_col(r.computed, q))
 
     def _break(self, draw: Draw, r: Request, plan: RowPlan, drop: str) -> None:
@@ -390,7 +390,7 @@ class Callers:
         if any(len(f) < len(needed) for f in self.free):
             return False
         for c in needed:
-            null = self.features.null_columns and c != live_col and (self.features.shared_prompts or draw(hs.booleans()))
+            null = self.features.null_columns and c != live_col and (self.features.shared_prompts or boolean(draw))
             for g in range(len(self.free)):
                 r.cols[g][c] = self.geo.pad_slot if null else self._alloc(g)
             self.saw("null column", null)
@@ -400,7 +400,7 @@ class Callers:
         """One model-runner step: block copies, migration, postprocess."""
         geo, conv = self.geo, self.setup.conventions
         self._fresh.clear()
-        if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and draw(hs.booleans()):
+        if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and boolean(draw):
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
         chosen = self.policy.choose_rows(draw, rids)
@@ -408,7 +408,7 @@ class Callers:
         for rid in chosen:
             r = self.requests[rid]
             plan = self._plan_row(draw, r)
-            if plan is not None and self.drop and draw(hs.booleans()):
+            if plan is not None and self.drop and boolean(draw):
                 self._break(draw, r, plan, self.drop)
             if plan is not None and self._ensure_blocks(draw, r, plan.live_col):
                 rows.append((r, plan))
@@ -416,11 +416,11 @@ class Callers:
             return []
         pads = 0
         if conv.has_idx_mapping and self.features.padding_rows:
-            pads = draw(hs.integers(0, geo.max_num_reqs - len(rows)))
+            pads = integer(draw, 0, geo.max_num_reqs - len(rows))
         order = self.policy.batch_order(draw, len(rows))
         batch_rows: list[tuple[Request, RowPlan] | None] = [rows[i] for i in order]
         for _ in range(pads):
-            batch_rows.insert(draw(hs.integers(0, len(batch_rows))), None)
+            batch_rows.insert(integer(draw, 0, len(batch_rows)), None)
         self.saw("padding row", pads)
         self._count_shapes(rows)
         actions: list[Action] = []
@@ -469,7 +469,7 @@ class Callers:
                     table[g][b] = list(row[0].cols[g])
             first_unread = row[1].live_col + 1 if row is not None else 0
             violator = row is not None and row[0].rid in self.tainted  # its footprint: its own slots only
-            if self.features.stale_slots and not violator and first_unread < cols and draw(hs.booleans()):
+            if self.features.stale_slots and not violator and first_unread < cols and boolean(draw):
                 placed = self._place_stale_slots(draw, table, b, first_unread, row[0] if row else None)
                 self.saw("stale slot past the live column" if row else "stale slot in a padding or unused row",
                          placed > 0)
@@ -494,7 +494,7 @@ class Callers:
                   if not any(s in taken[g] or (g, s) in self._fresh for g, s in enumerate(slots))]
         if not usable or not empty:
             return 0
-        turn = draw(hs.integers(0, len(usable) - 1))
+        turn = integer(draw, 0, len(usable) - 1)
         placed = 0
         for slots in usable[turn:] + usable[:turn]:
             if placed == len(empty):
@@ -521,7 +521,7 @@ class Callers:
         if copies == "none" or copies == "drawn" and not self.features.block_copies:
             return []
         inside = [row if row is None or row[1].live_col < self.table_cols else None for row in batch_rows]
-        return self._moved_column_copies(inside, (lambda: True) if copies == "every" else lambda: draw(hs.booleans()))
+        return self._moved_column_copies(inside, (lambda: True) if copies == "every" else lambda: boolean(draw))
 
     def _moved_column_copies(self, batch_rows: list, copied: Callable[[], bool]) -> list:
         """The tracker copies ``[group, source slot, destination slot]`` of the rows whose live

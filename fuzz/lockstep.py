@@ -25,7 +25,6 @@ disturbing another's state) keeps the K-system trace.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,7 +35,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from .actions import Action, action_from_json
 from .bulk_choices import rows_of
-from .caller_policy import CallerPolicy
+from .caller_policy import CallerPolicy, Draw, integer
 from .callers import Callers, features_for, shapes
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
@@ -46,8 +45,8 @@ from .machine import (Failure, ReplaySSMMachine, describe_failure, discrepancy, 
 MAX_SYSTEMS = 256
 """The most systems one launch carries (``--systems``)."""
 
-SCHEDULED = hs.integers(0, 3)
-"""Whether a running request takes part in a step: any value but 0, as a
+SCHEDULED = (0, 3)
+"""Whether a running request takes part in a step (a decision in this range): any value but 0, as a
 scheduler runs most running requests every step (more verified rows per
 step for the same per-step costs); 0, where shrinking starts, leaves it out."""
 
@@ -116,16 +115,16 @@ def judge(trace: dict, target: Any, device: torch.device, level: str) -> dict | 
     return None
 
 
-def scheduled_rows(draw: Callable[[Any], Any], rids: list[int]) -> list[int]:
+def scheduled_rows(draw: Draw, rids: list[int]) -> list[int]:
     """Each running request scheduled or not (:data:`SCHEDULED`); the first one when none is."""
-    return [r for r in rids if draw(SCHEDULED) > 0] or rids[:1]
+    return [r for r in rids if integer(draw, *SCHEDULED) > 0] or rids[:1]
 
 
-def shuffled(draw: Callable[[Any], Any], n: int) -> list[int]:
+def shuffled(draw: Draw, n: int) -> list[int]:
     """A Fisher-Yates shuffle of ``range(n)``."""
     order = list(range(n))
     for i in range(n - 1):
-        j = draw(hs.integers(i, n - 1))
+        j = integer(draw, i, n - 1)
         order[i], order[j] = order[j], order[i]
     return order
 
@@ -192,7 +191,7 @@ class LockstepMachine(ReplaySSMMachine):
         """Each system may admit a request (its own choice, prompt and prefix hit)."""
         rows = rows_of(data, self.systems)
         for k, callers in enumerate(self.group):
-            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and rows[k](hs.booleans()) \
+            if k not in self.idle and len(callers.requests) < callers.geo.max_num_reqs and rows[k].boolean() \
                     and callers.admit(rows[k]):
                 self._rule("admit")
 
@@ -220,9 +219,9 @@ class LockstepMachine(ReplaySSMMachine):
 
     def _leave(self, data: Any, preempt: bool) -> None:
         for callers, draw in zip(self.group, rows_of(data, self.systems)):
-            if len(callers.requests) >= 2 and draw(hs.booleans()):
+            if len(callers.requests) >= 2 and draw.boolean():
                 self._rule("preempt" if preempt else "finish")
-                callers.finish(draw(hs.sampled_from(sorted(callers.requests))), preempt=preempt)
+                callers.finish(draw.element(sorted(callers.requests)), preempt=preempt)
 
     @precondition(lambda self: any(len(c.requests) >= 2 for c in self.group))
     @rule(data=hs.data())

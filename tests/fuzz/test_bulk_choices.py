@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from replayssm.fuzz.bulk_choices import MAX_VALUES, ONE_BYTE, ROW_BYTES, Row, rows_of
+from replayssm.fuzz.caller_policy import boolean, element, integer
 from replayssm.fuzz.lockstep import IDLE, SCHEDULED
 
 
@@ -23,7 +24,7 @@ class NoData:
     def draw(self, *args: object, **kwargs: object) -> None:
         raise AssertionError("a decision went through Hypothesis's strategies")
 
-    draw_bytes = draw
+    draw_bytes = draw_integer = draw
 
 
 @settings(max_examples=5, deadline=None, database=None)
@@ -39,7 +40,8 @@ def test_one_draw_gives_every_system_a_row_and_the_callers_draws_decode_from_it(
     assert draw(hs.booleans()) in (False, True)
     assert draw(hs.sampled_from([1, 2, 3])) in (1, 2, 3) and draw(hs.sampled_from(range(4, 6))) in (4, 5)
     assert draw(hs.sampled_from([7])) == 7 and draw(hs.just(8)) == 8
-    assert draw(IDLE) in range(64) and draw(SCHEDULED) in range(4)
+    assert draw(IDLE) in range(64) and integer(draw, *SCHEDULED) in range(4)
+    assert integer(draw, 2, 4) in (2, 3, 4) and boolean(draw) in (False, True) and element(draw, "xyz") in "xyz"
     assert 10 <= draw(hs.integers(10, 10 + MAX_VALUES - 1)) < 10 + MAX_VALUES
 
 
@@ -47,6 +49,7 @@ def test_byte_zero_decodes_the_simplest_decision() -> None:
     draw = Row(NoData(), bytes(ROW_BYTES))
     assert draw(hs.integers(3, 9)) == 3 and draw(hs.integers(5, 200)) == 5
     assert draw(hs.booleans()) is False and draw(hs.sampled_from(["a", "b", "c"])) == "a"
+    assert integer(draw, 7, 200) == 7 and boolean(draw) is False and element(draw, range(4, 9)) == 4
 
 
 @settings(max_examples=3, deadline=None, database=None)
@@ -58,6 +61,7 @@ def test_a_row_that_runs_out_draws_a_fresh_row_and_a_wide_range_goes_to_hypothes
     assert row.refills == 1 and len(row.data) == ROW_BYTES
     used = row.at
     assert 0 <= row(hs.integers(0, MAX_VALUES)) <= MAX_VALUES and row.at == used  # drawn by Hypothesis
+    assert 0 <= integer(row, 0, 10 * MAX_VALUES) <= 10 * MAX_VALUES and row.at == used
 
 
 def test_decoded_values_are_uniform_over_the_bytes() -> None:
