@@ -56,9 +56,20 @@ class Memory(Protocol):
     def each(self, lo: Value, hi: Value, guard: Cond = True) -> Iterator[Value]: ...
 
 
+_LIMITS: dict[np.dtype, tuple[int, int] | None] = {}
+"""The value range of each buffer dtype met so far (None: not an integer type)."""
+
+
+def _limits(dtype: np.dtype) -> tuple[int, int] | None:
+    if dtype not in _LIMITS:
+        info = np.iinfo(dtype) if dtype.kind in "iu" else None
+        _LIMITS[dtype] = (int(info.min), int(info.max)) if info is not None else None
+    return _LIMITS[dtype]
+
+
 def _check_value(buffer: str, arr: np.ndarray, index: tuple, value: int) -> None:
-    info = np.iinfo(arr.dtype) if arr.dtype.kind in "iu" else None
-    if info is not None and not (info.min <= value <= info.max):
+    limits = _limits(arr.dtype)
+    if limits is not None and not (limits[0] <= value <= limits[1]):
         raise ValueOverflow(buffer, index, value, arr.dtype)
 
 
@@ -74,11 +85,16 @@ class ConcreteMemory:
 
     def _checked(self, buffer: str, index: tuple) -> tuple:
         arr = self.buffers[buffer]
-        if len(index) != arr.ndim or any(
-            not (0 <= i < n) for i, n in zip(index, arr.shape)
-        ):
-            raise MemoryFault(buffer, index, arr.shape)
-        return tuple(int(i) for i in index)
+        shape = arr.shape
+        if len(index) != len(shape):
+            raise MemoryFault(buffer, index, shape)
+        checked = []
+        for i, n in zip(index, shape):
+            i = int(i)
+            if not 0 <= i < n:
+                raise MemoryFault(buffer, index, shape)
+            checked.append(i)
+        return tuple(checked)
 
     def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
         if not guard:

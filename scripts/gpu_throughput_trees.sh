@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The stateful campaign's throughput of two trees on a CUDA machine, interleaved in one call:
+# this tree ("after") and BEFORE (another tree's packages, pyproject.toml and benchmarks/,
+# carried under .gpu/, e.g. `git archive REV replayssm spec base impl verify fuzz review
+# benchmarks pyproject.toml | tar -x -C .gpu/before`), each with its own benchmarks/fuzz_throughput.py.
+#   bash scripts/gpu_throughput_trees.sh LOGDIR BEFORE [ROUNDS]
+# Rounds alternate before, after, before, after, ... (the first run also compiles the Triton
+# kernels both trees share: compare the later rounds and the medians). The first "after" run
+# also measures the wide runner. Sizes: SYSTEMS (256), JOBS (min(16, nproc)), STATEFUL_EXAMPLES (256),
+# STATEFUL_STEPS (12), RUN_SECONDS (150, per run). Logs: throughput_{before,after}_ROUND.json and .log.
+set -uo pipefail
+LOG=${1:?LOGDIR}
+BEFORE=$(cd "${2:?BEFORE tree}" && pwd) || exit 2
+ROUNDS=${3:-2}
+ROOT=$(pwd)
+mkdir -p "$LOG"
+LOG=$(cd "$LOG" && pwd)
+source "$ROOT/scripts/gpu_env.sh" || exit 2
+replayssm_shim "$BEFORE" /tmp/replayssm_shim_before || exit 2
+JOBS=${JOBS:-$(( $(nproc) > 16 ? 16 : $(nproc) ))}
+cd /tmp
+WIDE="--rows ${WIDE_ROWS:-4096} --steps ${WIDE_STEPS:-40} --wide-jobs 8"
+for round in $(seq "$ROUNDS"); do
+  for tree in before after; do
+    if [ "$tree" = before ]; then dir=$BEFORE path=${PYTHONPATH/$SHIM/\/tmp\/replayssm_shim_before} wide=--no-wide
+    else dir=$ROOT path=$PYTHONPATH wide=$([ "$round" = 1 ] && echo "$WIDE" || echo --no-wide); fi
+    SECONDS=0
+    PYTHONPATH=$path timeout "${RUN_SECONDS:-150}" python3 -P "$dir/benchmarks/fuzz_throughput.py" --device cuda \
+      --systems "${SYSTEMS:-256}" --jobs "$JOBS" --stateful-examples "${STATEFUL_EXAMPLES:-256}" \
+      --stateful-steps "${STATEFUL_STEPS:-12}" $wide --out "$LOG/throughput_${tree}_$round.json" \
+      > "$LOG/throughput_${tree}_$round.log" 2>&1
+    echo "$tree round $round: exit $?, ${SECONDS}s"
+  done
+done
