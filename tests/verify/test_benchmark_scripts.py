@@ -99,7 +99,12 @@ def test_review_time_and_latency_check_their_options_before_any_run(script: str,
                                            (["--limit", "0"], "--limit must be > 0 seconds, got 0.0"),
                                            (["--seeds", "-1"], "--seeds must be >= 0, got [-1]"),
                                            (["--systems", "257"], "--systems must be in [1, 256], got 257"),
-                                           (["--out", "/no/such/folder/t.json"], "--out's folder /no/such/folder")])
+                                           (["--out", "/no/such/folder/t.json"], "--out's folder /no/such/folder"),
+                                           (["--tree", "a=" + sys.executable], "give --tree at least twice"),
+                                           (["--tree", "a=/no/python", "--tree", "b=" + sys.executable],
+                                            "--tree 'a=/no/python': /no/python is not an executable"),
+                                           (["--tree", "nolabel", "--tree", "b=" + sys.executable],
+                                            "--tree 'nolabel': give LABEL=PYTHON")])
 def test_time_to_kill_names_the_bad_option_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "time_to_kill.py"), *argv, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
