@@ -24,6 +24,8 @@ from .proof_cache import ProofCache
 from .terms import lift
 
 TIMEOUT_MS = 20_000
+"""The solver's default limit per query, in wall-clock milliseconds
+(:attr:`Obligation.timeout_ms`): a query past it is ``unknown``."""
 
 
 STRATEGIES = {
@@ -101,6 +103,12 @@ class Obligation:
     invariants: tuple[str, ...] = ()
     """The system invariants (``spec.system.INVARIANTS``, by name) whose
     preservation or truth this obligation proves, for ``prove --invariant``."""
+    timeout_ms: int = TIMEOUT_MS
+    """The solver's limit per query of this obligation (goal parts and
+    non-vacuity check), in wall-clock milliseconds: a query past it makes
+    the obligation ``unknown``. A wall-clock limit counts the time other
+    processes take the CPU from the solver, so an obligation whose queries
+    a loaded machine can stretch past the default gives a larger one."""
 
 
 @dataclass
@@ -155,14 +163,15 @@ REGISTRY: dict[str, Obligation] = {}
 
 def obligation(name: str, transition: str, statement: str, shardable: bool = False,
                lemmas: tuple[str, ...] = (), every_case: bool = False, sources: tuple[str, ...] = (),
-               invariants: tuple[str, ...] = ()) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
-    """Register ``build`` as the obligation ``name``."""
+               invariants: tuple[str, ...] = (), timeout_ms: int = TIMEOUT_MS
+               ) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
+    """Register ``build`` as the obligation ``name`` (the fields of :class:`Obligation`)."""
 
     def register(build: Callable[[], Iterable[Claim]]) -> Callable[[], Iterable[Claim]]:
         if name in REGISTRY:
             raise ValueError(f"obligation {name!r} is declared twice ({REGISTRY[name].build.__qualname__} and {build.__qualname__})")
         REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case, sources,
-                                    invariants)
+                                    invariants, timeout_ms)
         return build
 
     return register
@@ -218,14 +227,15 @@ def _goal_term(parts: list[tuple[PartName, Any]]) -> Any:
     return z3.And(*[lift(t) for _, t in parts]) if parts else z3.BoolVal(True)
 
 
-def first_violation(claim: Claim, facts: Facts | None = None) -> z3.ModelRef | None:
+def first_violation(claim: Claim, facts: Facts | None = None, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
     """A model violating the first goal part (in the claim's order) that can
     fail, or None: the part a reader looks at first, rather than whichever
     part the solver broke in a combined query (``facts``: the claim's
-    assumptions as a :func:`fact_vector`, when the caller has it)."""
+    assumptions as a :func:`fact_vector`, when the caller has it; each query
+    limited to ``timeout_ms``)."""
     facts = fact_vector(f for _, f in claim.assumptions) if facts is None else facts
     for _, part in claim.goal:
-        s = new_solver(facts, z3.Not(lift(part)), preprocess=claim.strategy == "preprocess")
+        s = new_solver(facts, z3.Not(lift(part)), preprocess=claim.strategy == "preprocess", timeout_ms=timeout_ms)
         if s.check() == z3.sat:
             return s.model()
     return None
@@ -333,7 +343,7 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
         return failure
     cover: bool | None = None
     if ob.every_case or not covered:
-        w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess")
+        w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess", timeout_ms=ob.timeout_ms)
         verdict = w.check()
         if ob.every_case and verdict == z3.unsat:
             return Result(ob.name, "failed", 0, [], 0,
@@ -351,13 +361,13 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]
                  facts: Facts) -> Result | None:
     """None when every part holds under the case's assumptions (``facts``, a
     :func:`fact_vector`), else the failure (with the first violated part's
-    model) or the unknown."""
+    model) or the unknown; each query limited to ``ob.timeout_ms``."""
     if not parts:  # every part proved by a lemma: nothing to check
         return None
     preprocess = claim.strategy == "preprocess"
     if claim.strategy == "preprocess_parts":
         for _, part in parts:
-            s = new_solver(facts, z3.Not(lift(part)), preprocess=True)
+            s = new_solver(facts, z3.Not(lift(part)), preprocess=True, timeout_ms=ob.timeout_ms)
             verdict = s.check()
             if verdict == z3.sat:
                 return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, s.model()))
@@ -365,10 +375,10 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]
                 return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")
         return None
     if claim.strategy == "whole_goal" and len(parts) > 1:
-        s = new_solver(facts, z3.Not(_goal_term(parts)))
+        s = new_solver(facts, z3.Not(_goal_term(parts)), timeout_ms=ob.timeout_ms)
         if s.check() == z3.unsat:
             return None
-    s = new_solver(facts, preprocess=preprocess)
+    s = new_solver(facts, preprocess=preprocess, timeout_ms=ob.timeout_ms)
     if preprocess:
         parts = [("goal", _goal_term(parts))]
     for _, part in parts:
@@ -376,7 +386,7 @@ def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]]
         s.add(z3.Not(lift(part)))
         verdict = s.check()
         if verdict == z3.sat:
-            model = (first_violation(claim, facts) if preprocess else None) or s.model()
+            model = (first_violation(claim, facts, ob.timeout_ms) if preprocess else None) or s.model()
             return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, model))
         if verdict == z3.unknown:
             return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")

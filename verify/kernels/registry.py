@@ -182,12 +182,20 @@ COMPACTION = KernelRole(
     Replay("compact", (), playback.prepare_compaction, playback.spec_compaction, by_capacity=True),
     spec="spec.compaction (the work list of a plan)", assumes=(), generation="reference", frame=WORK_LIST_FRAME)
 
+BLOCKED_TIMEOUT_MS = 300_000
+"""The solver's limit per query of the row-blocked kernel's obligations:
+each of its queries takes at most about 2.5 s alone (2026-12-03), but with
+the default 20 s (``verify.obligation.TIMEOUT_MS``, wall clock) two of its
+128-row cases were ``unknown`` under a load average of 5 on 2 cores; 5
+minutes leaves a proof a proof under any load seen, while a query that
+never ends still ends the run."""
+
 BLOCKED = KernelRole(
     "blocked", (blocked.KERNEL,), blocked_variants, blocked_case,
     Replay("postprocess", POSTPROCESS_INPUTS, playback.prepare_blocked, playback.spec_postprocess, packed=True,
            meta=_blocked_meta),
     pair=blocked_pair, spec="spec.postprocess per row, then spec.compaction", assumes=REFERENCE_CONTRACT,
-    generation="ours (row-blocked)", frame=None)
+    generation="ours (row-blocked)", frame=None, timeout_ms=BLOCKED_TIMEOUT_MS)
 # the blocked program owns ROWS rows: its frame (a row set) is not stated yet
 
 REFERENCE = (POSTPROCESS, MIGRATION, COMPACTION)
