@@ -126,6 +126,8 @@ class KernelRole:
     has no padding programs."""
     timeout_ms: int = TIMEOUT_MS
     """The solver's limit per query of its obligations (``Obligation.timeout_ms``)."""
+    isolated: bool = False
+    """Its obligations solve each case in a Z3 context of its own (``Obligation.isolated``)."""
 
     def jit(self, module: ModuleType) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
