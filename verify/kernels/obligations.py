@@ -395,9 +395,9 @@ def _ours() -> tuple[ModuleType, ...]:
 
 # Plain ``prove`` (and ``prove --kernels``) proves every kernel we ship: the
 # reference API's three and the row-blocked one at the 128 and 2 rows per
-# program we launch (its 80 variants: about 95 s of CPU, ``docs/cli.md``),
+# program we launch (its 80 variants: about 100 s of CPU, ``docs/cli.md``),
 # each case solved in a Z3 context of its own under
-# ``registry.BLOCKED_TIMEOUT_MS`` (``registry.BLOCKED``), so neither the
-# cases a worker built before nor a loaded machine turn a proof into ``unknown``.
+# ``registry.BLOCKED_TIMEOUT_MS`` (``registry.BLOCKED``): the cases a worker
+# built before cannot make one ``unknown``, and a load average of 5 did not.
 for _module in _ours():
     register(_module)
