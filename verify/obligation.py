@@ -24,6 +24,8 @@ from .proof_cache import ProofCache
 from .terms import lift
 
 TIMEOUT_MS = 20_000
+"""The solver's default limit per query, in wall-clock milliseconds
+(:attr:`Obligation.timeout_ms`): a query past it is ``unknown``."""
 
 
 STRATEGIES = {
@@ -101,6 +103,19 @@ class Obligation:
     invariants: tuple[str, ...] = ()
     """The system invariants (``spec.system.INVARIANTS``, by name) whose
     preservation or truth this obligation proves, for ``prove --invariant``."""
+    timeout_ms: int = TIMEOUT_MS
+    """The solver's limit per query of this obligation (goal parts and
+    non-vacuity check), in wall-clock milliseconds: a query past it makes
+    the obligation ``unknown``. A wall-clock limit counts the time other
+    processes take the CPU from the solver, so an obligation whose queries
+    a loaded machine can stretch past the default gives a larger one."""
+    isolated: bool = False
+    """Each case's queries are solved in a Z3 context of the case's own, its
+    terms translated into it: how long a query takes then depends on the
+    case alone, not on which terms the process made before (Z3's
+    simplifier orders terms by their ids, which follow the order they were
+    made in, so the same query can take another path after other cases were
+    built in the same worker)."""
 
 
 @dataclass
@@ -155,21 +170,30 @@ REGISTRY: dict[str, Obligation] = {}
 
 def obligation(name: str, transition: str, statement: str, shardable: bool = False,
                lemmas: tuple[str, ...] = (), every_case: bool = False, sources: tuple[str, ...] = (),
-               invariants: tuple[str, ...] = ()) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
-    """Register ``build`` as the obligation ``name``."""
+               invariants: tuple[str, ...] = (), timeout_ms: int = TIMEOUT_MS, isolated: bool = False
+               ) -> Callable[[Callable[[], Iterable[Claim]]], Callable[[], Iterable[Claim]]]:
+    """Register ``build`` as the obligation ``name`` (the fields of :class:`Obligation`)."""
 
     def register(build: Callable[[], Iterable[Claim]]) -> Callable[[], Iterable[Claim]]:
         if name in REGISTRY:
             raise ValueError(f"obligation {name!r} is declared twice ({REGISTRY[name].build.__qualname__} and {build.__qualname__})")
         REGISTRY[name] = Obligation(name, transition, statement, build, shardable, lemmas, every_case, sources,
-                                    invariants)
+                                    invariants, timeout_ms, isolated)
         return build
 
     return register
 
 
 _ELIMINATE = ("propagate-values", "solve-eqs", "elim-uncnstr", "simplify")
-PREPROCESS = z3.Then("simplify", *_ELIMINATE, *_ELIMINATE, z3.With("smt", **{"arith.solver": 2}))
+
+
+def preprocess_tactic(context: z3.Context | None = None) -> z3.Tactic:
+    """:data:`PREPROCESS` in ``context`` (None: Z3's main context)."""
+    return z3.Then("simplify", *_ELIMINATE, *_ELIMINATE, z3.With("smt", ctx=context, **{"arith.solver": 2}),
+                   ctx=context)
+
+
+PREPROCESS = preprocess_tactic()
 """Substitute the equalities away (shape pins, cut definitions), drop
 unconstrained terms, twice (the first round's simplification exposes new
 equalities: about 18% less solving on 40 system step shapes), then search
@@ -198,16 +222,28 @@ def fact_vector(facts: Iterable[Any]) -> Facts:
     return Facts(tuple(lift(f) for f in facts))
 
 
-def new_solver(facts: Facts, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None) -> z3.Solver:
+def new_solver(facts: Facts, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None,
+               context: z3.Context | None = None) -> z3.Solver:
     """A fresh solver asserting ``facts`` in order, then each of ``extra`` (a
-    term or :class:`Facts`): the assertions ``s.add`` would make, in that order."""
-    s = PREPROCESS.solver() if preprocess else z3.Solver()
+    term or :class:`Facts`): the assertions ``s.add`` would make, in that
+    order; with ``context``, a solver of that Z3 context, every term
+    translated into it (the caller's stay in theirs)."""
+    if context is None:
+        s = PREPROCESS.solver() if preprocess else z3.Solver()
+    else:
+        s = preprocess_tactic(context).solver() if preprocess else z3.Solver(ctx=context)
     s.set("timeout", TIMEOUT_MS if timeout_ms is None else timeout_ms)
     ctx, solver = s.ctx.ref(), s.solver
     for group in (facts, *extra):
         for t in group.terms if isinstance(group, Facts) else (z3.BoolSort().cast(lift(group)),):
-            z3.Z3_solver_assert(ctx, solver, t.as_ast())
+            z3.Z3_solver_assert(ctx, solver, (t if context is None else t.translate(context)).as_ast())
     return s
+
+
+def _model(s: z3.Solver) -> z3.ModelRef:
+    """``s``'s model, in Z3's main context (where the claims' terms are)."""
+    model = s.model()
+    return model if s.ctx == z3.main_ctx() else model.translate(z3.main_ctx())
 
 
 def _solver(facts: Iterable[Any] | Facts, preprocess: bool = False) -> z3.Solver:
@@ -218,16 +254,20 @@ def _goal_term(parts: list[tuple[PartName, Any]]) -> Any:
     return z3.And(*[lift(t) for _, t in parts]) if parts else z3.BoolVal(True)
 
 
-def first_violation(claim: Claim, facts: Facts | None = None) -> z3.ModelRef | None:
+def first_violation(claim: Claim, facts: Facts | None = None, timeout_ms: int = TIMEOUT_MS,
+                    context: z3.Context | None = None) -> z3.ModelRef | None:
     """A model violating the first goal part (in the claim's order) that can
     fail, or None: the part a reader looks at first, rather than whichever
     part the solver broke in a combined query (``facts``: the claim's
-    assumptions as a :func:`fact_vector`, when the caller has it)."""
+    assumptions as a :func:`fact_vector`, when the caller has it; each query
+    limited to ``timeout_ms``, solved in ``context`` as :func:`new_solver`
+    does; the model in the main context)."""
     facts = fact_vector(f for _, f in claim.assumptions) if facts is None else facts
     for _, part in claim.goal:
-        s = new_solver(facts, z3.Not(lift(part)), preprocess=claim.strategy == "preprocess")
+        s = new_solver(facts, z3.Not(lift(part)), preprocess=claim.strategy == "preprocess", timeout_ms=timeout_ms,
+                       context=context)
         if s.check() == z3.sat:
-            return s.model()
+            return _model(s)
     return None
 
 
@@ -328,12 +368,14 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
         if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
             return bool(kept["covered"])
     vector = fact_vector(facts)
-    failure = _solve_parts(ob, claim, parts, vector)
+    context = z3.Context() if ob.isolated else None
+    failure = _solve_parts(ob, claim, parts, vector, context)
     if failure is not None:
         return failure
     cover: bool | None = None
     if ob.every_case or not covered:
-        w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess")
+        w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess", timeout_ms=ob.timeout_ms,
+                       context=context)
         verdict = w.check()
         if ob.every_case and verdict == z3.unsat:
             return Result(ob.name, "failed", 0, [], 0,
@@ -348,35 +390,36 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
 
 
 def _solve_parts(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
-                 facts: Facts) -> Result | None:
+                 facts: Facts, context: z3.Context | None = None) -> Result | None:
     """None when every part holds under the case's assumptions (``facts``, a
     :func:`fact_vector`), else the failure (with the first violated part's
-    model) or the unknown."""
+    model) or the unknown; each query limited to ``ob.timeout_ms``, solved in
+    ``context`` (None: the main one; see ``Obligation.isolated``)."""
     if not parts:  # every part proved by a lemma: nothing to check
         return None
     preprocess = claim.strategy == "preprocess"
     if claim.strategy == "preprocess_parts":
         for _, part in parts:
-            s = new_solver(facts, z3.Not(lift(part)), preprocess=True)
+            s = new_solver(facts, z3.Not(lift(part)), preprocess=True, timeout_ms=ob.timeout_ms, context=context)
             verdict = s.check()
             if verdict == z3.sat:
-                return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, s.model()))
+                return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, _model(s)))
             if verdict == z3.unknown:
                 return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")
         return None
     if claim.strategy == "whole_goal" and len(parts) > 1:
-        s = new_solver(facts, z3.Not(_goal_term(parts)))
+        s = new_solver(facts, z3.Not(_goal_term(parts)), timeout_ms=ob.timeout_ms, context=context)
         if s.check() == z3.unsat:
             return None
-    s = new_solver(facts, preprocess=preprocess)
+    s = new_solver(facts, preprocess=preprocess, timeout_ms=ob.timeout_ms, context=context)
     if preprocess:
         parts = [("goal", _goal_term(parts))]
     for _, part in parts:
         s.push()
-        s.add(z3.Not(lift(part)))
+        s.add(z3.Not(lift(part)) if context is None else z3.Not(lift(part)).translate(context))
         verdict = s.check()
         if verdict == z3.sat:
-            model = (first_violation(claim, facts) if preprocess else None) or s.model()
+            model = (first_violation(claim, facts, ob.timeout_ms, context) if preprocess else None) or _model(s)
             return Result(ob.name, "failed", 0, [], 0, counterexample=scenario(claim, model))
         if verdict == z3.unknown:
             return Result(ob.name, "unknown", 0, [], 0, detail=f"{claim.case}: {s.reason_unknown()}")

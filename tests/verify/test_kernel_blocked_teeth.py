@@ -20,7 +20,7 @@ from replayssm.verify.kernels.obligations import kernel_claim, properties, regis
 from replayssm.verify.kernels.registry import BLOCKED
 from replayssm.verify.kernels.playback import playback
 from replayssm.verify.kernels.report import explain
-from replayssm.verify.obligation import Obligation, prove
+from replayssm.verify.obligation import REGISTRY, Obligation, prove
 
 from kernel_mutants import Mutant
 
@@ -122,3 +122,20 @@ def test_a_bug_of_the_wide_lanes_passes_the_two_row_blocks(mutant, tmp_path):
     claim = kernel_claim(module, "blocked", mutant.caught_by, narrow).claim
     result = prove(Obligation(f"kernel.blocked.{mutant.caught_by}@{path.stem}", "blocked", "", lambda: [claim]))
     assert result.status == "proved", f"{mutant.name}: {result.status} {result.detail}"
+
+
+def test_plain_prove_fails_a_bug_planted_in_the_shipped_kernel(tmp_path, monkeypatch):
+    """Plain ``prove``'s own obligation (``kernel.blocked.memory_safety``, no
+    ``--impl``) is about the kernel ``replayssm.impl.kernels_blocked`` holds:
+    with a planted bug in its place the whole obligation fails (at its first
+    variant), with the variant named."""
+    import replayssm.verify.catalog  # noqa: F401  (plain prove's obligations)
+    from replayssm.verify.kernels import blocked, obligations
+
+    mutant = next(m for m in MUTANTS if m.name == "lanes read the live slot shifted by their lane")
+    module, _ = load_mutant(mutant, tmp_path)
+    monkeypatch.setattr(kernels_blocked, blocked.KERNEL, getattr(module, blocked.KERNEL))
+    monkeypatch.setattr(obligations, "_CASES", {})  # no case of the correct kernel built before
+    result = prove(REGISTRY[f"kernel.blocked.{mutant.caught_by}"])
+    assert result.status == "failed", f"{mutant.name}: {result.status} {result.detail}"
+    assert result.counterexample["case"] == variants("blocked")[0][0]

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from ..obligation import TIMEOUT_MS
+
 
 @dataclass(frozen=True)
 class Replay:
@@ -122,6 +124,10 @@ class KernelRole:
     frame, which holds no tracker cell; ``beside``: a row program's case it
     shares a launch with, as the kernel diff compares it); None: the launch
     has no padding programs."""
+    timeout_ms: int = TIMEOUT_MS
+    """The solver's limit per query of its obligations (``Obligation.timeout_ms``)."""
+    isolated: bool = False
+    """Its obligations solve each case in a Z3 context of its own (``Obligation.isolated``)."""
 
     def jit(self, module: ModuleType) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
