@@ -88,13 +88,13 @@ class Row:
         if kind is JustStrategy:
             return strategy.value
         name = getattr(getattr(strategy, "function", None), "__name__", None)
-        args = getattr(strategy, "_LazyStrategy__args", None)
+        args: tuple = getattr(strategy, "_LazyStrategy__args", None) or ()
         plain = not getattr(strategy, "_LazyStrategy__kwargs", True)  # a lazy strategy without keywords
-        if name == "booleans" and args == () and plain:
+        if name == "booleans" and not args and plain:
             return self.boolean()
-        if name == "integers" and plain and len(args or ()) == 2 and all(type(a) is int for a in args) \
+        if name == "integers" and plain and len(args) == 2 and all(type(a) is int for a in args) \
                 and args[0] <= args[1]:
-            return self.integer(*args)
+            return self.integer(args[0], args[1])
         return self.cd.draw(strategy)
 
 

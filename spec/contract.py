@@ -37,6 +37,13 @@ PROOF_HYPOTHESES: dict[str, str] = {
     "bounded_domain": "the explicit BMC enumerates the bounded world of its parameters",
     "shape": "the symbolic state's entries are laid out in their shapes",
     "distinct_programs": "two programs of one launch differ in (batch row, group)",
+    "rows_of_the_block": "the spec rows a program of the row-blocked kernel is proved against are its own "
+                         "(batch row = block x rows per program + lane position, its group)",
+    "rows_of_group_0": "the spec rows the row-blocked kernel's work-list program compacts are group 0's rows 0, 1, ...",
+    "sampled_lanes": "the lanes a row block is proved at are distinct positions inside the block "
+                     "(verify/kernels/contracts.LaneSample)",
+    "launch_facts": "the program ids of a launch of the row-blocked kernel: block >= 0, a row block below "
+                    "num_reqs or the work-list program past it",
 }
 """Hypothesis names of the proofs that are not caller facts, with what they say.
 Names starting with one of :data:`INVARIANT_PREFIXES` are conjuncts of an
