@@ -9,9 +9,13 @@
 # also measures the wide runner. Sizes: SYSTEMS (256), JOBS (min(16, nproc)), STATEFUL_EXAMPLES (256),
 # STATEFUL_STEPS (12), RUN_SECONDS (150, per run). Logs: throughput_{before,after}_ROUND.json and .log.
 set -uo pipefail
-LOG=${1:?LOGDIR}
-BEFORE=$(cd "${2:?BEFORE tree}" && pwd) || exit 2
+[ $# -ge 2 ] || { echo "usage: bash scripts/gpu_throughput_trees.sh LOGDIR BEFORE [ROUNDS]" >&2; exit 2; }
+LOG=$1
+[ -f "$2/pyproject.toml" ] && [ -d "$2/benchmarks" ] ||
+  { echo "BEFORE $2: not a tree (no pyproject.toml and benchmarks/ there)" >&2; exit 2; }
+BEFORE=$(cd "$2" && pwd)
 ROUNDS=${3:-2}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be an int >= 1, got $ROUNDS" >&2; exit 2; }
 ROOT=$(pwd)
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)

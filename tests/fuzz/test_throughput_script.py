@@ -36,3 +36,18 @@ def test_benchmark_rejects_bad_option_with_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-P", str(SCRIPT), "--systems", "1", "257"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--systems must be in [1, 256]" in done.stderr
+
+
+TREES = SCRIPT.parents[1] / "scripts" / "gpu_throughput_trees.sh"
+
+
+def test_the_two_tree_gpu_script_refuses_bad_input_before_any_work(tmp_path: Path) -> None:
+    """Exit 2 with the argument named, before the bundle is unpacked (no GPU needed to get that far)."""
+    cases = [([], "usage: bash scripts/gpu_throughput_trees.sh LOGDIR BEFORE [ROUNDS]"),
+             ([str(tmp_path / "log"), str(tmp_path)], f"BEFORE {tmp_path}: not a tree"),
+             ([str(tmp_path / "log"), str(SCRIPT.parents[1]), "0"], "ROUNDS must be an int >= 1, got 0")]
+    for argv, message in cases:
+        done = subprocess.run(["bash", str(TREES), *argv], cwd=SCRIPT.parents[1], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and message in done.stderr, (argv, done.stderr)
+        assert not (tmp_path / "log").exists(), "work started before the arguments were checked"
