@@ -13,8 +13,8 @@ decodes to the simplest choice (the lower bound, the first element,
 False), so Hypothesis's shrinking of bytes towards zero shrinks each
 decision towards the simplest, and a system's row keeps its place in the
 rule's draw when the shrinker idles the others. Hypothesis draws these
-strategies uniformly itself (bounded integers narrower than its 256-wide
-inner range, booleans at one half, apart from its 5% pool of constants), so
+strategies uniformly itself (bounded integers inside its uniform inner
+range [-256, 256], booleans at one half, apart from its 5% pool of constants), so
 the decoded decisions have the distribution of drawn ones, within the
 modulo's bias (at most 1/16 of a value's share). Any other strategy, or a
 wider range, is drawn by Hypothesis as before.

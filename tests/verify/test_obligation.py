@@ -124,3 +124,31 @@ def test_a_claim_s_goal_is_always_a_list_of_named_parts_and_its_strategy_a_known
     assert Claim(parts, []).goal is parts
     with pytest.raises(ValueError, match="strategy must be one of parts, whole_goal, preprocess, preprocess_parts, got 'fast'"):
         Claim(parts, [], strategy="fast")
+
+
+def _pigeonhole():
+    """Six pigeons in five holes: a claim Z3 proves in a few tens of milliseconds, not in one."""
+    import z3
+
+    pigeons = [z3.Int(f"test.pigeon{i}") for i in range(6)]
+    return lambda: [Claim([("two share a hole", z3.Not(z3.Distinct(*pigeons)))],
+                          [(f"pigeon {i} in a hole", z3.And(p >= 0, p < 5)) for i, p in enumerate(pigeons)],
+                          case="six in five")]
+
+
+def test_an_obligations_own_solver_limit_reaches_its_queries() -> None:
+    assert prove(Obligation("t.pigeons", "t", "", _pigeonhole())).status == "proved"
+    result = prove(Obligation("t.pigeons_1ms", "t", "", _pigeonhole(), timeout_ms=1))
+    assert result.status == "unknown", result
+
+
+@pytest.mark.parametrize("strategy", ["parts", "preprocess", "preprocess_parts"])
+def test_an_isolated_obligation_proves_and_explains_as_in_the_main_context(strategy: str) -> None:
+    """Its cases solved in Z3 contexts of their own: the same verdicts, the
+    counterexample's values read in the main context."""
+    good = Obligation("t.iso_good", "t", "", _claims(BASE, strategy=strategy), isolated=True)
+    bad = Obligation("t.iso_bad", "t", "", _claims(BASE + [[("too big", X > 5)]], strategy=strategy), isolated=True)
+    assert prove(good).status == "proved"
+    result = prove(bad)
+    assert result.status == "failed" and result.counterexample["violated"] == ["too big"], result
+    assert 0 < result.counterexample["values"]["x"] <= 5
