@@ -6,11 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
 # The cluster extra (Ray) lets CI run `fuzz --ray` on a local Ray (tests/fuzz/test_ray.py); the test
-# extra checks the SARIF and HTML reports (the SARIF 2.1.0 schema, screenshots).
+# extra checks the SARIF and HTML reports (the SARIF 2.1.0 schema, screenshots) and holds the type
+# checker of tests/test_types.py. The versions the tests rely on exactly are pinned in pyproject.toml.
 python3 -m pip install -q --disable-pip-version-check -e ".[cluster,test]"
-# The type checker of tests/test_types.py, pinned: another mypy version counts other errors than the
-# baseline (tests/mypy_baseline.txt) allows.
-python3 -m pip install -q --disable-pip-version-check mypy==2.4.1
 # Headless Chromium renders the HTML report in its test (tests/review/test_ci_recipe.py): Debian's package,
 # installed where it is missing.
 if ! command -v chromium >/dev/null 2>&1; then
