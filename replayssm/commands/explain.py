@@ -12,7 +12,7 @@ from . import interpreter_for
 
 NAME = "explain"
 HELP = ("print a trace step by step with ring diagrams: a system trace, a fuzz "
-          "failure, or a prove counterexample file")
+          "failure, a prove counterexample file or a kernel-proof trace (review's *.kernel-trace.json)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from replayssm.base.traces import load_trace
+    from replayssm.verify.kernel_trace_explain import explain_kernel_trace, is_named_launch_trace
     from replayssm.verify.launch_explain import explain_launches
     from replayssm.verify.traces import explain, explain_counterexample
 
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
         kind, document = load_trace(args.file)
         if kind == "counterexample":
             text = explain_counterexample(document)
+        elif kind == "kernel" and is_named_launch_trace(document):  # a vLLM version's kernel (review)
+            text = explain_kernel_trace(document, args.file)
         elif kind in ("launch", "kernel"):
             if "states" not in document:  # a system trace's launches: the spec computes the states
                 interpreter_for("cpu")
