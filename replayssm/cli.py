@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in _subcommands():
-        p = sub.add_parser(command.NAME, help=command.HELP)
+        p = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP,
+                           epilog=f"{command.OUTPUTS}\n\n{EXIT_CODES_HELP}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         command.add_arguments(p)
         p.set_defaults(run=command.run)
     return parser

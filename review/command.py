@@ -60,6 +60,11 @@ rest (what the campaign left of the budget: :func:`.probes.share`)."""
 
 NAME = "review"
 HELP = "review versions of vLLM's ReplaySSM kernels (any launch API) against the lifecycle; with --base, differentially"
+OUTPUTS = """outputs:
+  the verdict table, with progress lines, on standard output (standard error with --json -)
+  each finding's trace in --traces DIR (default out/review): replayssm-verify replay FILE
+    re-runs it on the version, replayssm-verify explain FILE draws a kernel-proof trace
+  --json, --junit, --sarif, --html: written when the review ends or is interrupted"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,11 +77,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout")
     p.add_argument("--api", metavar="NAME", help="the launch API of HEAD (default: detected from its kernels)")
     p.add_argument("--base-api", metavar="NAME", help="the launch API of BASE (default: detected)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="run the version's kernels compiled on CUDA, or under Triton's interpreter on the CPU (default)")
     p.add_argument("--budget", type=float, default=30.0, help="seconds of campaigns per version (default: 30)")
     p.add_argument("--examples", type=int, help="run this many examples per campaign instead of filling the budget "
                    "(reproducible whatever the machine's speed)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the campaigns' and probes' Hypothesis seed: the same seed, "
+                   "options and version give the same examples (default: 0)")
     p.add_argument("--watchdog", type=float, metavar="SECONDS", help="how long one kernel launch may take "
                    "before it is a hang finding (default: 20 on cpu, 300 on cuda); a version's import has its own "
                    "bound (120 s)")

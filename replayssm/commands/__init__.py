@@ -1,6 +1,7 @@
 """The subcommands of ``replayssm-verify``, one module each: its ``NAME``, its ``HELP`` line, its
 options (``add_arguments(parser)``) beside the code that runs it (``run(args) -> exit status``);
-``replayssm.cli`` only assembles them. ``review``'s module is ``replayssm.review.command``.
+``replayssm.cli`` only assembles them, with each module's ``OUTPUTS`` (what it writes, and where)
+and the exit codes as its ``--help``'s closing text. ``review``'s module is ``replayssm.review.command``.
 
 Shared here: the argparse type of a number of seconds, and the Triton mode a device asks for."""
 

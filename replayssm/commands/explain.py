@@ -13,10 +13,12 @@ from . import interpreter_for
 NAME = "explain"
 HELP = ("print a trace step by step with ring diagrams: a system trace, a fuzz "
           "failure, a prove counterexample file or a kernel-proof trace (review's *.kernel-trace.json)")
+OUTPUTS = """outputs:
+  the drawing on standard output; nothing is written and no kernel runs (replay runs them)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file")
+    parser.add_argument("file", help="a trace this tool wrote (a review trace is named with its replay command)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,13 +28,20 @@ from .finding_reports import add_options, check_options, fuzz_reports
 
 NAME = "fuzz"
 HELP = "stateful conformance fuzzing of an implementation against the spec"
+OUTPUTS = """outputs:
+  the report, with progress lines, on standard output (standard error with --json -)
+  each finding's trace in --failures DIR (default out/failures): replay it with
+    replayssm-verify replay FILE, draw it with replayssm-verify explain FILE
+  --json, --junit, --sarif, --html: written when the campaign ends or is interrupted"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=DEVICES, default="cpu")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="run the kernels compiled on CUDA, or under Triton's interpreter on the CPU (default)")
     parser.add_argument("--impl", metavar="MODULE_OR_FILE", help="module name or .py file with the reference's entry points "
                         "(default: replayssm.impl.replayssm_utils)")
-    parser.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci")
+    parser.add_argument("--profile", choices=["ci", "dev", "nightly"], default="ci",
+                        help="the campaign's size: examples, steps, watchdogs and shrinking (default: ci; docs/fuzz.md)")
     parser.add_argument("--numeric", action="store_true", help="the numeric layer: real Mamba2 states through the "
                         "context level, checked against a float64 recurrence (docs/gpu.md)")
     parser.add_argument("--state-dtype", choices=["float32", "bfloat16", "float16"],
@@ -54,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--examples", type=int, help="examples in all, rounded up to a multiple of the 32 convention "
                         "combinations (default: the profile's)")
     parser.add_argument("--max-steps", type=int, help="rules per example (default: the profile's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="Hypothesis's seed: the same seed, options and tree draw the same examples (default: 0)")
     parser.add_argument("--jobs", type=int, help="workers, 1 to 32 (one per convention combination at most; default: "
                         "2 or this machine's CPUs if fewer; with --ray, one per GPU (cuda) or CPU of the cluster)")
     parser.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",

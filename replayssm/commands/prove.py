@@ -32,6 +32,13 @@ from .finding_reports import add_options, check_options, prove_reports
 
 NAME = "prove"
 HELP = "discharge the Z3 proof obligations"
+OUTPUTS = """outputs:
+  one line per obligation on standard output (standard error with --json -)
+  each failed obligation's counterexample in --counterexamples DIR (default out/counterexamples):
+    draw it with replayssm-verify explain FILE; a kernel's also as FILE.kernel-trace.json, which
+    replayssm-verify replay FILE runs on the real kernel
+  proved cases kept in the proof cache (--cache DIR, default ~/.cache/replayssm-verify; --no-cache)
+  --json, --junit, --sarif, --html: written when the run ends or is interrupted"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,10 +14,13 @@ from . import DEVICES, interpreter_for, seconds
 
 NAME = "replay"
 HELP = "re-run a saved trace against an implementation"
+OUTPUTS = """outputs:
+  each step and whether the failure is reproduced, on standard output; nothing is written"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file")
+    parser.add_argument("file", help="a trace this tool wrote: a fuzz failure, a system trace, a review trace "
+                        "or a kernel-proof trace (*.kernel-trace.json)")
     parser.add_argument("--impl", metavar="MODULE_OR_FILE", help="default: the trace's #meta.impl, else "
                         "replayssm.impl.replayssm_utils")
     parser.add_argument("--device", choices=DEVICES, help="default: the trace's #meta.device, else cpu")
