@@ -607,7 +607,7 @@ class TargetHost:
 
 
 class RemoteKernel:
-    """A kernel of the target, as :func:`~replayssm.review.adapters.kernel_params`
+    """A kernel of the target, as :func:`~replayssm.spec.generations.kernel_params`
     and the harnesses see one: ``arg_names`` (None for a launchable object
     that is no Triton function), and ``kernel[grid](...)``."""
 

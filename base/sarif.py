@@ -24,8 +24,6 @@ command from the repository root, as CI does), others as ``file://`` URIs.
 from __future__ import annotations
 
 import ast
-import importlib
-import inspect
 import json
 import re
 from collections.abc import Callable
@@ -33,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replayssm.base.module_files import module_source
 from replayssm.base.reports import write_text
 
 SARIF_VERSION = "2.1.0"
@@ -153,24 +152,40 @@ def _def_line(path: Path, dotted: str) -> int | None:
                 None)
 
 
-def definition(target: str, dotted: str) -> tuple[str, int | None]:
+def _imported_from(path: Path, module: str, name: str) -> str | None:
+    """The module that the file ``path`` (module ``module``) imports ``name``
+    from (``from .kernels import name``), read as text; None if it does not."""
+    try:
+        body = ast.parse(path.read_text()).body
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in body:
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            if not node.level:
+                return node.module
+            package = module.split(".")[:len(module.split(".")) - node.level + (path.name == "__init__.py")]
+            return ".".join(package + ([node.module] if node.module else []))
+    return None
+
+
+def definition(target: str, dotted: str, hops: int = 3) -> tuple[str, int | None]:
     """Where ``dotted`` (a function, a Triton kernel or ``Class.method``) of
     ``target`` (a ``.py`` file or a module name) is defined: its file and
-    ``def`` line (None when it cannot be found; then the target's file)."""
-    if target.endswith(".py"):
-        return target, _def_line(Path(target), dotted)
-    try:
-        obj: Any = importlib.import_module(target)
-        for part in dotted.split("."):
-            obj = getattr(obj, part)
-        obj = getattr(obj, "fn", obj)  # a Triton JITFunction wraps the Python function
-        file = inspect.getsourcefile(obj)
-        line = inspect.getsourcelines(obj)[1]
-    except (ImportError, AttributeError, TypeError, OSError):
-        return target, None
+    ``def`` line, read from the source as text (a module-named target's file
+    found without importing it, :mod:`.module_files`; a name the module
+    imports from another followed there, ``hops`` times at most); the line is
+    None when it cannot be found, and the file the target itself when that cannot."""
+    file = Path(target) if target.endswith(".py") else module_source(target)
     if file is None:
         return target, None
-    return file, _def_line(Path(file), dotted) or line
+    line = _def_line(file, dotted)
+    origin = _imported_from(file, target, dotted.split(".")[0]) if line is None and hops and not target.endswith(
+        ".py") else None
+    if origin is not None:
+        found = definition(origin, dotted, hops - 1)
+        if found[1] is not None:
+            return found
+    return str(file), line
 
 
 def prove_located(report: dict, impl: str | None, declared_in: Callable[[str], tuple[str, int] | None]) -> dict:
@@ -210,11 +225,12 @@ def prove_issues(report: dict) -> list[Issue]:
 
 
 def _kernel_file(name: str, impl: str | None) -> str:
-    """The file named ``name`` that a kernel counterexample points into: beside ``impl`` (a file), else in its package."""
+    """The file named ``name`` that a kernel counterexample points into: beside
+    ``impl`` (a file, or a module's file found without importing it), ours without ``impl``."""
     if impl is not None and impl.endswith(".py"):
         return str(Path(impl).with_name(name))
-    module = importlib.import_module(impl or "replayssm.impl.kernels")
-    return str(Path(inspect.getsourcefile(module) or ".").with_name(name))
+    found = module_source(impl or "replayssm.impl.kernels")
+    return str((found or Path(".")).with_name(name))
 
 
 # ---------------------------------------------------------------- fuzz

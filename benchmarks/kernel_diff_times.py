@@ -49,7 +49,8 @@ CONSECUTIVE = ("A1:A2", "A2:A3", "A3:A4", "A4:A5", "B1:B2", "B2:B3", "C1:C2", "D
 DIFF = """
 import json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
-from replayssm.review.adapters import detect, kernel_roles
+from replayssm.spec.generations import detect
+from replayssm.verify.kernels.generation_roles import roles_of
 from replayssm.review.kernel_diff import kind_of
 from replayssm.base.isolation import load_isolated
 from replayssm.verify.kernels.diff import diff_role, matched_roles
@@ -57,7 +58,7 @@ from replayssm.verify.kernels.source_module import kernel_module
 remotes = tuple(load_isolated(s, launch_seconds=60.0) for s in sys.argv[1:3])
 (base, base_api), (head, head_api) = [(kernel_module(s), detect(m)) for s, m in zip(sys.argv[1:3], remotes)]
 out = []
-for role, head_role in matched_roles(base, head, kernel_roles(base_api), kernel_roles(head_api)):
+for role, head_role in matched_roles(base, head, roles_of(base_api), roles_of(head_api)):
     r = diff_role(base, head, role, head_role=None if head_role is role else head_role, remotes=remotes)
     out.append({"role": r.role, "kind": kind_of(r), "seconds": round(r.seconds, 3), "summary": r.summary()})
 print(json.dumps(out))

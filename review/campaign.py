@@ -41,7 +41,7 @@ from replayssm.base.interrupts import Interrupted
 from replayssm.base.traces import REVIEW_ID
 from replayssm.spec.geometry import Conventions, Geometry
 
-from .adapters import Api
+from replayssm.spec.generations import Api
 from .arguments import Step
 from .ghost import Ghost
 from .harness import Harness

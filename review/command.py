@@ -222,9 +222,8 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
     from replayssm.fuzz.campaign_config import WATCHDOG_SECONDS
     from replayssm.verify.kernels.source_module import kernel_module
 
-    from .adapters import detect
     from .campaign import Version
-    from .target import ReviewInputError, file_at_ref
+    from .target import ReviewInputError, detect, file_at_ref
 
     if not 0 < args.budget < float("inf"):  # nan fails too: a budget that never runs out is no budget
         raise ReviewInputError(f"--budget must be > 0 seconds and finite, got {args.budget}")
@@ -504,8 +503,8 @@ def replay_trace(args: argparse.Namespace, trace: dict) -> int:
     from replayssm.base.targets import TargetError
     from replayssm.fuzz.campaign_config import WATCHDOG_SECONDS
 
-    from .adapters import detect
     from .campaign import Version, replay
+    from .target import detect
 
     device = args.device or "cpu"
     try:

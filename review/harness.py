@@ -27,7 +27,7 @@ from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec.launch import next_power_of_2
 
-from .adapters import Api, Launch, kernel_params
+from replayssm.spec.generations import Api, Launch, kernel_params
 from .arguments import CALLER_VECTORS, caller_vectors
 from .target import ReviewInputError
 

@@ -48,7 +48,7 @@ def deciding(role_diff: Any) -> Any:
 
 def kind_of(role_diff: Any) -> str:
     """The ``differences`` kind of one role's outcome."""
-    from replayssm.verify.kernels.diff import DIFFERS, EQUAL
+    from replayssm.verify.kernels.diff_results import DIFFERS, EQUAL
 
     if role_diff.outcome == EQUAL:
         return "equal"
@@ -63,9 +63,9 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
     decided."""
     from replayssm.verify.kernels.diff import diff_role, matched_roles
 
-    from .adapters import kernel_roles
+    from replayssm.verify.kernels.generation_roles import roles_of
 
-    pairs = matched_roles(base.kernels, head.kernels, kernel_roles(base.api), kernel_roles(head.api))
+    pairs = matched_roles(base.kernels, head.kernels, roles_of(base.api), roles_of(head.api))
     if not pairs:
         print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
               file=out, flush=True)

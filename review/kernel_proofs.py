@@ -1,9 +1,9 @@
 """Kernel-source proofs of a version under review, for every launch API.
 
-Each generation's adapter declares its kernels' roles (``review/adapters``:
+Each generation's adapter declares its kernels' roles (``spec/generations``:
 the reference API's beside their spec programs, the others' launch contracts
 bound by parameter name over the reference caller's row,
-``verify/kernels/named.py``). :func:`kernel_proofs` registers the version's
+``verify/kernels/named.py``, read through ``verify/kernels/generation_roles.py``). :func:`kernel_proofs` registers the version's
 obligations for those roles and proves them: memory safety per buffer and
 block-table row, int32, no conflict between programs, the frame, and
 equivalence where the role has a spec program. A failed obligation names its
@@ -34,7 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .adapters import Api, kernel_roles
+from replayssm.spec.generations import Api
+from replayssm.verify.kernels.generation_roles import roles_of
 
 
 def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None = None,
@@ -48,7 +49,7 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
     from replayssm.verify.kernels.obligations import register
     from replayssm.verify.obligation import REGISTRY, prove
 
-    roles = kernel_roles(api)
+    roles = roles_of(api)
     label = Path(source).stem if source.endswith((".py", ".txt")) else source
     start = time.perf_counter()
     names = register(module, label, roles)
@@ -79,7 +80,7 @@ def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, cas
     version in that launch is ``replayed: "target fault"`` with ``fault``
     (its kind and report)."""
     from replayssm.base.isolation import TargetFault, TargetGone
-    from replayssm.verify.kernels.obligations import parse_name
+    from replayssm.verify.kernels.obligations import KERNEL_OBLIGATIONS
     from replayssm.verify.kernels.playback import EXPECTED, fault_of, playback
     from replayssm.verify.kernels.report import explain, save_trace
 
@@ -95,7 +96,7 @@ def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, cas
         fault = fault_of(e)
         remote.close()  # its process may be changed: the campaign's next launch starts a fresh one
         return {"replayed": TARGET_FAULT, "fault": {"kind": fault.kind, "report": fault.report()}, **saved}
-    prop = parse_name(name)[2]
+    prop = KERNEL_OBLIGATIONS[name].prop
     replayed = ("reproduced" if seen.reproduces(prop) else "shows another failure"
                 if any(getattr(seen, f) for f in EXPECTED.values()) else "not reproduced")
     return {"replayed": replayed, **saved}
@@ -121,33 +122,3 @@ def summary(kp: dict[str, Any]) -> str:
            for r in res if r["status"] != "proved"]
     line = f"{proved}/{len(res)} proved in {kp['seconds']:.1f} s"
     return line + ("; " + "; ".join(bad) + f"; explain with {kp['command']}" if bad else "")
-
-
-def target_roles(impl: str) -> tuple[ModuleType, tuple]:
-    """``impl``'s kernels (read from its source, never run), and the kernel
-    roles of its launch API (the reference API's and our row-blocked one when
-    no generation matches)."""
-    from replayssm.verify.kernels.registry import ROLES
-
-    from replayssm.verify.kernels.source_module import kernel_module
-
-    from .adapters import detect
-    from .target import ReviewInputError
-
-    module = kernel_module(impl, "--impl")  # its kernels read from its source: the file is not run
-    try:
-        return module, kernel_roles(detect(module))
-    except ReviewInputError:
-        return module, ROLES
-
-
-def every_role() -> tuple:
-    """The roles of every launch API and ours (a kernel-proof trace names one)."""
-    from replayssm.verify.kernels.registry import ROLES
-
-    from . import adapters
-
-    out = {r.name: r for r in ROLES}
-    for api in adapters.registry().values():
-        out.update({r.name: r for r in kernel_roles(api)})
-    return tuple(out.values())

@@ -1,17 +1,29 @@
 """What ``review`` adds to loading a target (:mod:`replayssm.base.targets`): a file at a git ref,
-and the error for review's own bad input."""
+the error for review's own bad input, and the version's launch-API generation."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from replayssm.base.targets import TargetError
+from replayssm.spec import generations
 
 
 class ReviewInputError(TargetError):
     """The version's options or its launch API cannot be reviewed (exit 2, as a target that cannot be loaded)."""
+
+
+def detect(module: Any, name: str | None = None) -> generations.Api:
+    """The launch-API generation of ``module`` (``--api`` ``name`` when given,
+    :func:`replayssm.spec.generations.detect`); one that does not match is a
+    :class:`ReviewInputError`."""
+    try:
+        return generations.detect(module, name)
+    except generations.GenerationError as e:
+        raise ReviewInputError(str(e)) from None
 
 
 def file_at_ref(repo: str | Path, ref: str, path: str, label: str, folder: str | Path) -> Path:

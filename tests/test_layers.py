@@ -4,7 +4,9 @@ import each other, however indirectly.
 
 The layers, bottom to top (``docs/architecture.md`` draws them):
 
-- ``spec`` -- the one spec; imports nothing of ours;
+- ``spec`` -- the one spec, and vLLM's launch-API generations as data
+  (``spec/generations/``: each one's launches and kernel roles, read by
+  verify's kernel proofs, ``prove --kernels`` and ``review``); imports nothing of ours;
 - ``impl`` -- our kernels, a target like any other: its importers are tests,
   the fuzz harness (its pointer tables, the torch materialize backend), the
   kernel proofs (its source) and ``base`` (a docs page rebuilt with its table
@@ -15,6 +17,10 @@ The layers, bottom to top (``docs/architecture.md`` draws them):
 - ``review`` -- real vLLM versions, judged with fuzz's callers and verify's
   kernel proofs;
 - ``replayssm`` -- the command line.
+
+The judge never imports the code under review: only ``base/targets.py`` and
+``base/target_host.py`` load a target, in the target's own process
+(:data:`TARGET_LOADERS`; :func:`target_imports`).
 
 Across the layers, fuzz's callers are used as they are: review and the
 lockstep runner pass their decisions in as a policy
@@ -225,3 +231,83 @@ def test_a_planted_callers_subclass_is_reported(tmp_path: Path) -> None:
     assert callers_overrides(root) == ["fuzz/lockstep.py:2: class LockstepCallers derives from Callers",
                                        "fuzz/wide.py:2: Callers._plan_row assigned",
                                        "review/lifecycle.py:2: class ReviewCallers derives from Callers"]
+
+
+def test_verify_may_not_import_review(tmp_path: Path) -> None:
+    """The kernel proofs take a generation's roles from ``spec/generations``,
+    not from ``review``: an import of ``review`` from ``verify`` is refused
+    (teeth: a planted one, lazy, as ``prove --kernels --impl`` once made, is reported)."""
+    assert "review" not in MAY_IMPORT["verify"]
+    root = _tree(tmp_path, {
+        "verify/kernels/selection.py": "def roles():\n    from replayssm.review.kernel_proofs import target_roles\n",
+        "verify/kernels/generation_roles.py": "from replayssm.spec.generations import detect\n",
+    })
+    assert [(i.path, i.module) for i in upward(imports(root))] == [
+        ("verify/kernels/selection.py", "replayssm.review.kernel_proofs")]
+
+
+TARGET_LOADERS = {
+    "base/targets.py": "loads a target (a module, a file with the vLLM stub, a docs page): called by "
+                       "base/target_host.py alone, in the target's own process",
+    "base/target_host.py": "the target's own process: it imports the target and launches its kernels",
+    "verify/kernels/source_module.py": "reads a target's kernels from its source; imports only our own "
+                                       "kernels (a replayssm. module), as any module of this package",
+}
+"""The modules that may load code by name, and why: nowhere else does a
+process of ours import, execute or load a module it is given (a target)."""
+
+DYNAMIC_LOADS = frozenset({"import_module", "exec_module", "__import__", "run_path", "run_module",
+                           "spec_from_file_location", "load_module", "exec"})
+"""The calls that import or run code named at run time."""
+
+LOADING_NAMES = frozenset({"load_target", "load_source", "load_docs_page"})
+"""``base/targets.py``'s loaders: imported by the target's own process alone."""
+
+
+def target_imports(root: Path) -> list[str]:
+    """Each place under ``root``'s packages, outside :data:`TARGET_LOADERS`,
+    that loads code by name (a call of :data:`DYNAMIC_LOADS`), imports
+    ``base/targets.py``'s loaders, or imports ``vllm`` (the code under review)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            where = str(path.relative_to(root))
+            if where in TARGET_LOADERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                    if name in DYNAMIC_LOADS:
+                        found.append(f"{where}:{node.lineno}: calls {name}")
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("targets") and any(
+                        a.name in LOADING_NAMES for a in node.names):
+                    found.append(f"{where}:{node.lineno}: imports a target loader from {node.module}")
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    if any(n == "vllm" or n.startswith("vllm.") for n in names) and not node.level:
+                        found.append(f"{where}:{node.lineno}: imports vllm")
+    return found
+
+
+def test_the_judge_never_imports_a_target() -> None:
+    assert "importlib.import_module" in (REPO / "base" / "targets.py").read_text(), "is the scan reading the tree?"
+    assert target_imports(REPO) == []
+
+
+def test_a_planted_target_import_is_reported(tmp_path: Path) -> None:
+    """Teeth: SARIF locating a module-named target by importing it (as it
+    once did), a loader imported by a judge, a spec-file load, and vLLM itself."""
+    root = _tree(tmp_path, {
+        "base/sarif.py": "import importlib\ndef definition(t):\n    return importlib.import_module(t)\n",
+        "base/targets.py": "import importlib\ndef load_target(n):\n    return importlib.import_module(n)\n",
+        "review/command.py": "def load(n):\n    from replayssm.base.targets import load_target\n    return load_target(n)\n",
+        "fuzz/worker.py": "import importlib.util as u\ns = u.spec_from_file_location('m', 'x.py')\n",
+        "verify/kernels/x.py": "from vllm.v1.worker import replayssm_utils\n",
+    })
+    assert target_imports(root) == [
+        "base/sarif.py:3: calls import_module",
+        "verify/kernels/x.py:1: imports vllm",
+        "fuzz/worker.py:2: calls spec_from_file_location",
+        "review/command.py:2: imports a target loader from replayssm.base.targets",
+    ]

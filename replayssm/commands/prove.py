@@ -171,7 +171,7 @@ def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
             if args.impl is None:
                 chosen = [REGISTRY[n] for n in kernel_obligations(None, args.only)]
             else:
-                from replayssm.review.kernel_proofs import target_roles
+                from replayssm.verify.kernels.generation_roles import target_roles
 
                 module, roles = target_roles(args.impl)
                 chosen = [REGISTRY[n] for n in kernel_obligations(args.impl, args.only, roles, module)]

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if loaded.kind == "kernel":
-            from replayssm.review.kernel_proofs import every_role
+            from replayssm.verify.kernels.generation_roles import every_role
 
             ok, report = replay_kernel_trace(loaded.trace, args.impl, args.device or "cpu", every_role(),
                                              args.watchdog)

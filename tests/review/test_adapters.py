@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from replayssm.fuzz.launcher import Setup
-from replayssm.review.adapters import detect
+from replayssm.spec.generations import detect
 from replayssm.review.arguments import Row, Step, boundary_work
 from replayssm.review.harness import Harness
 from replayssm.base.targets import load_target

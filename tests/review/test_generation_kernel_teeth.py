@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from replayssm.base.targets import load_target
-from replayssm.review.adapters import detect, kernel_roles
+from replayssm.spec.generations import detect
+from replayssm.verify.kernels.generation_roles import roles_of
 from replayssm.spec import corpus
 from replayssm.verify.kernels.obligations import kernel_claim, register
 from replayssm.verify.kernels.playback import playback
@@ -46,7 +47,7 @@ def test_planted_bug_in_a_corpus_copy_is_caught_and_replays(version, old, new, r
     path = tmp_path / f"{version}_planted.py"
     path.write_text(text.replace(old, new))
     module = load_target(str(path))
-    roles = kernel_roles(detect(module))
+    roles = roles_of(detect(module))
     record = next(r for r in roles if r.name == role)
     label = path.stem
     register(module, label, roles)

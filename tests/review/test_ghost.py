@@ -50,7 +50,7 @@ def _a1_with_a_stray_write(stray) -> "Version":
     """A1 whose postprocess kernel also runs ``stray(kwargs)`` after each launch."""
     import types
 
-    from replayssm.review.adapters import detect
+    from replayssm.spec.generations import detect
     from replayssm.review.campaign import Version
     from replayssm.base.targets import load_target
     from review_corpus import version_path

@@ -42,7 +42,7 @@ def test_the_graver_of_the_row_and_padding_distinctions_gives_the_kind() -> None
     differ by a regression is a regression, decided (and its trace saved) by
     the padding programs' distinction; the reverse keeps the row programs'."""
     from replayssm.review.kernel_diff import deciding, kind_of
-    from replayssm.verify.kernels.diff import DIFFERS, Distinction, RoleDiff
+    from replayssm.verify.kernels.diff_results import DIFFERS, Distinction, RoleDiff
 
     row = Distinction("unit", False, False, ["plan_ring_start"], True, judgement="change that breaks nothing: x")
     pad = Distinction("unit", False, True, ["plan_flush_count"], True,

@@ -546,7 +546,7 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
     launch (a read past a block-table row, a store outside a buffer)."""
     import torch
 
-    from replayssm.review.adapters import detect
+    from replayssm.spec.generations import detect
     from replayssm.review.arguments import Step
     from replayssm.review.harness import Harness
     from replayssm.spec import corpus

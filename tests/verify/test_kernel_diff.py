@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from kernel_pairs import ONLY_FRESH, page_copy
 
-from replayssm.verify.kernels.diff import DIFFERS, EQUAL, diff_role, diff_versions, smallest_first
+from replayssm.verify.kernels.diff import diff_role, diff_versions
+from replayssm.verify.kernels.diff_pairs import smallest_first
+from replayssm.verify.kernels.diff_results import DIFFERS, EQUAL
 from replayssm.verify.kernels.registry import COMPACTION, MIGRATION
 
 
@@ -68,7 +70,8 @@ def test_a_generation_version_and_a_planted_copy_through_its_adapter_records(tmp
     role differs, replayed, and the one-launch check (trackers in range)
     calls it a regression; an unchanged copy of A1 is proved equal."""
     from replayssm.base.targets import load_source
-    from replayssm.review.adapters import detect, kernel_roles
+    from replayssm.spec.generations import detect
+    from replayssm.verify.kernels.generation_roles import roles_of
     from replayssm.spec import corpus
 
     line = "tl.store(tracker_committed + dst_slot, 0, mask=fresh)"
@@ -79,7 +82,7 @@ def test_a_generation_version_and_a_planted_copy_through_its_adapter_records(tmp
     for name, body in files.items():
         (tmp_path / f"{name}.py").write_text(body)
         modules[name] = load_source(tmp_path / f"{name}.py", name)
-    roles = [r for r in kernel_roles(detect(modules["a1"])) if r.name.endswith("migration")]
+    roles = [r for r in roles_of(detect(modules["a1"])) if r.name.endswith("migration")]
     (planted,) = diff_versions(modules["a1"], modules["a1_planted"], roles)
     assert planted.outcome == DIFFERS and planted.distinction.replayed
     assert planted.distinction.judgement.startswith("regression: head breaks tracker range: num_committed"), \
@@ -110,7 +113,8 @@ def test_the_padding_programs_of_a_max_num_reqs_grid_are_compared(tmp_path: Path
     as a padding failure on the copy alone. An unchanged copy is still proved
     equal, its padding programs too."""
     from replayssm.base.targets import load_source
-    from replayssm.review.adapters import detect, kernel_roles
+    from replayssm.spec.generations import detect
+    from replayssm.verify.kernels.generation_roles import roles_of
     from replayssm.spec import corpus
     from replayssm.verify.kernels.playback import playback
 
@@ -123,7 +127,7 @@ def test_the_padding_programs_of_a_max_num_reqs_grid_are_compared(tmp_path: Path
     for name, body in files.items():
         (tmp_path / f"{name}.py").write_text(body)
         modules[name] = load_source(tmp_path / f"{name}.py", name)
-    roles = kernel_roles(detect(modules["c1"]))
+    roles = roles_of(detect(modules["c1"]))
     (role,) = [r for r in roles if r.name == "C.postprocess"]
     unchanged = diff_role(modules["c1"], modules["c1_copy"], role)
     assert unchanged.outcome == EQUAL and unchanged.padding_compared and "padding programs too" in unchanged.summary()

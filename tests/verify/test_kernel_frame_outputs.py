@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from replayssm.base.targets import load_target
-from replayssm.review.adapters import detect, kernel_roles
+from replayssm.spec.generations import detect
+from replayssm.verify.kernels.generation_roles import roles_of
 from replayssm.spec import corpus
 from replayssm.verify.kernels.obligations import register
 from replayssm.verify.kernels.playback import playback
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.corpus
 
 def _frame(path: str, label: str):
     module = load_target(path)
-    roles = kernel_roles(detect(module))
+    roles = roles_of(detect(module))
     register(module, label, roles)
     return module, roles, prove(REGISTRY[NAME.format(label)])
 

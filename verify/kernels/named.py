@@ -9,10 +9,12 @@ its name (:data:`ARGUMENTS`), with the vectors only some generations take
 (``materialize_*``, ``num_computed_before``, ``tracker_capacities``,
 ``group_layer_offsets``) stated as the caller computes them from that row.
 
-A :class:`NamedLaunch` is the contract of one role: the scenario it runs on,
-its scope (``group``: one launch per cache group on that group's tensors,
-program id ``(batch,)``; ``model``: one launch, ``(batch, group)`` over
-pointer tables) and parameter overrides. Its programs of rows below
+A role's launch contract is its adapter's record
+(``spec/generations/roles.py`` :class:`RoleLaunch`): the caller's step its
+program is one row of (each step's scenario here, :data:`SCENARIOS`), its
+scope (per group: one launch per cache group on that group's tensors,
+program id ``(batch,)``; else one launch, ``(batch, group)`` over pointer
+tables) and parameter overrides. Its programs of rows below
 ``num_reqs`` run on the scenario's row; where the launch's grid spans
 ``max_num_reqs`` rows (``padded``: B, C, D), a *padding* program (a row
 ``num_reqs <= batch < max_num_reqs``, ``padding_programs_past_num_reqs``)
@@ -24,8 +26,8 @@ version launches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ import numpy as np
 from replayssm.spec import assumptions as env
 from replayssm.spec import model_choices as choices
 from replayssm.spec.boundary import mamba_state_copy_boundary
+from replayssm.spec.generations.roles import MIGRATION_ROW, POSTPROCESS_ROW, GenerationRole, RoleLaunch, Step
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import conj, disj, implies, ite
@@ -44,7 +47,7 @@ from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, Strid
 from .evaluator import run_program
 from .kmemory import KernelMemory
 from .registry import REFERENCE_CONTRACT, exclusive_live_slots
-from .roles import ROW_FRAME, Frame, KernelRole, Replay
+from .roles import Frame, KernelRole, Replay
 from .source import is_constexpr, source_of
 
 PER_ROW = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "live_cols", "src_cols",
@@ -63,41 +66,26 @@ TABLES = {"block_table_ptrs": ("block_table", 3), "tracker_ring_start_ptrs": ("r
 """Int64 tables of each group's row address (model scope), by the buffer they address."""
 
 
-@dataclass(frozen=True)
-class NamedLaunch:
-    """One generation role's launch contract (see the module docstring)."""
-
-    scenario: str
-    """``postprocess`` or ``migration``: the spec scenario whose row the program is."""
-    scope: str
-    """``group`` or ``model``."""
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    """Parameter -> buffer where the caller passes another vector under that name."""
-    live_col_is_zero: bool = False
-    """Whether the kernel takes ``LIVE_COL_IS_ZERO`` (else the caller always passes live columns)."""
-    post_step: bool = True
-    """Whether the kernel takes the computed-count convention (else the count is pre-step)."""
-    moves: bool = False
-    """Whether a postprocess-scenario kernel also moves live columns (``src_cols`` to
-    ``dst_cols``): its conflict obligation assumes ``fresh_distinct_destinations`` too."""
-    padded: bool = False
-    """Whether the launch's grid spans ``max_num_reqs`` rows (the programs past
-    ``num_reqs`` are padding, proved by the ``padding`` obligation) rather than ``num_reqs``."""
-
-
-def _conventions(contract: NamedLaunch) -> list[Conventions]:
+def _conventions(contract: RoleLaunch) -> list[Conventions]:
     return [c for c in Conventions.all() if (contract.live_col_is_zero or not c.live_col_is_zero)
             and (contract.post_step or not c.post_step)]
 
 
-def named_variants(contract: NamedLaunch) -> list[tuple[str, tuple]]:
+def _small() -> list[tuple[str, Any]]:
+    """The small geometries (a serial loop over rows unrolls ``MAX_NUM_REQS`` times)."""
+    return [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 8]
+
+
+def migration_variants(contract: RoleLaunch) -> list[tuple[str, tuple]]:
+    """Three small geometries, with and without ``idx_mapping``, one layer."""
+    return [(f"{n} {'map' if m else 'nomap'}", (Conventions(False, False, m, True, False), g, 1))
+            for (n, g), m in zip(_small(), (False, True, True))]
+
+
+def postprocess_variants(contract: RoleLaunch) -> list[tuple[str, tuple]]:
     """A sample of the constexpr space: four convention combinations (both
-    values of every flag the kernel takes) over the small geometries (a
-    serial loop over rows unrolls ``MAX_NUM_REQS`` times), one and two layers."""
-    small = [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 8]
-    if contract.scenario == "migration":
-        return [(f"{n} {'map' if m else 'nomap'}", (Conventions(False, False, m, True, False), g, 1))
-                for (n, g), m in zip(small, (False, True, True))]
+    values of every flag the kernel takes) over the small geometries, one and two layers."""
+    small = _small()
     convs = _conventions(contract)
     picks = [convs[0], convs[-1], convs[len(convs) // 3], convs[(2 * len(convs)) // 3]]
     return [(f"{small[i % len(small)][0]} {c.label()} L{1 + i % 2}", (c, small[i % len(small)][1], 1 + i % 2))
@@ -113,10 +101,10 @@ def _shapes(spec_mem: Any, geo: Any) -> dict:
     return shapes
 
 
-def _argument(name: str, contract: NamedLaunch, spec_mem: Any, geo: Any, sizes: Any, group: Any) -> Any:
+def _argument(name: str, contract: RoleLaunch, spec_mem: Any, geo: Any, sizes: Any, group: Any) -> Any:
     """What parameter ``name`` holds in this launch (a contract role)."""
     name = contract.inputs.get(name, name)
-    group_scope = contract.scope == "group"
+    group_scope = contract.scope.per_group
     if name in PER_ROW:
         return BufferArg(name)
     if name == "is_prefilling":
@@ -174,14 +162,14 @@ def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, A
         (choices.CALLER_PASSES_PRE_STEP_COUNT.name, mem.initial("num_computed_before", (g.req,)) == g.computed_before)]
 
 
-def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, scope: str) -> list[tuple[str, Any]]:
-    """The group's layer count and tables as the caller lays them out."""
+def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, per_group: bool) -> list[tuple[str, Any]]:
+    """The group's layer count and tables as the caller lays them out (``per_group``: one launch per group)."""
     n, base = mem.initial("num_layers", (group,)), mem.initial("packed_base", (group,))
     # the group's rows of the [layer, batch] tables: the spec states it where it reads the base, the
     # generations' kernels write those rows without reading it
     packed = (env.PACKED_TABLES_MATCH_LAYERS.name,
               env.PACKED_TABLES_MATCH_LAYERS(base, n, sizes.total_layers, geo.max_num_reqs))
-    if scope == "group":
+    if per_group:
         return [(choices.GROUP_LAYERS_ARE_NUM_LAYERS.name, n == layers), packed]
     off, nxt = mem.initial("group_layer_offsets", (group,)), mem.initial("group_layer_offsets", (group + 1,))
     return [packed, (choices.GROUP_LAYERS_WITHIN_MAX_LAYERS_PER_GROUP.name, conj(n >= 1, n <= layers)),
@@ -205,7 +193,7 @@ ROW_INPUT_FACTS = (env.COLUMNS_IN_TABLE.name, env.IDX_MAPPING_IN_RANGE.name)
 index): a padding row's entries are stale, so a padding program assumes none."""
 
 
-def padding_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple,
+def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple,
                  beside: KernelCase | None = None) -> KernelCase:
     """A padding program of ``jit``: row ``num_reqs <= batch < max_num_reqs`` of a
     group, over the same symbolic memory as :func:`named_case`, with the launch's
@@ -229,17 +217,13 @@ def padding_case(contract: NamedLaunch, role: str, jit: Any, label: str, params:
                    cover=padding, padding=True, show={"batch": batch, "group": group, "num_reqs": sz.num_reqs})
 
 
-def named_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
+def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
                spec: Any = None) -> KernelCase:
     """One program of ``jit`` for row ``batch_<program>`` of group ``group_<program>``."""
     conv, geo, layers = params
-    if spec is not None:
-        c = spec
-    elif contract.scenario == "migration":
-        c = migration_case(conv.has_idx_mapping, geo, program=program)
-    else:
-        c = postprocess_case(conv, geo, program=program)
-    batch, group = (c.trace.batch, c.trace.group) if contract.scenario == "postprocess" else (c.batch, c.group)
+    scenario = SCENARIOS[contract.step]
+    c = spec if spec is not None else scenario.case(conv, geo, program, None, None)
+    batch, group = scenario.row(c)
     src = source_of(jit)
     args = [_argument(p.arg, contract, c.mem, geo, c.sizes, group) for p in src.node.args.args if not is_constexpr(p)]
     if "idx_mapping" in [p.arg for p in src.node.args.args] and not conv.has_idx_mapping:
@@ -248,13 +232,9 @@ def named_case(contract: NamedLaunch, role: str, jit: Any, label: str, params: t
     mem = KernelMemory(_shapes(c.mem, geo), c.mem.arrays, program)
     run = run_program(jit, launch, mem)
     facts = memory_facts(run.mem, geo, c.sizes) + read_facts(run.mem, c.sizes)
-    facts += group_facts(run.mem, geo, c.sizes, group, layers, contract.scope)
-    if contract.scenario == "postprocess":
-        facts += caller_vectors(c, run.mem, geo, conv.materialize_prefixes)
-        cover = c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode
-    else:
-        cover = c.trace.changed
-    return KernelCase(role, label, c.mem, run, c.assumptions + facts, cover, c.show(), c,
+    facts += group_facts(run.mem, geo, c.sizes, group, layers, contract.scope.per_group)
+    facts += scenario.caller_facts(c, run.mem, geo, conv)
+    return KernelCase(role, label, c.mem, run, c.assumptions + facts, scenario.cover(c, conv), c.show(), c,
                       {**conv.as_constexprs(), "geometry": geo, "layers": layers}, row=(batch, group))
 
 
@@ -287,34 +267,29 @@ def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[tuple[str
     return out
 
 
-def second_program(contract: NamedLaunch, params: tuple, p: KernelCase) -> Any:
+def second_program(contract: RoleLaunch, params: tuple, p: KernelCase) -> Any:
     """The spec scenario of a program ``q`` over ``p``'s arrays and sizes (another program of its launch)."""
     conv, geo, _ = params
-    if contract.scenario == "postprocess":
-        return postprocess_case(conv, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
-    return migration_case(conv.has_idx_mapping, geo, program="q", arrays=p.spec.mem.arrays, sizes=p.spec.sizes)
+    return SCENARIOS[contract.step].case(conv, geo, "q", p.spec.mem.arrays, p.spec.sizes)
 
 
-def named_pair(contract: NamedLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+def named_pair(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
-    from ..migration_proofs import race_claim
-    from ..postprocess_proofs import _race_claim
-
     geo = params[1]
+    scenario = SCENARIOS[contract.step]
     sq = second_program(contract, params, p)
-    spec_claim = (_race_claim if contract.scenario == "postprocess" else race_claim)(label, p.spec, sq)
+    spec_claim = scenario.race()(label, p.spec, sq)
     q = named_case(contract, role, jit, label, params, program="q", spec=sq)
     facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
-    if contract.scenario == "postprocess":
-        facts += exclusive_live_slots(p, q, commits_live_slot)
+    facts += scenario.pair_facts(p, q)
     if contract.moves:
         facts += fresh_destinations(p, q, geo.pad_slot)
-    if contract.scope == "group":
+    if contract.scope.per_group:
         facts.append((choices.ONE_LAUNCH_PER_GROUP.name, lift(p.row[1] == q.row[1])))
     return p, q, spec_claim.assumptions + facts, spec_claim.cover
 
 
-def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
+def prepare_named(contract: RoleLaunch, jit: Any, v: Any) -> tuple:
     """The replayed launch of group 0 (group scope) or of the model, every parameter bound by name."""
     import torch
 
@@ -327,7 +302,7 @@ def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
         offsets.append(offsets[-1] + x)
     values = {"tracker_capacities": [v.num_slots] * groups, "group_layer_offsets": offsets}
     args, kwargs = [], {}
-    consts = constexprs(v.conv, v.geo, layers[0] if contract.scope == "group" else max(layers))
+    consts = constexprs(v.conv, v.geo, layers[0] if contract.scope.per_group else max(layers))
     for p in src.node.args.args:
         name = contract.inputs.get(p.arg, p.arg)
         if is_constexpr(p):
@@ -354,7 +329,7 @@ def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
             args.append(v.trackers("ring_start" if name == "tracker_start" else "num_committed")[0])
         elif name in ("src_slots", "dst_slots"):
             flat = v.flat(name)
-            args.append(flat[base0:] if contract.scope == "group" else flat)
+            args.append(flat[base0:] if contract.scope.per_group else flat)
         elif name == "block_table_stride_req":
             args.append(v.block_tables()[0].stride(0))
         elif name == "slot_table_stride_layer":
@@ -368,24 +343,81 @@ def prepare_named(contract: NamedLaunch, jit: Any, v: Any) -> tuple:
         else:
             raise ValueError(f"no replay binding for parameter {p.arg!r}")
     launched = rows if contract.padded else n
-    grid = (launched,) if contract.scope == "group" else (launched, groups)
+    grid = (launched,) if contract.scope.per_group else (launched, groups)
     outputs = {b: v.flat(b) for b in ("src_slots", "dst_slots", "plan_ring_start", "plan_flush_count",
                                       "active_request_indices") if b in v._flat}
     return grid, args, kwargs, outputs
 
 
-def named_role(name: str, jits: tuple[str, ...], contract: NamedLaunch, generation: str,
-               frame: Frame | None = ROW_FRAME, assumes: tuple[str, ...] = ()) -> KernelRole:
-    """The record of a generation's kernel role under ``contract``."""
+def frame_of(role: GenerationRole) -> Frame | None:
+    """The frame obligation's record of ``role``'s adapter frame (None: no frame obligation)."""
+    if role.frame is None:
+        return None
+    program = role.frame.work_list_program
+    return Frame(work_list=None if program is None else (lambda batch: batch == program), outputs=role.frame.outputs)
+
+
+def named_role(role: GenerationRole, generation: str) -> KernelRole:
+    """The record the kernel obligations read for ``role`` of ``generation``, under its launch contract."""
+    contract, name = role.launch, role.name
     inputs = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
               "live_cols", "src_cols", "dst_cols", "materialize_src_cols", "materialize_dst_cols",
               "materialize_token_counts", "num_computed_before")
     replay = Replay("launch", inputs, lambda jit, v: prepare_named(contract, jit, v), None, packed=True,
-                    one_group=contract.scope == "group")
+                    one_group=contract.scope.per_group)
     return KernelRole(
-        name, jits, lambda: named_variants(contract),
+        name, role.jits, lambda: SCENARIOS[contract.step].variants(contract),
         lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
         pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
-        spec="", assumes=assumes or REFERENCE_CONTRACT, generation=generation, frame=frame,
+        spec="", assumes=role.assumes or REFERENCE_CONTRACT, generation=generation, frame=frame_of(role),
         padding=(lambda jit, label, params, beside=None: padding_case(contract, name, jit, label, params, beside))
         if contract.padded else None)
+
+
+def _postprocess_race() -> Callable[..., Any]:
+    from ..postprocess_proofs import _race_claim
+
+    return _race_claim
+
+
+def _migration_race() -> Callable[..., Any]:
+    from ..migration_proofs import race_claim
+
+    return race_claim
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the programs of a role are built on, for the caller's step they are one row of."""
+
+    case: Callable[[Conventions, Any, str, Any, Any], Any]
+    """``case(conv, geo, program, arrays, sizes)``: the spec scenario of one program (arrays and sizes
+    None: fresh ones)."""
+    row: Callable[[Any], tuple]
+    """``(batch, group)`` of a spec scenario."""
+    variants: Callable[[RoleLaunch], list[tuple[str, tuple]]]
+    caller_facts: Callable[[Any, Any, Any, Conventions], list[tuple[str, Any]]]
+    """The caller's generation-only vectors at the program's row (``caller_facts(c, mem, geo, conv)``)."""
+    cover: Callable[[Any, Conventions], Any]
+    """The non-vacuity witness's condition."""
+    race: Callable[[], Callable[..., Any]]
+    """The spec's race claim between two programs (imported when used: the proofs' modules import this one)."""
+    pair_facts: Callable[[KernelCase, KernelCase], list[tuple[str, Any]]]
+    """What the caller keeps apart between two rows beyond the spec's race assumptions."""
+
+
+SCENARIOS: dict[Step, Scenario] = {
+    POSTPROCESS_ROW: Scenario(
+        case=lambda conv, geo, program, arrays, sizes: postprocess_case(conv, geo, program=program)
+        if arrays is None else postprocess_case(conv, geo, program=program, arrays=arrays, sizes=sizes),
+        row=lambda c: (c.trace.batch, c.trace.group), variants=postprocess_variants,
+        caller_facts=lambda c, mem, geo, conv: caller_vectors(c, mem, geo, conv.materialize_prefixes),
+        cover=lambda c, conv: c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode,
+        race=_postprocess_race, pair_facts=lambda p, q: exclusive_live_slots(p, q, commits_live_slot)),
+    MIGRATION_ROW: Scenario(
+        case=lambda conv, geo, program, arrays, sizes: migration_case(conv.has_idx_mapping, geo, program=program)
+        if arrays is None else migration_case(conv.has_idx_mapping, geo, program=program, arrays=arrays, sizes=sizes),
+        row=lambda c: (c.batch, c.group), variants=migration_variants, caller_facts=lambda c, mem, geo, conv: [],
+        cover=lambda c, conv: c.trace.changed, race=_migration_race, pair_facts=lambda p, q: []),
+}
+"""Each caller step's scenario, by the step record a role's launch names."""

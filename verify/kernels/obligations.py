@@ -11,7 +11,9 @@ kernel is, how its programs are built and how they replay comes from its
 role's record (:mod:`.roles`; the reference API's and ours in
 :mod:`.registry`). Ours (``replayssm.impl.kernels``) are registered on
 import; :func:`register` adds the obligations of any module for the roles
-it is given (a review target's from its generation's adapter).
+it is given (a version's from its generation's adapter,
+:mod:`.generation_roles`), each recorded as a :class:`KernelObligation`
+that its readers look up by the obligation's name.
 """
 
 from __future__ import annotations
@@ -233,8 +235,9 @@ def conflict_parts(p: KernelCase, q: KernelCase) -> list[Part]:
 
 
 def kernel_claim(module: ModuleType, role: str | KernelRole, prop: str, label: str) -> KernelClaim:
-    """The case of obligation ``prop`` of kernel ``role`` for variant ``label`` alone."""
-    record = role if isinstance(role, KernelRole) else _role_of(module, role)
+    """The case of obligation ``prop`` of kernel ``role`` (a record, or a name
+    of :data:`.registry.ROLES`) for variant ``label`` alone."""
+    record = role if isinstance(role, KernelRole) else by_name(ROLES)[role]
     params = dict(record.variants())[label]
     return _one(module, record, prop, label, params)
 
@@ -296,8 +299,19 @@ def obligation_name(role: str, prop: str, target: str = "") -> str:
     return f"kernel.{role}.{prop}" + (f"@{target}" if target else "")
 
 
-_TARGETS: dict[tuple[str, str], tuple[ModuleType, KernelRole]] = {}
-"""Module and role record of each registered target label ("" for ours) and role name."""
+@dataclass(frozen=True)
+class KernelObligation:
+    """What a registered kernel obligation is about: ``prop`` of ``role``'s kernel in ``module``."""
+
+    module: ModuleType
+    role: KernelRole
+    prop: str
+    target: str
+    """The target's label ("" for ours)."""
+
+
+KERNEL_OBLIGATIONS: dict[str, KernelObligation] = {}
+"""Every registered kernel obligation's record, by its name."""
 
 
 def kernel_sources(module: ModuleType, roles: Registry = ROLES) -> tuple[str, ...]:
@@ -329,9 +343,9 @@ def register(module: ModuleType, target: str = "", roles: Registry = ROLES) -> l
         found = role.jit(module)
         if found is None:
             continue
-        _TARGETS[target, role.name] = module, role
         for prop in properties(role):
             name = obligation_name(role.name, prop, target)
+            KERNEL_OBLIGATIONS[name] = KernelObligation(module, role, prop, target)
             if name not in REGISTRY:
                 obligation(name, f"kernel {found[0]}", PROPERTIES[prop], shardable=True, every_case=True,
                            sources=kernel_sources(module, roles),
@@ -368,22 +382,6 @@ def _builder(module: ModuleType, role: KernelRole, prop: str) -> Callable[[], It
             yield LazyClaim(label, lambda label=label, params=params: _one(module, role, prop, label, params).claim)
 
     return build
-
-
-def _role_of(module: ModuleType, name: str) -> KernelRole:
-    """The role record ``name`` was registered with for ``module`` (else verify's own)."""
-    for (_, role_name), (m, role) in _TARGETS.items():
-        if m is module and role_name == name:
-            return role
-    return by_name(ROLES)[name]
-
-
-def parse_name(name: str) -> tuple[ModuleType, KernelRole, str]:
-    """``(module, role, prop)`` of a kernel obligation's name."""
-    base, _, target = name.partition("@")
-    role, _, prop = base.removeprefix("kernel.").rpartition(".")
-    module, record = _TARGETS[target, role]
-    return module, record, prop
 
 
 def _ours() -> tuple[ModuleType, ...]:

@@ -4,8 +4,8 @@
 three kernels (``vllm.v1.worker.replayssm_utils``, ours in
 ``replayssm.impl.kernels``), each beside its spec program; ``blocked`` is our
 row-blocked postprocess (``replayssm.impl.kernels_blocked``), beside the
-reference launch's spec. A generation's adapter (``review/adapters``)
-declares its roles in the same :class:`.roles.KernelRole` records.
+reference launch's spec. A generation's roles (``spec/generations/``) become
+the same :class:`.roles.KernelRole` records in :mod:`.generation_roles`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from replayssm.spec.vocab import conj, disj, implies
 from ..counterexamples import _value
 from ..obligation import TIMEOUT_MS, Facts, fact_vector, new_solver
 from ..terms import lift
-from .obligations import KernelClaim, kernel_claim, parse_name
+from .obligations import KERNEL_OBLIGATIONS, KernelClaim, kernel_claim
 
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
@@ -285,7 +285,8 @@ def _geometry(params: dict) -> Any:
 def explain(name: str, case_label: str, impl: str | None = None, violated: str | None = None) -> Finding:
     """Rebuild obligation ``name``'s case ``case_label`` and explain its failure
     (``violated``: the first part the proof found violated, where it says)."""
-    module, role, prop = parse_name(name)
+    ob = KERNEL_OBLIGATIONS[name]
+    module, role, prop = ob.module, ob.role, ob.prop
     kc = kernel_claim(module, role, prop, case_label)
     if kc.unsupported is not None:
         return Finding(f"  {kc.unsupported}")

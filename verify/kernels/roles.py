@@ -9,9 +9,9 @@ for the conflict obligation, the spec program it must equal where there is
 one, and how a counterexample replays on the real kernel (:class:`Replay`).
 
 The reference API's roles and our row-blocked one are assembled in
-:mod:`.registry`; a launch-API generation's adapter (``review/adapters``)
-declares its own roles with these records and passes them to
-:func:`.obligations.register`. Nothing here branches on a role's name.
+:mod:`.registry`; a launch-API generation's roles are typed records of its
+adapter (``spec/generations/``), turned into these by
+:mod:`.generation_roles`. Nothing here branches on a role's name.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from replayssm.spec.generations.roles import DeclaredOutput
 
 from ..obligation import TIMEOUT_MS
 
@@ -52,16 +54,6 @@ class Replay:
 
 
 @dataclass(frozen=True)
-class DeclaredOutput:
-    """A buffer a version's launch writes beside the lifecycle state, as its
-    adapter declares it: only the program of batch row ``program`` may write
-    it, anywhere inside its extent (its ``numel``)."""
-
-    buffer: str
-    program: int = 0
-
-
-@dataclass(frozen=True)
 class Frame:
     """The cells one program may write (the frame obligation, :mod:`.frame`).
 
@@ -75,7 +67,8 @@ class Frame:
     work list (``active_request_indices``, ``num_active``) anywhere in
     bounds, on a term or an int (the proof's and playback's reading); None:
     never. ``outputs``: the launch's declared extra outputs
-    (:class:`DeclaredOutput`). Any other buffer is outside the frame."""
+    (``spec/generations/roles.py`` :class:`DeclaredOutput`: only the program
+    of its batch row may write it, anywhere inside its extent). Any other buffer is outside the frame."""
 
     row: bool = True
     work_list: Callable[[Any], Any] | None = None

@@ -330,8 +330,9 @@ def source_module(path: str | Path, label: str = "--impl") -> ModuleType:
 def module_file(name: str, label: str = "--impl") -> Path:
     """The source file of the module or file ``name``, found without importing it
     (a ``.txt`` documentation page is rebuilt as a module first)."""
-    import importlib.util
     import tempfile
+
+    from replayssm.base.module_files import module_spec
 
     if name.endswith(".py"):
         if not Path(name).is_file():
@@ -350,33 +351,13 @@ def module_file(name: str, label: str = "--impl") -> Path:
             raise ValueError(f"{label} file {name!r} is not a documentation page of the module's source: "
                              f"{type(e).__name__}: {e}") from None
         return out
-    parent = name.rpartition(".")[0]
     try:
-        # importlib.util.find_spec imports a dotted name's packages (their __init__ would run here):
-        # only when they are imported already; else the files are searched for on sys.path
-        spec = importlib.util.find_spec(name) if not parent or parent in sys.modules else _searched(name)
+        spec = module_spec(name)  # none of its packages imported: their __init__ would run here
     except (ImportError, ValueError) as e:
         raise ValueError(f"{label} module {name!r} cannot be found: {e}") from None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise ValueError(f"{label} module {name!r} has no Python source file")
     return Path(spec.origin)
-
-
-def _searched(name: str) -> Any:
-    """The spec of module ``name`` found package by package on ``sys.path``
-    by the path finder alone, none of its packages imported; None if not there."""
-    from importlib.machinery import PathFinder
-
-    spec, path = None, None
-    parts = name.split(".")
-    for n in range(1, len(parts) + 1):
-        spec = PathFinder.find_spec(".".join(parts[:n]), path)
-        if spec is None:
-            return None
-        path = spec.submodule_search_locations
-        if path is None and n < len(parts):
-            return None
-    return spec
 
 
 def kernel_module(name: str, label: str = "--impl") -> ModuleType:

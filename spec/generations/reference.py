@@ -9,9 +9,11 @@ FlashInfer materialize for all layers. This API also has a spec program, so
 level like any generation.
 """
 
-from replayssm.verify.kernels.registry import REFERENCE
+from .api import Api, Launch, Phase
+from .roles import SharedRole
 
-from . import Api, Launch, Phase
+ROLES = (SharedRole("postprocess"), SharedRole("migration"), SharedRole("compaction"))
+"""The reference API's roles, each beside its spec program (``verify/kernels/registry.py``)."""
 
 GRID = ("num_reqs", "num_groups")
 
@@ -28,7 +30,6 @@ API = Api(
         ), materialize="plan"),
     },
     work_list=True,
+    roles=ROLES,
 )
 
-ROLES = REFERENCE
-"""The reference API's roles, each beside its spec program (``verify/kernels/registry.py``)."""

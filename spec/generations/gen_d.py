@@ -15,11 +15,19 @@ then one FlashInfer call materializes every layer (D1/D2 in align mode, D3
 always; a mode-none plan has no work). There is no work list.
 """
 
-from replayssm.verify.kernels.named import NamedLaunch, named_role
-
-from . import Api, Launch, Phase
+from .api import Api, Launch, Phase
+from .roles import MIGRATION_ROW, MODEL, POSTPROCESS_ROW, GenerationRole, RoleLaunch
 
 GRID = ("max_num_reqs", "num_groups")
+
+ROLES = (
+    GenerationRole("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",),
+                   RoleLaunch(POSTPROCESS_ROW, MODEL, padded=True)),
+    GenerationRole("D.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
+    GenerationRole("D.copy", ("_copy_reassigned_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
+)
+"""D's kernel roles: model-wide programs ``(batch, group)`` over pointer
+tables, on a grid of ``max_num_reqs`` rows (``padded``)."""
 
 API = Api(
     name="D",
@@ -37,16 +45,7 @@ API = Api(
                                      inputs={"live_cols": "live_cols_required"}),), materialize="plan"),
     },
     work_list=False,
+    roles=ROLES,
     plans=("plan", "precopy"),
 )
 
-ROLES = (
-    named_role("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",),
-               NamedLaunch("postprocess", "model", padded=True), "D"),
-    named_role("D.migration", ("_reset_new_replayssm_slots_kernel",),
-               NamedLaunch("migration", "model", padded=True), "D"),
-    named_role("D.copy", ("_copy_reassigned_replayssm_slots_kernel",),
-               NamedLaunch("migration", "model", padded=True), "D"),
-)
-"""D's kernel roles: model-wide programs ``(batch, group)`` over pointer
-tables, on a grid of ``max_num_reqs`` rows (``padded``)."""

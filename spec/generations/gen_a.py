@@ -13,11 +13,21 @@ host passes for Mamba2 layers) and A5's ``GDN_STP`` (False for Mamba2 layers)
 are bound by name.
 """
 
-from replayssm.verify.kernels.named import NamedLaunch, named_role
-from replayssm.verify.kernels.registry import COMPACTION
-from replayssm.verify.kernels.roles import DeclaredOutput, Frame
+from .api import Api, Launch, Phase
+from .roles import GROUP, MIGRATION_ROW, POSTPROCESS_ROW, DeclaredOutput, GenerationRole, RoleFrame, RoleLaunch, SharedRole
 
-from . import Api, Launch, Phase
+ROLES = (
+    GenerationRole("A.postprocess", ("_postprocess_replayssm_kernel",),
+                   RoleLaunch(POSTPROCESS_ROW, GROUP, live_col_is_zero=True),
+                   frame=RoleFrame(outputs=(DeclaredOutput("rand_seeds", program=0),))),
+    GenerationRole("A.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, GROUP)),
+    SharedRole("compaction"),
+)
+"""A's kernel roles: the per-group postprocess and reset over the reference
+caller's row, bound by name; its compaction is the reference API's kernel.
+The postprocess also declares A3's extra output: program 0 increments each of
+the ``rand_seeds`` (``NUM_RAND_SEEDS`` of them), a write of the launch, not of
+the lifecycle state."""
 
 API = Api(
     name="A",
@@ -33,17 +43,6 @@ API = Api(
         ), materialize="plan"),
     },
     work_list=True,
+    roles=ROLES,
 )
 
-ROLES = (
-    named_role("A.postprocess", ("_postprocess_replayssm_kernel",),
-               NamedLaunch("postprocess", "group", live_col_is_zero=True), "A",
-               frame=Frame(outputs=(DeclaredOutput("rand_seeds", program=0),))),
-    named_role("A.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group"), "A"),
-    COMPACTION,
-)
-"""A's kernel roles: the per-group postprocess and reset over the reference
-caller's row, bound by name; its compaction is the reference API's kernel.
-The postprocess also declares A3's extra output: program 0 increments each of
-the ``rand_seeds`` (``NUM_RAND_SEEDS`` of them), a write of the launch, not of
-the lifecycle state."""

@@ -10,13 +10,22 @@ none); B1 then compacts; B2/B3 take the caller's ``materialize_dst_cols``
 program 0. Then one FlashInfer materialize per group.
 """
 
-from replayssm.verify.kernels.named import NamedLaunch, named_role
-from replayssm.verify.kernels.registry import COMPACTION
-from replayssm.verify.kernels.roles import Frame
-
-from . import Api, Launch, Phase
+from .api import Api, Launch, Phase
+from .roles import GROUP, MIGRATION_ROW, POSTPROCESS_ROW, GenerationRole, RoleFrame, RoleLaunch, SharedRole
 
 LIVE = {"live_cols": "live_cols_required"}
+
+ROLES = (
+    GenerationRole("B.postprocess", ("_postprocess_replayssm_kernel",), RoleLaunch(POSTPROCESS_ROW, GROUP, padded=True),
+                   frame=RoleFrame(work_list_program=0)),
+    GenerationRole("B.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, GROUP, padded=True)),
+    SharedRole("compaction"),
+)
+"""B's kernel roles: B2/B3's postprocess builds the work list in program 0
+(its frame); B1 compacts with the reference API's kernel. Both kernels run on
+a grid of ``max_num_reqs`` rows (``padded``: their padding programs are
+proved), but for B1's reset, launched on ``num_reqs`` rows: its padding
+programs are proved too, a stronger claim than its launch needs."""
 
 API = Api(
     name="B",
@@ -34,17 +43,6 @@ API = Api(
         ), materialize="plan"),
     },
     work_list=True,
+    roles=ROLES,
 )
 
-ROLES = (
-    named_role("B.postprocess", ("_postprocess_replayssm_kernel",), NamedLaunch("postprocess", "group", padded=True),
-               "B", frame=Frame(work_list=lambda batch: batch == 0)),
-    named_role("B.migration", ("_reset_new_replayssm_slots_kernel",), NamedLaunch("migration", "group", padded=True),
-               "B"),
-    COMPACTION,
-)
-"""B's kernel roles: B2/B3's postprocess builds the work list in program 0
-(its frame); B1 compacts with the reference API's kernel. Both kernels run on
-a grid of ``max_num_reqs`` rows (``padded``: their padding programs are
-proved), but for B1's reset, launched on ``num_reqs`` rows: its padding
-programs are proved too, a stronger claim than its launch needs."""

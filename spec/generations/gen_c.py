@@ -12,12 +12,22 @@ commits the live slot and plans the prefix snapshot from the caller's
 ``group.materialize()`` again.
 """
 
-from replayssm.verify.kernels.named import NamedLaunch, named_role
-from replayssm.verify.kernels.roles import Frame
-
-from . import Api, Launch, Phase
+from .api import Api, Launch, Phase
+from .roles import GROUP, POSTPROCESS_ROW, GenerationRole, RoleFrame, RoleLaunch
 
 LIVE = {"live_cols": "live_cols_required"}
+
+WORK_LIST_IN_PROGRAM_0 = RoleFrame(work_list_program=0)
+
+ROLES = (
+    GenerationRole("C.preprocess", ("_preprocess_replayssm_kernel",),
+                   RoleLaunch(POSTPROCESS_ROW, GROUP, inputs={"num_computed_tokens": "num_computed_before"},
+                              post_step=False, moves=True, padded=True), frame=WORK_LIST_IN_PROGRAM_0),
+    GenerationRole("C.postprocess", ("_postprocess_replayssm_kernel",),
+                   RoleLaunch(POSTPROCESS_ROW, GROUP, post_step=False, padded=True), frame=WORK_LIST_IN_PROGRAM_0),
+)
+"""C's kernel roles: both kernels plan per row and build the work list in
+program 0, on a grid of ``max_num_reqs`` rows (``padded``)."""
 
 API = Api(
     name="C",
@@ -32,16 +42,6 @@ API = Api(
                              materialize="plan"),
     },
     work_list=True,
+    roles=ROLES,
 )
 
-WORK_LIST_IN_PROGRAM_0 = Frame(work_list=lambda batch: batch == 0)
-
-ROLES = (
-    named_role("C.preprocess", ("_preprocess_replayssm_kernel",),
-               NamedLaunch("postprocess", "group", inputs={"num_computed_tokens": "num_computed_before"},
-                           post_step=False, moves=True, padded=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
-    named_role("C.postprocess", ("_postprocess_replayssm_kernel",),
-               NamedLaunch("postprocess", "group", post_step=False, padded=True), "C", frame=WORK_LIST_IN_PROGRAM_0),
-)
-"""C's kernel roles: both kernels plan per row and build the work list in
-program 0, on a grid of ``max_num_reqs`` rows (``padded``)."""

@@ -1,0 +1,61 @@
+"""A generation's kernel roles as the kernel obligations read them, from its adapter's records.
+
+Each launch-API generation's adapter (``spec/generations/``) declares its
+roles as typed records: a role bound by parameter name under its launch
+contract becomes a :class:`.roles.KernelRole` through :func:`.named.named_role`,
+a role shared with the reference API is that API's record
+(:data:`.registry.REFERENCE`). ``prove --kernels --impl``, ``replay`` of a
+kernel trace, ``review``'s kernel proofs and the kernel diff all take a
+version's roles from here.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import ModuleType
+
+from replayssm.spec.generations import GenerationError, detect, registry
+from replayssm.spec.generations.api import Api
+from replayssm.spec.generations.roles import GenerationRole, Role
+
+from .named import named_role
+from .registry import REFERENCE, ROLES
+from .roles import KernelRole, by_name
+
+
+def _record(role: Role, generation: str) -> KernelRole:
+    if isinstance(role, GenerationRole):
+        return named_role(role, generation)
+    return by_name(REFERENCE)[role.name]
+
+
+@cache
+def _roles(name: str) -> tuple[KernelRole, ...]:
+    api = registry()[name]
+    return tuple(_record(r, api.name) for r in api.roles)
+
+
+def roles_of(api: Api) -> tuple[KernelRole, ...]:
+    """The kernel roles of generation ``api``, one record each (built once per generation)."""
+    return _roles(api.name)
+
+
+def target_roles(impl: str) -> tuple[ModuleType, tuple[KernelRole, ...]]:
+    """``impl``'s kernels (read from its source, never run), and the kernel
+    roles of its launch API (the reference API's and our row-blocked one when
+    no generation matches)."""
+    from .source_module import kernel_module
+
+    module = kernel_module(impl, "--impl")  # its kernels read from its source: the file is not run
+    try:
+        return module, roles_of(detect(module))
+    except GenerationError:
+        return module, ROLES
+
+
+def every_role() -> tuple[KernelRole, ...]:
+    """The roles of every launch API and ours (a kernel-proof trace names one)."""
+    out = {r.name: r for r in ROLES}
+    for api in registry().values():
+        out.update({r.name: r for r in roles_of(api)})
+    return tuple(out.values())
