@@ -136,19 +136,23 @@ class Result:
     """Reported from the proof cache: proved on this very source tree before."""
     cases_cached: int = 0
     """Cases whose exact query the proof cache held as proved (not solved again)."""
+    cpu_seconds: float = 0.0
+    """The CPU time of the processes proving it (user + system, summed over
+    the shards): on a loaded machine, the figure ``seconds`` (wall time) is not."""
 
     @classmethod
     def from_json(cls, d: dict, cached: bool = False) -> "Result":
         """The result :meth:`as_json` wrote."""
         return cls(d["name"], d["status"], d["seconds"], list(d["assumptions"]), d["cases"],
                    d.get("counterexample"), d.get("detail", ""), d["status"] == "proved",
-                   d.get("parts_proved_by_lemmas", 0), cached)
+                   d.get("parts_proved_by_lemmas", 0), cached, cpu_seconds=d.get("cpu_seconds", 0.0))
 
     def as_json(self) -> dict:
         out = {
             "name": self.name,
             "status": self.status,
             "seconds": round(self.seconds, 4),
+            "cpu_seconds": round(self.cpu_seconds, 4),
             "assumptions": self.assumptions,
             "cases": self.cases,
         }
@@ -309,7 +313,8 @@ def _raised(ob: Obligation, case: str, e: Exception, names: list[str], cases: in
 
 
 def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = (),
-          take: Callable[[], int] | None = None, cache: ProofCache | None = None) -> Result:
+          take: Callable[[], int] | None = None, cache: ProofCache | None = None,
+          case_done: Callable[[], None] | None = None) -> Result:
     """Discharge every case of ``ob``; stop at the first failing (or, with
     ``every_case``, vacuous) case. With
     ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``, or with
@@ -319,9 +324,19 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
     not re-solved (the non-vacuity check still runs). A case whose exact
     query ``cache`` holds as proved is not solved again. An exception while
     building or proving a case is the obligation's failure (:func:`_raised`),
-    never the caller's."""
+    never the caller's. ``case_done`` is called after each case proved (the
+    progress lines of ``verify.runner``); the result's ``cpu_seconds`` is
+    this process's CPU time over the call."""
     part_of, shards = shard
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
+    result = _prove(ob, part_of, shards, lemmas, take, cache, case_done, start)
+    result.cpu_seconds = time.process_time() - cpu
+    return result if shards > 1 or result.status != "proved" else merge_shards([result])
+
+
+def _prove(ob: Obligation, part_of: int, shards: int, lemmas: Iterable[Obligation], take: Callable[[], int] | None,
+           cache: ProofCache | None, case_done: Callable[[], None] | None, start: float) -> Result:
+    """:func:`prove`'s cases, its result before the shards are merged."""
     names: list[str] = []
     covered = False
     cases = reused = 0
@@ -344,13 +359,14 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
                 verdict.seconds, verdict.assumptions, verdict.cases = time.perf_counter() - start, names, cases
                 return verdict
             covered = covered or verdict
+            if case_done is not None:
+                case_done()
             if take is not None:
                 mine = take()
     except Exception as e:  # noqa: BLE001 - the spec's own failure (MemoryFault first) is this obligation's finding
         return _raised(ob, case, e, names, cases, time.perf_counter() - start)
-    result = Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused,
-                    cases_cached=cache.hits if cache is not None else 0)
-    return result if shards > 1 else merge_shards([result])
+    return Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused,
+                  cases_cached=cache.hits if cache is not None else 0)
 
 
 def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]], covered: bool,
@@ -431,14 +447,15 @@ def merge_shards(results: list[Result]) -> Result:
     """One obligation's verdict from its shards: the first failure or unknown,
     else proved when some case's assumptions admit the covered situation.
     ``seconds`` is summed over the shards (work, not wall time)."""
-    seconds = sum(r.seconds for r in results)
+    seconds, cpu = sum(r.seconds for r in results), sum(r.cpu_seconds for r in results)
     names = list(dict.fromkeys(n for r in results for n in r.assumptions))
     cases = sum(r.cases for r in results)
     for r in results:
         if r.status != "proved":
-            return Result(r.name, r.status, seconds, names, cases, r.counterexample, r.detail)
+            return Result(r.name, r.status, seconds, names, cases, r.counterexample, r.detail, cpu_seconds=cpu)
     if not any(r.covered for r in results):
         return Result(results[0].name, "failed", seconds, names, cases,
-                      detail="vacuous: no case's assumptions admit the covered situation")
+                      detail="vacuous: no case's assumptions admit the covered situation", cpu_seconds=cpu)
     return Result(results[0].name, "proved", seconds, names, cases, covered=True,
-                  reused=sum(r.reused for r in results), cases_cached=sum(r.cases_cached for r in results))
+                  reused=sum(r.reused for r in results), cases_cached=sum(r.cases_cached for r in results),
+                  cpu_seconds=cpu)

@@ -203,14 +203,18 @@ class ProofCache:
                          term_digest(query), term_digest([cover]))
 
     def proved_case(self, key: str, obligation: str, case: str) -> dict | None:
-        """What was recorded for the proved case ``case`` of ``obligation``
-        whose query hashed to ``key``: ``{"covered": bool | None}``; None when
-        nothing was, or when the entry does not name that very case."""
+        """What was recorded for a proved case of ``obligation`` whose query
+        hashed to ``key``: ``{"covered": bool | None}``; None when nothing
+        was (a miss: no warning), or when the entry does not name that
+        obligation and key (a warning). Another case of the same obligation
+        with the very same query (``key`` is its digest: two explicit BMC
+        cases, say, whose goal is the verdict of their exploration) is that
+        query's proof: the entry serves ``case`` too, silently."""
         path = self._path("cases", key)
         kept = self._read(path)
         if kept is None:
             return None
-        wanted = {"obligation": obligation, "case": case, "key": key}
+        wanted = {"obligation": obligation, "key": key}
         if not isinstance(kept, dict):
             return self._ignore(path, f"a {type(kept).__name__}, not an entry")
         wrong = [f"{field} {kept.get(field)!r} (expected {value!r})" for field, value in wanted.items()

@@ -21,6 +21,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -40,6 +42,10 @@ container's CPU quota."""
 MAX_JOBS = 256
 """The most workers ``--jobs`` accepts: one worker holds about 80 MB and the
 largest obligation has 78 cases, so more only costs memory and start-up."""
+
+PROGRESS_AFTER_S = 5.0
+"""An obligation still running this long gets a progress line, and another
+each time this long passes again (:func:`discharge`'s ``progress``)."""
 
 REPORT_SCHEMA = "replayssm-prove/1"
 """The ``schema`` of :meth:`Report.as_json`: bumped when a field changes meaning."""
@@ -61,6 +67,11 @@ _NEXT_CASE: dict[str, Any] = {}
 """Per shardable obligation of a :func:`discharge` run, the index of the next
 case a shard takes: shared memory the forked workers inherit."""
 
+_PROGRESS: dict[str, Any] = {}
+"""Per obligation of a :func:`discharge` run, a pair of shared values: when
+its first shard began (``time.time()``, 0 before), and how many of its cases
+are done: what the progress lines report."""
+
 NO_CASE_LEFT = 2**31 - 1
 """The counter's value once a shard has failed: past every case index."""
 
@@ -80,10 +91,43 @@ def next_case_counter(name: str) -> Callable[[], int]:
 
 def share_cases(names: list[str]) -> None:
     """Give each shardable obligation of ``names`` a fresh case counter in
-    shared memory, for the workers forked after this call."""
+    shared memory, and each obligation its progress values, for the workers
+    forked after this call."""
     context = multiprocessing.get_context("fork")
     _NEXT_CASE.clear()
     _NEXT_CASE.update({n: context.Value("i", 0) for n in names if REGISTRY[n].shardable})
+    _PROGRESS.clear()
+    _PROGRESS.update({n: (context.Value("d", 0.0), context.Value("i", 0)) for n in names})
+
+
+def _begun(name: str) -> Callable[[], None] | None:
+    """Marks ``name`` begun now (unless a shard of it began before) and
+    returns the callback that counts its finished cases; None outside a
+    :func:`discharge` run."""
+    if name not in _PROGRESS:
+        return None
+    began, done = _PROGRESS[name]
+    with began.get_lock():
+        if began.value == 0.0:
+            began.value = time.time()
+
+    def case_done() -> None:
+        with done.get_lock():
+            done.value += 1
+
+    return case_done
+
+
+def progress_line(finished: set[str], now: float | None = None) -> str | None:
+    """The progress line of the obligations begun at least
+    :data:`PROGRESS_AFTER_S` ago and not ``finished``: each one's seconds so
+    far and cases done; None when there is none."""
+    now = time.time() if now is None else now
+    slow = []
+    for name, (began, done) in _PROGRESS.items():
+        if name not in finished and began.value and now - began.value >= PROGRESS_AFTER_S:
+            slow.append(f"{name} ({now - began.value:.0f} s, {done.value} cases done)")
+    return f"  ... still proving {', '.join(slow)}" if slow else None
 
 
 def prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = (),
@@ -98,7 +142,7 @@ def prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, .
     obligations()
     take = next_case_counter(name) if shared_cases else None
     result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take,
-                   ProofCache(cache) if cache is not None else None)
+                   ProofCache(cache) if cache is not None else None, case_done=_begun(name))
     if shared_cases and result.status != "proved":
         with _NEXT_CASE[name].get_lock():
             _NEXT_CASE[name].value = NO_CASE_LEFT
@@ -130,7 +174,7 @@ def _crashed(name: str, e: BaseException) -> Result:
 
 
 def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
-              reuse_whole: bool = True) -> Iterator[Result]:
+              reuse_whole: bool = True, progress: Callable[[str], None] | None = None) -> Iterator[Result]:
     """Prove each named obligation, ``jobs`` processes at a time (``jobs <= 1``:
     in this process), yielding results as they finish. A shardable
     obligation runs as ``jobs`` shards sharing its cases; an obligation with
@@ -139,6 +183,8 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
     exact query was proved is not solved again, and (with ``reuse_whole``:
     only for obligations built from this tree alone) an obligation proved
     on this very source tree is reported from it without building its claims.
+    With ``progress``, every :data:`PROGRESS_AFTER_S` seconds while some
+    obligation has run that long, it is handed :func:`progress_line`.
     Raises :class:`LemmaCycle` when some obligations can never start.
     Closing the generator (an interrupt) ends the workers at once."""
     from .catalog import obligations
@@ -171,15 +217,10 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
             if r is not None:
                 started.add(n)
                 yield finished(r)
-    if jobs <= 1:
-        while len(status) < len(names):
-            batch = ready()
-            if not batch:
-                raise stuck()
-            for n, lemmas in batch:
-                yield finished(prove_named(n, (0, 1), lemmas, cache=folder))
-        return
     share_cases(names)
+    if jobs <= 1:
+        yield from _in_this_process(names, status, ready, stuck, finished, folder, progress)
+        return
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"),
                                initializer=_worker_signals)
     try:
@@ -196,7 +237,10 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
 
         submit()
         while futures:
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            done, _ = wait(futures, timeout=PROGRESS_AFTER_S if progress else None, return_when=FIRST_COMPLETED)
+            line = progress_line(set(status)) if progress and not done else None
+            if line:
+                progress(line)
             for f in done:
                 n, count = futures.pop(f)
                 try:
@@ -212,6 +256,32 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
     pool.shutdown()
     if len(status) < len(names):
         raise stuck()
+
+
+def _in_this_process(names: list[str], status: dict[str, str], ready: Callable[[], list],
+                     stuck: Callable[[], LemmaCycle], finished: Callable[[Result], Result], folder: str | None,
+                     progress: Callable[[str], None] | None) -> Iterator[Result]:
+    """:func:`discharge` with one job: each obligation proved in this
+    process, in turn; the progress lines (with ``progress``) from a thread
+    of this process that only reads the shared progress values."""
+    stop = threading.Event()
+    if progress is not None:
+        def report() -> None:
+            while not stop.wait(PROGRESS_AFTER_S):
+                line = progress_line(set(status))
+                if line:
+                    progress(line)
+
+        threading.Thread(target=report, name="prove-progress", daemon=True).start()
+    try:
+        while len(status) < len(names):
+            batch = ready()
+            if not batch:
+                raise stuck()
+            for n, lemmas in batch:
+                yield finished(prove_named(n, (0, 1), lemmas, cache=folder))
+    finally:
+        stop.set()
 
 
 def proved_on_this_tree(cache: str | Path, only: str | None = None) -> list[Result] | None:

@@ -239,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
                     "the list is printed above"))
             return EXIT_PASSED
         report = Report([ob.name for ob in chosen])
-        run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None)  # a target's source is not digested
+        run = discharge(report.order, args.jobs, cache, reuse_whole=args.impl is None,  # a target's source is not digested
+                        progress=lambda line: print(line, file=args.out, flush=True))
     saved: list[str] = []
     start = time.perf_counter()
     status = EXIT_PASSED

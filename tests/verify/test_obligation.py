@@ -152,3 +152,39 @@ def test_an_isolated_obligation_proves_and_explains_as_in_the_main_context(strat
     result = prove(bad)
     assert result.status == "failed" and result.counterexample["violated"] == ["too big"], result
     assert 0 < result.counterexample["values"]["x"] <= 5
+
+
+def _slow_claims():
+    """Two cases, each taking a second to build: an obligation that runs past a short progress interval."""
+    import time
+
+    for i in range(2):
+        time.sleep(1.0)
+        yield Claim([("positive", X > 0)], [("x positive", X > 0)], True, f"slow case {i}")
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_obligation_running_past_the_interval_gets_progress_lines(jobs: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line naming the obligation still running, its seconds and its cases
+    done; none for one that finished at once."""
+    from replayssm.verify import runner
+
+    obs = [Obligation("t.slow", "t", "", _slow_claims, shardable=True), Obligation("t.quick", "t", "", _claims(BASE))]
+    for ob in obs:
+        monkeypatch.setitem(REGISTRY, ob.name, ob)
+    monkeypatch.setattr(runner, "PROGRESS_AFTER_S", 0.2)
+    lines: list[str] = []
+    results = {r.name: r for r in discharge([ob.name for ob in obs], jobs, progress=lines.append)}
+    assert all(r.status == "proved" for r in results.values())
+    assert lines and all(line.startswith("  ... still proving t.slow (") for line in lines), lines
+    assert all("t.quick" not in line for line in lines) and "cases done)" in lines[-1]
+    assert results["t.slow"].cpu_seconds >= 0 and results["t.slow"].as_json()["cpu_seconds"] >= 0
+
+
+def test_a_result_s_cpu_seconds_are_the_process_time_summed_over_its_shards() -> None:
+    busy = Obligation("t.busy", "t", "", _claims(BASE * 20, strategy="preprocess"))
+    r = prove(busy)
+    assert 0 < r.cpu_seconds
+    shards = [prove(busy, (i, 2)) for i in range(2)]
+    assert merge_shards(shards).cpu_seconds == pytest.approx(sum(s.cpu_seconds for s in shards))

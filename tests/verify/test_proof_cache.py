@@ -66,7 +66,8 @@ def test_a_corrupt_entry_is_proved_again_with_a_warning(tmp_path: Path, capsys: 
     assert out.err.count("warning: proof cache entry") >= 3 and "Traceback" not in out.err
 
 
-def test_a_case_entry_of_another_case_is_not_trusted(tmp_path: Path) -> None:
+def test_a_case_entry_of_another_key_or_obligation_is_not_trusted(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from replayssm.verify.proof_cache import ProofCache
 
     cache = ProofCache(tmp_path)
@@ -75,8 +76,43 @@ def test_a_case_entry_of_another_case_is_not_trusted(tmp_path: Path) -> None:
     (tmp_path / "cases" / "k2"[:2]).mkdir(parents=True)
     (tmp_path / "cases" / "k2"[:2] / "k2").write_bytes((tmp_path / "cases" / "k1"[:2] / "k1").read_bytes())
     assert cache.proved_case("k2", "t.one", "case a") is None  # the key it hashed to differs
-    assert cache.proved_case("k1", "t.two", "case a") is None and cache.proved_case("k1", "t.one", "case b") is None
+    assert cache.proved_case("k1", "t.two", "case a") is None
     assert cache.hits == 1
+    assert capsys.readouterr().err.count("warning: proof cache entry") == 2
+
+
+def test_another_case_with_the_same_query_reuses_the_entry_without_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two cases of one obligation whose queries are the same terms (two
+    explicit BMC cases: their query is their exploration's verdict) share
+    one key: the entry of one is the proof of the other, not a corrupt
+    cache (a first cold run used to print hundreds of such warnings), and
+    a missing entry is a plain miss."""
+    from replayssm.verify.proof_cache import ProofCache
+
+    cache = ProofCache(tmp_path)
+    assert cache.proved_case("k1", "t.one", "case a") is None
+    cache.keep_case("k1", "t.one", "case a", False)
+    assert cache.proved_case("k1", "t.one", "case b") == {"covered": False} and cache.hits == 1
+    assert capsys.readouterr().err == ""
+
+
+def test_a_cold_run_filling_an_empty_cache_prints_no_warning(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """An obligation whose two cases state one query (as ``system.bmc``'s v2
+    and v1 explorations do) fills a fresh cache without a warning, and the
+    next run finds both cases proved."""
+    from replayssm.verify.obligation import Claim, Obligation, prove
+    from replayssm.verify.proof_cache import ProofCache
+    from replayssm.verify.terms import named_int
+
+    x = named_int("test.cache_x")
+    twins = Obligation("t.twins", "t", "", lambda: [Claim([("positive", x > 0)], [("x above 1", x > 1)], True, c)
+                                                    for c in ("v2 case", "v1 case")])
+    assert prove(twins, cache=ProofCache(tmp_path)).status == "proved"
+    again = ProofCache(tmp_path)
+    assert prove(twins, cache=again).status == "proved" and again.hits == 2
+    assert capsys.readouterr().err == ""
 
 
 def test_prove_with_home_unwritable_announces_no_cache(tmp_path: Path) -> None:
