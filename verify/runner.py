@@ -238,8 +238,8 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
         submit()
         while futures:
             done, _ = wait(futures, timeout=PROGRESS_AFTER_S if progress else None, return_when=FIRST_COMPLETED)
-            line = progress_line(set(status)) if progress and not done else None
-            if line:
+            line = progress_line(set(status)) if progress is not None and not done else None
+            if progress is not None and line:
                 progress(line)
             for f in done:
                 n, count = futures.pop(f)
