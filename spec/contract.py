@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
-from . import assumptions, binding, model_choices
+from . import assumptions, binding, model_choices, release_caller
 from .assumptions import Assumption
 from .model_choices import ModelChoice
 from .provenance import CONTRADICTED, CORPUS, GUARANTEED, NOT_GUARANTEED, Provenance, provenance_problems
@@ -24,7 +24,7 @@ UNRECORDED = "unrecorded"
 
 Record = Union[Assumption, ModelChoice]
 
-_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL]
+_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL]
 RECORDS: dict[str, Record] = {r.name: r for r in _ALL}
 """Every named record of the caller contract."""
 
@@ -42,6 +42,10 @@ PROOF_HYPOTHESES: dict[str, str] = {
     "rows_of_group_0": "the spec rows the row-blocked kernel's work-list program compacts are group 0's rows 0, 1, ...",
     "sampled_lanes": "the lanes a row block is proved at are distinct positions inside the block "
                      "(verify/kernels/contracts.LaneSample)",
+    "release_launch": "a lane of a 0.33.0 tracker launch: its offset is >= 0, n_slots is the rows of "
+                      "state_batch_indices, num_states the trackers' length (the host wrappers' arguments)",
+    "release_ghost": "the ghost of a released slot: the pass FlashInfer ran and the count it accepted "
+                     "(spec/release_ghost.py), not a claim about vLLM's host",
     "launch_facts": "the program ids of a launch of the row-blocked kernel: block >= 0, a row block below "
                     "num_reqs or the work-list program past it",
 }

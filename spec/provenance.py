@@ -174,3 +174,15 @@ def provenance_problems(name: str, p: Provenance, roots: dict[str, Path | None] 
         if c.root in check_roots:
             problems += [f"{name}: {x}" for x in citation_problems(c, roots)]
     return problems
+
+# The released vLLM 0.33.0's ReplaySSM files (``vllm-0.33.0/README.md``), as the wheel lays them out.
+RELEASE = "vllm-0.33.0"
+RELEASE_README = f"{RELEASE}/README.md"
+RELEASE_SSU = f"{RELEASE}/vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
+RELEASE_DECODE = f"{RELEASE}/vllm/model_executor/layers/mamba/ops/selective_state_update_replayssm_output_only.py"
+RELEASE_MIXER = f"{RELEASE}/vllm/model_executor/layers/mamba/mamba_mixer2.py"
+RELEASE_ATTN = f"{RELEASE}/vllm/v1/attention/backends/mamba_attn.py"
+RELEASE_BATCH = f"{RELEASE}/vllm/v1/worker/gpu_input_batch.py"
+RELEASE_MAMBA_UTILS = f"{RELEASE}/vllm/model_executor/layers/mamba/mamba_utils.py"
+RELEASE_CACHE = f"{RELEASE}/vllm/config/cache.py"
+RELEASE_VALIDATOR = f"{RELEASE}/vllm_config_validate_mamba_cached_kernel.py.txt"

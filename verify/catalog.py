@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     compaction_proofs,
     migration_proofs,
     postprocess_proofs,
+    release_proofs,
     system_proofs,
 )
 from .kernels import obligations as kernel_obligations  # noqa: F401  (ours: kernel.*, proofs of the Triton source)
