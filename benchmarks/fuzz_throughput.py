@@ -44,14 +44,24 @@ from provenance import bad_options, emit, header, write  # noqa: E402
 
 
 def _wide(args: tuple) -> dict:
-    impl, device, rows, steps, seed = args
+    impl, device, rows, steps, seed, profile = args
+    entered = time.time()
     from replayssm.fuzz.wide import run_wide
 
-    r = run_wide(impl, device, rows, steps, seed=seed)
+    imported = time.time()
+    if profile:  # cProfile of this process's run, to PROFILE/wide_SEED.prof
+        import cProfile
+
+        prof = cProfile.Profile()
+        r = prof.runcall(run_wide, impl, device, rows, steps, seed=seed)
+        prof.dump_stats(str(Path(profile) / f"wide_{seed}.prof"))
+    else:
+        r = run_wide(impl, device, rows, steps, seed=seed)
     if r.fault is not None:  # the target's fault stopped the run: no throughput to report
         raise RuntimeError(f"the wide run of {impl or 'our kernels'} stopped: {r.fault}")
     return {"request_steps": r.request_steps, "seconds": r.seconds, "kernel_seconds": r.kernel_seconds,
-            "discrepancies": r.discrepancies}
+            "discrepancies": r.discrepancies, "entered": entered, "import_seconds": imported - entered,
+            "start_up_seconds": r.start_up_seconds, "parts": r.parts}
 
 
 def _children_cpu() -> float:
@@ -70,7 +80,9 @@ def stateful_run(args: argparse.Namespace, systems: int) -> dict:
     with open(os.devnull, "w") as quiet:
         s = run_campaign(config, out=quiet)
     wall = s["seconds"]
+    split = s.get("time_split")
     return {"request_steps": s["request_steps"], "examples": s["examples"], "seconds": wall,
+            "time_split": split,
             "request_steps_per_s": round(s["request_steps"] / wall, 1),
             "busy_request_steps_per_s": (round(s["request_steps"] / (s["worker_seconds"] / args.jobs), 1)
                                          if s["worker_seconds"] else None),
@@ -115,21 +127,75 @@ def _summary(runs: dict[int, list[dict]]) -> dict:
 
 
 def wide(args: argparse.Namespace) -> dict:
-    """The wide runner on ``--wide-jobs`` processes, one system of ``--rows`` requests each."""
+    """The wide runner on ``--wide-jobs`` processes, one system of ``--rows`` requests each.
+    Where the wall time goes: ``time_split`` (means over the processes: ``spawn``,
+    the pool's start to the process's first line; ``imports``; ``start_up``, the
+    target loaded and the system set up; ``steps``; the rest, ``tail``, the pool's
+    end) and ``step_parts`` (seconds summed over processes, :data:`~replayssm.fuzz.wide.STEP_PARTS`);
+    with ``--profile DIR`` each process's cProfile goes to DIR/wide_SEED.prof and
+    their merged top functions to DIR/wide_profile.txt."""
     ctx = multiprocessing.get_context("spawn" if args.device == "cuda" else "fork")
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     with ProcessPoolExecutor(args.wide_jobs, mp_context=ctx) as pool:
-        parts = list(pool.map(_wide, [(args.impl, args.device, args.rows, args.steps, seed)
+        parts = list(pool.map(_wide, [(args.impl, args.device, args.rows, args.steps, seed, args.profile)
                                       for seed in range(args.wide_jobs)]))
     wall = time.perf_counter() - start
     steps = sum(x["request_steps"] for x in parts)
     kernel = sum(x["kernel_seconds"] for x in parts)
     busy = sum(x["seconds"] for x in parts)
+    spawn = statistics.fmean(x["entered"] - started_at for x in parts)
+    imports = statistics.fmean(x["import_seconds"] for x in parts)
+    start_up = statistics.fmean(x["start_up_seconds"] for x in parts)
+    stepping = statistics.fmean(x["seconds"] - x["start_up_seconds"] for x in parts)
+    step_parts = {k: round(sum(x["parts"].get(k, 0.0) for x in parts), 3) for k in parts[0]["parts"]}
+    if args.profile:
+        _merge_profiles(args.profile, args.wide_jobs)
     return {"rows": args.rows, "steps_per_process": args.steps, "processes": args.wide_jobs,
             "request_steps": steps, "seconds": round(wall, 3), "request_steps_per_s": round(steps / wall, 1),
+            "stepping_request_steps_per_s": round(steps / stepping, 1) if stepping > 0 else None,
             "kernel_seconds": round(kernel, 3), "process_seconds": round(busy, 3),
             "harness_over_kernels": round((busy - kernel) / kernel, 4) if kernel else None,
-            "discrepancies": sum(x["discrepancies"] for x in parts)}
+            "time_split": {"spawn": round(spawn, 3), "imports": round(imports, 3), "start_up": round(start_up, 3),
+                           "steps": round(stepping, 3),
+                           "tail": round(wall - spawn - imports - start_up - stepping, 3)},
+            "step_parts": step_parts, "discrepancies": sum(x["discrepancies"] for x in parts)}
+
+
+def _merge_profiles(folder: str, processes: int) -> None:
+    """The processes' profiles merged, top 60 by own time and by cumulative time, as text."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    stats = pstats.Stats(*(str(Path(folder) / f"wide_{seed}.prof") for seed in range(processes)), stream=text)
+    stats.sort_stats("tottime").print_stats(60)
+    stats.sort_stats("cumulative").print_stats(60)
+    (Path(folder) / "wide_profile.txt").write_text(text.getvalue())
+
+
+def profile_worker(args: argparse.Namespace, systems: int) -> None:
+    """Worker 0's share of the campaign (its combinations, ``--stateful-examples``), run in
+    this process under cProfile: ``--profile``/worker.prof and the top functions in worker_profile.txt."""
+    import cProfile
+    import io
+    import pstats
+
+    from replayssm.fuzz.campaign_config import CampaignConfig
+    from replayssm.fuzz.campaign_worker import run_worker
+
+    config = CampaignConfig(args.impl, args.device, args.stateful_examples, args.stateful_steps, args.seed,
+                            args.jobs, "out/bench-failures", systems=systems)
+    prof = cProfile.Profile()
+    result = prof.runcall(run_worker, config, 0)
+    path = Path(args.profile) / "worker.prof"
+    prof.dump_stats(str(path))
+    text = io.StringIO()
+    print(f"worker 0: {result['stats']['request_steps']} request-steps, {result['seconds']:.1f} s, "
+          f"findings {len(result['findings'])}", file=text)
+    stats = pstats.Stats(str(path), stream=text)
+    stats.sort_stats("tottime").print_stats(60)
+    stats.sort_stats("cumulative").print_stats(60)
+    (Path(args.profile) / "worker_profile.txt").write_text(text.getvalue())
 
 
 def main() -> int:
@@ -149,6 +215,8 @@ def main() -> int:
     p.add_argument("--wide-jobs", type=int, help="wide runner processes (default: --jobs)")
     p.add_argument("--no-wide", action="store_true", help="measure the stateful campaign only")
     p.add_argument("--out", help="also write the JSON report here")
+    p.add_argument("--profile", help="an existing folder: cProfile of the wide processes and, after the "
+                   "timed runs, of worker 0's share of the campaign (largest --systems) in this process")
     args = p.parse_args()
     args.wide_jobs = args.wide_jobs if args.wide_jobs is not None else args.jobs
     error = bad_options({"--rows": args.rows, "--steps": args.steps, "--jobs": args.jobs, "--repeat": args.repeat,
@@ -156,6 +224,8 @@ def main() -> int:
                          "--stateful-steps": args.stateful_steps, **{"--systems": min(args.systems)}}, args.out)
     if error is None and len(set(args.systems)) != len(args.systems):
         error = f"error: --systems values must differ, got {args.systems}"
+    if error is None and args.profile and not Path(args.profile).is_dir():
+        error = f"error: --profile must be an existing folder, got {args.profile}"
     if error is None and args.seed < 0:
         error = f"error: --seed must be >= 0, got {args.seed}"
     if error is None:
@@ -177,6 +247,8 @@ def main() -> int:
     if not args.no_wide:
         report["wide"] = wide(args)
     stateful(args, report)
+    if args.profile:
+        profile_worker(args, max(args.systems))
     emit({**report, "complete": True}, args.out)
     return 0
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -26,6 +26,7 @@ from replayssm.spec.geometry import Conventions
 
 from .campaign_config import (CampaignConfig, SetupError, check_setup, combinations_of, example_seed,
                               examples_per_combination, required_scenarios)
+from .campaign_times import time_split
 from .campaign_worker import run_worker
 from .launch_traces import spec_states
 from .machine import Statistics
@@ -61,6 +62,10 @@ class _Campaign:
     findings: list[Finding]
     start: float
     supervisor: Supervisor | RayPool | None = None
+    started_at: float = 0.0
+    """The campaign's start, wall clock (``time.time()``: the time split's reference)."""
+    spawned: dict[int, float] = field(default_factory=dict)
+    """When each worker was started, wall clock."""
     faulted: bool = False
     """A worker's hang or death was recorded (the first stops the others)."""
 
@@ -157,7 +162,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
     checks its report files itself (``base/reports.py``, as every command does).
     SIGINT or SIGTERM at any point, before the workers start included, ends
     in an interrupted summary of what was done."""
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     pool: RayPool | None = None
     started: tuple[_Campaign, Supervisor | RayPool, Progress] | None = None
     try:
@@ -169,6 +174,7 @@ def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
                 pool = RayPool(config, out)  # connected (else a SetupError), with jobs counted from the cluster
                 config = pool.config
             started = _start(config, pool, out, start)
+            started[0].started_at = started_at
             started[1].run()  # from its start to its end, the supervisor takes the signals itself
             stop_interrupting()  # the summary is written from here on: a signal must not cut it short
     except Interrupted as e:
@@ -210,6 +216,7 @@ def _start(config: CampaignConfig, pool: RayPool | None, out: TextIO,
                                 on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
     campaign.supervisor = supervisor
     for w in range(config.jobs):
+        campaign.spawned[w] = time.time()
         supervisor.start(w, run_worker, (config, w, None))  # the target: loaded there
     return campaign, supervisor, progress
 
@@ -217,6 +224,7 @@ def _start(config: CampaignConfig, pool: RayPool | None, out: TextIO,
 def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, supervisor: Supervisor | RayPool,
              progress: Progress, start: float, out: TextIO) -> dict:
     """The campaign's summary from what its workers returned (or had reported when stopped)."""
+    ended_at = time.time()
     progress.close()
     parts, errors = [], []
     for child in supervisor.children:
@@ -248,4 +256,8 @@ def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, 
     summary["slowest_launch_seconds"] = round(max(c.slowest_launch for c in supervisor.children), 3)
     if pool:
         summary["ray_tasks"] = sorted(pool.tasks, key=lambda t: t["worker"])
+    else:  # local workers: their clocks and the parent's are one machine's
+        summary["time_split"] = time_split(campaign.started_at, ended_at, campaign.spawned,
+                                           {c.name: c.result for c in supervisor.children
+                                            if isinstance(c.result, dict) and "clock" in c.result})
     return summary

@@ -57,6 +57,9 @@ class SupervisedMachine(ReplaySSMMachine):
     shrunk one's)."""
 
     reporter: Reporter | None = None
+    clock: dict[str, float] | None = None
+    """The worker's clock marks (:func:`run_worker`): ``first_launch``, the
+    wall-clock time its first launch landed, is set here."""
     last_failure: dict | None = None
     first_failure: dict | None = None
     """The campaign's first failure as it first appeared (with its run's
@@ -82,22 +85,26 @@ class SupervisedMachine(ReplaySSMMachine):
             if self.reporter is not None:
                 self.reporter.failing(failure)
             raise
+        if self.clock is not None and "first_launch" not in self.clock:
+            self.clock["first_launch"] = time.time()
         if self.reporter is not None:
             self.reporter.landed()
             self.reporter.stats(lambda: asdict(self.stats))
 
 
 def machine_class(config: CampaignConfig, target: Any, seed: int, conv: Conventions,
-                  stats: Statistics, reporter: Reporter | None) -> type[SupervisedMachine]:
+                  stats: Statistics, reporter: Reporter | None,
+                  clock: dict[str, float] | None = None) -> type[SupervisedMachine]:
     """The state machine of one Hypothesis run: a :class:`SupervisedMachine`
     subclass (and a lockstep one with ``config.systems`` above 1) whose class
     attributes are the run's target, device, level, conventions, statistics
-    and reporter (Hypothesis makes a fresh instance per example), seeded ``seed``."""
+    and reporter (Hypothesis makes a fresh instance per example), seeded ``seed``;
+    ``clock``: the worker's clock marks, if it keeps them (:func:`run_worker`)."""
     import torch
 
     attrs = {"target": target, "device": torch.device(config.device), "level": config.level, "stats": stats,
              "last_trace": None, "first_failure": None, "conventions": (conv,), "reporter": reporter, "drop": config.drop,
-             "systems": config.systems}
+             "systems": config.systems, "clock": clock}
     widen_choices(config.systems)
     bases = (SupervisedMachine,) if config.systems == 1 else (SupervisedMachine, LockstepMachine)
     return hypothesis_seed(seed)(type("Campaign", bases, attrs))
@@ -120,7 +127,13 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
     until the first finding. Returns statistics and findings (each with its
     shrunk trace). ``target``: the loaded implementation (loaded here when None);
     ``database``: the shared example database (default: ``config.database``'s folder, if any).
-    A target that is no usable input is said to ``reporter`` (``unusable``) and None returned."""
+    A target that is no usable input is said to ``reporter`` (``unusable``) and None returned.
+    The result's ``clock`` holds wall-clock marks (``time.time()``) for the
+    campaign's time split (:mod:`.campaign_times`): ``entered`` (this
+    function called: the process started and imported), ``ready`` (target
+    loaded), ``first_launch`` (its first launch landed; absent without one) and
+    ``end``; ``combinations``: ``[combination, seconds]`` of each one run."""
+    clock = {"entered": time.time()}
     try:
         target = target if target is not None else check_setup(config)
     except SetupError as e:
@@ -135,11 +148,13 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
     per_combo = examples_per_combination(config.examples)
     if database is None and config.database is not None:
         database = DirectoryBasedExampleDatabase(config.database)
-    stats, findings = Statistics(), []
+    stats, findings, took = Statistics(), [], []
     start = time.perf_counter()
+    clock["ready"] = time.time()
     for n in combinations_of(worker, config.jobs):
         seed = example_seed(config.seed, n)
-        machine = machine_class(config, target, seed, combos[n], stats, reporter)
+        machine = machine_class(config, target, seed, combos[n], stats, reporter, clock)
+        began = time.perf_counter()
         try:
             run_state_machine_as_test(machine, settings=hypothesis_settings(
                 per_combo, config.max_steps, None if database is None else Namespaced(database, _namespace(config, n))))
@@ -149,7 +164,11 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
                 found = one_system_search(config, target, seed, n, reporter) or found
             findings.append(found)
             break
-    return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start}
+        finally:
+            took.append([n, round(time.perf_counter() - began, 3)])
+    clock["end"] = time.time()
+    return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start,
+            "clock": clock, "combinations": took}
 
 
 def _namespace(config: CampaignConfig, combination: int) -> str:

@@ -17,7 +17,7 @@ buffers, stops the run with that ``fault`` (never a run without discrepancies).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -48,6 +48,16 @@ class WideResult:
     fault: str | None = None
     """What the target did that stopped the run (its process ended or hung, it
     raised or changed its process, a guard caught a write): a finding; None: none."""
+    start_up_seconds: float = 0.0
+    """From the call to the first step: the target loaded in its own process, the system set up."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """Seconds of the steps by part (:data:`STEP_PARTS`), summed over the steps."""
+
+
+STEP_PARTS = ("decisions", "spec", "kernels", "compare", "refinement")
+"""A wide step's parts: the caller decisions drawn and encoded into the two
+launch actions, the spec's run of them, the target's (to completion, through
+its process), the comparison of every buffer, FlashInfer's view checked."""
 
 
 class WideSystem:
@@ -70,6 +80,7 @@ class WideSystem:
         self.rule = RowRule(self.geo, self.conv, int(setup.max_model_len))
         self.max_step = self.rule.longest_decode
         self.kernel_seconds = 0.0
+        self.parts = dict.fromkeys(STEP_PARTS, 0.0)
 
     def _new_prompts(self, n: int) -> np.ndarray:
         """Prompts of 1 to 3 blocks and a token; a quarter of them one token past a
@@ -100,6 +111,7 @@ class WideSystem:
 
     def step(self) -> list:
         """One step of every row; returns the discrepancies found."""
+        parts, t0 = self.parts, time.perf_counter()
         bs = self.geo.block_size
         full = self.computed + self.max_step > self.rule.max_len
         self.computed[full], self.prompt[full], self.live[full] = 0, self._new_prompts(int(full.sum())), -1
@@ -123,16 +135,25 @@ class WideSystem:
             picks["idx_mapping"] = None
         postprocess = Postprocess(maxr, **picks, block_table=self.table)
         wrong = []
+        t1 = time.perf_counter()
+        parts["decisions"] += t1 - t0
         for action in (migrate, postprocess):
             self.spec.run(action)
-            t0 = time.perf_counter()
+            t2 = time.perf_counter()
+            parts["spec"] += t2 - t1
             self.impl.run(action)
             if self.impl.device.type == "cuda":
                 torch.cuda.synchronize()
-            self.kernel_seconds += time.perf_counter() - t0
+            t1 = time.perf_counter()
+            parts["kernels"] += t1 - t2
             wrong += compare(self.spec.state(), self.impl.state())
+            t2 = time.perf_counter()
+            parts["compare"] += t2 - t1
+            t1 = t2
+        self.kernel_seconds = parts["kernels"]
         self._advance(prefilling, q, accepted, live)
         wrong += self._check_refinement()
+        parts["refinement"] += time.perf_counter() - t1
         return wrong
 
     def _advance(self, prefilling: np.ndarray, q: np.ndarray, accepted: np.ndarray, live: np.ndarray) -> None:
@@ -196,12 +217,13 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
     if watchdog is not None and not watchdog > 0:
         raise ValueError(f"watchdog must be a number of seconds > 0, got {watchdog!r}")
-    bad, done, fault, kernel_seconds = 0, 0, None, 0.0
+    bad, done, fault, kernel_seconds, start_up = 0, 0, None, 0.0, 0.0
     start = time.perf_counter()
-    module = None
+    module, system = None, None
     try:
         module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device])
         system = WideSystem(setup, module, torch.device(device), seed)
+        start_up = time.perf_counter() - start
         for _ in range(steps):
             bad += len(system.step())
             done += 1
@@ -213,4 +235,5 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     finally:
         if module is not None:
             module.close()
-    return WideResult(done, done * rows, time.perf_counter() - start, kernel_seconds, bad, fault)
+    parts = {k: round(v, 4) for k, v in system.parts.items()} if system is not None else {}
+    return WideResult(done, done * rows, time.perf_counter() - start, kernel_seconds, bad, fault, start_up, parts)

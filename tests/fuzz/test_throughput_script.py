@@ -10,15 +10,22 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_throughput.p
 
 
 def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
+    (tmp_path / "prof").mkdir()
     done = subprocess.run(
         [sys.executable, "-P", str(SCRIPT), "--device", "cpu", "--rows", "2", "--steps", "1",
-         "--jobs", "1", "--stateful-examples", "1", "--stateful-steps", "4", "--systems", "1", "2"],
+         "--jobs", "1", "--stateful-examples", "1", "--stateful-steps", "4", "--systems", "1", "2",
+         "--profile", "prof"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["commit"] != ""
     assert out["wide"]["request_steps"] == 2 and out["wide"]["discrepancies"] == 0
+    split = out["wide"]["time_split"]
+    assert set(split) == {"spawn", "imports", "start_up", "steps", "tail"} and min(split.values()) > -0.05, split
+    assert set(out["wide"]["step_parts"]) == {"decisions", "spec", "kernels", "compare", "refinement"}
+    assert "wide_0" in (tmp_path / "prof" / "wide_profile.txt").read_text()
+    assert "run_worker" in (tmp_path / "prof" / "worker_profile.txt").read_text()
     for k in ("1", "2"):
         run = out["stateful"][k]["runs"][0]
         assert run["passed"] or run["missing_scenarios"], run  # a finding would fail this
@@ -26,6 +33,9 @@ def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
         assert {"request_steps", "request_steps_per_s", "busy_request_steps_per_s", "seconds", "cpu_seconds",
                 "kernel_seconds", "spec_seconds"} <= set(run)  # counts may be 0: one example per combination
         assert "cpu_seconds_per_request_step" in out["stateful"][k]
+        split = run["time_split"]  # the one worker's wall time, start-up + busy + tail
+        (worker,) = split["workers"]
+        assert abs(worker["start_up"] + worker["busy"] + worker["tail"] - split["wall"]) < 0.01, split
     assert "over_one_system" in out["stateful"]["2"]  # None here: one example per combination only admits
 
 
