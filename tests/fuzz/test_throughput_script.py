@@ -61,3 +61,9 @@ def test_the_two_tree_gpu_script_refuses_bad_input_before_any_work(tmp_path: Pat
                               timeout=60)
         assert done.returncode == 2 and message in done.stderr, (argv, done.stderr)
         assert not (tmp_path / "log").exists(), "work started before the arguments were checked"
+
+
+def test_the_time_split_gpu_script_refuses_bad_input_before_any_work(tmp_path: Path) -> None:
+    script = SCRIPT.parents[1] / "scripts" / "gpu_time_split.sh"
+    done = subprocess.run(["bash", str(script)], cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "usage: bash scripts/gpu_time_split.sh LOGDIR" in done.stderr
