@@ -69,10 +69,18 @@ OUTPUTS = """outputs:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``review`` subcommand's options."""
-    p.add_argument("head", nargs="+", metavar="HEAD",
+    p.add_argument("head", nargs="*", metavar="HEAD",
                    help="version(s) to review: ssu_dispatch.py files as they are, module names, .txt documentation "
                         "pages printing the kernels, or directories of .py files (*_test.py skipped)")
-    p.add_argument("--base", metavar="BASE", help="a version to compare HEAD with (one HEAD only)")
+    p.add_argument("--base", metavar="BASE", help="a version to compare HEAD with (one HEAD only); with --repo, "
+                   "the pull request's base ref")
+    p.add_argument("--repo", metavar="PATH", help="the pull-request check: review the ReplaySSM kernel files that "
+                   "changed in the git checkout PATH between --base REF and --head REF (no HEAD files)")
+    p.add_argument("--head", dest="pr_head", metavar="REF", help="with --repo: the pull request's head ref")
+    p.add_argument("--markdown", metavar="FILE", help="with --repo: write the pull-request comment (verdict, each "
+                   "regression or finding in one sentence, replay commands, the report's link)")
+    p.add_argument("--report-url", metavar="URL", help="with --repo: the full report's address for the comment "
+                   "(default: the --html file's path)")
     p.add_argument("--base-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout, as the base")
     p.add_argument("--head-ref", metavar="REF", help="review HEAD's file as it is at git REF of its checkout")
     p.add_argument("--api", metavar="NAME", help="the launch API of HEAD (default: detected from its kernels)")
@@ -140,6 +148,17 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     the worker processes are stopped, the verdicts so far printed and
     written with ``"interrupted": true`` and the parts not finished named,
     every finding's trace kept, and the status is 130 or 143."""
+    if args.repo is not None:
+        from .pr_check import run_pr_check
+
+        return run_pr_check(args, out)
+    if not args.head:
+        print("error: give HEAD (the versions to review), or --repo PATH --base REF --head REF", file=sys.stderr)
+        return EXIT_USAGE
+    for option in ("pr_head", "markdown", "report_url"):
+        if getattr(args, option) is not None:
+            print(f"error: --{option.replace('pr_', '').replace('_', '-')} needs --repo PATH", file=sys.stderr)
+            return EXIT_USAGE
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")
     check_output_file(args.sarif, "--sarif")

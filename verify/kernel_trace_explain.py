@@ -77,8 +77,8 @@ def explain_kernel_trace(trace: dict, path: str) -> str:
     geo, conv = params.get("geometry", {}), params.get("conventions", {})
     ring_len = int(geo.get("ring_len", 0))
     actions = [a for a in trace.get("actions", []) if isinstance(a, dict)]
-    state = next((a.get("picks", {}) for a in actions if a.get("name") == "set_state"), {})
-    launch = next((a.get("picks", {}) for a in actions if a.get("name") == NAMED_LAUNCH), {})
+    state: dict = next((a.get("picks", {}) for a in actions if a.get("name") == "set_state"), {})
+    launch: dict = next((a.get("picks", {}) for a in actions if a.get("name") == NAMED_LAUNCH), {})
     rows = int(launch.get("num_reqs", 0) or 0)
     out = [f"kernel-proof counterexample: {meta.get('property', '?')} of {meta.get('kernel', '?')} "
            f"(role {meta.get('role', '?')}, obligation {meta.get('obligation', '?')}, case {meta.get('case', '?')})",
