@@ -49,5 +49,5 @@ def time_split(start: float, end: float, started: dict[int, float], results: dic
     mean = {p: round(statistics.fmean(vals), 3) if (vals := [r[p] for r in rows if r[p] is not None]) else None
             for p in PARTS}
     return {"wall": round(wall, 3), "mean": mean,
-            "busy_fraction": round(mean["busy"] / wall, 4) if rows and wall > 0 else None,
+            "busy_fraction": round(busy / wall, 4) if (busy := mean["busy"]) is not None and wall > 0 else None,
             "workers": rows, "workers_without_result": sorted(set(started) - set(results))}
