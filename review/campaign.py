@@ -80,7 +80,7 @@ class Tally:
     scenarios: dict[str, int] = field(default_factory=dict)
 
 
-class Difference(AssertionError):
+class Diverged(AssertionError):
     """Exactly one of base and head broke a lifecycle property at a step."""
 
     def __init__(self, kind: str, finding: Finding, who: str) -> None:
@@ -176,11 +176,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         if base is not None and head is not None:
             self.tally.both_broke += 1
         elif base is not None and self.broken[1] is None:
-            raise self._failed(Difference("fix", base, "base"))
+            raise self._failed(Diverged("fix", base, "base"))
         elif head is not None and self.broken[0] is None:
-            raise self._failed(Difference("regression", head, "head"))
+            raise self._failed(Diverged("regression", head, "head"))
 
-    def _failed(self, error: Finding | Difference) -> Finding | Difference:
+    def _failed(self, error: Finding | Diverged) -> Finding | Diverged:
         """``error``, after noting the campaign's first failure (and saying so on the progress output)."""
         cls = type(self)
         if cls.first_failure is None:
@@ -202,8 +202,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.tally.scenarios[k] = self.tally.scenarios.get(k, 0) + v
 
 
-def _prop(error: Finding | Difference) -> str:
-    return (error.finding if isinstance(error, Difference) else error).prop
+def _prop(error: Finding | Diverged) -> str:
+    return (error.finding if isinstance(error, Diverged) else error).prop
 
 
 def _settings(examples: int, max_steps: int, shrink: bool) -> settings:
@@ -261,7 +261,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             hypothesis_engine.MAX_SHRINKING_SECONDS = shrink_seconds
             try:
                 run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
-            except (Finding, Difference) as e:
+            except (Finding, Diverged) as e:
                 path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}")
                 return Outcome(tally, time.perf_counter() - start, str(e), _kind(e), _prop(e), path, shrink)
             finally:
@@ -277,8 +277,8 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
     return Outcome(tally, time.perf_counter() - start)
 
 
-def _kind(error: Finding | Difference) -> str:
-    return error.kind if isinstance(error, Difference) else "finding"
+def _kind(error: Finding | Diverged) -> str:
+    return error.kind if isinstance(error, Diverged) else "finding"
 
 
 def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str:

@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TextIO
 
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
 from replayssm.base.reports import (
@@ -46,17 +46,14 @@ from replayssm.base.reports import (
 )
 
 from .host_modes import describe, version_publishing_modes
-from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, interrupted_summary, print_table, write_verdicts
+from .probe_runs import CAMPAIGN_SHARE
+from .verdict_parts import Counterexample, ReviewParts
+from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, build_verdict, interrupted_summary, print_table, write_verdicts
 
-MIN_REQUEST_STEPS = 25
-"""A campaign that judged fewer request-steps than this is a coverage shortfall."""
+if TYPE_CHECKING:
+    from replayssm.base.isolation import TargetFault
 
-REQUIRED_SCENARIOS = ("checkpoint",)
-"""Scenario classes a version's campaign must reach to count as covered."""
-
-CAMPAIGN_SHARE = 0.4
-"""The share of ``--budget`` the lifecycle campaign gets; the probes share the
-rest (what the campaign left of the budget: :func:`.probes.share`)."""
+    from .campaign import Version
 
 NAME = "review"
 HELP = "review versions of vLLM's ReplaySSM kernels (any launch API) against the lifecycle; with --base, differentially"
@@ -141,7 +138,7 @@ def _labels(sources: list[str]) -> dict[str, str]:
     return labels
 
 
-def run(args: argparse.Namespace, out: Any = None) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """The subcommand; returns the exit code. The output paths are checked
     first (:class:`replayssm.base.reports.UsageError`, exit 2, before any work).
     SIGINT or SIGTERM (once the versions start loading) ends the review:
@@ -174,24 +171,28 @@ def run(args: argparse.Namespace, out: Any = None) -> int:
     from .timeline import timelines
 
     verdicts: list[Verdict] = []
-    versions: list | None = None
-    base = None
+    versions: list[Version | Faulted] | None = None
+    base: Version | Faulted | None = None
     interrupted: Interrupted | None = None
     with interruptible():
         try:
             versions, base = _load(args)
-            for v in [base] * isinstance(base, Faulted) + versions:
+            queue: list[Version | Faulted] = [base] if isinstance(base, Faulted) else []
+            for v in queue + versions:
                 if isinstance(v, Faulted):  # the target misbehaved at import: its finding, and nothing to run
                     verdicts.append(v.verdict())
                     print(f"reviewing {v.label} ({v.source}): {v.fault.reason}", file=out, flush=True)
                     continue
                 against = None if isinstance(base, Faulted) else base
                 size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
-                verdicts.append(Verdict(v.label, v.source, v.api.name, v.api.summary, unfinished=planned_parts(against),
-                                        locations=kernel_locations(v, against, _shown_as(args, v))))
-                print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}; "
-                      f"{describe(version_publishing_modes(v.source))}", file=out, flush=True)
-                review_version(verdicts[-1], v, args, against, out)
+                parts, located = ReviewParts(), kernel_locations(v, against, _shown_as(args, v))
+                try:
+                    print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}; "
+                          f"{describe(version_publishing_modes(v.source))}", file=out, flush=True)
+                    review_version(parts, v, args, against, out)
+                finally:
+                    verdicts.append(build_verdict(v.label, v.source, v.api.name, v.api.summary, parts,
+                                                  planned_parts(against), located))
         except TargetError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE
@@ -225,16 +226,15 @@ class Faulted:
 
     label: str
     source: str
-    fault: Any
+    fault: TargetFault
 
     def verdict(self) -> Verdict:
-        finding = {"property": "process", "message": self.fault.report(), "trace": None, "shrunk": False,
-                   "replay": None}
-        return Verdict(self.label, self.source, "unknown", "not loaded: it misbehaved at import",
-                       properties={"process": "broken"}, findings=[finding])
+        fault = Counterexample("process", self.fault.report(), None, False, None)
+        return build_verdict(self.label, self.source, "unknown", "not loaded: it misbehaved at import",
+                             ReviewParts(fault=fault))
 
 
-def _load(args: argparse.Namespace) -> tuple[list, Any]:
+def _load(args: argparse.Namespace) -> tuple[list[Version | Faulted], Version | Faulted | None]:
     import torch
 
     from replayssm.base.isolation import TargetFault, load_isolated
@@ -290,7 +290,7 @@ def _load(args: argparse.Namespace) -> tuple[list, Any]:
     return versions, base
 
 
-def check_bindings(v: Any) -> None:
+def check_bindings(v: Version) -> None:
     """The version's kernels bind to its API's caller on a small system (errors name the parameter)."""
     import torch
 
@@ -303,7 +303,7 @@ def check_bindings(v: Any) -> None:
     Harness(setup, v.module, v.api, torch.device("cpu")).check_bindings()
 
 
-def _shown_as(args: argparse.Namespace, v: Any) -> str | None:
+def _shown_as(args: argparse.Namespace, v: Version) -> str | None:
     """The path the reports name ``v``'s file by: its path in the checkout with
     ``--base-ref``/``--head-ref`` (the file read is a copy at the ref), else the path given."""
     if args.base_ref or args.head_ref:
@@ -324,195 +324,62 @@ def _in_checkout(path: str) -> tuple[Path, str]:
     return top, str(p.relative_to(top))
 
 
-def _finding(prop: str, message: str, trace: str, source: str, shrunk: bool) -> dict:
-    return {"property": prop, "message": message, "trace": trace, "shrunk": shrunk,
-            "replay": replay_command(trace, source)}
-
-
-def _note_lifecycle(verdict: Verdict, main: Any, source: str, interrupted: bool) -> None:
-    """The lifecycle campaign's outcome ``main`` in ``verdict`` (``interrupted``: the campaign so far)."""
-    from .lifecycle import PROPERTIES
-
-    verdict.campaign = {"examples": main.tally.examples, "steps": main.tally.steps,
-                        "request_steps": main.tally.request_steps, "seconds": round(main.seconds, 2),
-                        "scenarios": main.tally.scenarios}
-    verdict.properties = {p: "held so far" if interrupted else "held" for p in PROPERTIES}
-    if main.failure:
-        verdict.properties[main.prop] = "broken"
-        verdict.findings.append(_finding(main.prop, main.failure, main.trace, source, main.shrunk))
-    elif not interrupted:
-        if main.tally.request_steps < MIN_REQUEST_STEPS:
-            verdict.coverage_shortfall.append(f"{main.tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
-        verdict.coverage_shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not main.tally.scenarios.get(s)]
-
-
-def planned_parts(base: Any) -> list[str]:
+def planned_parts(base: Version | None) -> list[str]:
     """The parts of a version's review, as :attr:`Verdict.unfinished` names them."""
     from .probes import probes
 
     return [LIFECYCLE, *(f"probe without {p.name}" for p in probes()), *([DIFFERENTIAL] if base is not None else [])]
 
 
-def review_version(verdict: Verdict, v: Any, args: argparse.Namespace, base: Any, out: Any) -> None:
-    """Fill ``verdict`` with the proofs, the lifecycle campaign, the probes and
-    (with ``base``) the differential campaign of ``v``, part by part, taking
-    each from ``verdict.unfinished`` (:func:`planned_parts`) once it is done,
-    so that an :class:`~replayssm.base.interrupts.Interrupted` leaves the verdict
-    holding what was reviewed so far (of a campaign cut short, its tally and
-    its first failure as first seen, its trace saved)."""
+def review_version(parts: ReviewParts, v: Version, args: argparse.Namespace, base: Version | None, out: TextIO) -> None:
+    """Review ``v``: put in ``parts`` each part as its producer returns it
+    (the kernel proofs, the lifecycle campaign's result, each probe's outcome
+    and, with ``base``, each difference), naming each in ``parts.done`` once
+    it is finished (:func:`planned_parts`), so that an
+    :class:`~replayssm.base.interrupts.Interrupted` leaves ``parts`` holding
+    what was reviewed so far (of a campaign cut short, its tally and its
+    first failure as first seen, its trace saved)."""
     from .campaign import campaign
+    from .differential import differences
     from .kernel_proofs import kernel_proofs
     from .kernel_proofs import summary as kernel_summary
+    from .probe_runs import probe_outcomes
+    from .verdict_parts import lifecycle_result
 
     traces = Path(args.traces)
     start = time.perf_counter()
     try:
         try:
-            verdict.kernel_proofs = kp = kernel_proofs(v.kernels, v.api, v.source, traces, v.module)
+            assert v.kernels is not None, "_load reads every reviewed version's kernels"
+            parts.kernel_proofs = kp = kernel_proofs(v.kernels, v.api, v.source, traces, v.module)
             print(f"  kernel proofs: {kernel_summary(kp)}", file=out, flush=True)
             campaigns = time.perf_counter()
             main = campaign((v,), budget=args.budget * CAMPAIGN_SHARE, seed=args.seed, out_dir=traces, tag=v.label,
                             device=args.device, examples=args.examples, progress=out)
         except Interrupted as e:
             if e.partial is not None:  # else the campaign had not started: nothing was judged
-                _note_lifecycle(verdict, e.partial, v.source, interrupted=True)
+                parts.lifecycle = lifecycle_result(e.partial, v.source, interrupted=True)
             raise
-        _note_lifecycle(verdict, main, v.source, interrupted=False)
-        verdict.unfinished.remove(LIFECYCLE)
+        parts.lifecycle = lifecycle_result(main, v.source, interrupted=False)
+        parts.done.append(LIFECYCLE)
         print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
               f"{main.failure or 'every property held'}", file=out, flush=True)
-        run_probes(v, args, traces, out, verdict.relies_on, verdict, skip=main.failure, deadline=campaigns + args.budget)
+        for probe in probe_outcomes(v, args, traces, out, skip=bool(main.failure), deadline=campaigns + args.budget):
+            parts.probes.append(probe)
+            if probe.outcome != "interrupted":
+                parts.done.append(f"probe without {probe.name}")
         if base is not None:
             started = time.perf_counter()
+            findings = [c for c in (parts.lifecycle.counterexample, *(p.independent for p in parts.probes))
+                        if c is not None]
             try:
-                differential(base, v, args, traces, out, verdict)
+                for d in differences(base, v, args, traces, out, findings, parts.probes, parts.base_probes.append):
+                    parts.differences.append(d)
             finally:
-                verdict.campaign["differential_seconds"] = round(time.perf_counter() - started, 2)
-            verdict.unfinished.remove(DIFFERENTIAL)
+                parts.timings["differential_seconds"] = round(time.perf_counter() - started, 2)
+            parts.done.append(DIFFERENTIAL)
     finally:
-        verdict.campaign["total_seconds"] = round(time.perf_counter() - start, 2)
-
-
-def run_probes(v: Any, args: argparse.Namespace, traces: Path, out: Any, summaries: dict[str, dict],
-               verdict: Verdict | None = None, only_latent_able: bool = False, skip: str | None = None,
-               deadline: float | None = None) -> None:
-    """Every probe of ``v`` (:mod:`.probes`; ``only_latent_able``: those of
-    assumptions vLLM does not guarantee), each in its share of the time left
-    until ``deadline`` (a ``time.perf_counter()`` value; default: the probes'
-    part of ``--budget`` from now), put in ``summaries`` (the JSON's
-    ``assumptions`` entries) by probe name as each ends; ``skip``: the
-    version's finding with every assumption kept (nothing is probed). With
-    ``verdict``, each part done is taken from its ``unfinished`` and a probe's
-    finding that stays with the assumption restored is added to its findings."""
-    from .probes import not_probed, probes, run_probe, share
-
-    planned = sorted((p for p in probes() if not (only_latent_able and p.guaranteed)), key=lambda p: p.guaranteed)
-    deadline = deadline if deadline is not None else time.perf_counter() + args.budget * (1 - CAMPAIGN_SHARE)
-    for n, probe in enumerate(planned):
-        part = f"probe without {probe.name}"
-        if skip:
-            summaries[probe.name] = not_probed(probe, "not probed: the version breaks a property with every "
-                                               "assumption kept")
-        else:
-            budget = share(probe, planned[n:], deadline - time.perf_counter())
-            try:
-                summary, result, independent = run_probe(probe, v, budget=budget, seed=args.seed,
-                                                         out_dir=traces, device=args.device, examples=args.examples)
-            except Interrupted as e:
-                summaries[probe.name] = not_probed(probe, "interrupted before it finished", "interrupted")
-                if e.partial is not None and e.partial.trace is not None:
-                    summaries[probe.name].update(property=e.partial.prop, trace=e.partial.trace)
-                raise
-            summaries[probe.name] = summary
-            if verdict is not None and independent:
-                verdict.properties[result.prop] = "broken"
-                verdict.findings.append(_finding(result.prop, result.failure, independent, v.source, shrunk=False))
-            said = {"latent": f"LATENT: relied on ({result.prop}, {result.trace})",
-                    "relies on a guarantee": f"relied on a guarantee ({result.prop}, {result.trace})",
-                    "finding": f"a finding that does not depend on it ({independent})",
-                    "not finished": f"not finished ({summary.get('why')})"}.get(summary["outcome"], summary["outcome"])
-            print(f"  {'' if verdict is not None else v.label + ' '}{part}: {said}", file=out, flush=True)
-        if verdict is not None:
-            verdict.unfinished.remove(part)
-
-
-def reliance(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict,
-             note: Any) -> None:
-    """Base's probes of the assumptions vLLM does not guarantee (its part of the
-    verdict's ``base_assumptions``), and each change of reliance noted as a fix
-    (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`.
-    Skipped when head has a finding (its probes did not run)."""
-    from .probes import reliance_changes
-
-    if verdict.findings:
-        return  # head was not probed (a finding inside the contract): there is no reliance to compare
-    run_probes(base, args, traces, out, verdict.base_relies_on, only_latent_able=True)
-    for kind, name, r in reliance_changes(base, head, verdict.base_relies_on, verdict.relies_on, args.device):
-        who, other = ("head", "base") if kind == "regression" else ("base", "head")
-        note(kind, r["property"], f"{who} relies on {name} (not guaranteed by vLLM): {r['message']}; {other} "
-             f"does not", r["trace"], assumption=name)
-
-
-def differential(base: Any, head: Any, args: argparse.Namespace, traces: Path, out: Any, verdict: Verdict) -> None:
-    """Behavioural differences between ``base`` and ``head``, appended to
-    ``verdict.differences`` as they are found: first the kernel roles both
-    have, compared by proof (:mod:`.kernel_diff`), then head's findings replayed on
-    base (a regression where base passes), changes of reliance on unguaranteed
-    assumptions (:func:`reliance`), base's own campaign's finding
-    replayed on head (a fix where head passes), then a campaign of both on
-    shared caller schedules for the rest of the budget. Ends with the count
-    of request-steps where both conform (neutral), also when interrupted
-    (then the count so far; a difference its campaign was shrinking is
-    noted as first seen)."""
-    from .campaign import campaign, replay
-    from .kernel_diff import kernel_differences
-
-    found = verdict.differences
-    seen: set = set()
-
-    def note(kind: str, prop: str | None, message: str, trace: str, assumption: str | None = None) -> None:
-        if (kind, prop, assumption) in seen:
-            return
-        seen.add((kind, prop, assumption))
-        found.append({"kind": kind, "evidence": "sampled", "property": prop, "assumption": assumption,
-                      "message": message, "trace": trace,
-                      "replay": replay_command(trace, base.source if kind == "fix" else head.source)})
-        print(f"  {kind}: {message} ({trace})", file=out, flush=True)
-
-    neutral_steps, turn = 0, 0
-    try:
-        found.extend(kernel_differences(base, head, traces, out))
-        for f in list(verdict.findings):
-            if replay(f["trace"], [base], args.device)[0]:
-                note("regression", f["property"], f"head breaks {f['message']}; base does not", f["trace"])
-        reliance(base, head, args, traces, out, verdict, note)  # in the probes' own share of the budget
-        start = time.perf_counter()
-        own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
-                       device=args.device, examples=args.examples, progress=out)
-        if own.trace is not None and replay(own.trace, [head], args.device)[0]:
-            note("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
-        while True:
-            spent = time.perf_counter() - start
-            try:
-                o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
-                             out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
-                             examples=args.examples, progress=out)
-            except Interrupted as e:
-                if e.partial is not None:
-                    neutral_steps += e.partial.tally.request_steps
-                    if e.partial.failure is not None:
-                        note(e.partial.kind, e.partial.prop, f"{e.partial.failure} (as first seen: interrupted "
-                             "while shrinking)", e.partial.trace)
-                raise
-            turn += 1
-            neutral_steps += o.tally.request_steps
-            if o.failure is not None:
-                note(o.kind, o.prop, o.failure, o.trace)
-            if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
-                break
-    finally:
-        found.append({"kind": "neutral", "evidence": "sampled", "request_steps": neutral_steps,
-                      "message": "request-steps on which base and head both conform"})
+        parts.timings["total_seconds"] = round(time.perf_counter() - start, 2)
 
 
 def replay_trace(args: argparse.Namespace, trace: dict) -> int:

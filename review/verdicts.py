@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TextIO
 
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.reports import JunitCase, replay_command, write_json, write_junit, write_reports
+
+from .verdict_parts import Counterexample, Difference, KernelFinding, ProbeOutcome, ReviewParts, kernel_findings
 
 REPORT_SCHEMA = "replayssm-review/2"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning
@@ -28,25 +30,27 @@ SUITE = "replayssm-verify review"
 """The JUnit test suite's name."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
-    """One version's review."""
+    """One version's review, built once from its parts (:func:`build_verdict`)."""
 
     label: str
     source: str
     api: str
     summary: str
     properties: dict[str, str] = field(default_factory=dict)
-    findings: list[dict] = field(default_factory=list)
-    relies_on: dict[str, Any] = field(default_factory=dict)
-    """Each probe's summary by its name (``review/probes.py``: ``outcome``, ``guaranteed``, trace)."""
-    base_relies_on: dict[str, Any] = field(default_factory=dict)
+    findings: tuple[Counterexample, ...] = ()
+    """The lifecycle campaign's counterexample, then each probe's that stays with its assumption restored."""
+    probes: tuple[ProbeOutcome, ...] = ()
+    """Each probe's outcome, in the order they ran (the JSON's ``assumptions``)."""
+    base_probes: tuple[ProbeOutcome, ...] = ()
     """With a base: base's probes of the assumptions vLLM does not guarantee."""
-    kernel_proofs: Any = None
+    kernel_proofs: dict | None = None
+    kernel_findings: tuple[KernelFinding, ...] = ()
     campaign: dict = field(default_factory=dict)
-    differences: list[dict] = field(default_factory=list)
-    coverage_shortfall: list[str] = field(default_factory=list)
-    unfinished: list[str] = field(default_factory=list)
+    differences: tuple[Difference, ...] = ()
+    coverage_shortfall: tuple[str, ...] = ()
+    unfinished: tuple[str, ...] = ()
     """The parts of the review not done (an interrupt): :data:`LIFECYCLE`,
     ``probe without NAME``, :data:`DIFFERENTIAL`."""
     locations: dict | None = None
@@ -55,31 +59,15 @@ class Verdict:
     @property
     def latent(self) -> list[dict]:
         """The probes whose counterexample needs an assumption vLLM does not guarantee."""
-        return [{"assumption": name, "property": r["property"], "message": r["message"], "trace": r["trace"],
-                 "replay": replay_command(r["trace"], self.source)}
-                for name, r in self.relies_on.items() if r.get("outcome") == "latent"]
-
-    @property
-    def kernel_findings(self) -> list[dict]:
-        """The kernel obligations that failed with a counterexample that the
-        real kernel shows on replay (:mod:`.kernel_proofs`): proved findings,
-        inside the whole caller contract, so inside the guaranteed one."""
-        from .kernel_proofs import REPLAYED_FINDINGS
-
-        kp = self.kernel_proofs or {}
-        return [{"property": r["obligation"], "evidence": "proved", "case": r["case"], "violated": r["violated"],
-                 "replayed": r["replayed"], "message": f"{r['obligation']} failed ({r['case']}: {r['violated']}); "
-                 + (f"the counterexample {r['replayed']} on the real kernel" if "fault" not in r else
-                    f"replaying the counterexample, the version's kernel is a {r['fault']['kind']}: "
-                    f"{r['fault']['report']}"),
-                 "trace": r["trace"], "replay": r["replay"], "explanation": r.get("explanation", "")}
-                for r in kp.get("results", ()) if r["status"] == "failed" and r.get("replayed") in REPLAYED_FINDINGS]
+        return [{"assumption": p.name, "property": p.property, "message": p.message, "trace": p.trace,
+                 "replay": replay_command(str(p.trace), self.source)}
+                for p in self.probes if p.outcome == "latent"]
 
     @property
     def probes_not_finished(self) -> list[str]:
         """Probes of assumptions vLLM does not guarantee that ran out of time: a coverage shortfall."""
-        return [f"probe without {name} not finished: {r['why']}" for name, r in self.relies_on.items()
-                if r.get("outcome") == "not finished" and not r["guaranteed"]]
+        return [f"probe without {p.name} not finished: {p.why}" for p in self.probes
+                if p.outcome == "not finished" and not p.guaranteed]
 
     @property
     def status(self) -> str:
@@ -89,13 +77,33 @@ class Verdict:
         assumption it does not guarantee), ``coverage shortfall`` (too few
         request-steps, a required scenario missed, a probe of an unguaranteed
         assumption not finished) or ``pass``."""
-        if self.findings or self.kernel_findings or any(d["kind"] == "regression" for d in self.differences):
+        if self.findings or self.kernel_findings or any(d.kind == "regression" for d in self.differences):
             return "finding"
         if self.unfinished:
             return "interrupted"
         if self.latent:
             return "latent"
         return "coverage shortfall" if self.coverage_shortfall or self.probes_not_finished else "pass"
+
+
+def build_verdict(label: str, source: str, api: str, summary: str, parts: ReviewParts,
+                  planned: Sequence[str] = (), locations: dict | None = None) -> Verdict:
+    """The verdict of one version from its ``parts`` (:class:`ReviewParts`):
+    its properties are the lifecycle campaign's, each broken by a finding
+    (the campaign's, a probe's that stays with the assumption restored, or
+    the fault at import) marked broken; the parts of ``planned`` not in
+    ``parts.done`` are unfinished."""
+    life = parts.lifecycle
+    findings = [c for c in (parts.fault, life.counterexample if life else None) if c is not None]
+    findings += [p.independent for p in parts.probes if p.independent is not None]
+    properties = dict(life.properties) if life else {}
+    properties.update({f.property: "broken" for f in findings})
+    return Verdict(label, source, api, summary, properties=properties, findings=tuple(findings),
+                   probes=tuple(parts.probes), base_probes=tuple(parts.base_probes),
+                   kernel_proofs=parts.kernel_proofs, kernel_findings=kernel_findings(parts.kernel_proofs),
+                   campaign={**(life.campaign if life else {}), **parts.timings},
+                   differences=tuple(parts.differences), coverage_shortfall=life.coverage_shortfall if life else (),
+                   unfinished=tuple(p for p in planned if p not in parts.done), locations=locations)
 
 
 def verdict_json(v: Verdict) -> dict:
@@ -109,12 +117,14 @@ def verdict_json(v: Verdict) -> dict:
                 for e in entries]
 
     return {"version": v.label, "source": v.source, "api": v.api, "generation": v.summary, "status": v.status,
-            "properties": v.properties, "findings": located(v.findings),
+            "properties": v.properties, "findings": located([f.as_json() for f in v.findings]),
             "kernel_findings": [{**k, "location": locate_kernel_finding(v.locations, k, v.source)}
-                                for k in v.kernel_findings], "latent": located(v.latent, follow_change=False),
-            "assumptions": v.relies_on, "base_assumptions": v.base_relies_on, "kernel_proofs": v.kernel_proofs,
-            "campaign": v.campaign, "differences": located(v.differences),
-            "coverage_shortfall": v.coverage_shortfall + v.probes_not_finished, "unfinished": v.unfinished,
+                                for k in (f.as_json() for f in v.kernel_findings)],
+            "latent": located(v.latent, follow_change=False),
+            "assumptions": {p.name: p.summary for p in v.probes},
+            "base_assumptions": {p.name: p.summary for p in v.base_probes}, "kernel_proofs": v.kernel_proofs,
+            "campaign": v.campaign, "differences": located([d.as_json() for d in v.differences]),
+            "coverage_shortfall": [*v.coverage_shortfall, *v.probes_not_finished], "unfinished": list(v.unfinished),
             "locations": v.locations}
 
 
@@ -134,7 +144,7 @@ def _counterexample(finding: dict) -> str:
     return "\n".join([finding["message"], f"trace: {finding['trace']}", f"replay: {finding['replay']}", *schedule])
 
 
-def _probe_case(v: Verdict, name: str, r: dict | None) -> JunitCase:
+def _probe_case(v: Verdict, name: str, r: ProbeOutcome | None) -> JunitCase:
     """A probe's test case: failed by a latent reliance or a finding that does not
     depend on the assumption (with the counterexample); relying on a guarantee or
     no counterexample passes; an error when a probe of an unguaranteed assumption
@@ -142,18 +152,18 @@ def _probe_case(v: Verdict, name: str, r: dict | None) -> JunitCase:
     case = f"{v.label}: probe without {name}"
     if r is None:
         return JunitCase(case, 0.0, "interrupted before it ran", "skipped")
-    seconds = r.get("seconds", 0.0)
-    if r["outcome"] == "latent":
+    seconds = r.seconds
+    if r.outcome == "latent":
         latent = next(x for x in v.latent if x["assumption"] == name)
         return JunitCase(case, seconds, f"latent: relies on {name}, which vLLM does not guarantee\n"
                          + _counterexample(latent))
-    if r["outcome"] == "finding":
-        own = [f for f in v.findings if f["trace"] == r["independent_finding"]]
-        return JunitCase(case, seconds, "\n\n".join(_counterexample(f) for f in own))
-    if r["outcome"] == "not finished":
-        return JunitCase(case, seconds, r["why"], "skipped" if r["guaranteed"] else "error")
-    if r["outcome"] in ("not probed", "interrupted"):
-        return JunitCase(case, seconds, r["why"], "skipped")
+    if r.outcome == "finding":
+        own = [r.independent] if r.independent is not None else []
+        return JunitCase(case, seconds, "\n\n".join(_counterexample(f.as_json()) for f in own))
+    if r.outcome == "not finished":
+        return JunitCase(case, seconds, r.why, "skipped" if r.guaranteed else "error")
+    if r.outcome in ("not probed", "interrupted"):
+        return JunitCase(case, seconds, r.why, "skipped")
     return JunitCase(case, seconds)
 
 
@@ -167,24 +177,25 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
     is one skipped case."""
     cases = []
     for v in verdicts:
-        main = [f for f in v.findings if not any(f["trace"] == r.get("independent_finding")
-                                                 for r in v.relies_on.values())]
-        failure = "\n\n".join(_counterexample(f) for f in main) or None
+        from_probes = [p.independent for p in v.probes]
+        failure = "\n\n".join(_counterexample(f.as_json()) for f in v.findings if f not in from_probes) or None
         kind = "failure"
         if failure is None and LIFECYCLE in v.unfinished:
             failure, kind = f"interrupted after {v.campaign.get('request_steps', 0)} request-steps", "skipped"
         elif failure is None and v.coverage_shortfall:
             failure, kind = "coverage shortfall: " + "; ".join(v.coverage_shortfall), "error"
         cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
-        if (v.kernel_proofs or {}).get("applies"):
-            cases.append(JunitCase(f"{v.label}: {KERNEL_PROOFS}", v.kernel_proofs.get("seconds", 0.0),
-                                   "\n\n".join(_counterexample(f) for f in v.kernel_findings) or None))
-        probes = [*v.relies_on, *(p.removeprefix("probe without ") for p in v.unfinished
-                                  if p.startswith("probe without ") and p.removeprefix("probe without ") not in v.relies_on)]
-        cases += [_probe_case(v, name, v.relies_on.get(name)) for name in probes]
+        kp = v.kernel_proofs or {}
+        if kp.get("applies"):
+            cases.append(JunitCase(f"{v.label}: {KERNEL_PROOFS}", kp.get("seconds", 0.0),
+                                   "\n\n".join(_counterexample(f.as_json()) for f in v.kernel_findings) or None))
+        ran = {p.name: p for p in v.probes}
+        probes = [*ran, *(p.removeprefix("probe without ") for p in v.unfinished
+                          if p.startswith("probe without ") and p.removeprefix("probe without ") not in ran)]
+        cases += [_probe_case(v, name, ran.get(name)) for name in probes]
         if v.differences or DIFFERENTIAL in v.unfinished:
-            regressions = [d for d in v.differences if d["kind"] == "regression"]
-            failure, kind = "\n\n".join(_counterexample(d) for d in regressions) or None, "failure"
+            regressions = [d for d in v.differences if d.kind == "regression"]
+            failure, kind = "\n\n".join(_counterexample(d.as_json()) for d in regressions) or None, "failure"
             if failure is None and DIFFERENTIAL in v.unfinished:
                 failure, kind = "interrupted before the comparison finished", "skipped"
             cases.append(JunitCase(f"{v.label}: {DIFFERENTIAL}", v.campaign.get("differential_seconds", 0.0),
@@ -200,12 +211,11 @@ def evidence(v: Verdict) -> str:
     replayed), the lifecycle properties and the campaign's comparison with
     the base are sampled; each kernel role compared with the base is proved
     (equal, or its class)."""
-    proved = [f"{d['property'].removeprefix('kernel ')} {d['kind']}" for d in v.differences
-              if d.get("evidence") == "proved"]
+    proved = [f"{str(d.property).removeprefix('kernel ')} {d.kind}" for d in v.differences if d.evidence == "proved"]
     parts = [kernel_evidence(v.kernel_proofs), "properties sampled"]
     if proved:
         parts.append(f"vs base proved: {', '.join(proved)}")
-    if any(d.get("evidence") == "sampled" for d in v.differences):
+    if any(d.evidence == "sampled" for d in v.differences):
         parts.append("vs base sampled")
     return "; ".join(parts)
 
@@ -221,7 +231,7 @@ def kernel_evidence(kp: dict | None) -> str:
             + (f" ({'; '.join(failed)})" if failed else ""))
 
 
-def print_table(verdicts: list[Verdict], out: Any) -> None:
+def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
     """The verdict table: version, API, properties, verdict, the assumptions
     relied on (latent: vLLM does not guarantee them; guaranteed: information),
     probes not finished, evidence (proved or sampled, per claim), and the
@@ -233,19 +243,19 @@ def print_table(verdicts: list[Verdict], out: Any) -> None:
         broken = [p for p, s in v.properties.items() if s == "broken"]
         props = (f"{len(held)}/{len(v.properties)} held{' so far' if LIFECYCLE in v.unfinished else ''}"
                  + (f"; broken: {', '.join(broken)}" if broken else ""))
-        outcomes = {name: r["outcome"] for name, r in v.relies_on.items()}
+        outcomes = {p.name: p.outcome for p in v.probes}
         probed = any(o not in ("not probed", "interrupted") for o in outcomes.values())
         latent = ", ".join(n for n, o in outcomes.items() if o == "latent") or ("-" if probed else "not probed")
         relied = ", ".join(n for n, o in outcomes.items() if o == "relies on a guarantee") or "-"
         unfinished = str(sum(o == "not finished" for o in outcomes.values())) if probed else "-"
-        notes = ([f["trace"] + ("" if f["shrunk"] else " (unshrunk)") if f.get("trace") else f["message"].splitlines()[0]
+        notes = ([f.trace + ("" if f.shrunk else " (unshrunk)") if f.trace else f.message.splitlines()[0]
                   for f in v.findings]
-                 + [f"{k['property']} (proved): {k['trace']}" for k in v.kernel_findings]
+                 + [f"{k.property} (proved): {k.trace}" for k in v.kernel_findings]
                  + [f"latent: {x['trace']}" for x in v.latent]
-                 + [f"{d['kind']}{' of reliance on ' + d['assumption'] if d.get('assumption') else ''} "
-                    f"({d['evidence']}): {d['trace']}" for d in v.differences
-                    if d["kind"] not in ("neutral", "equal") and "trace" in d]
-                 + v.coverage_shortfall)
+                 + [f"{d.kind}{' of reliance on ' + d.assumption if d.assumption else ''} "
+                    f"({d.evidence}): {d.trace}" for d in v.differences
+                    if d.kind not in ("neutral", "equal") and "trace" in d.as_json()]
+                 + list(v.coverage_shortfall))
         rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, evidence(v), "; ".join(notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:

@@ -92,7 +92,8 @@ def test_a_kernel_finding_is_a_sarif_error_on_its_kernel_line_and_a_section_of_t
     page put it on the line its violated part names, in the file as the checkout
     names it, inside the kernel whose def spans that line; one that did not
     replay is no finding and appears in neither."""
-    from replayssm.review.verdicts import Verdict, verdict_json
+    from replayssm.review.verdict_parts import ReviewParts
+    from replayssm.review.verdicts import build_verdict, verdict_json
 
     failed = {"obligation": "kernel.A.postprocess.frame@head", "status": "failed", "cases": 4, "case": "v1",
               "violated": "store to rand_seeds at head.py:57 inside the program's frame", "replayed": "reproduced",
@@ -104,11 +105,11 @@ def test_a_kernel_finding_is_a_sarif_error_on_its_kernel_line_and_a_section_of_t
     locations = {"file": "vllm/head.py", "changed": [], "kernels": [
         {"name": "_reset", "phases": ["migrate"], "line": 10, "end": 40, "changed": []},
         {"name": "_postprocess", "phases": ["postprocess"], "line": 50, "end": 90, "changed": []}]}
-    elsewhere = Verdict("head", "at-ref/head.py", "A", "gen A", kernel_proofs=kp,
-                        locations={**locations, "file": "vllm/other.py"})
+    elsewhere = build_verdict("head", "at-ref/head.py", "A", "gen A", ReviewParts(kernel_proofs=kp),
+                              locations={**locations, "file": "vllm/other.py"})
     assert verdict_json(elsewhere)["kernel_findings"][0]["location"]["file"] == "at-ref/head.py"
-    document = {"verdicts": [{**verdict_json(Verdict("head", "at-ref/head.py", "A", "gen A", kernel_proofs=kp,
-                                                     locations=locations)), "assumptions": {}}]}
+    document = {"verdicts": [{**verdict_json(build_verdict("head", "at-ref/head.py", "A", "gen A",
+                                                           ReviewParts(kernel_proofs=kp), locations=locations)), "assumptions": {}}]}
     (kf,) = document["verdicts"][0]["kernel_findings"]
     assert kf["location"] == {"file": "vllm/head.py", "line": 57, "kernel": "_postprocess",
                               "why": "the kernel source line its violated part names"}

@@ -13,7 +13,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from replayssm.cli import main
-from replayssm.review.verdicts import Verdict, kernel_evidence
+from replayssm.review.verdict_parts import ReviewParts
+from replayssm.review.verdicts import build_verdict, kernel_evidence
 from review_corpus import needs_corpus, version_path
 
 PLANT = ("if NUM_RAND_SEEDS > 0 and batch_idx == 0:", "if NUM_RAND_SEEDS > 0 and batch_idx == 1:")
@@ -29,7 +30,7 @@ def test_a_kernel_failure_is_a_finding_only_when_it_replays() -> None:
     for replayed, status in (("reproduced", "finding"), ("shows another failure", "finding"),
                              ("not reproduced", "pass"), (None, "pass")):
         kp = {"applies": True, "results": [_result("failed", replayed)], "seconds": 1.0}
-        v = Verdict("X", "x.py", "A", "gen A", kernel_proofs=kp)
+        v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(kernel_proofs=kp))
         assert v.status == status, replayed
         assert "kernel obligations proved 0/1 (A.postprocess.frame failed" in kernel_evidence(kp)
 

@@ -100,19 +100,19 @@ def test_a_report_whose_folder_went_away_is_an_error_naming_the_option(found: bo
     option (1 when there is a finding: a finding is never reported as a
     set-up error), the table printed, the JUnit file still written."""
     from replayssm.review import command
+    from replayssm.review.verdict_parts import Counterexample, LifecycleResult
 
     gone = tmp_path / "gone"
     gone.mkdir()
     trace = tmp_path / "traces" / "review-D2-seed0.json"
 
-    def review_version(verdict, v, args, base, out) -> None:
+    def review_version(parts, v, args, base, out) -> None:
         shutil.rmtree(gone)
-        verdict.unfinished.clear()
-        verdict.properties = {"refinement": "broken" if found else "held"}
-        verdict.campaign = {"request_steps": 40, "seconds": 0.1}
-        if found:
-            verdict.findings.append({"property": "refinement", "message": "refinement: planted", "shrunk": True,
-                                     "trace": str(trace), "replay": f"replayssm-verify replay {trace}"})
+        parts.done.extend(command.planned_parts(base))
+        planted = Counterexample("refinement", "refinement: planted", str(trace), True,
+                                 f"replayssm-verify replay {trace}") if found else None
+        parts.lifecycle = LifecycleResult({"request_steps": 40, "seconds": 0.1}, {"refinement": "held"}, planted, (),
+                                          0.1)
 
     monkeypatch.setattr(command, "review_version", review_version)
     code = main(["review", str(version_path("D2")), "--traces", str(tmp_path / "traces"),

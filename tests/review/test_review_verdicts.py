@@ -16,7 +16,8 @@ from replayssm.fuzz.callers import GEOMETRIES
 from replayssm.fuzz.containment import BREAKERS
 from replayssm.review import probes as pr
 from replayssm.review.lifecycle import SYSTEM_DROPS, TABLE_SHORT_BY_ONE
-from replayssm.review.verdicts import Verdict, junit_cases, print_table
+from replayssm.review.verdict_parts import Counterexample, LifecycleResult, ProbeOutcome, ReviewParts
+from replayssm.review.verdicts import build_verdict, junit_cases, print_table
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
 from replayssm.verify.assumption_sets import JOINT_PROBES
@@ -90,8 +91,9 @@ def _probe(outcome: str, guaranteed: bool, **more) -> dict:
 ])
 def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guaranteed: bool, status: str,
                                                              junit: str | None, capsys) -> None:
-    v = Verdict("X", "x.py", "A", "gen A", properties={"refinement": "held"}, relies_on={TRACKERS: _probe(outcome, guaranteed)},
-                campaign={"request_steps": 100})
+    held = LifecycleResult({"request_steps": 100}, {"refinement": "held"}, None, (), 1.0)
+    v = build_verdict("X", "x.py", "A", "gen A",
+                      ReviewParts(lifecycle=held, probes=[ProbeOutcome(TRACKERS, _probe(outcome, guaranteed))]))
     assert v.status == status
     case = next(c for c in junit_cases([v]) if c.name == f"X: probe without {TRACKERS}")
     assert (case.kind if case.failure is not None else None) == junit
@@ -106,11 +108,12 @@ def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guara
 
 
 def test_a_finding_outranks_latent_and_a_latent_outranks_a_shortfall() -> None:
-    probes = {TRACKERS: _probe("latent", False), "row_nonempty": _probe("not finished", False, name="row_nonempty")}
-    v = Verdict("X", "x.py", "A", "gen A", relies_on=probes)
-    assert v.status == "latent"
-    v.findings.append({"property": "frame", "message": "m", "trace": "f.json", "shrunk": True, "replay": "r"})
-    assert v.status == "finding"
+    probes = [ProbeOutcome(TRACKERS, _probe("latent", False)),
+              ProbeOutcome("row_nonempty", _probe("not finished", False, name="row_nonempty"))]
+    assert build_verdict("X", "x.py", "A", "gen A", ReviewParts(probes=probes)).status == "latent"
+    broken = LifecycleResult({}, {"frame": "held"}, Counterexample("frame", "m", "f.json", True, "r"), (), 1.0)
+    v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=broken, probes=probes))
+    assert v.status == "finding" and v.properties == {"frame": "broken"}
 
 
 def _planted(tmp_path: Path) -> Path:

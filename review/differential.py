@@ -1,0 +1,113 @@
+"""``review --base``: the behavioural differences between base and head.
+
+:func:`differences` yields each :class:`~replayssm.review.verdict_parts.Difference`
+as it is found: the kernel roles both versions have, compared by proof
+(:mod:`.kernel_diff`); head's findings replayed on base (a regression where
+base passes); the changes of reliance on assumptions vLLM does not guarantee
+(:func:`reliance`, base's probes yielded to ``base_probes``); base's own
+campaign's finding replayed on head (a fix where head passes); then a
+campaign of both on shared caller schedules for the rest of the budget. It
+ends with the count of request-steps where both conform (neutral), also when
+interrupted (then the count so far; a difference its campaign was shrinking
+is noted as first seen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from replayssm.base.interrupts import Interrupted
+from replayssm.base.reports import replay_command
+
+if TYPE_CHECKING:
+    from .campaign import Version
+
+from .probe_runs import CAMPAIGN_SHARE, probe_outcomes
+from .verdict_parts import Counterexample, Difference, ProbeOutcome
+
+
+def differences(base: Version, head: Version, args: argparse.Namespace, traces: Path, out: TextIO,
+                head_findings: Sequence[Counterexample], head_probes: Sequence[ProbeOutcome],
+                base_probes: Callable[[ProbeOutcome], None]) -> Iterator[Difference]:
+    """Each difference between ``base`` and ``head`` (module docstring), the
+    same kind of the same property (and assumption) once; ``head_findings``
+    and ``head_probes``: head's review so far; each of base's probes is
+    passed to ``base_probes`` as it ends."""
+    from .campaign import campaign, replay
+    from .kernel_diff import kernel_differences
+
+    seen: set = set()
+
+    def sampled(kind: str, prop: str | None, message: str, trace: str,
+                assumption: str | None = None) -> Iterator[Difference]:
+        if (kind, prop, assumption) in seen:
+            return
+        seen.add((kind, prop, assumption))
+        print(f"  {kind}: {message} ({trace})", file=out, flush=True)
+        yield Difference(kind, "sampled", message, prop, assumption, trace,
+                         replay_command(trace, base.source if kind == "fix" else head.source))
+
+    neutral_steps, turn = 0, 0
+    try:
+        yield from (Difference.from_kernel_diff(e) for e in kernel_differences(base, head, traces, out))
+        for f in head_findings:
+            if f.trace is not None and replay(f.trace, [base], args.device)[0]:
+                yield from sampled("regression", f.property, f"head breaks {f.message}; base does not", f.trace)
+        if not head_findings:  # else head was not probed: there is no reliance to compare
+            for kind, name, prop, message, trace in reliance(base, head, args, traces, out, head_probes, base_probes):
+                yield from sampled(kind, prop, message, trace, assumption=name)
+        start = time.perf_counter()
+        own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
+                       device=args.device, examples=args.examples, progress=out)
+        if own.trace is not None and replay(own.trace, [head], args.device)[0]:
+            yield from sampled("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
+        while True:
+            spent = time.perf_counter() - start
+            try:
+                o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
+                             out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
+                             examples=args.examples, progress=out)
+            except Interrupted as e:
+                if e.partial is not None:
+                    neutral_steps += e.partial.tally.request_steps
+                    if e.partial.failure is not None:
+                        assert e.partial.kind is not None and e.partial.trace is not None
+                        yield from sampled(e.partial.kind, e.partial.prop, f"{e.partial.failure} (as first seen: "
+                                           "interrupted while shrinking)", e.partial.trace)
+                raise
+            turn += 1
+            neutral_steps += o.tally.request_steps
+            if o.failure is not None:
+                assert o.kind is not None and o.trace is not None
+                yield from sampled(o.kind, o.prop, o.failure, o.trace)
+            if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
+                break
+    finally:
+        yield Difference("neutral", "sampled", "request-steps on which base and head both conform",
+                         request_steps=neutral_steps)
+
+
+def reliance(base: Version, head: Version, args: argparse.Namespace, traces: Path, out: TextIO,
+             head_probes: Sequence[ProbeOutcome], base_probes: Callable[[ProbeOutcome], None]
+             ) -> Iterator[tuple[str, str, str | None, str, str]]:
+    """Base's probes of the assumptions vLLM does not guarantee (each passed to
+    ``base_probes``, in the probes' own share of the budget), then each change
+    of reliance as ``(kind, assumption, property, message, trace)``: a fix
+    (head stops relying) or a regression (head starts): :func:`.probes.reliance_changes`."""
+    from .probes import reliance_changes
+
+    ran = []
+    for p in probe_outcomes(base, args, traces, out, only_latent_able=True, quiet_label=False,
+                            deadline=time.perf_counter() + args.budget * (1 - CAMPAIGN_SHARE)):
+        ran.append(p)
+        base_probes(p)
+    summaries = {p.name: p.summary for p in ran}
+    for kind, name, r in reliance_changes(base, head, summaries, {p.name: p.summary for p in head_probes},
+                                          args.device):
+        who, other = ("head", "base") if kind == "regression" else ("base", "head")
+        yield kind, name, r["property"], f"{who} relies on {name} (not guaranteed by vLLM): {r['message']}; " \
+            f"{other} does not", r["trace"]

@@ -1,0 +1,223 @@
+"""The typed parts a review verdict is built from, each made by one function.
+
+A version's review has five kinds of parts (:class:`ReviewParts` holds them
+as their producers return them): the lifecycle campaign's result
+(:func:`lifecycle_result`), the kernel proofs' document and the findings read
+from it (:func:`kernel_findings`), the probe outcomes
+(:class:`ProbeOutcome`, by :mod:`.probe_runs`), the differences with a base (:class:`Difference`)
+and the notes (a coverage shortfall; the parts not finished).
+:func:`replayssm.review.verdicts.build_verdict` turns them into one
+:class:`~replayssm.review.verdicts.Verdict`, once.
+
+A property broken on a caller schedule is a :class:`Counterexample` wherever
+it goes (the lifecycle campaign, a probe, the import of a version that
+misbehaved); a failed kernel obligation whose counterexample replays is a
+:class:`KernelFinding`. Each record writes itself as the ``--json`` report
+holds it (``as_json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from replayssm.base.reports import replay_command
+
+if TYPE_CHECKING:
+    from .campaign import Outcome
+
+MIN_REQUEST_STEPS = 25
+"""A campaign that judged fewer request-steps than this is a coverage shortfall."""
+
+REQUIRED_SCENARIOS = ("checkpoint",)
+"""Scenario classes a version's campaign must reach to count as covered."""
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A lifecycle property broken on a caller schedule: what broke, the saved
+    trace (None for a fault at import: the message is the evidence), whether
+    Hypothesis shrank it, and the command that replays it."""
+
+    property: str
+    message: str
+    trace: str | None
+    shrunk: bool
+    replay: str | None
+
+    @classmethod
+    def of(cls, prop: str, message: str, trace: str, source: str, shrunk: bool) -> Counterexample:
+        """A counterexample of the version at ``source``, replayed by ``replayssm-verify replay``."""
+        return cls(prop, message, trace, shrunk, replay_command(trace, source))
+
+    def as_json(self) -> dict:
+        return {"property": self.property, "message": self.message, "trace": self.trace, "shrunk": self.shrunk,
+                "replay": self.replay}
+
+
+@dataclass(frozen=True)
+class LifecycleResult:
+    """The lifecycle campaign's part: its tally (the JSON's ``campaign``), each
+    property held or broken (``held so far`` when it was cut short), its
+    counterexample and its coverage shortfall."""
+
+    campaign: dict
+    properties: dict[str, str]
+    counterexample: Counterexample | None
+    coverage_shortfall: tuple[str, ...]
+    seconds: float
+
+
+def lifecycle_result(outcome: Outcome, source: str, interrupted: bool) -> LifecycleResult:
+    """The lifecycle part of the campaign ``outcome`` on the version at
+    ``source`` (``interrupted``: the campaign so far; no coverage is judged)."""
+    from .lifecycle import PROPERTIES
+
+    tally = outcome.tally
+    campaign = {"examples": tally.examples, "steps": tally.steps, "request_steps": tally.request_steps,
+                "seconds": round(outcome.seconds, 2), "scenarios": tally.scenarios}
+    properties = {p: "held so far" if interrupted else "held" for p in PROPERTIES}
+    counterexample, shortfall = None, []
+    if outcome.failure:
+        assert outcome.prop is not None and outcome.trace is not None
+        properties[outcome.prop] = "broken"
+        counterexample = Counterexample.of(outcome.prop, outcome.failure, outcome.trace, source, outcome.shrunk)
+    elif not interrupted:
+        if tally.request_steps < MIN_REQUEST_STEPS:
+            shortfall.append(f"{tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
+        shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not tally.scenarios.get(s)]
+    return LifecycleResult(campaign, properties, counterexample, tuple(shortfall), outcome.seconds)
+
+
+@dataclass(frozen=True)
+class KernelFinding:
+    """A kernel obligation that failed with a counterexample the real kernel
+    shows on replay: proved, inside the whole caller contract."""
+
+    property: str
+    case: str
+    violated: str
+    replayed: str
+    message: str
+    trace: str
+    replay: str
+    explanation: str
+
+    def as_json(self) -> dict:
+        return {"property": self.property, "evidence": "proved", "case": self.case, "violated": self.violated,
+                "replayed": self.replayed, "message": self.message, "trace": self.trace, "replay": self.replay,
+                "explanation": self.explanation}
+
+
+def kernel_findings(kernel_proofs: dict | None) -> tuple[KernelFinding, ...]:
+    """The findings in a kernel-proofs document (:mod:`.kernel_proofs`): each
+    failed obligation whose counterexample replays as a finding."""
+    from .kernel_proofs import REPLAYED_FINDINGS
+
+    out = []
+    for r in (kernel_proofs or {}).get("results", ()):
+        if r["status"] != "failed" or r.get("replayed") not in REPLAYED_FINDINGS:
+            continue
+        shown = (f"the counterexample {r['replayed']} on the real kernel" if "fault" not in r else
+                 f"replaying the counterexample, the version's kernel is a {r['fault']['kind']}: "
+                 f"{r['fault']['report']}")
+        out.append(KernelFinding(r["obligation"], r["case"], r["violated"], r["replayed"],
+                                 f"{r['obligation']} failed ({r['case']}: {r['violated']}); {shown}",
+                                 r["trace"], r["replay"], r.get("explanation", "")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """One probe's outcome (:data:`replayssm.review.probes.PROBE_OUTCOMES`):
+    ``summary`` is its entry in the JSON's ``assumptions`` as the probe wrote
+    it; the fields are what the verdict reads of it; ``independent`` is the
+    finding it found that stays with the assumption restored."""
+
+    name: str
+    summary: dict
+    independent: Counterexample | None = None
+
+    @property
+    def outcome(self) -> str:
+        return str(self.summary["outcome"])
+
+    @property
+    def guaranteed(self) -> bool:
+        return bool(self.summary["guaranteed"])
+
+    @property
+    def message(self) -> str | None:
+        return self.summary.get("message")
+
+    @property
+    def trace(self) -> str | None:
+        return self.summary.get("trace")
+
+    @property
+    def why(self) -> str | None:
+        return self.summary.get("why")
+
+    @property
+    def seconds(self) -> float:
+        return float(self.summary.get("seconds", 0.0))
+
+    @property  # last: the name hides the builtin in the rest of the class body
+    def property(self) -> str | None:
+        return self.summary.get("property")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A behavioural difference between base and head: ``kind`` (``fix``,
+    ``regression``, ``neutral``, or a kernel role's class: :mod:`.kernel_diff`),
+    ``evidence`` (``proved`` by the kernel diff, ``sampled`` by a campaign),
+    with the trace that shows it and its replay; ``assumption`` for a change
+    of reliance; ``request_steps`` for the neutral count; ``kernel_diff`` the
+    kernel diff's record of the role."""
+
+    kind: str
+    evidence: str
+    message: str
+    property: str | None = None
+    assumption: str | None = None
+    trace: str | None = None
+    replay: str | None = None
+    request_steps: int | None = None
+    kernel_diff: dict | None = None
+
+    @classmethod
+    def from_kernel_diff(cls, entry: dict) -> Difference:
+        """A kernel role compared by proof (:func:`.kernel_diff.kernel_differences`' entry)."""
+        return cls(entry["kind"], entry["evidence"], entry["message"], entry["property"], trace=entry.get("trace"),
+                   replay=entry.get("replay"), kernel_diff=entry["kernel_diff"])
+
+    def as_json(self) -> dict:
+        if self.kind == "neutral":
+            return {"kind": self.kind, "evidence": self.evidence, "request_steps": self.request_steps,
+                    "message": self.message}
+        if self.kernel_diff is not None:
+            shown = {"trace": self.trace, "replay": self.replay} if self.trace is not None else {}
+            return {"kind": self.kind, "evidence": self.evidence, "property": self.property, "message": self.message,
+                    "kernel_diff": self.kernel_diff, **shown}
+        return {"kind": self.kind, "evidence": self.evidence, "property": self.property,
+                "assumption": self.assumption, "message": self.message, "trace": self.trace, "replay": self.replay}
+
+
+@dataclass
+class ReviewParts:
+    """One version's parts as their producers return them, each set once by
+    ``review_version`` (probes and differences one by one as each ends, so
+    that an interrupt leaves what was reviewed so far); ``done``: the parts
+    finished; ``timings``: the JSON ``campaign``'s ``differential_seconds`` and
+    ``total_seconds``."""
+
+    lifecycle: LifecycleResult | None = None
+    kernel_proofs: dict | None = None
+    probes: list[ProbeOutcome] = field(default_factory=list)
+    base_probes: list[ProbeOutcome] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    fault: Counterexample | None = None
+    """A version that misbehaved at import: its only part."""
+    done: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
