@@ -69,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("head", nargs="*", metavar="HEAD",
                    help="version(s) to review: ssu_dispatch.py files as they are, module names, .txt documentation "
                         "pages printing the kernels, or directories of .py files (*_test.py skipped)")
+    p.add_argument("--vllm", metavar="PATH", help="review the ReplaySSM code of a whole vLLM instead of HEAD: a source "
+                   "tree or a folder laid out like one, a .whl file (read, not installed) or 'installed' (the vLLM "
+                   "of this Python, not imported); says which version and generation it found (review/release_review.py)")
     p.add_argument("--base", metavar="BASE", help="a version to compare HEAD with (one HEAD only); with --repo, "
                    "the pull request's base ref")
     p.add_argument("--repo", metavar="PATH", help="the pull-request check: review the ReplaySSM kernel files that "
@@ -149,6 +152,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from .pr_check import run_pr_check
 
         return run_pr_check(args, out)
+    if args.vllm is not None:
+        from .release_review import run_vllm
+
+        status = run_vllm(args, out)  # -1: a worker-side lifecycle, now args.head, reviewed below
+        if status >= 0:
+            return status
     if not args.head:
         print("error: give HEAD (the versions to review), or --repo PATH --base REF --head REF", file=sys.stderr)
         return EXIT_USAGE

@@ -47,6 +47,16 @@ class MambaBackendEnum(enum.Enum):
     CPU = "cpu"
 
 
+class MambaConfig:
+    """Placeholder for ``vllm.config.mamba.MambaConfig`` (annotations only; 0.33.0's ``ssu_dispatch.py``)."""
+
+
+class MambaSSUAlgorithm(enum.Enum):
+    """Placeholder for ``vllm.config.mamba.MambaSSUAlgorithm`` (values are not vLLM's)."""
+
+    DEFAULT = "default"
+
+
 class MambaAttentionBackendEnum(enum.Enum):
     """Placeholder for ``vllm.v1.attention.backends.registry.MambaAttentionBackendEnum``."""
 
@@ -83,7 +93,8 @@ PROVIDED: dict[str, Callable[[], dict[str, Any]]] = {
     "vllm.triton_utils": _triton_names,
     "vllm.logger": lambda: {"init_logger": logging.getLogger},
     "vllm.v1.kv_cache_interface": lambda: {"KVCacheConfig": KVCacheConfig, "MambaSpec": MambaSpec},
-    "vllm.config.mamba": lambda: {"MambaBackendEnum": MambaBackendEnum},
+    "vllm.config.mamba": lambda: {"MambaBackendEnum": MambaBackendEnum, "MambaConfig": MambaConfig,
+                                  "MambaSSUAlgorithm": MambaSSUAlgorithm},
     "vllm.v1.attention.backends.utils": lambda: {"NULL_BLOCK_ID": 0, "PAD_SLOT_ID": -1},
     "vllm.v1.attention.backends.registry": lambda: {"MambaAttentionBackendEnum": MambaAttentionBackendEnum},
     "vllm.model_executor.layers.mamba.mamba_utils": lambda: {"_reinterpret_u64_as_i64": reinterpret_u64_as_i64},

@@ -1,0 +1,196 @@
+"""``review --vllm PATH``: find a vLLM's ReplaySSM code, say which version and generation it is, review it.
+
+:mod:`.vllm_locator` finds the files. A worker-side lifecycle
+(``replayssm_utils.py``: generations A-D, the reference API) is reviewed as
+``review FILE`` reviews it. The released per-slot ring trackers (generation P,
+vLLM 0.33.0) get their own review here:
+
+- **campaigns** (:mod:`.release_campaign`): the version's tracker kernels,
+  in a process of their own, driven by 0.33.0's host as the corpus shows it
+  (``spec/release_caller.py``, the guaranteed behaviours) on the
+  configurations its validator accepts: speculative decoding with vLLM's
+  default window (``W = 16``, three draft tokens, a ring of 20 rows), a small
+  window (``W = 4``, ``T = 2``) and single-token decode (``W = 16``); every
+  tracker entry is compared with the spec and every running request's slot
+  must refine it. A failure is a **finding**.
+- **probe** of the caller behaviour the corpus does not guarantee: the
+  accepted counts of one pass reaching the next in the previous pass's row
+  order (async scheduling, vLLM #53912, the pending fix #53919). When the
+  version's lifecycle breaks under it, the version relies on it: **latent**.
+- what the verdict rests on beside: the spec's proofs of the released
+  lifecycle (``prove --only release.``), the Triton decode cursor among them.
+
+The verdict table goes to standard output; ``--json FILE`` writes it as JSON
+and ``--traces DIR`` holds each failing run's trace (``replayssm-release-trace/1``,
+which ``replay`` runs again and ``explain`` draws).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replayssm.base.reports import (
+    EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_output_file, check_output_folder, write_json,
+)
+from replayssm.spec import release_caller as caller
+from replayssm.spec.release_trackers import ReleaseGeometry
+
+from .release_campaign import Run, campaign
+from .vllm_locator import LocateError, Located, locate
+
+REPORT_SCHEMA = "replayssm-release-review/1"
+"""The ``schema`` of ``review --vllm ... --json``."""
+
+DEFAULT_PASSES = 80
+"""Forward passes per campaign without ``--examples`` (about 7 s a campaign on a loaded 2-core machine)."""
+
+CAMPAIGNS = (
+    ("mtp W16 T4 R20", ReleaseGeometry(16, 4, 20)),
+    ("mtp W4 T2 R6", ReleaseGeometry(4, 2, 6)),
+    ("stp W16 T1 R17", ReleaseGeometry(16, 1, 17)),
+)
+"""The configurations the campaigns run (each one 0.33.0's validator accepts)."""
+
+PROBES = ((caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W16 T4 R20"),)
+"""Each not-guaranteed caller behaviour probed: its record, the host order that
+breaks it, the campaign configuration it runs on."""
+
+INCOMPATIBLE = ("pr_head", "markdown", "report_url", "base", "base_ref", "head_ref", "api", "base_api", "junit", "sarif", "html")
+"""``review`` options a generation-P review does not take (exit 2 when given with ``--vllm``)."""
+
+
+@dataclass
+class Part:
+    """One campaign or probe of the review, and its outcome."""
+
+    name: str
+    kind: str
+    status: str
+    detail: str
+    seconds: float
+    trace: str | None = None
+    relies_on: str | None = None
+
+
+@dataclass
+class ReleaseVerdict:
+    """The verdict on one vLLM's released ReplaySSM lifecycle."""
+
+    located: Located
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if any(p.kind == "campaign" and p.status == "finding" for p in self.parts):
+            return "finding"
+        if any(p.kind == "probe" and p.status == "relied on" for p in self.parts):
+            return "latent"
+        return "pass"
+
+    def document(self) -> dict[str, Any]:
+        loc = self.located
+        return {"vllm": loc.place, "form": loc.form, "version": loc.version, "generation": loc.generation,
+                "file": str(loc.file), "verdict": self.status,
+                "relies_on": [p.relies_on for p in self.parts if p.relies_on],
+                "parts": [p.__dict__ for p in self.parts],
+                "proved_in_the_spec": "replayssm-verify prove --only release."}
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """Why ``args`` cannot be a ``--vllm`` review (None: they can)."""
+    if args.head:
+        return f"--vllm reviews the vLLM it names: give no HEAD besides it (got {' '.join(args.head)})"
+    given = [f"--{o.replace('_', '-')}" for o in INCOMPATIBLE if getattr(args, o, None)]
+    if given:
+        return f"--vllm does not take {', '.join(given)} (it takes --budget, --examples, --seed, --traces, --json)"
+    if args.examples is not None and args.examples < 1:
+        return f"--examples must be a positive number of forward passes, got {args.examples}"
+    return None
+
+
+def _save(run: Run, located: Located, folder: Path, name: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{located.version}-{name.replace(' ', '_')}.release-trace.json"
+    trace = run.trace(located.version)
+    trace["file"] = str(located.file)
+    path.write_text(json.dumps(trace, indent=1))
+    return str(path)
+
+
+def review_release(located: Located, passes: int, seed: int, traces: Path, out: Any) -> ReleaseVerdict:
+    """The campaigns and probes of a generation-P version (see the module docstring)."""
+    verdict = ReleaseVerdict(located)
+    geometries = dict(CAMPAIGNS)
+    for name, geo in CAMPAIGNS:
+        start = time.perf_counter()
+        run = campaign(str(located.file), geo, "current_rows", seed, passes)
+        f = run.finding
+        part = Part(f"campaign {name}", "campaign", "finding" if f else "pass",
+                    f.message if f else f"{passes} passes, {len(run.launches)} launches, the spec and the "
+                    "refinement held", time.perf_counter() - start)
+        if f:
+            part.trace = _save(run, located, traces, name)
+        verdict.parts.append(part)
+        print(f"  {part.name}: {part.status} ({part.detail})", file=out, flush=True)
+    for record, order, on in PROBES:
+        start = time.perf_counter()
+        run = campaign(str(located.file), geometries[on], order, seed, passes)
+        f = run.finding
+        part = Part(f"probe {record.name}", "probe", "relied on" if f else "not relied on",
+                    (f"dropped ({record.provenance.status}): {f.message}" if f else
+                     f"dropped ({record.provenance.status}): the lifecycle held"), time.perf_counter() - start,
+                    relies_on=f"{record.name} ({record.provenance.status})" if f else None)
+        if f:
+            part.trace = _save(run, located, traces, f"probe {record.name}")
+        verdict.parts.append(part)
+        print(f"  {part.name}: {part.status} ({part.detail})", file=out, flush=True)
+    return verdict
+
+
+def print_verdict(v: ReleaseVerdict, out: Any) -> None:
+    """The verdict table."""
+    rows = [("vllm", "version", "generation", "verdict", "relies on (provenance)")]
+    rely = ", ".join(p.relies_on for p in v.parts if p.relies_on) or "-"
+    rows.append((v.located.place, v.located.version, v.located.generation, v.status, rely))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4], file=out)
+    for p in v.parts:
+        if p.trace:
+            print(f"  {p.name}: trace {p.trace}", file=out)
+
+
+def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
+    """``review --vllm PATH``: exit 0 (pass), 1 (finding or latent), 2 (bad input, or no ReplaySSM code there);
+    -1 when the code found is a worker-side lifecycle, whose file it puts in ``args.head`` for ``review``."""
+    check_output_file(args.json, "--json", stdout_ok=True)
+    check_output_folder(args.traces, "--traces")
+    problem = usage_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        located = locate(args.vllm)
+    except LocateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    out = out or (sys.stderr if args.json == STDOUT else sys.stdout)
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    print(f"found {located.describe()}", file=out, flush=True)
+    if located.generation != "P":
+        args.head = [str(located.file)]  # the caller reviews the worker-side file as review FILE does
+        return -1
+    passes = args.examples or DEFAULT_PASSES
+    verdict = review_release(located, passes, args.seed, Path(args.traces), out)
+    print_verdict(verdict, out)
+    if args.json:
+        write_json(args.json, REPORT_SCHEMA, verdict.document())
+    return EXIT_FINDING if verdict.status in ("finding", "latent") else EXIT_PASSED
