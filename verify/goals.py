@@ -17,8 +17,24 @@ from .terms import Sym, lift
 TRACKERS = ("ring_start", "num_committed")
 
 
+_TEXT: dict[int, tuple[Any, str]] = {}
+"""Per Z3 term (by id), the term and its text: Z3's printer takes tens of
+milliseconds a term, and the cases of one obligation name the same index
+and intermediate terms many times over (``postprocess.int32``: 612 parts,
+116 distinct terms). The term is held so that its id is not reused."""
+
+
+def term_text(term: Any) -> str:
+    """``str`` of ``term`` lifted to Z3, printed once per term and process."""
+    z = lift(term)
+    kept = _TEXT.get(z.get_id())
+    if kept is None:
+        kept = _TEXT[z.get_id()] = (z, str(z))
+    return kept[1]
+
+
 def show_index(index: tuple) -> str:
-    return "[" + ", ".join(str(lift(i)) for i in index) + "]"
+    return "[" + ", ".join(term_text(i) for i in index) + "]"
 
 
 def in_bounds(mem: SymbolicMemory) -> list[tuple[Any, Any]]:
@@ -28,7 +44,7 @@ def in_bounds(mem: SymbolicMemory) -> list[tuple[Any, Any]]:
 
 def within_int32(intermediates: list) -> list[tuple[Any, Any]]:
     """Every recorded integer intermediate fits int32 where it is computed."""
-    return [(lambda x=x: f"int32: {x}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
+    return [(lambda x=x: f"int32: {term_text(x)}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
             for x, where in intermediates]
 
 

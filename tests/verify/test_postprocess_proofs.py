@@ -66,3 +66,17 @@ def test_sizes_assume_the_null_block_in_the_pool(build):
         s = z3.Solver()
         s.add(*[lift(f) for _, f in c.assumptions], lift(c.sizes.num_slots == num_slots))
         assert s.check() == verdict, num_slots
+
+
+def test_a_part_s_name_prints_its_term_as_z3_does_once_per_term() -> None:
+    """The int32 and memory-safety parts' names print their terms through
+    ``goals.term_text``: Z3's text, the same string object for the same term
+    (the cases share most terms, and printing one takes tens of ms)."""
+    from replayssm.verify.goals import term_text
+    from replayssm.verify.terms import named_int
+
+    x = named_int("test.text_x")
+    t = lift(x + 1) * 3
+    assert term_text(t) == str(t) and term_text(t) is term_text(lift(x + 1) * 3) and term_text(5) == "5"
+    name, _ = next(iter(REGISTRY["postprocess.int32"].build())).goal[0]
+    assert name() == f"int32: {name.__defaults__[0]}"
