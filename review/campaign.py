@@ -45,6 +45,7 @@ from replayssm.spec.generations import Api
 from .arguments import Step
 from .ghost import Ghost
 from .harness import Harness
+from .host_modes import launched_by
 from .lifecycle import Finding, expectation, review_callers, run_step
 
 MODEL_BLOCKS = 10
@@ -242,7 +243,10 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
     with the campaign so far as its ``partial`` :class:`Outcome`, the first failure (if any)
     saved as first seen."""
     start, tally = time.perf_counter(), Tally()
-    combos = [c for c in Conventions.all() if where is None or where(c)]
+    hosts = [launched_by(v.api, v.source) for v in versions]  # each version under its own launch contract
+    combos = [c for c in Conventions.all() if (where is None or where(c)) and all(h(c) for h in hosts)]
+    if not combos:
+        return Outcome(tally, 0.0)
     turn = 0
     turns = None if examples is None else -(-examples // examples_per_turn)
     shrink_seconds = max(SHRINK_SECONDS_MIN, budget / 2)

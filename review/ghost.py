@@ -19,12 +19,17 @@ scheduler's, driven by the trackers and plans the version under review wrote:
   count is >= 0 when the API has no list), each layer whose src and dst are
   not the pad id: dst state = src checkpoint advanced by ``flush_count`` ring
   rows from ``ring_start`` (rows by one conditional subtraction of R, as the
-  kernel does). Its contract violations are problems.
+  kernel does). Its contract violations are problems; a deviation FlashInfer
+  never reads (a stale entry past the work list's first -1,
+  ``spec/generations/contract.py`` ``work_list_read_to_first_end``) is a
+  note (:attr:`Ghost.notes`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from replayssm.spec.generations.contract import WORK_LIST_READ_TO_FIRST_END, unread_work_list_tail
 
 Token = tuple[int, int]
 
@@ -34,6 +39,8 @@ class Ghost:
 
     def __init__(self, layers_per_group: tuple[int, ...], ring_len: int, window: int, pad_slot: int) -> None:
         self.R, self.W, self.pad = ring_len, window, pad_slot
+        self.notes: list[str] = []
+        """Deviations from FlashInfer's documented input that it never reads (no state goes wrong)."""
         offsets = [0]
         for n in layers_per_group:
             offsets.append(offsets[-1] + n)
@@ -128,9 +135,9 @@ class Ghost:
                 if v < 0:
                     break
                 rows.append(v)
-            tail = active[len(rows):]
-            if any(x != -1 for x in tail):
-                problems.append(f"active_request_indices {active}: entries after the first -1 are not all -1")
+            if unread_work_list_tail(active):  # FlashInfer never reads past the first -1: a note, no problem
+                self.notes.append(f"active_request_indices {active}: entries after the first -1 are not all -1, "
+                                  f"which FlashInfer does not read ({WORK_LIST_READ_TO_FIRST_END.name})")
             if len(set(rows)) != len(rows) or any(not 0 <= v < rows_n for v in rows):
                 problems.append(f"active_request_indices {active}: not distinct batch rows")
                 rows = [v for v in dict.fromkeys(rows) if 0 <= v < rows_n]

@@ -65,7 +65,10 @@ def kernel_differences(base: Any, head: Any, traces: Path, out: Any) -> list[dic
 
     from replayssm.verify.kernels.generation_roles import roles_of
 
-    pairs = matched_roles(base.kernels, head.kernels, roles_of(base.api), roles_of(head.api))
+    from .host_modes import version_publishing_modes
+
+    pairs = matched_roles(base.kernels, head.kernels, roles_of(base.api, version_publishing_modes(base.source)),
+                          roles_of(head.api, version_publishing_modes(head.source)))
     if not pairs:
         print("  kernel diff: no kernel role both versions have a contract for (compared by the campaign only)",
               file=out, flush=True)

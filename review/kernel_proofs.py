@@ -24,7 +24,12 @@ obligations assume the role's whole caller contract (the guaranteed
 assumptions and the ones vLLM does not guarantee), so a counterexample
 satisfies every guaranteed one: a failure that replays is a finding
 (:attr:`.verdicts.Verdict.kernel_findings`); the proofs cannot tell a latent
-reliance (they are not run with the unguaranteed assumptions dropped).
+reliance on a caller assumption (they are not run with it dropped). The
+generation's launch contract (``spec/generations/contract.py``) is the
+version's own: its variants are those its host launches, and an obligation
+proved under a launch clause vLLM does not guarantee is proved again
+without it: one that then fails ``relies_on`` that clause (a latent
+reliance, no finding).
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
     from replayssm.verify.kernels.obligations import register
     from replayssm.verify.obligation import REGISTRY, prove
 
-    roles = roles_of(api)
+    from .host_modes import version_publishing_modes
+
+    publishing = version_publishing_modes(source)
+    roles = roles_of(api, publishing)
     label = Path(source).stem if source.endswith((".py", ".txt")) else source
     start = time.perf_counter()
     names = register(module, label, roles)
@@ -62,6 +70,11 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
         if r.status == "failed" and traces is not None and remote is not None and results[-1]["case"]:
             results[-1].update(replay_failure(module, remote, roles, name, results[-1]["case"], source, traces,
                                               results[-1]["violated"]))
+    for clause in api.contract.unguaranteed():
+        without = register(module, f"{label} without {clause.name}", roles_of(api, publishing, frozenset({clause.name})))
+        for entry, name in zip(results, without):
+            if entry["status"] == "proved" and prove(REGISTRY[name]).status != "proved":
+                entry.setdefault("relies_on", []).append(clause.name)
     if not names:
         return {"applies": False, "why": f"the target defines none of the {api.name} API's kernels "
                                          f"({', '.join(sorted({j for r in roles for j in r.jits}))})"}
@@ -121,4 +134,6 @@ def summary(kp: dict[str, Any]) -> str:
            + (f" ({r['fault']['kind']}: {r['fault']['report'].splitlines()[0]})" if "fault" in r else "")
            for r in res if r["status"] != "proved"]
     line = f"{proved}/{len(res)} proved in {kp['seconds']:.1f} s"
+    latent = [f"{r['obligation']} relies on {', '.join(r['relies_on'])}" for r in res if r.get("relies_on")]
+    line += "".join(f"; {x} (not guaranteed: latent)" for x in latent)
     return line + ("; " + "; ".join(bad) + f"; explain with {kp['command']}" if bad else "")

@@ -70,6 +70,7 @@ def uses() -> dict[str, list[str]]:
 def table() -> list[str]:
     """The table's lines, one row per record, assumptions first."""
     from replayssm.spec import contract
+    from replayssm.spec.generations.contract import LaunchClause
     from replayssm.spec.model_choices import ModelChoice
 
     used = uses()
@@ -80,7 +81,8 @@ def table() -> list[str]:
         evidence = [f"{_code(c.where())} {_code(c.snippet)}: {_cell(c.shows)}" for c in p.evidence]
         if p.reason:
             evidence.insert(0, f"**{'why not' if p.status != 'contradicted' else 'what must change'}:** {_cell(p.reason)}")
-        kind = "model choice" if isinstance(record, ModelChoice) else "assumption"
+        kind = ("model choice" if isinstance(record, ModelChoice) else "launch clause"
+                if isinstance(record, LaunchClause) else "assumption")
         status = f"**{p.status}**" if p.status != "guaranteed" else p.status
         lines.append(f"| `{name}` | {kind} | {_cell(record.statement)} | {status} | {'<br>'.join(evidence)} | "
                      f"{'; '.join(used[name])} |")

@@ -1,7 +1,8 @@
 """The caller contract by name: every caller assumption and model choice, with its provenance.
 
 :data:`RECORDS` maps each name to its record (``spec.assumptions.ALL``, the
-binding's ``spec.binding.ALL``, ``spec.model_choices.ALL``). A proof's named
+binding's ``spec.binding.ALL``, ``spec.model_choices.ALL``, the generations'
+launch clauses ``spec.generations.contract.ALL``). A proof's named
 hypotheses are either such a record or one of :data:`PROOF_HYPOTHESES`: the
 proofs' own structure (definitions, invariants, guards), which is not a claim
 about vLLM and so has no provenance. :func:`classify` says which.
@@ -14,6 +15,8 @@ from typing import Union
 
 from . import assumptions, binding, model_choices, release_caller
 from .assumptions import Assumption
+from .generations import contract as launch_contracts
+from .generations.contract import LaunchClause
 from .model_choices import ModelChoice
 from .provenance import CONTRADICTED, CORPUS, GUARANTEED, NOT_GUARANTEED, Provenance, provenance_problems
 
@@ -22,9 +25,10 @@ PROOF = "proof"
 UNRECORDED = "unrecorded"
 """The class of a name that is neither a record nor a proof hypothesis."""
 
-Record = Union[Assumption, ModelChoice]
+Record = Union[Assumption, ModelChoice, LaunchClause]
 
-_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL]
+_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
+                      *launch_contracts.ALL]
 RECORDS: dict[str, Record] = {r.name: r for r in _ALL}
 """Every named record of the caller contract."""
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contract import LaunchContract
 from .roles import Role
 
 
@@ -70,6 +71,9 @@ class Api:
     """Whether plans carry ``active_request_indices`` (FlashInfer's work list)."""
     roles: tuple[Role, ...] = ()
     """Its kernel roles, each a typed record every judge reads."""
+    contract: LaunchContract = LaunchContract()
+    """How its own host launches the kernels (:mod:`.contract`): the kernel proofs, campaigns and probes
+    judge it only inside it."""
     plans: tuple[str, ...] = ("plan",)
 
     def matches(self, module: Any) -> bool:

@@ -14,13 +14,17 @@ are bound by name.
 """
 
 from .api import Api, Launch, Phase
-from .roles import GROUP, MIGRATION_ROW, POSTPROCESS_ROW, DeclaredOutput, GenerationRole, RoleFrame, RoleLaunch, SharedRole
+from .contract import A_MODES, LaunchContract
+from .roles import (
+    GROUP, MIGRATION_ROW, POSTPROCESS_ROW, DeclaredOutput, GenerationRole, RoleFrame, RoleLaunch, SharedRole,
+)
 
 ROLES = (
-    GenerationRole("A.postprocess", ("_postprocess_replayssm_kernel",),
+    GenerationRole("A.postprocess", "postprocess", ("_postprocess_replayssm_kernel",),
                    RoleLaunch(POSTPROCESS_ROW, GROUP, live_col_is_zero=True),
                    frame=RoleFrame(outputs=(DeclaredOutput("rand_seeds", program=0),))),
-    GenerationRole("A.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, GROUP)),
+    GenerationRole("A.migration", "migration", ("_reset_new_replayssm_slots_kernel",),
+                   RoleLaunch(MIGRATION_ROW, GROUP)),
     SharedRole("compaction"),
 )
 """A's kernel roles: the per-group postprocess and reset over the reference
@@ -44,5 +48,6 @@ API = Api(
     },
     work_list=True,
     roles=ROLES,
+    contract=LaunchContract(modes=A_MODES),
 )
 

@@ -16,9 +16,11 @@ from .roles import GROUP, MIGRATION_ROW, POSTPROCESS_ROW, GenerationRole, RoleFr
 LIVE = {"live_cols": "live_cols_required"}
 
 ROLES = (
-    GenerationRole("B.postprocess", ("_postprocess_replayssm_kernel",), RoleLaunch(POSTPROCESS_ROW, GROUP, padded=True),
+    GenerationRole("B.postprocess", "postprocess", ("_postprocess_replayssm_kernel",),
+                   RoleLaunch(POSTPROCESS_ROW, GROUP, padded=True),
                    frame=RoleFrame(work_list_program=0)),
-    GenerationRole("B.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, GROUP, padded=True)),
+    GenerationRole("B.migration", "migration", ("_reset_new_replayssm_slots_kernel",),
+                   RoleLaunch(MIGRATION_ROW, GROUP, padded=True)),
     SharedRole("compaction"),
 )
 """B's kernel roles: B2/B3's postprocess builds the work list in program 0

@@ -13,6 +13,7 @@ commits the live slot and plans the prefix snapshot from the caller's
 """
 
 from .api import Api, Launch, Phase
+from .contract import SCHEDULED_COLUMNS_ALLOCATED, LaunchContract
 from .roles import GROUP, POSTPROCESS_ROW, GenerationRole, RoleFrame, RoleLaunch
 
 LIVE = {"live_cols": "live_cols_required"}
@@ -20,10 +21,10 @@ LIVE = {"live_cols": "live_cols_required"}
 WORK_LIST_IN_PROGRAM_0 = RoleFrame(work_list_program=0)
 
 ROLES = (
-    GenerationRole("C.preprocess", ("_preprocess_replayssm_kernel",),
+    GenerationRole("C.preprocess", "preprocess", ("_preprocess_replayssm_kernel",),
                    RoleLaunch(POSTPROCESS_ROW, GROUP, inputs={"num_computed_tokens": "num_computed_before"},
                               post_step=False, moves=True, padded=True), frame=WORK_LIST_IN_PROGRAM_0),
-    GenerationRole("C.postprocess", ("_postprocess_replayssm_kernel",),
+    GenerationRole("C.postprocess", "postprocess", ("_postprocess_replayssm_kernel",),
                    RoleLaunch(POSTPROCESS_ROW, GROUP, post_step=False, padded=True), frame=WORK_LIST_IN_PROGRAM_0),
 )
 """C's kernel roles: both kernels plan per row and build the work list in
@@ -43,5 +44,6 @@ API = Api(
     },
     work_list=True,
     roles=ROLES,
+    contract=LaunchContract(rows=(SCHEDULED_COLUMNS_ALLOCATED,)),
 )
 

@@ -16,15 +16,18 @@ always; a mode-none plan has no work). There is no work list.
 """
 
 from .api import Api, Launch, Phase
+from .contract import QUERY_START_LOC_NON_DECREASING, LaunchContract
 from .roles import MIGRATION_ROW, MODEL, POSTPROCESS_ROW, GenerationRole, RoleLaunch
 
 GRID = ("max_num_reqs", "num_groups")
 
 ROLES = (
-    GenerationRole("D.postprocess", ("_postprocess_replayssm_modelwide_kernel",),
+    GenerationRole("D.postprocess", "postprocess", ("_postprocess_replayssm_modelwide_kernel",),
                    RoleLaunch(POSTPROCESS_ROW, MODEL, padded=True)),
-    GenerationRole("D.migration", ("_reset_new_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
-    GenerationRole("D.copy", ("_copy_reassigned_replayssm_slots_kernel",), RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
+    GenerationRole("D.migration", "migration", ("_reset_new_replayssm_slots_kernel",),
+                   RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
+    GenerationRole("D.copy", "copy", ("_copy_reassigned_replayssm_slots_kernel",),
+                   RoleLaunch(MIGRATION_ROW, MODEL, padded=True)),
 )
 """D's kernel roles: model-wide programs ``(batch, group)`` over pointer
 tables, on a grid of ``max_num_reqs`` rows (``padded``)."""
@@ -46,6 +49,7 @@ API = Api(
     },
     work_list=False,
     roles=ROLES,
+    contract=LaunchContract(rows=(QUERY_START_LOC_NON_DECREASING,)),
     plans=("plan", "precopy"),
 )
 

@@ -96,6 +96,9 @@ class GenerationRole:
     """One kernel role of a generation, bound by parameter name over the reference caller's row."""
 
     name: str
+    duty: str
+    """What the kernel does, alike across generations (``postprocess``, ``migration``): the kernel diff
+    compares two generations' roles of one duty."""
     jits: tuple[str, ...]
     """The jit names it matches in a version (the first one present is used)."""
     launch: RoleLaunch

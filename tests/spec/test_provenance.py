@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from replayssm.spec import assumptions, binding, contract, model_choices, release_caller
+    names = [r.name for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
+                              *generations_contract.ALL]]
 from replayssm.spec.provenance import (
     CORPUS, FLASHINFER, FLASHINFER_SOURCE_SETTING, GUARANTEED, Citation, Provenance, cite, citation_problems,
     contradicted, flashinfer_source_root, guaranteed, not_guaranteed, provenance_problems,
@@ -31,7 +32,8 @@ def test_flashinfer_citations_hold_in_a_flashinfer_source_tree() -> None:
 
 
 def test_records_are_named_once() -> None:
-    names = [r.name for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL]]
+    names = [r.name for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
+                              *generations_contract.ALL]]
     assert len(names) == len(set(names)) == len(contract.RECORDS)
 
 

@@ -48,19 +48,19 @@ def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_
 
 
 @pytest.mark.corpus
-def test_roles_of_two_generations_are_matched_by_name(tmp_path: Path) -> None:
+def test_roles_of_two_generations_are_matched_by_duty(tmp_path: Path) -> None:
     """Head's kernel under another jit name, declared by another generation's
-    record of the same duty (``X.migration``): the diff pairs the two records
-    by the name without its generation and compares them; a record of
+    record of the same duty (``X.migration``, duty ``migration``): the diff
+    pairs the two records by their duty and compares them; a record of
     another duty is not paired."""
     from dataclasses import replace
 
     renamed = ("def _reset_new_replayssm_slots_kernel(", "def _reset_slots_elsewhere(")
     page, other = page_copy(tmp_path, "page"), page_copy(tmp_path, "other_generation", renamed)
-    theirs = replace(MIGRATION, name="X.migration", jits=("_reset_slots_elsewhere",))
+    theirs = replace(MIGRATION, name="X.migration", jits=("_reset_slots_elsewhere",), duty="migration")
     (result,) = diff_versions(page, other, (MIGRATION,), head_roles=(theirs,))
     assert result.role == "migration ~ X.migration" and result.kernel == "_reset_slots_elsewhere" and result.outcome == EQUAL
-    assert diff_versions(page, other, (MIGRATION,), head_roles=(replace(theirs, name="X.reset"),)) == []
+    assert diff_versions(page, other, (MIGRATION,), head_roles=(replace(theirs, name="X.reset", duty="reset"),)) == []
 
 
 @pytest.mark.corpus

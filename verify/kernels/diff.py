@@ -170,8 +170,8 @@ def matched_roles(base: ModuleType, head: ModuleType, base_roles: Registry,
 
 
 def duty(role: KernelRole) -> str:
-    """A role's name without its generation's prefix (``A.postprocess`` -> ``postprocess``)."""
-    return role.name.rsplit(".", 1)[-1]
+    """What a role's kernel does (``A.postprocess`` and ``B.postprocess``: ``postprocess``), as its record says."""
+    return role.duty or role.name
 
 
 def diff_versions(base: ModuleType, head: ModuleType, roles: Registry = REFERENCE, *,

@@ -16,41 +16,46 @@ from types import ModuleType
 
 from replayssm.spec.generations import GenerationError, detect, registry
 from replayssm.spec.generations.api import Api
-from replayssm.spec.generations.roles import GenerationRole, Role
+from replayssm.spec.generations.contract import publishing_modes
+from replayssm.spec.generations.roles import GenerationRole
 
 from .named import named_role
 from .registry import REFERENCE, ROLES
 from .roles import KernelRole, by_name
 
 
-def _record(role: Role, generation: str) -> KernelRole:
-    if isinstance(role, GenerationRole):
-        return named_role(role, generation)
-    return by_name(REFERENCE)[role.name]
-
-
 @cache
-def _roles(name: str) -> tuple[KernelRole, ...]:
+def _roles(name: str, publishing: tuple[str, ...] | None, dropped: frozenset[str]) -> tuple[KernelRole, ...]:
     api = registry()[name]
-    return tuple(_record(r, api.name) for r in api.roles)
+    return tuple(named_role(r, api.name, api.contract, publishing, dropped) if isinstance(r, GenerationRole)
+                 else by_name(REFERENCE)[r.name] for r in api.roles)
 
 
-def roles_of(api: Api) -> tuple[KernelRole, ...]:
-    """The kernel roles of generation ``api``, one record each (built once per generation)."""
-    return _roles(api.name)
+def roles_of(api: Api, publishing: tuple[str, ...] | None = None,
+             dropped: frozenset[str] = frozenset()) -> tuple[KernelRole, ...]:
+    """The kernel roles of generation ``api``, one record each, under its launch contract
+    (``spec/generations/contract.py``) for a version whose host publishes prefixes in the cache
+    modes ``publishing`` (None: not known, every launch), without the row clauses ``dropped``
+    (built once per generation, modes and dropped clauses)."""
+    return _roles(api.name, publishing, dropped)
 
 
 def target_roles(impl: str) -> tuple[ModuleType, tuple[KernelRole, ...]]:
     """``impl``'s kernels (read from its source, never run), and the kernel
     roles of its launch API (the reference API's and our row-blocked one when
-    no generation matches)."""
-    from .source_module import kernel_module
+    no generation matches), under its launch contract for the cache modes its host publishes in."""
+    from .source_module import kernel_module, module_file
 
     module = kernel_module(impl, "--impl")  # its kernels read from its source: the file is not run
     try:
-        return module, roles_of(detect(module))
+        api = detect(module)
     except GenerationError:
         return module, ROLES
+    try:
+        publishing = publishing_modes(module_file(impl, "--impl").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        publishing = None
+    return module, roles_of(api, publishing)
 
 
 def every_role() -> tuple[KernelRole, ...]:

@@ -35,6 +35,7 @@ import numpy as np
 from replayssm.spec import assumptions as env
 from replayssm.spec import model_choices as choices
 from replayssm.spec.boundary import mamba_state_copy_boundary
+from replayssm.spec.generations.contract import LaunchClause, LaunchContract, RowView
 from replayssm.spec.generations.roles import MIGRATION_ROW, POSTPROCESS_ROW, GenerationRole, RoleLaunch, Step
 from replayssm.spec.geometry import Conventions
 from replayssm.spec.launch import next_power_of_2
@@ -76,17 +77,18 @@ def _small() -> list[tuple[str, Any]]:
     return [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 8]
 
 
-def migration_variants(contract: RoleLaunch) -> list[tuple[str, tuple]]:
-    """Three small geometries, with and without ``idx_mapping``, one layer."""
+def migration_variants(contract: RoleLaunch, launched: Callable[[Conventions], bool]) -> list[tuple[str, tuple]]:
+    """Three small geometries, with and without ``idx_mapping``, one layer (a migration launch
+    takes none of the flags a host's cache mode sets: ``launched`` is not consulted)."""
     return [(f"{n} {'map' if m else 'nomap'}", (Conventions(False, False, m, True, False), g, 1))
             for (n, g), m in zip(_small(), (False, True, True))]
 
 
-def postprocess_variants(contract: RoleLaunch) -> list[tuple[str, tuple]]:
-    """A sample of the constexpr space: four convention combinations (both
-    values of every flag the kernel takes) over the small geometries, one and two layers."""
+def postprocess_variants(contract: RoleLaunch, launched: Callable[[Conventions], bool]) -> list[tuple[str, tuple]]:
+    """A sample of the constexpr space the host launches (``launched``): four convention combinations
+    (both values of every flag the kernel takes) over the small geometries, one and two layers."""
     small = _small()
-    convs = _conventions(contract)
+    convs = [c for c in _conventions(contract) if launched(c)]
     picks = [convs[0], convs[-1], convs[len(convs) // 3], convs[(2 * len(convs)) // 3]]
     return [(f"{small[i % len(small)][0]} {c.label()} L{1 + i % 2}", (c, small[i % len(small)][1], 1 + i % 2))
             for i, c in enumerate(dict.fromkeys(picks))]
@@ -194,7 +196,7 @@ index): a padding row's entries are stale, so a padding program assumes none."""
 
 
 def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple,
-                 beside: KernelCase | None = None) -> KernelCase:
+                 beside: KernelCase | None = None, clauses: tuple[LaunchClause, ...] = ()) -> KernelCase:
     """A padding program of ``jit``: row ``num_reqs <= batch < max_num_reqs`` of a
     group, over the same symbolic memory as :func:`named_case`, with the launch's
     and the memory's facts (block-table entries in capacity, trackers in range,
@@ -202,9 +204,10 @@ def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: 
     ``beside``: a row program's case (program ``p``) whose arrays and sizes the
     padding program (then program ``q``) shares, as two programs of one launch."""
     if beside is None:
-        case = named_case(contract, role, jit, label, params)
+        case = named_case(contract, role, jit, label, params, clauses=clauses)
     else:
-        case = named_case(contract, role, jit, label, params, program="q", spec=second_program(contract, params, beside))
+        case = named_case(contract, role, jit, label, params, program="q", spec=second_program(contract, params, beside),
+                          clauses=clauses)
     batch, group = case.row
     sz, geo = case.spec.sizes, params[1]
     padding = lift(conj(sz.num_reqs >= 1, batch >= sz.num_reqs, batch < geo.max_num_reqs, group >= 0,
@@ -218,8 +221,9 @@ def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: 
 
 
 def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
-               spec: Any = None) -> KernelCase:
-    """One program of ``jit`` for row ``batch_<program>`` of group ``group_<program>``."""
+               spec: Any = None, clauses: tuple[LaunchClause, ...] = ()) -> KernelCase:
+    """One program of ``jit`` for row ``batch_<program>`` of group ``group_<program>``, under the
+    generation's launch-contract row ``clauses`` too (``spec/generations/contract.py``)."""
     conv, geo, layers = params
     scenario = SCENARIOS[contract.step]
     c = spec if spec is not None else scenario.case(conv, geo, program, None, None)
@@ -234,6 +238,9 @@ def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tu
     facts = memory_facts(run.mem, geo, c.sizes) + read_facts(run.mem, c.sizes)
     facts += group_facts(run.mem, geo, c.sizes, group, layers, contract.scope.per_group)
     facts += scenario.caller_facts(c, run.mem, geo, conv)
+    view = RowView(run.mem.initial, batch, group, scenario.req(c), conj(batch < c.sizes.num_reqs, scenario.req(c) >= 0),
+                   batch < c.sizes.num_reqs, c.sizes.num_cols, geo.pad_slot, conv.cumulative)
+    facts += [(x.name, x.row(view)) for x in clauses if x.row is not None]
     return KernelCase(role, label, c.mem, run, c.assumptions + facts, scenario.cover(c, conv), c.show(), c,
                       {**conv.as_constexprs(), "geometry": geo, "layers": layers}, row=(batch, group))
 
@@ -273,13 +280,14 @@ def second_program(contract: RoleLaunch, params: tuple, p: KernelCase) -> Any:
     return SCENARIOS[contract.step].case(conv, geo, "q", p.spec.mem.arrays, p.spec.sizes)
 
 
-def named_pair(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+def named_pair(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase,
+               clauses: tuple[LaunchClause, ...] = ()) -> tuple:
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
     geo = params[1]
     scenario = SCENARIOS[contract.step]
     sq = second_program(contract, params, p)
     spec_claim = scenario.race()(label, p.spec, sq)
-    q = named_case(contract, role, jit, label, params, program="q", spec=sq)
+    q = named_case(contract, role, jit, label, params, program="q", spec=sq, clauses=clauses)
     facts = p.assumptions[len(p.spec.assumptions):] + q.assumptions[len(q.spec.assumptions):]
     facts += scenario.pair_facts(p, q)
     if contract.moves:
@@ -357,21 +365,31 @@ def frame_of(role: GenerationRole) -> Frame | None:
     return Frame(work_list=None if program is None else (lambda batch: batch == program), outputs=role.frame.outputs)
 
 
-def named_role(role: GenerationRole, generation: str) -> KernelRole:
-    """The record the kernel obligations read for ``role`` of ``generation``, under its launch contract."""
+def named_role(role: GenerationRole, generation: str, launches: LaunchContract = LaunchContract(),
+               publishing: tuple[str, ...] | None = None, dropped: frozenset[str] = frozenset()) -> KernelRole:
+    """The record the kernel obligations read for ``role`` of ``generation``, under its launch contract:
+    the role's own (:class:`RoleLaunch`) and the generation's (``launches``): only the constexpr variants
+    its host launches given the modes it publishes prefixes in (``publishing``, None: not known), each
+    program under the contract's row clauses but ``dropped``."""
     contract, name = role.launch, role.name
+    clauses = tuple(c for c in launches.rows if c.name not in dropped)
     inputs = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "is_prefilling",
               "live_cols", "src_cols", "dst_cols", "materialize_src_cols", "materialize_dst_cols",
               "materialize_token_counts", "num_computed_before")
     replay = Replay("launch", inputs, lambda jit, v: prepare_named(contract, jit, v), None, packed=True,
                     one_group=contract.scope.per_group)
+
+    def variants() -> list[tuple[str, tuple]]:
+        return SCENARIOS[contract.step].variants(contract, lambda conv: launches.launches(conv, publishing))
+
     return KernelRole(
-        name, role.jits, lambda: SCENARIOS[contract.step].variants(contract),
-        lambda jit, label, params: named_case(contract, name, jit, label, params), replay,
-        pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p),
-        spec="", assumes=role.assumes or REFERENCE_CONTRACT, generation=generation, frame=frame_of(role),
-        padding=(lambda jit, label, params, beside=None: padding_case(contract, name, jit, label, params, beside))
-        if contract.padded else None)
+        name, role.jits, variants,
+        lambda jit, label, params: named_case(contract, name, jit, label, params, clauses=clauses), replay,
+        pair=lambda jit, label, params, p: named_pair(contract, name, jit, label, params, p, clauses),
+        spec="", assumes=role.assumes or REFERENCE_CONTRACT + tuple(c.name for c in clauses), generation=generation,
+        frame=frame_of(role), duty=role.duty,
+        padding=(lambda jit, label, params, beside=None: padding_case(contract, name, jit, label, params, beside,
+                                                                      clauses)) if contract.padded else None)
 
 
 def _postprocess_race() -> Callable[..., Any]:
@@ -395,7 +413,10 @@ class Scenario:
     None: fresh ones)."""
     row: Callable[[Any], tuple]
     """``(batch, group)`` of a spec scenario."""
-    variants: Callable[[RoleLaunch], list[tuple[str, tuple]]]
+    variants: Callable[[RoleLaunch, Callable[[Conventions], bool]], list[tuple[str, tuple]]]
+    """``variants(launch, launched)``: the constexpr variants proved, of those the host launches."""
+    req: Callable[[Any], Any]
+    """The request index of a spec scenario's row (negative: a padded row)."""
     caller_facts: Callable[[Any, Any, Any, Conventions], list[tuple[str, Any]]]
     """The caller's generation-only vectors at the program's row (``caller_facts(c, mem, geo, conv)``)."""
     cover: Callable[[Any, Conventions], Any]
@@ -410,14 +431,15 @@ SCENARIOS: dict[Step, Scenario] = {
     POSTPROCESS_ROW: Scenario(
         case=lambda conv, geo, program, arrays, sizes: postprocess_case(conv, geo, program=program)
         if arrays is None else postprocess_case(conv, geo, program=program, arrays=arrays, sizes=sizes),
-        row=lambda c: (c.trace.batch, c.trace.group), variants=postprocess_variants,
+        row=lambda c: (c.trace.batch, c.trace.group), variants=postprocess_variants, req=lambda c: c.ghost.req,
         caller_facts=lambda c, mem, geo, conv: caller_vectors(c, mem, geo, conv.materialize_prefixes),
         cover=lambda c, conv: c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode,
         race=_postprocess_race, pair_facts=lambda p, q: exclusive_live_slots(p, q, commits_live_slot)),
     MIGRATION_ROW: Scenario(
         case=lambda conv, geo, program, arrays, sizes: migration_case(conv.has_idx_mapping, geo, program=program)
         if arrays is None else migration_case(conv.has_idx_mapping, geo, program=program, arrays=arrays, sizes=sizes),
-        row=lambda c: (c.batch, c.group), variants=migration_variants, caller_facts=lambda c, mem, geo, conv: [],
+        row=lambda c: (c.batch, c.group), variants=migration_variants, req=lambda c: c.trace.req,
+        caller_facts=lambda c, mem, geo, conv: [],
         cover=lambda c, conv: c.trace.changed, race=_migration_race, pair_facts=lambda p, q: []),
 }
 """Each caller step's scenario, by the step record a role's launch names."""

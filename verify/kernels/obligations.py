@@ -109,12 +109,13 @@ def variants(role: str | KernelRole) -> list[tuple[str, tuple]]:
 
 
 _CASES: dict[tuple, KernelCase] = {}
+"""Each case built, by module, role record, variant and kind of program."""
 
 
 def kernel_case(module: ModuleType, role: KernelRole, label: str, params: tuple,
                 padding: bool = False) -> KernelCase:
     """The (cached) single-program case of ``role`` for one variant (``padding``: its padding program's)."""
-    key = (module.__name__, role.name, label, padding)
+    key = (module.__name__, role, label, padding)  # the record: two contracts of one role are two cases
     if key not in _CASES:
         found = role.jit(module)
         if found is None:

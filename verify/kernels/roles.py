@@ -121,6 +121,8 @@ class KernelRole:
     """The solver's limit per query of its obligations (``Obligation.timeout_ms``)."""
     isolated: bool = False
     """Its obligations solve each case in a Z3 context of its own (``Obligation.isolated``)."""
+    duty: str = ""
+    """What the kernel does, alike across generations (empty: its name); the kernel diff matches by it."""
 
     def jit(self, module: ModuleType) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
