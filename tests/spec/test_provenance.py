@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-    names = [r.name for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
-                              *generations_contract.ALL]]
+from replayssm.spec import assumptions, binding, contract, model_choices, release_caller
+from replayssm.spec.generations import contract as generations_contract
 from replayssm.spec.provenance import (
     CORPUS, FLASHINFER, FLASHINFER_SOURCE_SETTING, GUARANTEED, Citation, Provenance, cite, citation_problems,
     contradicted, flashinfer_source_root, guaranteed, not_guaranteed, provenance_problems,
