@@ -96,6 +96,20 @@ def test_a4s_postprocess_is_memory_safe_under_its_hosts_contract_and_not_outside
     assert status == "failed" and violated.startswith("read of block_table"), (status, violated)
 
 
+def test_prove_kernels_impl_reads_the_hosts_modes_from_the_file(tmp_path: Path) -> None:
+    """``prove --kernels --impl FILE`` (``target_roles``) proves the variants the file's host launches."""
+    from replayssm.verify.kernels.generation_roles import target_roles
+
+    def flags(source: str) -> set[tuple[bool, bool]]:
+        _, roles = target_roles(source)
+        record = next(r for r in roles if r.name == "A.postprocess")
+        return {(p[0].materialize_prefixes, p[0].live_col_is_zero) for _, p in record.variants()}
+
+    assert (False, False) not in flags(_copy(tmp_path, "A4"))
+    assert (False, False) in flags(_copy(tmp_path, "A4", 'materialize_prefixes = cache_mode in ("align", "all")',
+                                         'materialize_prefixes = cache_mode == "align"'))
+
+
 # -- D1-D3: query_start_loc through padding (not guaranteed: latent) --------------------------------------------
 
 

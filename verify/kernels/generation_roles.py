@@ -51,10 +51,12 @@ def target_roles(impl: str) -> tuple[ModuleType, tuple[KernelRole, ...]]:
         api = detect(module)
     except GenerationError:
         return module, ROLES
-    try:
-        publishing = publishing_modes(module_file(impl, "--impl").read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        publishing = None
+    publishing = None
+    if api.contract.modes:  # only a contract of cache modes reads the host's map
+        try:
+            publishing = publishing_modes(module_file(impl, "--impl").read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            publishing = None
     return module, roles_of(api, publishing)
 
 
