@@ -35,6 +35,11 @@ REVIEW_MAJOR = 1
 REVIEW_ID = f"{REVIEW_FORMAT}/{REVIEW_MAJOR}"
 """``#meta.format`` of the review traces this version writes."""
 
+RELEASE_FORMAT = "replayssm-release-trace"
+RELEASE_MAJOR = 1
+RELEASE_ID = f"{RELEASE_FORMAT}/{RELEASE_MAJOR}"
+"""``#meta.format`` of the released-lifecycle traces ``review --vllm`` writes (vLLM 0.33.0's ring trackers)."""
+
 COUNTEREXAMPLE_FORMAT = "replayssm-counterexample"
 COUNTEREXAMPLE_MAJOR = 1
 COUNTEREXAMPLE_ID = f"{COUNTEREXAMPLE_FORMAT}/{COUNTEREXAMPLE_MAJOR}"
@@ -61,6 +66,8 @@ KINDS = {k.name: k for k in (
     Kind("launch", "fuzz (a finding), or a system trace's launches", "#meta.format", TRACE_FORMAT, (1, 2)),
     Kind("system", "prove (a system counterexample's run), or record_run", "#meta.format", TRACE_FORMAT, (2,)),
     Kind("review", "review (a caller schedule that breaks a property)", "#meta.format", REVIEW_FORMAT, (1,)),
+    Kind("release", "review --vllm (a run of a released vLLM's ring-tracker kernels that breaks the lifecycle)",
+         "#meta.format", RELEASE_FORMAT, (1,)),
     Kind("kernel", "prove --kernels (a kernel counterexample as one launch)", "#meta.format", TRACE_FORMAT, (2,),
          optional=True),
     Kind("counterexample", "prove (a failed obligation's scenario)", "schema", COUNTEREXAMPLE_FORMAT, (1,),
@@ -95,6 +102,7 @@ MAX_TABLE_ENTRIES = 1 << 24
 def trace_kind(trace: Any) -> str:
     """Which of :data:`KINDS` a trace document is: a ``counterexample`` names
     its ``obligation``; a ``review`` trace's format is :data:`REVIEW_FORMAT`; a
+    ``release`` trace's format is :data:`RELEASE_FORMAT`; a
     ``kernel`` trace's ``#meta.source`` is ``kernel-proof``; a ``launch``
     trace's params name ``layers_per_group``; anything else is read as a
     ``system`` trace (whose reader names what is missing)."""
@@ -107,6 +115,8 @@ def trace_kind(trace: Any) -> str:
         return "counterexample"
     if isinstance(fmt, str) and fmt.startswith(f"{REVIEW_FORMAT}/"):
         return "review"
+    if isinstance(fmt, str) and fmt.startswith(f"{RELEASE_FORMAT}/"):
+        return "release"
     if meta.get("source") == "kernel-proof":
         return "kernel"
     params = trace.get("params")

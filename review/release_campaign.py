@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from replayssm.base.traces import RELEASE_ID
 from replayssm.spec.memory import VectorMemory
 from replayssm.spec.release_ghost import (
     RingGhost, accept, flashinfer_pass, flashinfer_reads_ok, pending_consistent, prefill, refines,
@@ -40,9 +41,6 @@ from replayssm.spec.release_trackers import PROGRAMS, TRACKERS, ReleaseGeometry
 
 ORDERS = ("current_rows", "previous_rows")
 """How the accepted counts reach the commit (see the module docstring)."""
-
-TRACE_FORMAT = "replayssm-release-trace/1"
-"""The ``format`` of a released-lifecycle trace file."""
 
 
 @dataclass
@@ -84,7 +82,7 @@ class Run:
         """The run as a trace file: enough to run it again on ``version`` (or another)."""
         g = self.geometry
         out: dict[str, Any] = {
-            "format": TRACE_FORMAT, "version": version, "seed": self.seed, "order": self.order,
+            "#meta": {"format": RELEASE_ID, "source": "review --vllm"}, "version": version, "seed": self.seed, "order": self.order,
             "geometry": {"window": g.window, "query_len": g.query_len, "ring_len": g.ring_len},
             "num_slots": self.num_slots, "passes": self.passes, "launches": self.launches, "events": self.events}
         if self.finding is not None:

@@ -42,7 +42,7 @@ from replayssm.base.reports import (
 from replayssm.spec import release_caller as caller
 from replayssm.spec.release_trackers import ReleaseGeometry
 
-from .release_campaign import Run, campaign
+from .release_campaign import Run, VersionError, campaign, replay
 from .vllm_locator import LocateError, Located, locate
 
 REPORT_SCHEMA = "replayssm-release-review/1"
@@ -138,19 +138,19 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
         if f:
             part.trace = _save(run, located, traces, name)
         verdict.parts.append(part)
-        print(f"  {part.name}: {part.status} ({part.detail})", file=out, flush=True)
+        print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
     for record, order, on in PROBES:
         start = time.perf_counter()
         run = campaign(str(located.file), geometries[on], order, seed, passes)
         f = run.finding
         part = Part(f"probe {record.name}", "probe", "relied on" if f else "not relied on",
-                    (f"dropped ({record.provenance.status}): {f.message}" if f else
-                     f"dropped ({record.provenance.status}): the lifecycle held"), time.perf_counter() - start,
+                    (f"without it ({record.provenance.status} by the corpus), {f.message}" if f else
+                     f"without it ({record.provenance.status} by the corpus), the lifecycle held"), time.perf_counter() - start,
                     relies_on=f"{record.name} ({record.provenance.status})" if f else None)
         if f:
             part.trace = _save(run, located, traces, f"probe {record.name}")
         verdict.parts.append(part)
-        print(f"  {part.name}: {part.status} ({part.detail})", file=out, flush=True)
+        print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
     return verdict
 
 
@@ -194,3 +194,33 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
     if args.json:
         write_json(args.json, REPORT_SCHEMA, verdict.document())
     return EXIT_FINDING if verdict.status in ("finding", "latent") else EXIT_PASSED
+
+
+def trace_file(trace: dict[str, Any], impl: str | None) -> Path:
+    """The version a trace runs on: ``--impl``, else the trace's ``file`` (a path
+    relative to the corpus, ``spec.corpus.root()``, when it is not a file here)."""
+    from replayssm.spec import corpus
+
+    named = Path(impl or trace.get("file", ""))
+    return named if named.is_file() or named.is_absolute() else corpus.root() / named
+
+
+def replay_release(args: argparse.Namespace, trace: dict[str, Any]) -> int:
+    """``replay`` of a released-lifecycle trace: its launches on the version
+    again, judged again; exit 1 when its finding is reproduced, 0 when not, 2 when the version is missing."""
+    file = trace_file(trace, getattr(args, "impl", None))
+    if not file.is_file():
+        print(f"error: cannot replay: the version's file {file} does not exist (give it with --impl)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:
+        finding = replay(trace, str(file))
+    except VersionError as e:
+        print(f"{file}: the version failed: {e}")
+        return EXIT_FINDING
+    if finding is None:
+        print(f"{file}: the run held: the spec and the refinement agree at every launch (not reproduced)")
+        return EXIT_PASSED
+    print(f"{file}: reproduced: {finding.message}")
+    return EXIT_FINDING

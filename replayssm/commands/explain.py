@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
             text = explain_launches(document)
         elif kind == "system":
             text = explain(document)
+        elif kind == "release":  # review --vllm: a released vLLM's ring trackers
+            from replayssm.review.release_explain import explain_release
+
+            text = explain_release(document)
         else:
             raise ValueError(f"a {kind} trace is not drawn by explain (it draws system and launch traces and prove "
                              f"counterexamples); run it with: replayssm-verify replay {args.file}")

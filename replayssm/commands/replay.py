@@ -44,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
         from replayssm.review.command import replay_trace
 
         return replay_trace(args, loaded.trace)
+    if loaded.kind == "release":
+        from replayssm.review.release_review import replay_release
+
+        return replay_release(args, loaded.trace)
     from replayssm.fuzz.replay import replay
     from replayssm.verify.kernels.playback import replay_kernel_trace
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replayssm.base.traces import COUNTEREXAMPLE_ID, KINDS, REVIEW_ID, TRACE_ID, load_trace, trace_kind
+from replayssm.base.traces import COUNTEREXAMPLE_ID, KINDS, RELEASE_ID, REVIEW_ID, TRACE_ID, load_trace, trace_kind
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text())
@@ -21,6 +21,7 @@ EXAMPLES = {
     "review": {"#meta": {"format": REVIEW_ID, "versions": []}, "params": LAUNCH_PARAMS, "steps": []},
     "kernel": {"#meta": {"format": TRACE_ID, "source": "kernel-proof"}, "params": LAUNCH_PARAMS, "actions": []},
     "counterexample": {"schema": COUNTEREXAMPLE_ID, "obligation": "x", "assumptions": []},
+    "release": {"#meta": {"format": RELEASE_ID, "source": "review --vllm"}, "launches": [], "events": []},
 }
 """One document of each kind, as its writer lays it out."""
 

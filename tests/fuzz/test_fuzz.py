@@ -120,6 +120,8 @@ def test_launch_actions_round_trip_through_json() -> None:
     """Every launch action of the system traces in docs/traces reads back as a
     record that writes the same JSON; the records run on the spec."""
     for path in sorted((REPO / "docs" / "traces").glob("*.json")):
+        if path.name.endswith(".release-trace.json"):  # review --vllm's (tests/review/test_release_review.py)
+            continue
         trace = replayable(load_trace(path))
         actions = trace_actions(trace)
         assert {type(a) for a in actions} <= {SetState, Migrate, Postprocess} and actions, path.name

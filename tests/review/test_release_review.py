@@ -159,3 +159,30 @@ def test_a_bug_planted_in_a_copy_of_the_release_is_a_finding_with_a_replayable_t
     assert again is not None and (again.pass_index, again.launch_index, again.kind) == (
         run.finding.pass_index, run.finding.launch_index, run.finding.kind)
     assert rc.replay(json.loads(json.dumps(run.trace("0.33.0"))), str(release() / SSU)) is None
+
+
+ASYNC_TRACE = Path(__file__).resolve().parents[2] / "docs" / "traces" / "0.33.0-async-accepted-counts.release-trace.json"
+
+
+def test_the_async_scheduling_trace_is_explained(capsys: pytest.CaptureFixture) -> None:
+    assert main(["explain", str(ASYNC_TRACE)]) == 0
+    text = capsys.readouterr().out
+    assert "finding (refinement) at pass 12" in text and "another row's count" in text
+    assert "async scheduling, vLLM #53912" in text
+
+
+def test_the_async_scheduling_trace_replays_on_the_release(capsys: pytest.CaptureFixture) -> None:
+    assert main(["replay", str(ASYNC_TRACE)]) == 1
+    assert "reproduced: pass 12: req7 (slot 2)" in capsys.readouterr().out
+
+
+def test_a_release_trace_of_an_unknown_major_is_refused(tmp_path: Path) -> None:
+    from replayssm.base.traces import load_trace
+
+    trace = json.loads(ASYNC_TRACE.read_text())
+    assert load_trace(ASYNC_TRACE).kind == "release"
+    trace["#meta"]["format"] = "replayssm-release-trace/9"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(trace))
+    with pytest.raises(ValueError, match="not supported for a release trace"):
+        load_trace(bad)
