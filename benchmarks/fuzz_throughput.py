@@ -19,8 +19,11 @@ worker start-up included), the same over the workers' mean busy time (from
 each worker's first example to its last: ``busy_request_steps_per_s``, what a
 long campaign approaches), CPU seconds (user + sys of the
 campaign's worker processes), the time in the implementation and in the spec
-summed over workers, and the median rate over that of K = 1 measured in the
-same run. The wide runner (``fuzz/wide.py``) runs first. Prints the JSON
+summed over workers, the campaign's ``time_split`` (each worker's start-up,
+busy time and tail: ``fuzz/campaign_times.py``) and the median rate over that
+of K = 1 measured in the same run (campaigns after the first in one process
+find the CUDA workers' fork server started: run one campaign per process to
+count its start, as ``scripts/gpu_throughput_trees.sh`` does). The wide runner (``fuzz/wide.py``) runs first. Prints the JSON
 report and writes it to ``--out`` (also after each stateful run, with
 ``"complete": false`` until the end).
 """

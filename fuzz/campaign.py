@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
 from replayssm.base.traces import TRACE_ID
@@ -27,7 +27,8 @@ from replayssm.spec.geometry import Conventions
 from .campaign_config import (CampaignConfig, SetupError, check_setup, combinations_of, example_seed,
                               examples_per_combination, required_scenarios)
 from .campaign_times import time_split
-from .campaign_worker import run_worker
+from .campaign_shares import SharedCounter
+from .campaign_worker import run_pulling_worker, run_worker
 from .launch_traces import spec_states
 from .machine import Statistics
 from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
@@ -66,6 +67,10 @@ class _Campaign:
     """The campaign's start, wall clock (``time.time()``: the time split's reference)."""
     spawned: dict[int, float] = field(default_factory=dict)
     """When each worker was started, wall clock."""
+    counter: SharedCounter | None = None
+    """The local workers' next run (held here: a worker opens it by name when it starts)."""
+    share_of: dict[int, int] = field(default_factory=dict)
+    """Each worker's current run, as its seed's index (:func:`.campaign_config.example_seed`)."""
     faulted: bool = False
     """A worker's hang or death was recorded (the first stops the others)."""
 
@@ -83,9 +88,20 @@ class _Campaign:
               "shrinking it, the other workers stop", file=self.out, flush=True)
         self.stop_others(child)
 
+    def message(self, child: Child, message: tuple) -> None:
+        """A worker's own message: ``("share", index)`` starts a run."""
+        if message[0] == "share":
+            self.share_of[child.name] = message[1]
+
+    def seed_of(self, child: Child, combination: int) -> int:
+        """The Hypothesis seed of the run a worker was in (its combination's first run's when it never said)."""
+        return example_seed(self.config.seed, self.share_of.get(child.name, combination))
+
     def combination_of(self, child: Child) -> int:
         """The combination a worker was running (from its current example's conventions)."""
-        if child.params is None:
+        if child.params is None:  # before its first launch: the run it said it started
+            if child.name in self.share_of:
+                return self.share_of[child.name] % len(Conventions.all())
             return combinations_of(child.name, self.config.jobs)[0]
         conv = Conventions(**child.params["conventions"])
         return Conventions.all().index(conv)
@@ -151,7 +167,7 @@ class _Campaign:
         action = fault["log"]["actions"][-1]["name"] if fault["log"]["actions"] else None
         where = "the target's import" if fault.get("error") and not child.ready else "the worker"
         self.record({**fault, "kernel": kernel_of(action, self.config.level) if action else where,
-                     "combination": n, "seed": example_seed(self.config.seed, n), "shrunk": False})
+                     "combination": n, "seed": self.seed_of(child, n), "shrunk": False})
 
 
 def run_campaign(config: CampaignConfig, *, out: TextIO = sys.stdout) -> dict:
@@ -207,18 +223,40 @@ def _start(config: CampaignConfig, pool: RayPool | None, out: TextIO,
         s = _merge([c.stats for c in supervisor.children if c.stats])
         progress.update(s.examples, s.request_steps, len(campaign.findings))
 
-    fork = config.device != "cuda" and pool is None
     supervisor: Supervisor | RayPool
     if pool is not None:
         supervisor = pool.supervisor(on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
     else:
-        supervisor = Supervisor(multiprocessing.get_context("fork" if fork else "spawn"), config.watchdog_seconds,
+        context = worker_context(config.device)
+        campaign.counter = counter = SharedCounter(context, config.jobs)
+        supervisor = Supervisor(context, config.watchdog_seconds, on_message=campaign.message,
                                 on_fault=campaign.fault, on_failing=campaign.failing, on_tick=tick)
     campaign.supervisor = supervisor
     for w in range(config.jobs):
         campaign.spawned[w] = time.time()
-        supervisor.start(w, run_worker, (config, w, None))  # the target: loaded there
+        if pool is not None:  # Ray tasks share no memory: each takes every jobs-th run
+            supervisor.start(w, run_worker, (config, w, None))  # the target: loaded there
+        else:
+            supervisor.start(w, run_pulling_worker, (config, w, counter))
     return campaign, supervisor, progress
+
+
+WORKER_PRELOAD = ["replayssm.fuzz.campaign_worker"]
+"""What the CUDA workers' fork server imports once (torch, Hypothesis, the
+harness; never CUDA), so that each worker starts as a fork of it instead of
+a fresh interpreter importing them (4-6 s each, 16 at once, on the H200
+machine: docs/gpu.md, 2026-12-06)."""
+
+
+def worker_context(device: str) -> Any:
+    """The local workers' process context: a fork of this process on CPU; on
+    CUDA (a CUDA context does not survive a fork) forks of a fork server that
+    has imported :data:`WORKER_PRELOAD` and made no CUDA context."""
+    if device != "cuda":
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WORKER_PRELOAD)
+    return context
 
 
 def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, supervisor: Supervisor | RayPool,
@@ -240,7 +278,7 @@ def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, 
                 and child.failing_log is not None:
             # stopped (an interrupt) while shrinking: the failing run as it was first seen
             n = campaign.combination_of(child)
-            campaign.record({**child.failing, "combination": n, "seed": example_seed(config.seed, n),
+            campaign.record({**child.failing, "combination": n, "seed": campaign.seed_of(child, n),
                              "shrunk": False, "log": child.failing_log})
     unusable = [c.unusable for c in supervisor.children if c.unusable is not None]
     if unusable and not campaign.findings and supervisor.signal is None:

@@ -1,7 +1,7 @@
 """One worker process of a fuzz campaign: its convention combinations' examples, until a finding.
 
-:func:`run_worker` runs a worker's share (:func:`.campaign_config.combinations_of`):
-for each of its combinations, a Hypothesis run of the state machine
+:func:`run_worker` runs a worker's share (:mod:`.campaign_shares`):
+for each of its runs (a convention combination's examples, or part of them), a Hypothesis run of the state machine
 (:class:`SupervisedMachine`, made per combination by :func:`machine_class`;
 with ``--systems K`` also a :class:`.lockstep.LockstepMachine`) seeded by
 :func:`.campaign_config.example_seed`. Each launch is announced to the
@@ -15,6 +15,7 @@ their findings is :mod:`.campaign`.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict, replace
 from typing import Any
@@ -28,8 +29,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from replayssm.spec.geometry import Conventions
 
 from .actions import Action, action_to_json
-from .campaign_config import (CampaignConfig, SetupError, check_setup, combinations_of, example_seed,
-                              examples_per_combination)
+from .campaign_config import CampaignConfig, SetupError, check_setup, example_seed, examples_per_combination
+from .campaign_shares import SharedCounter, taken_shares
 from .example_db import Namespaced
 from .lockstep import LockstepMachine, widen_choices
 from .machine import ReplaySSMMachine, Statistics, describe_failure
@@ -120,20 +121,24 @@ def _limit_shrinking(seconds: float) -> None:
 
 
 def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter: Reporter | None = None,
-               database: ExampleDatabase | None = None) -> dict | None:
-    """One process's share of a campaign: every ``jobs``-th convention
-    combination of :func:`combinations_of`, each with its share of the
-    examples (so every combination is reached whatever the example count),
-    until the first finding. Returns statistics and findings (each with its
-    shrunk trace). ``target``: the loaded implementation (loaded here when None);
+               database: ExampleDatabase | None = None, *, counter: SharedCounter | None = None) -> dict | None:
+    """One process's share of a campaign: Hypothesis runs of the convention
+    combinations (:mod:`.campaign_shares`: each combination's examples in one
+    run or several, so every combination is reached whatever the example
+    count), until the first finding; with a ``counter`` shared with the other
+    local workers it takes the next run when it finishes one, else every
+    ``jobs``-th. Returns statistics and findings (each with its shrunk trace).
+    ``target``: the loaded implementation (loaded here when None);
     ``database``: the shared example database (default: ``config.database``'s folder, if any).
     A target that is no usable input is said to ``reporter`` (``unusable``) and None returned.
-    The result's ``clock`` holds wall-clock marks (``time.time()``) for the
-    campaign's time split (:mod:`.campaign_times`): ``entered`` (this
-    function called: the process started and imported), ``ready`` (target
-    loaded), ``first_launch`` (its first launch landed; absent without one) and
-    ``end``; ``combinations``: ``[combination, seconds]`` of each one run."""
+    Each run is announced to ``reporter`` as ``("share", index)`` (its seed's index,
+    :func:`.campaign_config.example_seed`). The result's ``clock`` holds wall-clock
+    marks (``time.time()``) for the campaign's time split (:mod:`.campaign_times`):
+    ``entered`` (this function called: the process started and imported), ``ready``
+    (target loaded), ``first_launch`` (its first launch landed; absent without one)
+    and ``end``; ``combinations``: ``[combination, part, seconds]`` of each run."""
     clock = {"entered": time.time()}
+    warm = _warm_cuda() if config.device == "cuda" and target is None else None
     try:
         target = target if target is not None else check_setup(config)
     except SetupError as e:
@@ -141,51 +146,82 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
             raise
         reporter.send("unusable", str(e))
         return None
+    finally:
+        if warm is not None:
+            warm.join()
     _limit_shrinking(config.shrink_limit)
     if reporter is not None:
         reporter.ready()
     combos = Conventions.all()
-    per_combo = examples_per_combination(config.examples)
     if database is None and config.database is not None:
         database = DirectoryBasedExampleDatabase(config.database)
     stats, findings, took = Statistics(), [], []
     start = time.perf_counter()
     clock["ready"] = time.time()
-    for n in combinations_of(worker, config.jobs):
-        seed = example_seed(config.seed, n)
+    for share in taken_shares(worker, config.jobs, config.examples, counter):
+        n, seed = share.combination, example_seed(config.seed, share.index)
+        if reporter is not None:
+            reporter.send("share", share.index)
         machine = machine_class(config, target, seed, combos[n], stats, reporter, clock)
         began = time.perf_counter()
         try:
             run_state_machine_as_test(machine, settings=hypothesis_settings(
-                per_combo, config.max_steps, None if database is None else Namespaced(database, _namespace(config, n))))
+                share.examples, config.max_steps,
+                None if database is None else Namespaced(database, _namespace(config, n, share.part))))
         except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
             found = shrunk_finding(machine, seed, n, e)
             if found.get("lockstep", {}).get("placement") == "together":
-                found = one_system_search(config, target, seed, n, reporter) or found
+                found = one_system_search(config, target, seed, n, reporter, share.examples) or found
             findings.append(found)
             break
         finally:
-            took.append([n, round(time.perf_counter() - began, 3)])
+            took.append([n, share.part, round(time.perf_counter() - began, 3)])
     clock["end"] = time.time()
     return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start,
             "clock": clock, "combinations": took}
 
 
-def _namespace(config: CampaignConfig, combination: int) -> str:
-    """A combination's key prefix in the example database (a lockstep example means another run)."""
-    return f"combination {combination}" + (f", {config.systems} systems per launch" if config.systems > 1 else "")
+def run_pulling_worker(config: CampaignConfig, worker: int, counter: SharedCounter,
+                       reporter: Reporter | None = None) -> dict | None:
+    """:func:`run_worker` of a local worker that takes its runs from ``counter`` (the supervisor's entry point)."""
+    return run_worker(config, worker, None, reporter, counter=counter)
+
+
+def _warm_cuda() -> threading.Thread:
+    """Make this process's CUDA context in a thread while the target loads in its
+    own process (the worker's first example would otherwise wait for it); a
+    failure here is left to the set-up checks and the first example to report."""
+    def body() -> None:
+        try:
+            import torch
+
+            torch.zeros(1, device="cuda")
+        except Exception:  # noqa: BLE001, S110 - check_setup and the first launch report a CUDA problem
+            pass
+
+    thread = threading.Thread(target=body, name="warm-cuda", daemon=True)
+    thread.start()
+    return thread
+
+
+def _namespace(config: CampaignConfig, combination: int, part: int = 0) -> str:
+    """A run's key prefix in the example database (a lockstep example means another run; part 0
+    keeps the combination's prefix of before the split)."""
+    return (f"combination {combination}" + (f", {config.systems} systems per launch" if config.systems > 1 else "")
+            + (f", part {part}" if part else ""))
 
 
 def one_system_search(config: CampaignConfig, target: Any, seed: int, combination: int,
-                      reporter: Reporter | None) -> dict | None:
+                      reporter: Reporter | None, examples: int | None = None) -> dict | None:
     """A lockstep failure that no single system reproduces (one system's rows
     disturbing another's state) is looked for with one system per launch in
-    the same combination and seed, over as many systems as the lockstep share
-    ran (``systems`` times its examples): that finding, shrunk, or None."""
+    the same combination and seed, over as many systems as the lockstep run
+    ran (``systems`` times its ``examples``; None: the combination's): that finding, shrunk, or None."""
     one = replace(config, systems=1)
     machine = machine_class(one, target, seed, Conventions.all()[combination], Statistics(), reporter)
     try:
-        budget = examples_per_combination(config.examples) * config.systems  # as many systems as the lockstep run's
+        examples = examples if examples is not None else examples_per_combination(config.examples)
+        budget = examples * config.systems  # as many systems as the lockstep run's
         run_state_machine_as_test(machine, settings=hypothesis_settings(budget, config.max_steps))
     except Exception as e:  # noqa: BLE001 - any failure of the implementation is a finding
         found = shrunk_finding(machine, seed, combination, e)

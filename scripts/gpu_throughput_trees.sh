@@ -6,8 +6,11 @@
 #   bash scripts/gpu_throughput_trees.sh LOGDIR BEFORE [ROUNDS]
 # Rounds alternate before, after, before, after, ... (the first run also compiles the Triton
 # kernels both trees share: compare the later rounds and the medians). The first "after" run
-# also measures the wide runner. Sizes: SYSTEMS (256), JOBS (min(16, nproc)), STATEFUL_EXAMPLES (256),
-# STATEFUL_STEPS (12), RUN_SECONDS (150, per run). Logs: throughput_{before,after}_ROUND.json and .log.
+# also measures the wide runner (WIDE_ROUNDS > 0: instead, that many rounds of the wide runner of
+# both trees, interleaved, after the stateful rounds: wide_{before,after}_ROUND.json). WARM=1: first an
+# untimed 64-example campaign of this tree, which compiles the kernels both trees share. Sizes:
+# SYSTEMS (256), JOBS (min(16, nproc)), STATEFUL_EXAMPLES (256), STATEFUL_STEPS (12), RUN_SECONDS (150,
+# per run). Logs: throughput_{before,after}_ROUND.json and .log. Each run is a fresh Python process.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: bash scripts/gpu_throughput_trees.sh LOGDIR BEFORE [ROUNDS]" >&2; exit 2; }
 LOG=$1
@@ -24,15 +27,36 @@ replayssm_shim "$BEFORE" /tmp/replayssm_shim_before || exit 2
 JOBS=${JOBS:-$(( $(nproc) > 16 ? 16 : $(nproc) ))}
 cd /tmp
 WIDE="--rows ${WIDE_ROWS:-4096} --steps ${WIDE_STEPS:-40} --wide-jobs 8"
+WIDE_ROUNDS=${WIDE_ROUNDS:-0}
+if [ -n "${WARM:-}" ]; then
+  SECONDS=0
+  timeout 200 python3 -P "$ROOT/benchmarks/fuzz_throughput.py" --device cuda --systems "${SYSTEMS:-256}" \
+    --jobs "$JOBS" --stateful-examples 64 --no-wide > "$LOG/warm.log" 2>&1
+  echo "warm-up: exit $?, ${SECONDS}s"
+fi
+tree_of() {  # sets dir and path for tree $1
+  if [ "$1" = before ]; then dir=$BEFORE path=${PYTHONPATH/$SHIM/\/tmp\/replayssm_shim_before}
+  else dir=$ROOT path=$PYTHONPATH; fi
+}
 for round in $(seq "$ROUNDS"); do
   for tree in before after; do
-    if [ "$tree" = before ]; then dir=$BEFORE path=${PYTHONPATH/$SHIM/\/tmp\/replayssm_shim_before} wide=--no-wide
-    else dir=$ROOT path=$PYTHONPATH wide=$([ "$round" = 1 ] && echo "$WIDE" || echo --no-wide); fi
+    tree_of $tree
+    wide=$([ "$tree" = after ] && [ "$round" = 1 ] && [ "$WIDE_ROUNDS" = 0 ] && echo "$WIDE" || echo --no-wide)
     SECONDS=0
     PYTHONPATH=$path timeout "${RUN_SECONDS:-150}" python3 -P "$dir/benchmarks/fuzz_throughput.py" --device cuda \
       --systems "${SYSTEMS:-256}" --jobs "$JOBS" --stateful-examples "${STATEFUL_EXAMPLES:-256}" \
       --stateful-steps "${STATEFUL_STEPS:-12}" $wide --out "$LOG/throughput_${tree}_$round.json" \
       > "$LOG/throughput_${tree}_$round.log" 2>&1
     echo "$tree round $round: exit $?, ${SECONDS}s"
+  done
+done
+for round in $(seq "$WIDE_ROUNDS"); do  # the wide runner beside a one-example-per-combination campaign
+  for tree in before after; do
+    tree_of $tree
+    SECONDS=0
+    PYTHONPATH=$path timeout 120 python3 -P "$dir/benchmarks/fuzz_throughput.py" --device cuda --systems 1 \
+      --jobs 1 --stateful-examples 1 --stateful-steps 1 $WIDE --out "$LOG/wide_${tree}_$round.json" \
+      > "$LOG/wide_${tree}_$round.log" 2>&1
+    echo "wide $tree round $round: exit $?, ${SECONDS}s"
   done
 done

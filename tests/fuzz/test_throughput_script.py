@@ -23,7 +23,7 @@ def test_benchmark_runs_under_python_dash_p(tmp_path: Path) -> None:
     assert out["wide"]["request_steps"] == 2 and out["wide"]["discrepancies"] == 0
     split = out["wide"]["time_split"]
     assert set(split) == {"spawn", "imports", "start_up", "steps", "tail"} and min(split.values()) > -0.05, split
-    assert set(out["wide"]["step_parts"]) == {"decisions", "spec", "kernels", "compare", "refinement"}
+    assert set(out["wide"]["step_parts"]) == {"decisions", "spec", "kernels_wait", "compare", "refinement"}
     assert "wide_0" in (tmp_path / "prof" / "wide_profile.txt").read_text()
     assert "run_worker" in (tmp_path / "prof" / "worker_profile.txt").read_text()
     for k in ("1", "2"):
