@@ -9,8 +9,10 @@ guards' checks, the report) never imports it. :class:`TargetHost` starts a
 process (:mod:`.target_host`) in a temporary working directory of its own,
 with a copy of the environment and its standard output and error captured
 to files, that imports the target and launches its kernels on request: on
-CPU a fork of the judging process (torch and triton imported already, every
-descriptor but its socket closed), else a fresh interpreter; :class:`RemoteModule` stands for the target here: its Triton kernels
+CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter with
+torch and triton imported, never the judging process, whose state would run
+in the target's process), for CUDA a fresh interpreter of its own.
+:class:`RemoteModule` stands for the target here: its Triton kernels
 are :class:`RemoteKernel` objects with the kernels' parameter names, and
 ``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
 
@@ -42,12 +44,15 @@ process (an exit status or a signal), did not finish within a watchdog
 non-daemon thread, another working directory, a changed environment variable,
 a replaced function of ``numpy``, ``torch``, ``os``, ...). A fault that ends
 or hangs the host is a :class:`TargetGone` (a ``BaseException``, so that
-Hypothesis does not shrink it); the next use starts a fresh host.
+Hypothesis does not shrink it); the next use starts a fresh host. A fault of
+the harness in the host (it does not start, its own code fails, its
+interpreter fails its health check before the target's import or after the
+target raised, the fork server ends) is a :class:`HostFault`: a set-up
+error, never the target's finding.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -56,7 +61,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -65,6 +69,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from . import fork_server
+from .host_faults import HostFault, TargetFault, TargetGone, describe_exit
 
 LOAD_SECONDS = 120.0
 """How long a target may take to import (torch and triton are imported
@@ -84,37 +91,6 @@ START_SECONDS = 120.0
 
 MAX_FRAME = 1 << 32
 """The largest message read from a host (a header and every storage it sends)."""
-
-
-class TargetFault(Exception):
-    """The target did something a conforming target does not: a finding of the
-    target. ``kind``: ``crash`` (it ended its process), ``hang`` (a watchdog
-    ran out), ``exception`` (it raised), ``tampering`` (it changed its
-    process); ``phase``: ``import`` or the kernel launched; ``output``: the
-    tail of what it printed."""
-
-    def __init__(self, kind: str, phase: str, reason: str, output: str = "", detail: str = "") -> None:
-        super().__init__(reason)
-        self.kind, self.phase, self.reason, self.output, self.detail = kind, phase, reason, output, detail
-        self.kernel = phase
-
-    def report(self) -> str:
-        """The reason, the target's traceback and the tail of its output, for a report."""
-        parts = [self.reason]
-        if self.detail:
-            parts.append(self.detail.rstrip())
-        if self.output.strip():
-            parts.append("what the target printed (last lines):\n" + self.output.rstrip())
-        return "\n".join(parts)
-
-
-class TargetGone(BaseException):
-    """The target's process ended or hung (:attr:`fault` says how): the
-    launch cannot be judged, and a state machine must not retry it."""
-
-    def __init__(self, fault: TargetFault) -> None:
-        super().__init__(str(fault))
-        self.fault = fault
 
 
 @dataclass(frozen=True)
@@ -171,92 +147,6 @@ def recv_frames(conn: Connection) -> tuple[dict, list[bytes]]:
     return header, buffers
 
 
-def describe_exit(code: int | None) -> str:
-    """``exit status 0`` or ``signal SIGKILL`` for a process's return code (a
-    ``multiprocessing`` exit code reads the same: negative for a signal)."""
-    if code is None:
-        return "no exit status"
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit status {code}"
-
-
-def _can_fork(cuda: bool) -> bool:
-    """Whether a fork of this process makes the same host as a fresh
-    interpreter, only sooner (torch and triton are imported already): not for
-    CUDA (a CUDA context does not survive a fork), only under Triton's
-    interpreter as the host would have it, and only from a process with one
-    thread (another could hold a lock the fork keeps held)."""
-    return not cuda and os.environ.get("TRITON_INTERPRET") == "1" and threading.active_count() == 1
-
-
-def _fork_host(folder: Path, env: dict, fd: int, in_group: bool) -> "_Forked":
-    """A host forked from this process: in ``folder``, with ``env``, its
-    standard output and error to files there, socket ``fd`` its only other
-    descriptor (none of ours stays open in it: it cannot reach a pipe of the
-    judging processes), then :func:`.target_host.main`."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return _Forked(pid)
-    try:  # the child: never returns
-        os.chdir(folder)
-        os.environ.clear()
-        os.environ.update(env)
-        if not in_group:
-            os.setpgid(0, 0)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for target, name, flags in ((0, os.devnull, os.O_RDONLY), (1, "stdout.txt", os.O_WRONLY | os.O_CREAT),
-                                    (2, "stderr.txt", os.O_WRONLY | os.O_CREAT)):
-            opened = os.open(name, flags, 0o600)
-            os.dup2(opened, target)
-            os.close(opened)
-        os.closerange(3, fd)
-        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-        from .target_host import main
-
-        main(fd)
-    finally:
-        os._exit(70)
-
-
-class _Forked:
-    """A forked host as :class:`TargetHost` keeps one (what ``subprocess.Popen`` offers it)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: its status is lost
-                pid, status = self.pid, 0
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"target host {self.pid}", timeout or 0)
-            time.sleep(0.01)
-        assert self.returncode is not None
-        return self.returncode
-
-    def kill(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
-
-
 def _tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -278,7 +168,7 @@ class TargetHost:
     load_seconds: float | None = None
     """The load watchdog (None: :func:`load_seconds`)."""
     launch_seconds: float | None = None
-    process: subprocess.Popen | _Forked | None = None
+    process: subprocess.Popen | fork_server.ServedHost | None = None
     conn: Connection | None = None
     folder: Path | None = None
     description: dict = field(default_factory=dict)
@@ -287,13 +177,18 @@ class TargetHost:
     """Storages shared with the host, by id (ours from 0 up, the host's below 0)."""
     generation: int = 0
     """Counts the host's starts: a :class:`RemoteObject` of an earlier one is stale."""
+    owner: int = field(default_factory=os.getpid)
+    """The process that started the host (a copy of this object in a process forked since leaves it alone)."""
 
     def start(self) -> None:
-        """Start the host and wait until it has imported torch and triton: a
-        fork of this process when that is the same (:func:`_can_fork`),
-        else a fresh interpreter."""
+        """Start the host and wait until it has imported torch and triton: on
+        CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter
+        with torch and triton imported, none of this process's state), for
+        CUDA a fresh interpreter of its own. A :class:`HostFault` when it
+        does not start."""
         self.generation += 1
         self.shared = {}
+        self.owner = os.getpid()
         self.folder = Path(tempfile.mkdtemp(prefix="replayssm-target-"))
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
@@ -301,22 +196,29 @@ class TargetHost:
         env["PYTHONUNBUFFERED"] = "1"  # what it prints reaches its files even when it ends with os._exit
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)  # a module name: as here
         if not self.cuda:
-            env.setdefault("TRITON_INTERPRET", "1")
+            env["TRITON_INTERPRET"] = "1"
         in_group = os.getpgid(0) == os.getpid()  # a supervised worker: a watchdog kills its whole group
-        if _can_fork(self.cuda):
-            self.process = _fork_host(self.folder, env, theirs.fileno(), in_group)
-        else:
-            with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
-                    cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
+        try:
+            if not self.cuda:
+                self.process = fork_server.fork_host(self.folder, env, theirs.fileno(),
+                                                     os.getpgid(0) if in_group else None)
+            else:
+                with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
+                        cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                        pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
+        except HostFault:
+            theirs.close()
+            ours.close()
+            self.close()
+            raise
         theirs.close()
         self.conn = Connection(ours.detach())
         try:
-            self._reply("start", START_SECONDS)
+            self._judge(self._reply("start", START_SECONDS)[0], "start")
         except TargetGone as e:  # before the target is imported: our failure, not the target's
-            raise RuntimeError(f"the target's process did not start: {e.fault.report()}") from None
+            raise HostFault(f"the target's process did not start: {e.fault.report()}") from None
 
     @property
     def output(self) -> str:
@@ -326,11 +228,30 @@ class TargetHost:
         return "\n".join(x for x in (_tail(self.folder / "stdout.txt"), _tail(self.folder / "stderr.txt")) if x)
 
     def _gone(self, phase: str, how: str) -> TargetGone:
+        """The target ended its process (a :class:`HostFault` raised instead
+        when the fork server ended first: the host ended with it)."""
+        lost = getattr(self.process, "lost", False)
         output = self.output
         self.close()
+        if lost:
+            raise HostFault(f"the fork server ended while the target's process ran ({phase})")
         where = "at import" if phase == "import" else ("while starting" if phase == "start"
                                                        else f"during launch {self.launches} ({phase})")
         return TargetGone(TargetFault("crash", phase, f"the target ended the process {where}: {how}", output))
+
+    def _send(self, phase: str, header: dict, buffers: Sequence[bytes] = ()) -> None:
+        """:func:`send_frames` to the host; a host that ended meanwhile is a
+        :class:`TargetGone`, any other failure to write a :class:`HostFault`."""
+        assert self.conn is not None and self.process is not None
+        try:
+            send_frames(self.conn, header, buffers)
+        except OSError as e:
+            try:
+                code = self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.close()
+                raise HostFault(f"could not write to the target's process ({phase}): {e}") from None
+            raise self._gone(phase, describe_exit(code)) from None
 
     def _reply(self, phase: str, seconds: float | None) -> tuple[dict, list[bytes]]:
         """The host's next message, within ``seconds`` (None: no bound); a
@@ -354,11 +275,11 @@ class TargetHost:
             raise self._gone(phase, describe_exit(self.process.poll())) from None
 
     def _judge(self, header: dict, phase: str) -> None:
-        """Raise the fault a host's answer reports, if any (a ``RuntimeError``
+        """Raise the fault a host's answer reports, if any (a :class:`HostFault`
         for a failure of the host's own code, which is not the target's)."""
         if header.get("internal"):
             self.close()
-            raise RuntimeError(f"the target's process failed outside the target ({phase}):\n{header['internal']}")
+            raise HostFault(f"the target's process failed outside the target ({phase}):\n{header['internal']}")
         if header.get("raised"):
             reason = header["raised"] if phase == "import" else f"{header['raised']} (launch {self.launches}: {phase})"
             raise TargetFault("crash" if header.get("exited") else "exception", phase, reason, self.output,
@@ -376,7 +297,7 @@ class TargetHost:
         if self.process is None:
             self.start()
         assert self.conn is not None
-        send_frames(self.conn, {"op": "load", "name": self.name, "label": self.label})
+        self._send("import", {"op": "load", "name": self.name, "label": self.label})
         header, _ = self._reply("import", self.load_seconds if self.load_seconds is not None else load_seconds())
         self._judge({"internal": header["internal"]} if header.get("internal") else {}, "import")
         if header.get("unusable"):
@@ -423,7 +344,7 @@ class TargetHost:
         header["storages"] = [{"base": s.data_ptr(), "nbytes": s.nbytes()} for s in storages]
         raw = [bytes(torch.empty(0, dtype=torch.uint8, device=s.device).set_(s).cpu().numpy().tobytes())
                for s in storages]
-        send_frames(self.conn, header, raw)
+        self._send(kernel, header, raw)
         self.launches += 1
         reply, back = self._reply(kernel, self.launch_seconds)
         if len(back) == len(storages):
@@ -448,7 +369,7 @@ class TargetHost:
         new: list[int] = []
         header = {**header, **{k: self._encode(header[k], new) for k in ("value", "args", "kwargs") if k in header}}
         if new:  # the host's copies first, so that addresses into them can be translated
-            send_frames(self.conn, {"op": "share", "sizes": [[i, self.shared[i].storage.nbytes()] for i in new]})
+            self._send(phase, {"op": "share", "sizes": [[i, self.shared[i].storage.nbytes()] for i in new]})
             reply, _ = self._reply(phase, self.launch_seconds)
             self._judge(reply, phase)
             for i, base in reply["bases"]:
@@ -462,7 +383,7 @@ class TargetHost:
                 sh.synced = now
         if header["op"] == "call":
             self.launches += 1
-        send_frames(self.conn, {**header, "sync": ids}, raw)
+        self._send(phase, {**header, "sync": ids}, raw)
         reply, back = self._reply(phase, self.launch_seconds)
         import torch
 
@@ -584,6 +505,9 @@ class TargetHost:
             except OSError:
                 pass
             self.conn = None
+        if self.owner != os.getpid():  # a copy in a process forked since (a worker): the host is not its to end
+            self.process, self.folder = None, None
+            return
         if self.process is not None:
             if self.process.poll() is None:
                 try:

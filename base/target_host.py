@@ -104,6 +104,44 @@ def _watched_objects() -> dict[str, Any]:
     return {"triton.runtime.interpreter.interpreter_builder": builder} if builder is not None else {}
 
 
+CANARY = "\n".join(f"x{i} = {i}" for i in range(400))
+"""Source of some thousand AST nodes for :func:`interpreter_fault`: its
+conversion to AST objects allocates enough to run the cyclic collector inside
+it, and all at the same few levels of nesting, so that a parse run there
+cannot leave the depth counter where it found it by chance (with nesting
+that varies, one conversion in three did)."""
+
+
+def interpreter_fault(rounds: int = 1) -> str | None:
+    """What is wrong with this interpreter's parser and compiler, if anything
+    (a health check of the host, not of the target): the canary parsed to AST
+    objects and compiled from them, ``rounds`` times (one takes about 10 ms). CPython 3.11's AST
+    conversion raises ``SystemError: AST constructor recursion depth
+    mismatch`` when Python code that parses runs inside it (gh-106905), e.g.
+    a finalizer run by the collector; a host where that happens would
+    report Triton's interpreter's failure to read a kernel as the target's."""
+    import ast
+
+    try:
+        for _ in range(rounds):
+            compile(ast.parse(CANARY), "<canary>", "exec", dont_inherit=True)
+    except BaseException as e:  # noqa: BLE001 - any failure here is the interpreter's, said as such
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _checked(reply: dict) -> dict:
+    """``reply``, or when the target raised and this interpreter fails its
+    health check now, a report of that instead: the harness's fault, which
+    the raise may well be too."""
+    if reply.get("raised"):
+        fault = interpreter_fault(3)
+        if fault:
+            return {"internal": f"the interpreter of the target's process fails its health check after "
+                                f"{reply['raised']}: {fault}\n{reply.get('traceback', '')}"}
+    return reply
+
+
 def _import(target: str) -> Any:
     """Our function ``module:name`` (an :class:`.isolation.ImportRef`)."""
     module, _, name = target.partition(":")
@@ -348,6 +386,11 @@ def main(fd: int) -> None:
 
     device = torch.device(os.environ.get("REPLAYSSM_TARGET_DEVICE", "cpu"))
     baseline = Baseline()
+    fault = interpreter_fault()
+    if fault:
+        send_frames(conn, {"internal": f"the interpreter of the target's process fails its health check "
+                                       f"before the target is imported: {fault}"})
+        os._exit(0)
     send_frames(conn, {"started": True})
     module = None
     objects = Objects(None, device)
@@ -360,13 +403,13 @@ def main(fd: int) -> None:
             if header["op"] == "load":
                 reply, module = _load(header, baseline)
                 objects = Objects(module, device)
-                send_frames(conn, reply)
+                send_frames(conn, _checked(reply))
             elif header["op"] == "launch":
                 reply, back = _launch(header, buffers, module, device, baseline)
-                send_frames(conn, reply, back)
+                send_frames(conn, _checked(reply), back)
             else:
                 reply, back = objects.serve(header, buffers, baseline)
-                send_frames(conn, reply, back)
+                send_frames(conn, _checked(reply), back)
         except Exception:  # noqa: BLE001 - this module's own failure, not the target's: said as such
             send_frames(conn, {"internal": traceback.format_exc()[-6000:]})
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from replayssm.base import fork_server
 from replayssm.base.interrupts import SIGNALS
 
 from replayssm.base.isolation import TargetFault, TargetGone, describe_exit
@@ -197,6 +198,8 @@ class Supervisor:
         self.signal: int | None = None
 
     def start(self, name: int, body: Callable[..., Any], args: tuple) -> Child:
+        if self.context.get_start_method() == "fork":  # the children's target hosts: from one fork server
+            fork_server.prepare()
         parent_end, child_end = self.context.Pipe(duplex=False)
         process = self.context.Process(target=_child_main, args=(body, args, child_end), daemon=True)
         process.start()

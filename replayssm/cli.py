@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 
+from replayssm.base.host_faults import HostFault
 from replayssm.base.reports import (
     EXIT_COVERAGE,
     EXIT_FINDING,
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except HostFault as e:  # the harness failed in a target's process: a set-up error, never the target's finding
+        print(f"error: set-up: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # the reader left (`prove --list | head`): stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -15,9 +15,14 @@ DEVICES = ("cpu", "cuda")
 
 
 def interpreter_for(device: str) -> None:
-    """Triton chooses interpreter or compiler when it is imported: on cpu, the interpreter."""
+    """Triton chooses interpreter or compiler when it is imported: on cpu, the
+    interpreter; and the fork server of the target hosts starts now, its
+    imports beside the command's own (:func:`replayssm.base.fork_server.prepare`)."""
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        from replayssm.base import fork_server
+
+        fork_server.prepare()
 
 
 def seconds(text: str) -> float:

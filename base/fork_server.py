@@ -1,0 +1,406 @@
+"""Clean target hosts, forked on request from a fresh interpreter: the fork server.
+
+A target host forked from the judging process would inherit the judge's
+Python state: its heap (with the finalizers of its garbage), pytest's and
+Hypothesis's hooks, trace functions, signal handlers. That is the judge's
+code running inside the target's process, beside the target: on CPython
+3.11 a finalizer that parses Python while Triton's interpreter converts a
+kernel's source to AST objects makes that conversion raise ``SystemError:
+AST constructor recursion depth mismatch`` (gh-106905: the depth counter is
+one per interpreter, not per call), and the host reported it as the
+target's ``exception``, on correct kernels too. A fresh interpreter per
+host is clean but pays torch's and triton's import each time.
+
+The fork server is that fresh interpreter, started once per judging process
+tree (:func:`prepare`, or lazily by the first host): it imports numpy, torch,
+triton and :mod:`.target_host`, and nothing of the judge's, then forks a
+host per request (:func:`fork_host`), each in its own folder, environment,
+``sys.path`` and process group, with only its socket to the judge left
+open. It reaps its hosts and sends each one's exit status to the process
+that asked for it, over that request's connection (:class:`ServedHost`); a
+host whose requester's connection closes is killed. Processes forked from
+the one that started it (the fuzz workers) use the same server. It ends,
+killing its hosts, when the process that started it closes its end (at
+exit, or when that process dies).
+
+``python -m replayssm.base.fork_server LISTEN_FD OWNER_FD``: the listening
+socket and the owner's socket, both made by :func:`prepare`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .host_faults import HostFault
+
+START_SECONDS = 120.0
+"""How long the server may take to import torch and triton and answer its first request."""
+
+MAX_REQUEST = 1 << 22
+"""The largest request (a host's folder, environment and ``sys.path``, as JSON)."""
+
+
+# -- the judge's side --------------------------------------------------------------
+
+
+@dataclass
+class _Server:
+    """A server this process tree started: its owner (the pid that started
+    it), the path of its socket, the owner's end of the owner socket, its process."""
+
+    owner: int
+    path: str
+    folder: str
+    owner_end: socket.socket
+    process: subprocess.Popen
+
+    def ended(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is not None
+
+
+_SERVER: _Server | None = None
+
+_LOCK = threading.Lock()
+"""Held while :data:`_SERVER` is read or changed (hosts may start from several threads at once)."""
+
+
+def prepare() -> None:
+    """Start the fork server unless this process (or the one it was forked
+    from) has one: at once, without waiting for its imports (its listening
+    socket exists before it starts, so a request waits in its queue)."""
+    with _LOCK:
+        _prepare()
+
+
+def _prepare() -> _Server:
+    global _SERVER
+    if _SERVER is not None and not _SERVER.ended():
+        return _SERVER
+    folder = tempfile.mkdtemp(prefix="replayssm-hosts-")
+    path = os.path.join(folder, "server.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    owner_end, server_end = socket.socketpair()
+    env = dict(os.environ)
+    env["TRITON_INTERPRET"] = "1"  # its hosts run on CPU, under Triton's interpreter
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)
+    with open(os.path.join(folder, "server.txt"), "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "replayssm.base.fork_server", str(listener.fileno()), str(server_end.fileno())],
+            cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            pass_fds=(listener.fileno(), server_end.fileno()), process_group=0)
+    listener.close()
+    server_end.close()
+    _SERVER = _Server(os.getpid(), path, folder, owner_end, process)
+    return _SERVER
+
+
+def stop() -> None:
+    """End this process's fork server (its hosts with it) and wait for it;
+    nothing when another process started it (that one ends it)."""
+    with _LOCK:
+        _stop(_SERVER)
+
+
+def _stop(server: _Server | None) -> None:
+    """:func:`stop` of ``server``, if it is still this process's."""
+    global _SERVER
+    if server is None or server is not _SERVER:
+        return
+    _SERVER = None
+    if server.owner != os.getpid():
+        server.owner_end.close()  # this process's copy only
+        return
+    ready, _, _ = select.select([server.owner_end], [], [], 0)
+    if not ready or server.owner_end.recv(1) != b"R":
+        server.process.kill()  # still importing torch: it has no host yet, and would end only after its imports
+    server.owner_end.close()
+    try:
+        server.process.wait(10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+    if os.path.isdir(server.folder):  # it removes its folder itself; not when it was killed
+        for name in os.listdir(server.folder):
+            os.unlink(os.path.join(server.folder, name))
+        os.rmdir(server.folder)
+
+
+atexit.register(stop)
+
+
+def _server_output(server: _Server) -> str:
+    try:
+        return Path(server.folder, "server.txt").read_text(errors="replace")[-3000:]
+    except OSError:
+        return ""
+
+
+def fork_host(folder: Path, env: dict, fd: int, group: int | None) -> "ServedHost":
+    """A target host forked by the server: in ``folder``, with ``env`` and this
+    process's ``sys.path``, standard output and error to files there, the
+    socket ``fd`` (sent to the server) its only other descriptor, in process
+    group ``group`` (None: one of its own), running :func:`.target_host.main`.
+    A :class:`HostFault` when the server cannot be reached or fails (one
+    server that ended is replaced once)."""
+    request = json.dumps({"folder": str(folder), "env": env, "path": [os.path.abspath(p or ".") for p in sys.path],
+                          "group": group}).encode() + b"\n"
+    for attempt in (1, 2):
+        with _LOCK:
+            server = _prepare()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(START_SECONDS)
+        try:
+            conn.connect(server.path)
+            sent = socket.send_fds(conn, [request], [fd])
+            conn.sendall(request[sent:])
+            reply = _read_line(conn)
+        except OSError as e:
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        if "pid" in reply:
+            conn.settimeout(None)
+            conn.setblocking(False)
+            return ServedHost(reply["pid"], conn)
+        conn.close()
+        if attempt == 2 or (server.owner == os.getpid() and server.process.poll() is None):
+            raise HostFault(f"the fork server could not start a target host: {reply.get('error', reply)}\n"
+                            + _server_output(server))
+        with _LOCK:  # it ended (killed?), or the one of the process this was forked from did: a fresh one, once
+            _stop(server)
+    raise AssertionError("unreachable")
+
+
+def _read_line(conn: socket.socket) -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            return {"error": "the fork server closed the connection"}
+        data += chunk
+    return json.loads(data)
+
+
+class ServedHost:
+    """A host the server forked, as :class:`.isolation.TargetHost` keeps one
+    (what ``subprocess.Popen`` offers it): ``poll``, ``wait``, ``kill``. Its
+    exit status comes from the server; ``lost`` when the server ended first."""
+
+    def __init__(self, pid: int, conn: socket.socket) -> None:
+        self.pid = pid
+        self.conn = conn
+        self.returncode: int | None = None
+        self.lost = False
+        self._data = b""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                chunk = self.conn.recv(4096)
+            except BlockingIOError:
+                return None
+            except OSError:
+                chunk = b""
+            if chunk:
+                self._data += chunk
+                if self._data.endswith(b"\n"):
+                    self.returncode = int(json.loads(self._data)["exited"])
+            else:  # the server ended before the host did: a harness fault, the host killed with it
+                self.lost, self.returncode = True, -signal.SIGKILL
+            if self.returncode is not None:
+                self.conn.close()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"target host {self.pid}", timeout or 0)
+            select.select([self.conn], [], [], 0.1 if left is None else min(0.1, left))
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+    def __del__(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+# -- the server's side -------------------------------------------------------------
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL a host: its process group when it leads one, else itself."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _host(request: dict, fd: int) -> None:
+    """The forked child: a clean host (never returns)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_DFL)
+        try:
+            os.setpgid(0, request["group"] or 0)
+        except OSError:  # the judge's group is gone: one of its own
+            os.setpgid(0, 0)
+        os.chdir(request["folder"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[:] = request["path"]
+        import importlib
+
+        importlib.invalidate_caches()
+        for target, name, flags in ((0, os.devnull, os.O_RDONLY), (1, "stdout.txt", os.O_WRONLY | os.O_CREAT),
+                                    (2, "stderr.txt", os.O_WRONLY | os.O_CREAT)):
+            opened = os.open(name, flags, 0o600)
+            os.dup2(opened, target)
+            os.close(opened)
+        os.closerange(3, fd)
+        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+        import io
+
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        from .target_host import main
+
+        main(fd)
+    finally:
+        os._exit(70)
+
+
+def _accept(listener: socket.socket) -> tuple[socket.socket, dict, int] | None:
+    """One request: its connection, its JSON and the host socket sent with it."""
+    conn, _ = listener.accept()
+    conn.settimeout(10.0)
+    fds: list[int] = []
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, 65536, 1)
+        while data and not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        request = json.loads(data)
+        if len(fds) != 1 or not isinstance(request, dict):
+            raise ValueError("a request names a folder, an environment and a path, and sends one socket")
+        return conn, request, fds[0]
+    except (OSError, ValueError) as e:
+        for fd in fds:
+            os.close(fd)
+        try:
+            conn.sendall(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode() + b"\n")
+        except OSError:
+            pass
+        conn.close()
+        return None
+
+
+def serve(listen_fd: int, owner_fd: int) -> None:
+    """Fork hosts on request until the owner's socket closes; then kill the hosts left."""
+    import numpy  # noqa: F401 - imported once here, by every host
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+
+    from . import target_host  # noqa: F401
+
+    listener = socket.socket(fileno=listen_fd)
+    owner = socket.socket(fileno=owner_fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the judge decides when this ends
+    hosts: dict[int, socket.socket] = {}  # pid -> the connection of the process that asked for it
+    owner.sendall(b"R")  # ready: what stop() waits for before it lets this end by itself
+    try:
+        while True:
+            watched: list[Any] = [listener, owner, wake_r, *hosts.values()]
+            readable, _, _ = select.select(watched, [], [], 1.0)
+            if owner in readable and not owner.recv(1):  # the owner closed it, or ended
+                return
+            if wake_r in readable:
+                while True:
+                    try:
+                        if not os.read(wake_r, 512):
+                            break
+                    except BlockingIOError:
+                        break
+            while hosts:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if not pid:
+                    break
+                conn = hosts.pop(pid, None)
+                if conn is not None:
+                    try:
+                        conn.sendall(json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+                    except OSError:
+                        pass
+                    conn.close()
+            for pid, conn in list(hosts.items()):
+                if conn in readable:  # the judge closed it (or sent what it may not): the host goes
+                    _kill(pid)
+            if listener in readable:
+                accepted = _accept(listener)
+                if accepted is not None:
+                    conn, request, fd = accepted
+                    pid = os.fork()
+                    if pid == 0:
+                        _host(request, fd)
+                    os.close(fd)
+                    hosts[pid] = conn
+                    try:
+                        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                    except OSError:
+                        _kill(pid)
+    finally:
+        for pid in hosts:
+            _kill(pid)
+        for pid in hosts:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        folder = os.getcwd()
+        for name in ("server.sock", "server.txt"):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))
