@@ -88,7 +88,7 @@ class ReleaseVerdict:
 
     @property
     def status(self) -> str:
-        if any(p.kind == "campaign" and p.status == "finding" for p in self.parts):
+        if any(p.kind in ("campaign", "kernel proof") and p.status == "finding" for p in self.parts):
             return "finding"
         if any(p.kind == "probe" and p.status == "relied on" for p in self.parts):
             return "latent"
@@ -139,6 +139,7 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
             part.trace = _save(run, located, traces, name)
         verdict.parts.append(part)
         print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
+    verdict.parts += kernel_parts(located, out)
     for record, order, on in PROBES:
         start = time.perf_counter()
         run = campaign(str(located.file), geometries[on], order, seed, passes)
@@ -152,6 +153,29 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
         verdict.parts.append(part)
         print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
     return verdict
+
+
+def kernel_parts(located: Located, out: Any) -> list[Part]:
+    """The kernel-source proofs of the version's tracker kernels (:mod:`.release_kernel_proofs`), one part each:
+    ``pass`` (proved), ``finding`` (a counterexample: the violated claim and its inputs) or ``unknown``."""
+    from replayssm.verify.kernels.source_module import source_module
+
+    from .release_kernel_proofs import prove_kernels
+
+    parts = []
+    for proof in prove_kernels(source_module(str(located.file), "--vllm")):
+        r = proof.result
+        status = {"proved": "pass", "failed": "finding"}.get(r.status, "unknown")
+        if r.counterexample:
+            values = ", ".join(f"{k} = {v}" for k, v in list(r.counterexample.get("values", {}).items())[:8])
+            detail = f"{'; '.join(r.counterexample.get('violated', []))[:200]} when {values}"
+        else:
+            detail = r.detail or "proved for every input inside the caller's contract"
+        part = Part(f"kernel proof {proof.kernel} ({proof.transition}): {proof.property}", "kernel proof", status,
+                    detail, r.seconds)
+        parts.append(part)
+        print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
+    return parts
 
 
 def print_verdict(v: ReleaseVerdict, out: Any) -> None:

@@ -137,6 +137,7 @@ def test_the_release_is_latent_on_the_accepted_counts_row_order_and_a_wheel_give
         "relies_on": ["p_async_accepted_reach_next_step_by_row (not guaranteed)"]}] * 2
     campaigns = [p for p in documents[0]["parts"] if p["kind"] == "campaign"]
     assert len(campaigns) == 3 and all(p["status"] == "pass" for p in campaigns)
+    assert [p["status"] for p in documents[0]["parts"] if p["kind"] == "kernel proof"] == ["pass"] * 6
 
 
 def test_a_host_that_reorders_accepted_counts_is_a_finding_whose_trace_replays() -> None:
@@ -186,3 +187,28 @@ def test_a_release_trace_of_an_unknown_major_is_refused(tmp_path: Path) -> None:
     bad.write_text(json.dumps(trace))
     with pytest.raises(ValueError, match="not supported for a release trace"):
         load_trace(bad)
+
+
+def test_the_release_kernels_are_proved_from_their_source() -> None:
+    from replayssm.review.release_kernel_proofs import prove_kernels
+    from replayssm.verify.kernels.source_module import source_module
+
+    proofs = prove_kernels(source_module(str(release() / SSU), "--vllm"))
+    assert len(proofs) == 6 and all(p.result.status == "proved" for p in proofs), [
+        (p.transition, p.property, p.result.status, p.result.detail) for p in proofs]
+
+
+@pytest.mark.parametrize("bug, transition, status", [
+    ("the commit advances by the written length", "commit", "failed"),
+    ("the commit reads the count by slot", "commit", "failed"),
+    ("the reset leaves the pending query length", "reset", "failed"),
+    ("the ring wraps with a bit mask (R = 20)", "commit", "unknown"),  # the evaluator reads no i32 '&': not a pass
+])
+def test_a_planted_kernel_fails_its_source_proof(bug: str, transition: str, status: str, tmp_path: Path) -> None:
+    from replayssm.review.release_kernel_proofs import prove_kernels
+    from replayssm.verify.kernels.source_module import source_module
+
+    proofs = prove_kernels(source_module(str(planted_copy(tmp_path, *PLANTED[bug])), "--vllm"))
+    mine = [p.result.status for p in proofs if p.transition == transition]
+    assert status in mine and "proved" not in mine[:1], mine
+    assert all(p.result.status == "proved" for p in proofs if p.transition != transition)
