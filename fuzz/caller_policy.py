@@ -45,6 +45,25 @@ def element(draw: Draw, options: Sequence[T]) -> T:
     """One of ``options`` (non-empty; the first the simplest)."""
     return draw.element(options) if type(draw) is Row else draw(hs.sampled_from(options))
 
+
+@dataclass(frozen=True)
+class Choices:
+    """The callers' decisions as a ``spec.assumption_record.Chooser``: what a
+    caller assumption's breaker picks, through :func:`integer`,
+    :func:`boolean` and :func:`element` on ``draw``."""
+
+    draw: Draw
+
+    def integer(self, lo: int, hi: int) -> int:
+        return integer(self.draw, lo, hi)
+
+    def boolean(self) -> bool:
+        return boolean(self.draw)
+
+    def element(self, options: Sequence[T]) -> T:
+        return element(self.draw, options)
+
+
 TRACKER_COPIES = ("drawn", "every", "none")
 """Which rows whose live column moves have their trackers copied by the
 scheduler's block copy: with :attr:`.callers.Features.block_copies` on, each

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from hypothesis import strategies as hs
 
 from replayssm.spec import assumptions as env
-from replayssm.spec.assumptions import GhostRow, encode_row
+from replayssm.spec.assumptions import GhostRow, RowContext, encode_row
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
 from replayssm.spec.geometry import Conventions, Geometry, moves_live_column
@@ -27,8 +27,7 @@ from replayssm.spec.postprocess import running_position
 from replayssm.spec.system.rows import TAIL_ACCEPTED, RowRule
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
-from .caller_policy import DEFAULT, CallerPolicy, Draw, boolean, element, integer
-from .containment import BREAKERS
+from .caller_policy import DEFAULT, CallerPolicy, Choices, Draw, boolean, element, integer
 from .launcher import Setup
 
 GEOMETRIES = (
@@ -353,13 +352,20 @@ class Callers:
         q = element(draw, lens)
         return RowPlan(q, TAIL_ACCEPTED.start, False, rule.live_col(r.computed, q))
 
+    def row_context(self, r: Request) -> RowContext:
+        """What the callers know of the world ``r``'s row is scheduled in."""
+        return RowContext(self.geo, self.setup.conventions, self.mode, self.max_model_len, self.setup.num_cols,
+                          r.prompt_len)
+
     def _break(self, draw: Draw, r: Request, plan: RowPlan, drop: str) -> None:
-        """Break ``drop`` (:attr:`drop`) in this row where it can (``fuzz --drop``):
-        the request is a violator from then on."""
-        if not BREAKERS[drop](self, r, plan, draw):
+        """Break ``drop`` (:attr:`drop`) in this row where its record's breaker
+        can (``fuzz --drop``): the request is a violator from then on."""
+        row = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)
+        broken = env.named(drop).breaker(self.row_context(r), row, Choices(draw))  # type: ignore[misc]
+        if broken is None:
             return
-        if drop != env.LIVE_COL_IS_LAST_BLOCK.name:
-            plan.live_col = self.rows.live_col(r.computed, plan.query_len)
+        plan.query_len, plan.accepted, plan.live_col = broken.query_len, broken.accepted, broken.live_col
+        plan.flag = broken.is_prefilling
         plan.breaks = drop
         self.tainted.add(r.rid)
         self.saw(f"broke {drop}")
@@ -576,13 +582,11 @@ class Callers:
                 continue
             r, plan = row
             ghost = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling,
-                             plan.live_col, self.req_index(b, r), offset)
-            flag = plan.prefilling if plan.flag is None else plan.flag
+                             plan.live_col, self.req_index(b, r), offset, plan.flag)
             if r.rid not in self.tainted or plan.breaks:
-                self.check_assumptions(ghost, r, flag, plan.breaks)
+                self.check_assumptions(ghost, r, plan.breaks)
             for buf, (i,), value in encode_row(conv, b, ghost):
                 inputs[buf][i] = bool(value) if buf == "is_prefilling" else int(value)
-            inputs["is_prefilling"][b] = flag
             offset += plan.query_len
             caller.append(f"req {r.rid} {'prefill' if plan.prefilling else 'decode'} N={r.computed} "
                           f"q={plan.query_len} accepted={plan.accepted} live_col={plan.live_col}"
@@ -591,23 +595,15 @@ class Callers:
                            inputs["num_computed_tokens"], inputs["num_accepted_tokens"], inputs["is_prefilling"],
                            None if conv.live_col_is_zero else inputs["live_cols"], table, caller)
 
-    def check_assumptions(self, row: GhostRow, r: Request, flag: bool, breaks: str | None = None) -> None:
-        """The generator's rows satisfy the named caller assumptions; a row
-        that ``breaks`` one (``fuzz --drop``) breaks it and keeps the others."""
-        geo = self.geo
-        final = row.computed_before + row.query_len == r.prompt_len
-        for name, ok in (
-            (env.DECODE_ROW_FITS.name, env.DECODE_ROW_FITS(geo, row)),
-            (env.ACCEPTED_WITHIN_ROW.name, env.ACCEPTED_WITHIN_ROW(geo, row)),
-            (env.ROW_NONEMPTY.name, env.ROW_NONEMPTY(geo, row)),
-            (env.DECODE_WITHIN_BLOCK.name, env.DECODE_WITHIN_BLOCK(geo, row)),
-            (env.POSITIONS_IN_MODEL.name, env.POSITIONS_IN_MODEL(geo, row, self.max_model_len)),
-            (env.LIVE_COL_IS_LAST_BLOCK.name, env.LIVE_COL_IS_LAST_BLOCK(geo, self.rows.mode, row)),
-            (env.PREFILL_CHUNK_ON_BOUNDARY.name, env.PREFILL_CHUNK_ON_BOUNDARY(geo, self.rows.mode, row, final)),
-            (env.IS_PREFILLING_AGREES.name, env.IS_PREFILLING_AGREES(flag, row.prefilling)),
-        ):
-            if bool(ok) != (name != breaks):
-                raise AssertionError(f"generator {'kept' if ok else 'broke'} caller assumption {name}"
+    def check_assumptions(self, row: GhostRow, r: Request, breaks: str | None = None) -> None:
+        """The generator's rows keep every caller assumption read on a row
+        (``spec.assumptions.checked_on_rows``); a row that ``breaks`` one
+        (``fuzz --drop``) breaks it and keeps the others."""
+        ctx = self.row_context(r)
+        for a in env.checked_on_rows():
+            ok = a.on_row(ctx, row)  # type: ignore[misc]
+            if bool(ok) != (a.name != breaks):
+                raise AssertionError(f"generator {'kept' if ok else 'broke'} caller assumption {a.name}"
                                      f"{f' (dropping {breaks})' if breaks else ''}: {row}")
 
     def _advance(self, batch_rows: list) -> None:

@@ -39,6 +39,7 @@ from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.traces import REVIEW_ID
+from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions, Geometry
 
 from replayssm.spec.generations import Api
@@ -95,7 +96,7 @@ def _inputs(action: Any) -> dict:
 
 
 def _state_copies(dropped: frozenset[str]) -> bool:
-    return "live_move_copies_state" not in dropped
+    return env.LIVE_MOVE_COPIES_STATE.name not in dropped
 
 
 class LifecycleMachine(RuleBasedStateMachine):

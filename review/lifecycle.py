@@ -22,10 +22,11 @@ ghost slot contents:
 :func:`review_callers` is the fuzz callers' model with review's policy
 (:func:`review_policy`): it records each step's rows and which caller
 assumptions each step broke (:class:`StepRecord`), with the assumptions of
-:mod:`replayssm.spec.assumptions` a review probe drops (:mod:`.probes`): the
-three of this caller model (:data:`SYSTEM_DROPS`), the per-request ones the
-fuzz callers break (``fuzz/containment.py`` ``BREAKERS``) and the pair
-:data:`TABLE_SHORT_BY_ONE`.
+:mod:`replayssm.spec.assumptions` a review probe drops (:mod:`.probes`):
+those this caller model breaks (``caller_model_drops``: no tracker copy, no
+state copy on a live-column move, one-token continuation chunks scheduled),
+those one row breaks as ``fuzz --drop`` does (``per_request_drops``) and the
+pair ``TABLE_SHORT_BY_ONE`` (a block table one column short).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from typing import Any
 
 from replayssm.fuzz.caller_policy import CallerPolicy
 from replayssm.fuzz.callers import Callers, Features
-from replayssm.fuzz.containment import BREAKERS
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
 
@@ -45,15 +45,10 @@ from .harness import Harness
 
 PROPERTIES = ("refinement", "canonical", "forward", "materialize", "frame", "memory")
 
-SYSTEM_DROPS = (env.BLOCK_COPY_MOVES_TRACKERS.name, env.LIVE_MOVE_COPIES_STATE.name,
-                env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
-"""The assumptions of this caller model that :func:`review_callers` breaks when
-dropped: no tracker copy, no state copy on a live-column move, one-token
-continuation chunks scheduled."""
-
-TABLE_SHORT_BY_ONE = frozenset({env.COLUMNS_IN_TABLE.name, env.MODEL_FITS_TABLE.name})
-"""Dropped together: the kernels see a block table one column narrower than
-the callers' rows, so a request grows into a live column past the table."""
+TABLE_SHORT = frozenset(env.TABLE_SHORT_BY_ONE.names)
+"""Dropped together (``spec.assumptions.TABLE_SHORT_BY_ONE``): the kernels see
+a block table one column narrower than the callers' rows, so a request grows
+into a live column past the table."""
 
 
 class Finding(AssertionError):
@@ -107,7 +102,7 @@ class StepRecord:
             if plan.prefilling and r.computed > 0 and plan.query_len == 1:
                 out.add(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
             if plan.live_col >= callers.table_cols:
-                out |= TABLE_SHORT_BY_ONE
+                out |= TABLE_SHORT
         return sorted(out & self.dropped)
 
 
@@ -119,11 +114,11 @@ def review_policy(record: StepRecord) -> CallerPolicy:
     :data:`~replayssm.spec.assumptions.PREFILL_CONTINUATION_LONGER_THAN_ONE` kept, a
     one-token continuation chunk is not scheduled, dropped, half the continuation
     chunks that may be one token long are; the kernels' block table one column
-    short with :data:`TABLE_SHORT_BY_ONE` dropped."""
+    short with :data:`TABLE_SHORT` dropped."""
     return CallerPolicy(
         tracker_copies="every" if record.holds(env.BLOCK_COPY_MOVES_TRACKERS) else "none",
         one_token_continuations="never" if record.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE) else "often",
-        table_short_by=int(TABLE_SHORT_BY_ONE <= record.dropped),
+        table_short_by=int(TABLE_SHORT <= record.dropped),
         scheduled=record.scheduled)
 
 
@@ -131,7 +126,7 @@ def review_callers(setup: Setup, features: Features, dropped: frozenset[str]) ->
     """The fuzz callers of a review campaign (:func:`review_policy`) and the record they keep of
     each step; of ``dropped``, at most one per-request assumption, which some rows then break as
     ``fuzz --drop`` does (a ``ValueError`` for more)."""
-    per_request = sorted(dropped & set(BREAKERS))
+    per_request = sorted(dropped & {a.name for a in env.per_request_drops()})
     if len(per_request) > 1:
         raise ValueError(f"one per-request assumption at a time, got {per_request}")
     record = StepRecord(dropped)

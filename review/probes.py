@@ -20,18 +20,15 @@ time is ``not finished``, never a pass.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from replayssm.fuzz.callers import GEOMETRIES
-from replayssm.fuzz.containment import BREAKERS
 from replayssm.spec import assumptions as env
-from replayssm.spec.geometry import Conventions, Geometry
+from replayssm.spec.assumption_record import Reach
 
 from . import campaign as campaigns  # by module: a test's stand-in campaign reaches the probes too
 from .campaign import MODEL_BLOCKS, Outcome, Version
-from .lifecycle import SYSTEM_DROPS, TABLE_SHORT_BY_ONE
 
 MIN_BROKEN_STEPS = 3
 """A probe whose callers broke its assumption in fewer steps than this, and found
@@ -55,31 +52,6 @@ PROBE_OUTCOMES = {
 
 
 @dataclass(frozen=True)
-class Reach:
-    """The systems where a probe's callers can break its assumptions: conventions,
-    geometries (of the fuzzed ones) and the longest request in blocks."""
-
-    conventions: Callable[[Conventions], bool] = lambda c: True
-    geometry: Callable[[Geometry], bool] = lambda g: True
-    model_blocks: int = MODEL_BLOCKS
-
-
-REACH: dict[frozenset[str], Reach] = {
-    frozenset({env.BLOCK_COPY_MOVES_TRACKERS.name}): Reach(lambda c: c.materialize_prefixes),
-    frozenset({env.LIVE_MOVE_COPIES_STATE.name}): Reach(lambda c: c.materialize_prefixes),
-    frozenset({env.PREFILL_CHUNK_ON_BOUNDARY.name}): Reach(lambda c: c.materialize_prefixes,
-                                                           lambda g: g.block_size >= 2),
-    frozenset({env.LIVE_COL_IS_LAST_BLOCK.name}): Reach(lambda c: not c.live_col_is_zero),
-    frozenset({env.DECODE_ROW_FITS.name}): Reach(geometry=lambda g: g.block_size > min(g.window, g.max_step)),
-    frozenset({env.DECODE_WITHIN_BLOCK.name}): Reach(geometry=lambda g: g.block_size < min(g.window, g.max_step)),
-    TABLE_SHORT_BY_ONE: Reach(lambda c: c.materialize_prefixes and not c.live_col_is_zero, model_blocks=3),
-}
-"""Where the callers can break each dropped set (the breakers' conditions in
-``fuzz/containment.py``; requests of 3 blocks that outgrow the short table);
-every system when not listed."""
-
-
-@dataclass(frozen=True)
 class Probe:
     """The assumptions one probe drops (one, or a set needed only jointly)."""
 
@@ -91,7 +63,15 @@ class Probe:
 
     @property
     def reach(self) -> Reach:
-        return REACH.get(frozenset(self.assumptions), Reach())
+        """Where the callers can break the set (its record's, or its set's, ``reach``)."""
+        if len(self.assumptions) == 1:
+            return env.named(self.assumptions[0]).reach
+        return next(s.reach for s in env.SETS if frozenset(s.names) == frozenset(self.assumptions))
+
+    @property
+    def model_blocks(self) -> int:
+        """The longest request of its campaigns, in blocks."""
+        return self.reach.model_blocks or MODEL_BLOCKS
 
     @property
     def guaranteed(self) -> bool:
@@ -102,16 +82,15 @@ class Probe:
 def guaranteed(name: str) -> bool:
     """Whether vLLM guarantees caller assumption ``name`` (its provenance in
     ``spec/assumptions.py``; a contradicted one is not)."""
-    return next(a for a in env.ALL if a.name == name).provenance.is_guaranteed
+    return env.named(name).provenance.is_guaranteed
 
 
 def probes() -> list[Probe]:
-    """A probe per droppable assumption (this caller model's, then the per-request
-    ones ``fuzz --drop`` breaks) and per set of ``verify/assumption_sets.py``."""
-    from replayssm.verify.assumption_sets import JOINT_PROBES
-
-    singles = [*SYSTEM_DROPS, *(a.name for a in env.PER_REQUEST if a.name in BREAKERS)]
-    return [Probe((name,)) for name in singles] + [Probe(jp.assumptions) for jp in JOINT_PROBES]
+    """A probe per droppable assumption (those the caller model breaks, then those
+    one row breaks, as ``fuzz --drop`` does) and per set needed only jointly,
+    all read from the records (``spec/assumptions.py``)."""
+    singles = [*env.caller_model_drops(), *env.per_request_drops()]
+    return [Probe((a.name,)) for a in singles] + [Probe(s.names) for s in env.SETS]
 
 
 def share(probe: Probe, left: list[Probe], seconds: float) -> float:
@@ -188,7 +167,7 @@ def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Pa
     result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
                                 device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
                                 geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
-                                model_blocks=probe.reach.model_blocks, shrink=False, examples=examples)
+                                model_blocks=probe.model_blocks, shrink=False, examples=examples)
     relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
     outcome = outcome_of(probe, result, relied, independent)
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,

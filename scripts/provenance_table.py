@@ -55,7 +55,7 @@ def uses() -> dict[str, list[str]]:
             where.append("proofs")  # not how many: every new obligation would make the table stale
         if name in probed:
             where.append("system probe")
-        if name in {a.name for a in assumptions.PER_REQUEST}:
+        if name in {a.name for a in assumptions.per_request_drops()}:
             where.append("fuzz --drop")
         if name in reviewed:
             where.append("review probe")

@@ -10,6 +10,7 @@ about vLLM and so has no provenance. :func:`classify` says which.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Union
 
@@ -27,9 +28,25 @@ UNRECORDED = "unrecorded"
 
 Record = Union[Assumption, ModelChoice, LaunchClause]
 
-_ALL: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
-                      *launch_contracts.ALL]
-RECORDS: dict[str, Record] = {r.name: r for r in _ALL}
+class _Records(Mapping[str, Record]):
+    """The records by name, read from their registries when asked (a record
+    added to ``spec.assumptions.ALL`` is one of them at once)."""
+
+    def _now(self) -> dict[str, Record]:
+        return {r.name: r for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
+                                    *launch_contracts.ALL]}
+
+    def __getitem__(self, name: str) -> Record:
+        return self._now()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+
+RECORDS: Mapping[str, Record] = _Records()
 """Every named record of the caller contract."""
 
 PROOF_HYPOTHESES: dict[str, str] = {
@@ -97,7 +114,7 @@ def by_status(names: list[str] | set[str]) -> list[tuple[str, list[str]]]:
     return [(status, groups[status]) for status in STATUS_ORDER if status in groups]
 
 
-def problems(records: dict[str, Record] | None = None, roots: dict | None = None,
+def problems(records: Mapping[str, Record] | None = None, roots: dict | None = None,
              check_roots: tuple[str, ...] = (CORPUS,)) -> list[str]:
     """Every problem of the records' provenance (``spec.provenance.provenance_problems``;
     the citations of the roots in ``check_roots``) and every ``built_in`` file

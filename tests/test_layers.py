@@ -115,6 +115,31 @@ def imports(root: Path) -> list[Import]:
     return found
 
 
+NOT_IMPORTED = {"review": ("replayssm.fuzz.containment",)}
+"""Modules of a lower package that a package may not import although the
+layering allows the package: review reads the caller assumptions (which rows
+break one, ``--drop``'s choices, where a caller can break it) from their
+records in ``spec/assumptions.py``, not from the fuzzer's containment."""
+
+
+def forbidden_imports(root: Path) -> list[str]:
+    """``path:line: module`` for each import of a module :data:`NOT_IMPORTED`
+    names, in any form (``import a.b``, ``from a.b import x``, ``from a import b``,
+    relative, inside a function)."""
+    out = []
+    for package, banned in NOT_IMPORTED.items():
+        for path in sorted((root / package).rglob("*.py")):
+            module, _ = _module_name(root, path)
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                loaded = _imported(node, module, path.name == "__init__.py")
+                if isinstance(node, ast.ImportFrom):
+                    loaded += [f"{source}.{a.name}" for source in list(loaded) for a in node.names]
+                out += [f"{path.relative_to(root)}:{node.lineno}: {m}" for m in loaded if m in banned]
+    return out
+
+
 def upward(found: list[Import]) -> list[Import]:
     """The imports the layering does not allow."""
     return [i for i in found if i.imported not in MAY_IMPORT[i.importer]]
@@ -182,6 +207,24 @@ def test_a_planted_upward_import_is_reported(tmp_path: Path) -> None:
     bad = {(i.path, i.module) for i in upward(imports(root))}
     assert bad == {("spec/vocab.py", "replayssm.fuzz.campaign"), ("base/traces.py", "replayssm.review"),
                    ("verify/kernels/x.py", "replayssm.fuzz")}, bad
+
+
+def test_review_takes_no_assumption_data_from_fuzz() -> None:
+    assert (REPO / "review" / "probes.py").is_file(), "is the scan reading the tree?"
+    assert forbidden_imports(REPO) == []
+
+
+def test_a_planted_import_of_assumption_data_from_fuzz_is_reported(tmp_path: Path) -> None:
+    """Teeth: each form of importing ``fuzz/containment.py`` from review is seen; fuzz's own is not."""
+    root = _tree(tmp_path, {
+        "review/probes.py": "from replayssm.fuzz.containment import BREAKERS\n",
+        "review/lifecycle.py": "def f():\n    from ..fuzz import containment\n",
+        "review/x.py": "import replayssm.fuzz.containment as c\nfrom replayssm.fuzz.callers import Callers\n",
+        "fuzz/callers.py": "from .containment import check_drop\n",
+    })
+    assert forbidden_imports(root) == ["review/lifecycle.py:2: replayssm.fuzz.containment",
+                                       "review/probes.py:1: replayssm.fuzz.containment",
+                                       "review/x.py:1: replayssm.fuzz.containment"]
 
 
 def test_a_planted_cycle_is_reported(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ class JointProbe:
 
 
 JOINT_PROBES: list[JointProbe] = [
-    JointProbe((env.COLUMNS_IN_TABLE.name, env.MODEL_FITS_TABLE.name), "postprocess.memory_safety", "/align/live"),
+    JointProbe(env.TABLE_SHORT_BY_ONE.names, "postprocess.memory_safety", "/align/live"),
 ]
 """The sets measured to be needed jointly: each member dropped alone proves
 (see :func:`drop_result`), the set dropped together gives a counterexample."""

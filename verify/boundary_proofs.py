@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from replayssm.spec import assumptions as env
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.vocab import conj, implies
 
@@ -65,7 +66,7 @@ def exact() -> Iterator[Claim]:
 def single_when_short() -> Iterator[Claim]:
     for bs in _block_sizes():
         iv = Interval(bs)
-        assume = iv.assumptions + [("decode_within_block", iv.new - iv.running + 1 <= bs)]
+        assume = iv.assumptions + [(env.DECODE_WITHIN_BLOCK.name, iv.new - iv.running + 1 <= bs)]
         goal = [("no boundary inside below aligned", implies(iv.k_inside, iv.k * bs >= iv.b.aligned)),
                 ("no boundary inside above aligned", implies(iv.k_inside, iv.k * bs <= iv.b.aligned))]
         yield Claim(goal, assume, iv.b.needs_copy, f"bs={bs}", iv.show())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Geometry
 from replayssm.spec.vocab import conj, negate
 
@@ -74,18 +75,18 @@ def _case(*rows: CaseRow) -> StepCase:
 
 
 PROBES: dict[str, Probe] = {pr.name: pr for pr in [
-    Probe(("live_col_is_last_block",), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe(("decode_row_fits",), "v2-align", "wide_block", _case(decode_row(0, 1, 1))),
-    Probe(("accepted_within_row",), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe(("row_nonempty",), "v2-align", "system", _case(prefill_row(0, 0, 0))),
-    Probe(("decode_within_block",), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
-    Probe(("prefill_chunk_on_boundary",), "v2-align", "system", _case(prefill_row(0, 0, 1))),
-    Probe(("fresh_distinct_destinations",), "v2-align", "system", _case(prefill_row(1, -1, 0), prefill_row(0, -1, 0)),
-          fresh=(5, 5)),
-    Probe(("groups_agree_on_null",), "v2-align", "system", _case(decode_row(0, 0, 1))),
-    Probe(("is_prefilling_agrees",), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe(("fresh_slot_is_free",), "v2-align", "system", _case(prefill_row(0, -1, 0)), fresh=(3,)),
-    Probe(("decode_row_fits", "row_nonempty", "accepted_within_row"), "v2-align", "unit_block",
+    Probe((env.LIVE_COL_IS_LAST_BLOCK.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    Probe((env.DECODE_ROW_FITS.name,), "v2-align", "wide_block", _case(decode_row(0, 1, 1))),
+    Probe((env.ACCEPTED_WITHIN_ROW.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    Probe((env.ROW_NONEMPTY.name,), "v2-align", "system", _case(prefill_row(0, 0, 0))),
+    Probe((env.DECODE_WITHIN_BLOCK.name,), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
+    Probe((env.PREFILL_CHUNK_ON_BOUNDARY.name,), "v2-align", "system", _case(prefill_row(0, 0, 1))),
+    Probe((env.FRESH_DISTINCT_DESTINATIONS.name,), "v2-align", "system",
+          _case(prefill_row(1, -1, 0), prefill_row(0, -1, 0)), fresh=(5, 5)),
+    Probe((env.GROUPS_AGREE_ON_NULL.name,), "v2-align", "system", _case(decode_row(0, 0, 1))),
+    Probe((env.IS_PREFILLING_AGREES.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    Probe((env.FRESH_SLOT_IS_FREE.name,), "v2-align", "system", _case(prefill_row(0, -1, 0)), fresh=(3,)),
+    Probe((env.DECODE_ROW_FITS.name, env.ROW_NONEMPTY.name, env.ACCEPTED_WITHIN_ROW.name), "v2-align", "unit_block",
           _case(decode_row(0, 0, 0))),
 ]}
 """One probe per caller assumption the step relies on, and one per set of

@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case for the campaign")
     add_options(parser)
     parser.add_argument("--drop", metavar="NAME", action="append",
-                        help="break this caller assumption (a name in spec/assumptions.py's PER_REQUEST) for some "
+                        help="break this caller assumption (one with a row breaker: spec/assumptions.py's per_request_drops) for some "
                         "requests and judge the others by containment (one per campaign)")
     parser.add_argument("--systems", type=int, default=1, metavar="K",
                         help="independent small systems per launch, 1 to 256, driven in lockstep by one example; a "

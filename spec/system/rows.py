@@ -27,8 +27,8 @@ draws all rows at once).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ..assumptions import GhostRow, last_scheduled_block
-from ..geometry import Conventions, Geometry, check_cache_mode, chunks_on_boundary, moves_live_column
+from ..geometry import Conventions, Geometry, check_cache_mode, chunks_on_boundary
+from ..ghost_row import live_col_of
 from ..vocab import Cond, Value, imin, ite
 
 
@@ -123,9 +123,7 @@ class RowRule:
 
     def live_col(self, computed: Value, q: Value) -> Value:
         """The live column a row of ``q`` tokens after ``computed`` ends in."""
-        if not moves_live_column(self.mode):
-            return 0 * computed
-        return last_scheduled_block(GhostRow(computed, q, 0, False, 0, 0), int(self.geo.block_size))
+        return live_col_of(self.mode, int(self.geo.block_size), computed, q)
 
     def options(self, computed: int, prompt: int) -> list[RowOption]:
         """Every row a running request after ``computed`` tokens of a

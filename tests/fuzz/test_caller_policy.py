@@ -19,7 +19,7 @@ from replayssm.fuzz.callers import GEOMETRIES, NUM_SLOTS, Callers, Features, sys
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.bulk_choices import rows_of
 from replayssm.fuzz.lockstep import LOCKSTEP_POLICY
-from replayssm.review.lifecycle import TABLE_SHORT_BY_ONE, StepRecord, review_callers, review_policy
+from replayssm.review.lifecycle import TABLE_SHORT, StepRecord, review_callers, review_policy
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
 
@@ -189,7 +189,7 @@ def test_the_default_policy_is_the_fuzz_campaigns() -> None:
     (frozenset(), "every", "never", 0),
     (frozenset({env.BLOCK_COPY_MOVES_TRACKERS.name}), "none", "never", 0),
     (frozenset({env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name}), "every", "often", 0),
-    (TABLE_SHORT_BY_ONE, "every", "never", 1),
+    (TABLE_SHORT, "every", "never", 1),
     (frozenset({env.COLUMNS_IN_TABLE.name}), "every", "never", 0),
 ])
 def test_reviews_policy_follows_what_it_drops(dropped: frozenset[str], copies: str, ones: str,

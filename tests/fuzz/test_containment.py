@@ -15,18 +15,21 @@ from replayssm.cli import main
 from replayssm.fuzz.callers import Callers, systems
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
-from replayssm.fuzz.containment import BREAKERS, compare_outside
+from replayssm.fuzz.containment import compare_outside, drop_choices
 from replayssm.fuzz.replay import replay
 from replayssm.fuzz.target import DEFAULT_TARGET
-from replayssm.spec.assumptions import PER_REQUEST
+from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
 
 
-def test_one_breaker_per_per_request_assumption() -> None:
-    assert list(BREAKERS) == [a.name for a in PER_REQUEST]
+def test_drop_takes_every_record_with_a_row_breaker() -> None:
+    assert drop_choices() == [a.name for a in env.ALL if a.breaker is not None]
+    assert all(a.scope == "per-request" and a.on_row is not None for a in env.per_request_drops())
+    assert drop_choices() == ["decode_row_fits", "accepted_within_row", "row_nonempty", "decode_within_block",
+                              "live_col_is_last_block", "prefill_chunk_on_boundary", "is_prefilling_agrees"]
 
 
-@pytest.mark.parametrize("name", list(BREAKERS))
+@pytest.mark.parametrize("name", drop_choices())
 @settings(max_examples=10, deadline=None)
 @given(data=st.data())
 def test_a_broken_row_breaks_its_assumption_and_keeps_the_others(name: str, data) -> None:

@@ -56,14 +56,11 @@ PROPERTIES = {
                "slot-table entries, the work list only where the role gives it one",
 }
 
-OPTIONAL = (
-    env.PREFILL_CHUNK_ON_BOUNDARY.name, env.LIVE_COL_IS_LAST_BLOCK.name, env.DECODE_WITHIN_BLOCK.name,
-    env.DECODE_ROW_FITS.name, env.ACCEPTED_WITHIN_ROW.name, env.ROW_NONEMPTY.name,
-    env.DISTINCT_SLOTS_IN_ROW.name, INVARIANT_TRACKER_RANGE,
-)
+OPTIONAL = (*env.behavioural(), INVARIANT_TRACKER_RANGE)
 """The behavioural caller assumptions the equivalence obligation does not
-assume: a kernel equal to the spec only under some of them is reported with
-exactly those."""
+assume (their records say so, ``spec/assumptions.py`` ``behavioural``) and
+the tracker-range invariant: a kernel equal to the spec only under some of
+them is reported with exactly those."""
 
 OURS = "replayssm.impl.kernels"
 

@@ -1,0 +1,138 @@
+"""The record of a caller assumption: everything the proofs, the fuzzers and the review know about one.
+
+An :class:`Assumption` carries every face of one claim about vLLM's caller:
+its statement, a vocabulary predicate (``holds``) the proofs take as a named
+hypothesis, its provenance (``spec.provenance``), its :data:`SCOPES` entry,
+how it reads on one scheduled row (``on_row``), the rows that break it
+(``breaker``, on the :class:`~.ghost_row.GhostRow`, choosing through a
+:class:`Chooser`), where a caller can break it (:class:`Reach`), whether the
+kernels' equivalence obligation leaves it out (``behavioural``), and how the
+system's caller model breaks it when a review drops it (``caller_breaks``).
+An :class:`AssumptionSet` is a set of them needed only jointly.
+
+Every list of assumptions a command uses (``fuzz --drop``'s choices, the
+rows the callers check, review's probes and their reach, the equivalence
+obligation's optional hypotheses) is a view of these records:
+``spec/assumptions.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from .geometry import Conventions, Geometry
+from .ghost_row import GhostRow, RowContext
+from .provenance import Provenance
+from .vocab import Cond
+
+T = TypeVar("T")
+
+LAUNCH = "launch"
+PER_REQUEST = "per-request"
+SYSTEM = "system"
+SCOPES = {
+    LAUNCH: "a fact of one launch's inputs as a whole (geometry, buffers, tables): no request breaks it alone",
+    PER_REQUEST: "about one request's row: a caller can break it in one row while the other rows keep it",
+    SYSTEM: "about the scheduler or the block pool across requests, groups and steps",
+}
+"""Who can break an assumption, by :attr:`Assumption.scope`."""
+
+
+class Chooser(Protocol):
+    """How a breaker picks among the rows that break its assumption: the
+    fuzzers' draws (``fuzz/caller_policy.py``), or any other source of
+    choices. The first option is the simplest."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        """One of ``lo .. hi``."""
+
+    def boolean(self) -> bool:
+        """Yes or no."""
+
+    def element(self, options: Sequence[T]) -> T:
+        """One of ``options`` (non-empty)."""
+
+
+Breaker = Callable[[RowContext, GhostRow, Chooser], "GhostRow | None"]
+"""The row a caller schedules instead of ``row`` to break one assumption
+while keeping every other (None: this row cannot)."""
+
+
+def everywhere(_: Any) -> bool:
+    """A :class:`Reach` condition that every system meets."""
+    return True
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The systems where a caller can break an assumption: the conventions,
+    the geometries, and the longest request in blocks (None: the campaign's
+    default)."""
+
+    conventions: Callable[[Conventions], bool] = everywhere
+    geometry: Callable[[Geometry], bool] = everywhere
+    model_blocks: int | None = None
+
+
+EVERYWHERE = Reach()
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A named caller obligation: ``holds`` is a vocabulary predicate and
+    ``provenance`` says whether vLLM guarantees it, and where. ``built_in``
+    lists the repository files whose caller model keeps it by construction
+    (not as a droppable hypothesis); the other fields are the faces the
+    module docstring lists, each read by the views of ``spec/assumptions.py``."""
+
+    name: str
+    statement: str
+    holds: Callable[..., Cond]
+    provenance: Provenance
+    built_in: tuple[str, ...] = ()
+    scope: str = LAUNCH
+    """One of :data:`SCOPES`."""
+    on_row: Callable[[RowContext, GhostRow], Cond] | None = None
+    """The predicate on one scheduled row in its context, for an assumption
+    every row the callers generate keeps (checked on each)."""
+    breaker: Breaker | None = None
+    """How one row breaks it and keeps every other (``fuzz --drop``, review's probes)."""
+    reach: Reach = EVERYWHERE
+    """Where its breaker, or the caller model, can break it."""
+    behavioural: bool = False
+    """The kernels' equivalence obligation does not assume it: a kernel equal
+    to the spec only under it is reported with it."""
+    caller_breaks: str = ""
+    """How the system's caller model (a review campaign) breaks it when it is
+    dropped, in vLLM's terms; empty when it cannot."""
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"{self.name}: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        if self.breaker is not None and self.scope != PER_REQUEST:
+            raise ValueError(f"{self.name}: only a {PER_REQUEST} assumption has a row breaker")
+
+    def __call__(self, *args: Any) -> Cond:
+        return self.holds(*args)
+
+    @property
+    def droppable(self) -> bool:
+        """A caller can break it on purpose: one row (a breaker) or the caller model."""
+        return self.breaker is not None or bool(self.caller_breaks)
+
+
+@dataclass(frozen=True)
+class AssumptionSet:
+    """Assumptions needed only jointly: each implies what a step needs of the
+    others, so only breaking all of them together shows a counterexample.
+    ``caller_breaks`` and ``reach`` as for one :class:`Assumption`."""
+
+    members: tuple[Assumption, ...]
+    caller_breaks: str
+    reach: Reach = EVERYWHERE
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.members)

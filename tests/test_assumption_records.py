@@ -1,0 +1,175 @@
+"""An assumption is one record: a made-up one, registered from a module of its
+own with the proof that uses it and nothing else, shows in ``prove --list``
+(classified by its provenance), among ``fuzz --drop``'s choices (the fuzz
+callers check it on every row and break it with its own breaker) and among
+review's probes (with its reach). Removed, it shows nowhere (the teeth)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replayssm.cli import main
+from replayssm.fuzz.callers import Callers, systems
+from replayssm.fuzz.containment import check_drop, drop_choices
+from replayssm.review import probes as pr
+from replayssm.spec import assumptions as env
+from replayssm.spec import contract
+from replayssm.spec.geometry import Conventions
+from replayssm.verify import obligation as obligations
+
+NAME = "prefill_chunk_within_prompt"
+
+MODULE = '''
+"""A made-up caller assumption and the proof that uses it (a test's module)."""
+
+from dataclasses import replace
+
+import z3
+
+from replayssm.spec.assumption_record import PER_REQUEST, Assumption, Reach
+from replayssm.spec.geometry import chunks_on_boundary
+from replayssm.spec.provenance import not_guaranteed
+from replayssm.spec.vocab import implies
+from replayssm.verify.obligation import Claim, obligation
+
+
+def _within_prompt(row, prompt_len):
+    return implies(row.prefilling, row.computed_before + row.query_len <= prompt_len)
+
+
+def _break(ctx, row, choose):
+    """A prefill chunk one token past the prompt (outside align mode, inside the model length)."""
+    q = ctx.prompt_len - row.computed_before + 1
+    if not row.prefilling or chunks_on_boundary(ctx.mode) or row.computed_before + q > ctx.max_model_len:
+        return None
+    return replace(row, query_len=q, live_col=ctx.live_col(row.computed_before, q))
+
+
+MADE_UP = Assumption(
+    "prefill_chunk_within_prompt", "a prefill chunk ends at or before its prompt's end", _within_prompt,
+    not_guaranteed("made up by a test"), scope=PER_REQUEST,
+    on_row=lambda ctx, row: _within_prompt(row, ctx.prompt_len), breaker=_break,
+    reach=Reach(lambda c: c.mode != "align"))
+
+
+@obligation("made_up.chunk_fits", "made_up", "a chunk within its prompt leaves no negative rest")
+def chunk_fits():
+    n, q, prompt = z3.Ints("n q prompt")
+    yield Claim([("rest", prompt - n - q >= 0)], [("prefill_chunk_within_prompt", n + q <= prompt)], case="one row")
+'''
+
+
+@pytest.fixture(scope="module")
+def module_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("made_up") / "made_up_assumption.py"
+    path.write_text(textwrap.dedent(MODULE))
+    return path
+
+
+def _register(path: Path, mp: pytest.MonkeyPatch):
+    """The made-up module imported (its obligation registered in a copy of the
+    registry) and its record added to ``spec.assumptions.ALL``, the registry
+    every view reads; ``mp`` undoes both."""
+    mp.setattr(obligations, "REGISTRY", dict(obligations.REGISTRY))
+    spec = importlib.util.spec_from_file_location("made_up_assumption", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mp.setattr(env, "ALL", [*env.ALL, module.MADE_UP])
+    return module.MADE_UP
+
+
+@pytest.fixture
+def made_up(module_file: Path, monkeypatch: pytest.MonkeyPatch):
+    return _register(module_file, monkeypatch)
+
+
+def _listed(capsys: pytest.CaptureFixture) -> str:
+    assert main(["prove", "--list", "--only", "made_up", "--no-cache"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_made_up_record_shows_in_prove_list(made_up, capsys) -> None:
+    out = _listed(capsys)
+    assert "made_up.chunk_fits  [made_up]" in out and f"not guaranteed: {NAME}" in out, out
+    assert contract.classify(NAME) == "not guaranteed"
+
+
+def test_without_its_record_the_proofs_hypothesis_is_unrecorded(made_up, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(env, "ALL", [a for a in env.ALL if a is not made_up])
+    assert f"unrecorded: {NAME}" in _listed(capsys)
+
+
+def test_a_made_up_record_is_one_of_fuzz_drops_choices(made_up, tmp_path, capsys) -> None:
+    assert drop_choices()[-1] == NAME
+    check_drop(NAME)
+    assert main(["fuzz", "--drop", "no_such_assumption", "--failures", str(tmp_path / "f")]) == 2
+    assert NAME in capsys.readouterr().err
+
+
+def test_a_made_up_record_is_among_reviews_probes(made_up) -> None:
+    probe = next(p for p in pr.probes() if p.assumptions == (NAME,))
+    assert not probe.guaranteed and probe.reach is made_up.reach
+    assert not probe.reach.conventions(next(c for c in Conventions.all() if c.mode == "align"))
+
+
+def test_without_its_record_no_view_has_it() -> None:
+    assert NAME not in drop_choices() and all(p.assumptions != (NAME,) for p in pr.probes())
+    assert contract.classify(NAME) == "unrecorded"
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_the_fuzz_callers_check_and_break_a_made_up_record(module_file, data) -> None:
+    """The callers check the record on every row they generate (a row that
+    broke it must keep every other assumption, ``Callers.check_assumptions``)
+    and break it with its breaker: each broken row is in the step's footprint."""
+    with pytest.MonkeyPatch.context() as mp:
+        _register(module_file, mp)
+        setup, features = data.draw(systems(tuple(c for c in Conventions.all() if c.mode != "align")))
+        callers = Callers(setup, features, drop=NAME)
+        callers.admit(data.draw)
+        for _ in range(data.draw(st.integers(1, 6))):
+            for action in callers.step(data.draw) if callers.requests else []:
+                if action.NAME == "postprocess":
+                    broken = [b for b, c in enumerate(action.caller) if f"(breaks {NAME})" in c]
+                    assert set(broken) <= set((action.contained or {"rows": []})["rows"])
+
+
+OUTSIDE_SPEC = ("impl", "base", "verify", "fuzz", "review", "replayssm")
+
+
+def names_as_strings(root: Path, names: set[str]) -> list[str]:
+    """``path:line: name`` for each string constant, in a module of ours outside
+    ``spec/``, that is one of ``names``: a module that needs an assumption names
+    its record (``env.ROW_NONEMPTY.name``), so the records' modules and their
+    users are all a reader has to find."""
+    out = []
+    for package in OUTSIDE_SPEC:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    out.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    return out
+
+
+def test_no_module_outside_spec_spells_an_assumptions_name() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "fuzz" / "callers.py").is_file(), "is the scan reading the tree?"
+    assert names_as_strings(root, {a.name for a in env.ALL}) == []
+
+
+def test_a_planted_name_as_a_string_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "fuzz").mkdir()
+    (tmp_path / "review").mkdir()
+    (tmp_path / "fuzz" / "callers.py").write_text('if drop != "live_col_is_last_block":\n    pass\n')
+    (tmp_path / "review" / "x.py").write_text('"""Mentions live_col_is_last_block in prose."""\nx = env.ROW_NONEMPTY.name\n')
+    assert names_as_strings(tmp_path, {"live_col_is_last_block", "row_nonempty"}) == [
+        "fuzz/callers.py:1: live_col_is_last_block"]
