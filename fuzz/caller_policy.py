@@ -66,7 +66,7 @@ class Choices:
 
 TRACKER_COPIES = ("drawn", "every", "none")
 """Which rows whose live column moves have their trackers copied by the
-scheduler's block copy: with :attr:`.callers.Features.block_copies` on, each
+scheduler's block copy: with :attr:`.caller_shapes.Features.block_copies` on, each
 such row yes or no as drawn (``drawn``); every such row inside the kernels'
 table (``every``); none (``none``)."""
 

@@ -36,7 +36,8 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from .actions import Action, action_from_json
 from .bulk_choices import rows_of
 from .caller_policy import CallerPolicy, Draw, integer
-from .callers import Callers, features_for, shapes
+from .caller_shapes import features_for, shapes
+from .callers import Callers
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
 from .machine import (Failure, ReplaySSMMachine, describe_failure, discrepancy, fuzz_trace, live_slot_mismatch,

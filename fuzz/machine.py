@@ -26,7 +26,8 @@ from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Conventions
 
 from .actions import Action, SetState, action_to_json
-from .callers import Callers, Features, systems
+from .caller_shapes import Features, systems
+from .callers import Callers
 from .containment import compare_outside
 from .launcher import LEVELS, Discrepancy, Setup, SpecSide, compare
 from .report import Cell, kernel_of
@@ -113,7 +114,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
 
     @initialize(system=hs.runner().flatmap(lambda machine: systems(machine.conventions)), data=hs.data())
     def build_system(self, system: tuple[Setup, Features], data: Any) -> None:
-        """A system (``callers.systems``: geometry, conventions, table, aim) with its first request."""
+        """A system (``caller_shapes.systems``: geometry, conventions, table, aim) with its first request."""
         type(self).last_trace = None
         self.setup, features = system
         conv = self.setup.conventions

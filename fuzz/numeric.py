@@ -48,7 +48,7 @@ from replayssm.base.isolation import ImportRef
 from replayssm.spec.flashinfer import kernel_checkpoints
 
 from .actions import Action, BlockCopy, Migrate, Postprocess
-from .callers import Features, systems
+from .caller_shapes import Features, systems
 from .launcher import ContextSide, Setup, _CacheSpec, _Layer, forget_previous
 from .machine import ReplaySSMMachine
 from .numeric_math import SIZINGS, Dims, Sizing, Tokens, TokenStreams, prefill, replay, replay_exact

@@ -34,7 +34,7 @@ from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
 from replayssm.fuzz.actions import BlockCopy, Migrate, Postprocess
-from replayssm.fuzz.callers import GEOMETRIES, Features
+from replayssm.fuzz.caller_shapes import GEOMETRIES, Features
 from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
 from replayssm.base.interrupts import Interrupted

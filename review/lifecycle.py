@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replayssm.fuzz.caller_policy import CallerPolicy
-from replayssm.fuzz.callers import Callers, Features
+from replayssm.fuzz.caller_shapes import Features
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
 

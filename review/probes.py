@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from replayssm.fuzz.callers import GEOMETRIES
+from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumption_record import Reach
 

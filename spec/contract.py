@@ -33,8 +33,9 @@ class _Records(Mapping[str, Record]):
     added to ``spec.assumptions.ALL`` is one of them at once)."""
 
     def _now(self) -> dict[str, Record]:
-        return {r.name: r for r in [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
-                                    *launch_contracts.ALL]}
+        records: list[Record] = [*assumptions.ALL, *binding.ALL, *model_choices.ALL, *release_caller.ALL,
+                                 *launch_contracts.ALL]
+        return {r.name: r for r in records}
 
     def __getitem__(self, name: str) -> Record:
         return self._now()[name]

@@ -42,7 +42,7 @@ BLOCK_COPY_ON_WRITE = ModelChoice(
     "block_copy_on_write",
     "a scheduled request whose live block another table names (a prefix hit) gets a private copy first: the "
     "scheduler's block copy moves state, ring and trackers",
-    ("spec/system/step.py", "fuzz/callers.py"),
+    ("spec/system/step.py", "fuzz/caller_tables.py"),
     guaranteed(
         cite(T1, "# Slot 1 is an immutable cached prefix, copied to private live slot 3.",
              "vLLM's test copies a cached prefix block to a private live block before running on it."),
@@ -57,7 +57,7 @@ COVERED_BLOCKS_ALLOCATED = ModelChoice(
     "a step allocates a block for every column a scheduled row covers before its live column (one that holds "
     "the null block gets a fresh block in every group, or the null block in every group), and the postprocess "
     "resets each real one a prefill chunk touched",
-    ("spec/system/step.py", "fuzz/callers.py"),
+    ("spec/system/step.py", "fuzz/caller_tables.py"),
     guaranteed(
         cite(PAGE, "# Reset every touched prefix block, including intermediate blocks",
              "the kernel resets the intermediate blocks of a chunk, so they are allocated."),
@@ -180,7 +180,7 @@ PREFILL_STARTS_FROM_STATE_ALONE = ModelChoice(
     "prefill_starts_from_state_alone",
     "the forward pass of a prefill chunk starts from its live slot's state (zeros at position 0), not from a "
     "replay of its ring, and leaves the state after the chunk there",
-    ("spec/system/step.py", "review/ghost.py", "fuzz/callers.py"),
+    ("spec/system/step.py", "review/ghost.py", "fuzz/caller_forward.py"),
     not_guaranteed(
         "vLLM's chunked-scan forward, which is not in the corpus, would have to promise it; the kernels are "
         "consistent with it (they reset a prefill row's trackers and publish its state as exact)",
@@ -200,7 +200,7 @@ DECODE_CHECKPOINTS_ON_ROW_LENGTH = ModelChoice(
     "decode_checkpoints_on_row_length",
     "FlashInfer's decode kernel checkpoints when pnat + query_len > W, query_len being the row's length as the "
     "postprocess reads it",
-    ("spec/flashinfer.py", "spec/system/step.py", "fuzz/callers.py"),
+    ("spec/flashinfer.py", "spec/system/step.py", "fuzz/caller_forward.py"),
     not_guaranteed(
         "FlashInfer decides on the executed width (a fixed-width launch: the padded width of every row); vLLM "
         "would have to promise that the postprocess's query_len is that width for every decode row (its padded "
@@ -254,7 +254,7 @@ PADDING_ROWS_LAST = ModelChoice(
 ROWS_BY_BATCH_WITHOUT_IDX_MAPPING = ModelChoice(
     "rows_by_batch_without_idx_mapping",
     "without idx_mapping (v1), per-request inputs sit at the batch row",
-    ("spec/assumptions.py", "spec/system/step.py", "fuzz/callers.py"),
+    ("spec/ghost_row.py", "spec/system/step.py", "fuzz/callers.py"),
     guaranteed(
         cite(VERSIONS_README, "Without it `req_idx = row`.", "without idx_mapping the request index is the row."),
         cite(PAGE, "req_idx = batch_idx", "the kernel starts from the row as the request index."),
@@ -263,9 +263,9 @@ ROWS_BY_BATCH_WITHOUT_IDX_MAPPING = ModelChoice(
 
 CALLER_ENCODES_ROW = ModelChoice(
     "caller_encodes_row",
-    "the caller lays each row into the kernel inputs as spec.assumptions.encode_row does under the step's "
+    "the caller lays each row into the kernel inputs as spec.ghost_row.encode_row does under the step's "
     "conventions (lengths or cumulative offsets, pre- or post-step counts)",
-    ("spec/assumptions.py", "verify/scenarios.py"),
+    ("spec/ghost_row.py", "verify/scenarios.py"),
     guaranteed(
         cite(VERSIONS_README, "`QUERY_METADATA_IS_CUMULATIVE` (D3: `QUERY_IS_CUMULATIVE`) selects",
              "the conventions select lengths or offsets, pre- or post-step counts."),
@@ -279,7 +279,7 @@ CALLER_ENCODES_ROW = ModelChoice(
 GROUPS_SHARE_CACHE_SPEC = ModelChoice(
     "groups_share_cache_spec",
     "every cache group has the same block size, window and ring length (one Geometry)",
-    ("spec/system/state.py", "fuzz/callers.py"),
+    ("spec/system/state.py", "fuzz/caller_shapes.py"),
     guaranteed(cite(PAGE, "FlashInfer ReplaySSM requires equal Mamba cache specs",
                     "the host refuses groups with different cache specs.")),
 )
@@ -287,7 +287,7 @@ GROUPS_SHARE_CACHE_SPEC = ModelChoice(
 GROUPS_SHARE_TABLE_WIDTH = ModelChoice(
     "groups_share_table_width",
     "every cache group's block table has the same number of columns",
-    ("spec/system/state.py", "fuzz/callers.py"),
+    ("spec/system/state.py", "fuzz/caller_shapes.py"),
     not_guaranteed(
         "the reference passes a block-table stride per group; vLLM would have to promise equal widths (D1-D3 "
         "refuse unequal strides, the reference does not)",
@@ -311,7 +311,7 @@ NULL_BLOCK_IS_PAD = ModelChoice(
 MIGRATION_COLUMNS_OLD_AND_NEW_LIVE = ModelChoice(
     "migration_columns_old_and_new_live",
     "src_cols is a request's previous live column (-1 when it has none), dst_cols its new live column",
-    ("spec/system/step.py", "fuzz/callers.py", "review/arguments.py"),
+    ("spec/system/step.py", "fuzz/caller_launches.py", "review/arguments.py"),
     guaranteed(cite(VERSIONS_README, "caller supplies the old and new logical column of each request",
                     "the migration kernel's caller passes the old and the new column.")),
 )
@@ -393,7 +393,7 @@ POSITIONS_NONNEGATIVE = ModelChoice(
 ALL_MODE_MATERIALIZES_AS_ALIGN = ModelChoice(
     "all_mode_materializes_as_align",
     "all mode reaches A1, A2, A4, A5, B, C, D1 and D2 with MATERIALIZE_PREFIXES on, as align mode does",
-    ("verify/system_world.py", "fuzz/callers.py", "review/host_modes.py"),
+    ("verify/system_world.py", "fuzz/caller_shapes.py", "review/host_modes.py"),
     guaranteed(cite(A1, 'materialize_prefixes=cache_mode in ("align", "all"),',
                     "these versions publish prefixes in all mode too.")),
 )
@@ -402,7 +402,7 @@ ALL_MODE_UNPUBLISHED_IN_REFERENCE = ModelChoice(
     "all_mode_unpublished_in_reference",
     "all mode reaches the reference (A3) with MATERIALIZE_PREFIXES off: no ReplaySSM publish, the prefill "
     "reset of mode none, live columns given",
-    ("verify/system_world.py", "verify/system_findings.py", "fuzz/callers.py", "review/host_modes.py"),
+    ("verify/system_world.py", "verify/system_findings.py", "fuzz/caller_shapes.py", "review/host_modes.py"),
     guaranteed(
         cite(PAGE, 'materialize_prefixes=first_spec.mamba_cache_mode == "align",', "only align mode publishes."),
         cite(A3, 'materialize_prefixes=cache_mode == "align",', "A3's group context likewise."),
@@ -414,7 +414,7 @@ ALL_MODE_LIVE_COLUMN_MOVES = ModelChoice(
     "all_mode_live_column_moves",
     "all mode: the live column is the block of the last scheduled token, as in align mode, under either host "
     "(the caller rules key on the cache mode, not on MATERIALIZE_PREFIXES)",
-    ("spec/geometry.py", "spec/assumptions.py", "spec/system/step.py", "spec/system/rows.py"),
+    ("spec/geometry.py", "spec/row_assumptions.py", "spec/system/step.py", "spec/system/rows.py"),
     guaranteed(
         cite(HOST_README, "rather than assuming block-table column",
              "vLLM #55688 selects the actual live page in all mode instead of column 0."),
@@ -444,7 +444,7 @@ ALL_MODE_PREFILL_WRITES_EVERY_BOUNDARY = ModelChoice(
 ALL_MODE_CHUNKS_ANYWHERE = ModelChoice(
     "all_mode_chunks_anywhere",
     "all mode: a prefill chunk may start and end anywhere (prefill_chunk_on_boundary is align mode's)",
-    ("spec/geometry.py", "spec/assumptions.py", "spec/system/rows.py"),
+    ("spec/geometry.py", "spec/row_assumptions.py", "spec/system/rows.py"),
     not_guaranteed(
         "vLLM's all-mode scheduler is not in the corpus; the model admits every chunk, so it covers whatever "
         "alignment that scheduler keeps, and the kernels serve a chunk that starts inside a block",

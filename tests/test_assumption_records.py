@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replayssm.cli import main
-from replayssm.fuzz.callers import Callers, systems
+from replayssm.fuzz.caller_shapes import systems
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.containment import check_drop, drop_choices
 from replayssm.review import probes as pr
 from replayssm.spec import assumptions as env

@@ -15,7 +15,8 @@ from hypothesis import strategies as hs
 
 from replayssm.fuzz.actions import BlockCopy, Migrate, Postprocess
 from replayssm.fuzz.caller_policy import DEFAULT, ONE_TOKEN_CONTINUATIONS, TRACKER_COPIES, CallerPolicy
-from replayssm.fuzz.callers import GEOMETRIES, NUM_SLOTS, Callers, Features, systems
+from replayssm.fuzz.caller_shapes import GEOMETRIES, NUM_SLOTS, Features, systems
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.bulk_choices import rows_of
 from replayssm.fuzz.lockstep import LOCKSTEP_POLICY

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replayssm.cli import main
-from replayssm.fuzz.callers import Callers, systems
+from replayssm.fuzz.caller_shapes import systems
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
 from replayssm.fuzz.containment import compare_outside, drop_choices

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from replayssm.cli import main
-from replayssm.fuzz.callers import Callers, features_for, shapes
+from replayssm.fuzz.caller_shapes import features_for, shapes
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import CampaignConfig, SetupError
 from replayssm.fuzz.launcher import SpecSide

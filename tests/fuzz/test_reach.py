@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replayssm.fuzz.actions import Postprocess
-from replayssm.fuzz.callers import AIMS, Callers, Features, systems
+from replayssm.fuzz.caller_shapes import AIMS, Features, systems
+from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.campaign import run_campaign
 from replayssm.fuzz.campaign_config import PROFILES, SCENARIOS, CampaignConfig
 from replayssm.fuzz.launcher import Setup

@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 import pytest
 
 from replayssm.cli import main
-from replayssm.fuzz.callers import GEOMETRIES
+from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.review import probes as pr
 from replayssm.review.lifecycle import TABLE_SHORT
 from replayssm.review.verdict_parts import Counterexample, LifecycleResult, ProbeOutcome, ReviewParts
