@@ -75,14 +75,16 @@ def module_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _register(path: Path, mp: pytest.MonkeyPatch):
-    """The made-up module imported (its obligation registered in a copy of the
-    registry) and its record added to ``spec.assumptions.ALL``, the registry
+    """The made-up module imported (its obligation registered) and its record added to ``spec.assumptions.ALL``, the registry
     every view reads; ``mp`` undoes both."""
-    mp.setattr(obligations, "REGISTRY", dict(obligations.REGISTRY))
+    before = set(obligations.REGISTRY)
     spec = importlib.util.spec_from_file_location("made_up_assumption", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    for name in set(obligations.REGISTRY) - before:  # registered through mp, so that mp removes them
+        ob = obligations.REGISTRY.pop(name)
+        mp.setitem(obligations.REGISTRY, name, ob)
     mp.setattr(env, "ALL", [*env.ALL, module.MADE_UP])
     return module.MADE_UP
 
