@@ -7,6 +7,7 @@ review's probes (with its reach). Removed, it shows nowhere (the teeth)."""
 from __future__ import annotations
 
 import ast
+import re
 import importlib.util
 import textwrap
 from pathlib import Path
@@ -176,3 +177,18 @@ def test_a_planted_name_as_a_string_is_reported(tmp_path: Path) -> None:
     (tmp_path / "review" / "x.py").write_text('"""Mentions live_col_is_last_block in prose."""\nx = env.ROW_NONEMPTY.name\n')
     assert names_as_strings(tmp_path, {"live_col_is_last_block", "row_nonempty"}) == [
         "fuzz/callers.py:1: live_col_is_last_block"]
+
+
+def test_the_architecture_docs_trace_of_one_assumption_lists_the_modules_that_name_it() -> None:
+    """docs/architecture.md's "One assumption, traced": its bullets name exactly the
+    modules its command finds (the record, the registry, and those that use it)."""
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("### One assumption, traced"):]
+    section = section[:section.index("\n## ")]
+    listed = set(re.findall(r"`((?:spec|base|verify|fuzz|review|replayssm|impl)/[\w/]+\.py)`",
+                            section[section.index("```\n\n"):section.index("\n\nSeven modules")]))
+    word = re.compile(r"\b(DECODE_WITHIN_BLOCK|decode_within_block)\b")
+    naming = {str(p.relative_to(root)) for package in ("spec", "base", "verify", "fuzz", "review", "replayssm", "impl")
+              for p in (root / package).rglob("*.py") if word.search(p.read_text())}
+    assert listed == naming and len(naming) == 7, (sorted(listed), sorted(naming))
