@@ -107,20 +107,13 @@ from .picks import (
 from .rows import RowOption, RowRule
 from .run import StepRefused, checked_picks, default_picks, failed_checks, run_action, system_conventions
 from .state import GARBAGE, WORKER_BUFFERS, State, SystemParams, code, initial_state
-from .step import (
-    PUBLISH_IN_EVERY_GROUP,
-    STEP,
-    SYSTEM_ASSUMPTIONS,
-    RowPlan,
-    ahead_in_order,
-    needs_fresh_slot,
-    register_filled_blocks,
-    runs_prefill,
-    shared_block,
-    step_apply,
-    step_assumptions,
-    step_guard,
-)
+from .step import STEP, step_apply
+from .step_assumptions import SYSTEM_ASSUMPTIONS, step_assumptions
+from .step_blocks import needs_fresh_slot, shared_block
+from .step_guard import step_guard
+from .step_kernels import ahead_in_order
+from .step_phases import PUBLISH_IN_EVERY_GROUP, register_filled_blocks
+from .step_plan import RowPlan, runs_prefill
 
 __all__ = [
     "ACTIONS", "ADMIT", "AUXILIARY", "CANONICAL", "FREE", "GARBAGE", "GROUPS_AGREE", "INVARIANTS",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .action import Action
 from .admission import ADMIT, FREE
-from .step import STEP, SYSTEM_ASSUMPTIONS
+from .step import STEP
+from .step_assumptions import SYSTEM_ASSUMPTIONS
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (ADMIT, STEP, FREE)}
 

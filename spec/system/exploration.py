@@ -15,7 +15,7 @@ from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
 from .state import WORKER_BUFFERS, State, SystemParams, code, initial_state
-from .step import covers, needs_fresh_slot
+from .step_blocks import covers, needs_fresh_slot
 
 
 def _free_slots(st: State, g: int) -> list[int]:

@@ -19,7 +19,7 @@ from ..vocab import Cond, Value, conj, disj, implies, ite, negate, within
 from .action import Named
 from .ghost import represents
 from .state import State, code
-from .step import in_prefill
+from .step_plan import in_prefill
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from replayssm.spec.system import (
     step_of,
     system_conventions,
 )
-from replayssm.spec.system import step
+from replayssm.spec.system import step_phases
 from replayssm.spec.system.picks import cover_picks
 import replayssm.spec.system as system
 
@@ -138,7 +138,7 @@ def test_a_step_reads_no_worker_buffer_it_did_not_write(conv):
 def test_teeth_a_postprocess_that_keeps_last_steps_plan_row_is_seen(monkeypatch):
     """A postprocess that leaves the plan row of a decode without a publish as
     the last step left it: the work list then lists a row from stale data."""
-    original = step.postprocess_program
+    original = step_phases.postprocess_program
 
     def stale_plan(mem, geo, conv, batch, group):
         stores = mem.store
@@ -149,7 +149,7 @@ def test_teeth_a_postprocess_that_keeps_last_steps_plan_row_is_seen(monkeypatch)
         finally:
             mem.store = stores
 
-    monkeypatch.setattr(step, "postprocess_program", stale_plan)
+    monkeypatch.setattr(step_phases, "postprocess_program", stale_plan)
     assert any(_reads_stale_worker_buffers(SystemParams(GEO, V2), seed) for seed in range(4))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 
-from replayssm.spec.system import step
+from replayssm.spec.system import step_phases
 from replayssm.cli import main
 from replayssm.base.system_traces import replay_actions
 from replayssm.base.traces import read_json
@@ -17,13 +17,13 @@ from replayssm.verify.traces import explain
 
 
 def test_bmc_finds_a_planted_bug_and_saves_its_run(tmp_path, monkeypatch, capsys):
-    source = inspect.getsource(step.register_filled_blocks)
+    source = inspect.getsource(step_phases.register_filled_blocks)
     assert source.count("code(p, stream, end)") == 1
-    namespace = dict(vars(step))
+    namespace = dict(vars(step_phases))
     exec(source.replace("code(p, stream, end)", "code(p, stream, end - 1)"), namespace)
     registers_one_token_short = namespace["register_filled_blocks"]
 
-    monkeypatch.setattr(step, "register_filled_blocks", registers_one_token_short)
+    monkeypatch.setattr(step_phases, "register_filled_blocks", registers_one_token_short)
     monkeypatch.chdir(tmp_path)  # the old default folder, out/counterexamples, would appear here
     folder = tmp_path / "cex"
     rc = main(["prove", "--only", "system.bmc", "--jobs", "1", "--counterexamples", str(folder)])

@@ -9,7 +9,7 @@ import pytest
 
 import replayssm.spec.postprocess as postprocess_module
 import replayssm.spec.system as system
-from replayssm.spec.system import step
+from replayssm.spec.system import step_phases
 from replayssm.verify import bmc as bmc_module
 from replayssm.verify import system_proofs as sp
 from replayssm.verify import system_steps as steps
@@ -155,7 +155,7 @@ def test_bug_host_mirror_off_by_one(fresh_cache, monkeypatch):
 
 def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
     """The model of the decode kernel's rule differs from the host's mirror."""
-    monkeypatch.setattr(step, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
+    monkeypatch.setattr(step_phases, "kernel_checkpoints", lambda pnat, n, w: pnat + n >= w)
     _expect_failure("v2-align", ((0, 0, 0, 0),), "no_token_dropped")
     view = prove(REGISTRY["system.no_token_dropped"])  # the property view sees it too, alone, without lemmas
     assert view.status == "failed" and "inv(post): no_token_dropped" in view.counterexample["violated"], view.detail
@@ -163,7 +163,7 @@ def test_bug_flashinfer_rule_misread(fresh_cache, monkeypatch):
 
 def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
     """Publishing resets the live slot's trackers too: committed tokens past the boundary are dropped."""
-    original = step.postprocess_program
+    original = step_phases.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         t = original(mem, geo, conv, batch, group)
@@ -171,7 +171,7 @@ def test_bug_canonical_reset_hits_the_live_slot(fresh_cache, monkeypatch):
         mem.store("ring_start", (group, t.live_slot), 0, t.materialize)
         return t
 
-    monkeypatch.setattr(step, "postprocess_program", buggy)
+    monkeypatch.setattr(step_phases, "postprocess_program", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
 
 
@@ -179,7 +179,7 @@ def test_bug_caller_passes_no_migration_source(fresh_cache, monkeypatch):
     """The caller passes src_cols = -1 for a running request whose live column
     moves (as for a new request): reset_new_slots resets the destination's
     trackers and the committed tokens the block copy carried are lost."""
-    original = step.migrate_program
+    original = step_phases.migrate_program
 
     class NoSource:
         def __init__(self, mem):
@@ -193,7 +193,7 @@ def test_bug_caller_passes_no_migration_source(fresh_cache, monkeypatch):
         def __getattr__(self, name):
             return getattr(self.mem, name)
 
-    monkeypatch.setattr(step, "migrate_program", lambda mem, *a: original(NoSource(mem), *a))
+    monkeypatch.setattr(step_phases, "migrate_program", lambda mem, *a: original(NoSource(mem), *a))
     _expect_failure("v2-align", ((0, 0, 0, 1),), "refinement")
 
 
@@ -204,18 +204,18 @@ def test_bug_block_copy_forgets_the_ring(fresh_cache, monkeypatch):
         for name in ("ck", "rs", "nc"):
             out.set(name, (g, dst), src_state.get(name, g, src), guard)
 
-    monkeypatch.setattr(step, "copy_slot", buggy)
+    monkeypatch.setattr(step_phases, "copy_slot", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "no_token_dropped")
 
 
 def test_bug_prefix_cache_registers_a_block_early(fresh_cache, monkeypatch):
     """The scheduler caches a block one step before the boundary is published."""
-    original = step.register_filled_blocks
+    original = step_phases.register_filled_blocks
 
     def buggy(out, after, r, sched, before, now):
         original(out, after, r, sched, before, now + out.p.geo.block_size - 1)
 
-    monkeypatch.setattr(step, "register_filled_blocks", buggy)
+    monkeypatch.setattr(step_phases, "register_filled_blocks", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "canonical")
 
 
@@ -240,20 +240,20 @@ def test_bug_compaction_launched_one_row_short(fresh_cache, monkeypatch):
     """The caller hands the compaction num_reqs - 1: the last row's publish is
     planned (trackers reset to (0, 0)) but the work list leaves it out, so
     FlashInfer never materializes it."""
-    original = step.compact_program
-    monkeypatch.setattr(step, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
+    original = step_phases.compact_program
+    monkeypatch.setattr(step_phases, "compact_program", lambda mem, mnr, n, lanes: original(mem, mnr, n - 1, lanes))
     _expect_failure("v1-align", ((0, 0, 0, 1),), "work list is the active rows")
 
 
 def test_bug_one_group_left_in_mode_none(fresh_cache, monkeypatch):
     """The caller configures one cache group without prefix caching while the
     others align: at a boundary the other groups publish and this one does not."""
-    original = step.postprocess_program
+    original = step_phases.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         return original(mem, geo, replace(conv, materialize_prefixes=False) if group == 1 else conv, batch, group)
 
-    monkeypatch.setattr(step, "postprocess_program", buggy)
+    monkeypatch.setattr(step_phases, "postprocess_program", buggy)
     _expect_failure("v2-align", ((0, 0, 0, 1),), "publish happens in every group or in none")
 
 
@@ -291,7 +291,7 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
     """A bug only the v1 layout triggers (its decode rows keep the committed
     count the step started with): the v2 shape still proves, and the v1 shape
     names the variable the two callers leave differently."""
-    original = step.postprocess_program
+    original = step_phases.postprocess_program
 
     def buggy(mem, geo, conv, batch, group):
         if conv.has_idx_mapping:
@@ -301,7 +301,7 @@ def test_bug_v1_caller_alone_drops_the_committed_count(fresh_cache, monkeypatch)
         mem.buffers["num_committed"][1][:] = before
         return t
 
-    monkeypatch.setattr(step, "postprocess_program", buggy)
+    monkeypatch.setattr(step_phases, "postprocess_program", buggy)
     assert prove(_case_obligation("v2-align", (0, 0, 0, 0), claim=sp.step_claim)).status == "proved"
     r = prove(_case_obligation("v1-align", (0, 0, 0, 0), claim=sp.step_claim))
     assert r.status == "failed" and r.counterexample["violated"][0] == "same nc as v2-align", r.counterexample
@@ -403,8 +403,8 @@ def test_plan_from_the_other_group_is_harmless_while_groups_agree(fresh_cache, m
     """Not a bug the proofs can see: swapping which group writes the shared plan
     changes nothing, because the invariant keeps both groups' trackers equal
     (system.groups_agree). The plan's author matters only when groups disagree."""
-    original = step.postprocess_program
-    monkeypatch.setattr(step, "postprocess_program", lambda mem, geo, conv, b, g: original(mem, geo, conv, b, 1 - g))
+    original = step_phases.postprocess_program
+    monkeypatch.setattr(step_phases, "postprocess_program", lambda mem, geo, conv, b, g: original(mem, geo, conv, b, 1 - g))
     assert prove(_case_obligation("v2-align", (0, 0, 0, 1))).status == "proved"
 
 
