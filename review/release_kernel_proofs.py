@@ -82,15 +82,17 @@ def _launch(transition: str, geo: ReleaseGeometry, pid: Any, lanes: tuple) -> La
     return Launch(args, constexprs, (pid,), lanes=LaneSample(BLOCK, lanes))
 
 
-def kernel_claims(module: Any, transition: str, geo: ReleaseGeometry) -> dict[str, Claim]:
-    """The equivalence and memory-safety claims of ``transition``'s kernel in ``module`` (read from source)."""
+def _two_lanes(transition: str, geo: ReleaseGeometry, arrays: dict, kernels: list[tuple[Any, SymbolicMemory]]
+               ) -> tuple[SymbolicMemory, list[tuple[str, Any]], dict[str, Any], Any]:
+    """One program of each kernel on its memory (over ``arrays``), the spec's
+    programs of the two sampled lanes' rows; the spec memory, the hypotheses
+    (the launch and the caller's contract), what a counterexample shows, the cover."""
     shapes = _shapes()
-    arrays: dict = {}
     spec = SymbolicMemory(shapes, arrays, "spec")
-    kernel = KernelMemory(shapes, arrays, "kernel")
     pid, lanes = named_int("pid"), (named_int("lane0"), named_int("lane1"))
     n, states = named_int("n_slots"), named_int("num_states")
-    run_program(getattr(module, KERNELS[transition][0]), _launch(transition, geo, pid, lanes), kernel)
+    for module, mem in kernels:
+        run_program(getattr(module, KERNELS[transition][0]), _launch(transition, geo, pid, lanes), mem)
     traces = [PROGRAMS[transition](spec, geo, pid * BLOCK + lane, n, states) for lane in lanes]
     hyps: list[tuple[str, Any]] = [
         ("launch_facts", conj(pid >= 0, lanes[0] >= 0, lanes[0] < lanes[1], lanes[1] < BLOCK)),
@@ -99,12 +101,19 @@ def kernel_claims(module: Any, transition: str, geo: ReleaseGeometry) -> dict[st
                                                       shapes["query_start_loc"][0])),
         (caller.DISTINCT_SLOTS.name, caller.DISTINCT_SLOTS(traces[0].slot, traces[1].slot, geo.pad)),
     ]
+    show = {"pid": pid, "lane0": lanes[0], "lane1": lanes[1], "slot0": traces[0].slot, "slot1": traces[1].slot}
+    return spec, hyps, show, conj(traces[0].valid, traces[1].valid)
+
+
+def kernel_claims(module: Any, transition: str, geo: ReleaseGeometry) -> dict[str, Claim]:
+    """The equivalence and memory-safety claims of ``transition``'s kernel in ``module`` (read from source)."""
+    arrays: dict = {}
+    kernel = KernelMemory(_shapes(), arrays, "kernel")
+    spec, hyps, show, cover = _two_lanes(transition, geo, arrays, [(module, kernel)])
     entry = named_int("any_slot")
     equal: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the spec leaves it", kernel.final(b, (entry,)) ==
                                           spec.final(b, (entry,))) for b in TRACKERS]
-    show = {"pid": pid, "lane0": lanes[0], "lane1": lanes[1], "slot0": traces[0].slot, "slot1": traces[1].slot,
-            "any_slot": entry}
-    cover = conj(traces[0].valid, traces[1].valid)
+    show = {**show, "any_slot": entry}
     return {"equivalence": Claim(equal, hyps, cover, transition, show, [kernel, spec]),
             "memory safety": Claim(in_bounds(kernel), hyps, cover, transition, show, [kernel], strategy="whole_goal")}
 
@@ -130,4 +139,32 @@ def prove_kernels(module: Any) -> list[KernelProof]:
             ob = Obligation(f"P.{transition}.{prop.replace(' ', '_')}", f"P.{transition}", f"{kernel}: {prop}",
                             _one(claim))
             out.append(KernelProof(transition, kernel, prop, prove(ob)))
+    return out
+
+
+def diff_claims(base: Any, head: Any, transition: str, geo: ReleaseGeometry) -> Claim:
+    """``head``'s kernel of ``transition`` leaves every tracker entry as ``base``'s does, on any input inside the
+    caller's contract (both read from source, run on one symbolic memory)."""
+    arrays: dict = {}
+    mems: list[SymbolicMemory] = [KernelMemory(_shapes(), arrays, name) for name in ("base", "head")]
+    _, hyps, show, cover = _two_lanes(transition, geo, arrays, list(zip((base, head), mems)))
+    entry = named_int("any_slot")
+    same: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the base leaves it", mems[1].final(b, (entry,)) ==
+                                         mems[0].final(b, (entry,))) for b in TRACKERS]
+    return Claim(same, hyps, cover, transition, {**show, "any_slot": entry}, mems)
+
+
+def diff_kernels(base: Any, head: Any) -> list[KernelProof]:
+    """``review --vllm HEAD --base BASE``: each tracker kernel of ``head`` against ``base``'s, by proof
+    (``proved``: the same on every input inside the contract; ``failed``: a distinguishing input)."""
+    out = []
+    for transition, (kernel, _) in KERNELS.items():
+        try:
+            claim = diff_claims(base, head, transition, GEOMETRIES[transition])
+        except Unsupported as e:
+            out.append(KernelProof(transition, kernel, "same as the base",
+                                   Result(f"P.{transition}", "unknown", 0.0, [], detail=f"not compared: {e}")))
+            continue
+        ob = Obligation(f"P.{transition}.same_as_base", f"P.{transition}", f"{kernel}: same as the base", _one(claim))
+        out.append(KernelProof(transition, kernel, "same as the base", prove(ob)))
     return out

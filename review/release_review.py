@@ -43,7 +43,7 @@ from replayssm.spec import release_caller as caller
 from replayssm.spec.release_trackers import ReleaseGeometry
 
 from .release_campaign import Run, VersionError, campaign, replay
-from .vllm_locator import LocateError, Located, locate
+from .vllm_locator import P_MARKER, LocateError, Located, locate
 
 REPORT_SCHEMA = "replayssm-release-review/1"
 """The ``schema`` of ``review --vllm ... --json``."""
@@ -62,7 +62,7 @@ PROBES = ((caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W16 T4 R20"),)
 """Each not-guaranteed caller behaviour probed: its record, the host order that
 breaks it, the campaign configuration it runs on."""
 
-INCOMPATIBLE = ("pr_head", "markdown", "report_url", "base", "base_ref", "head_ref", "api", "base_api", "junit", "sarif", "html")
+INCOMPATIBLE = ("pr_head", "markdown", "report_url", "base_ref", "head_ref", "api", "base_api", "junit", "sarif", "html")
 """``review`` options a generation-P review does not take (exit 2 when given with ``--vllm``)."""
 
 
@@ -109,7 +109,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return f"--vllm reviews the vLLM it names: give no HEAD besides it (got {' '.join(args.head)})"
     given = [f"--{o.replace('_', '-')}" for o in INCOMPATIBLE if getattr(args, o, None)]
     if given:
-        return f"--vllm does not take {', '.join(given)} (it takes --budget, --examples, --seed, --traces, --json)"
+        return (f"--vllm does not take {', '.join(given)} (it takes --base, --budget, --examples, --seed, --traces, "
+                "--json)")
     if args.examples is not None and args.examples < 1:
         return f"--examples must be a positive number of forward passes, got {args.examples}"
     return None
@@ -124,7 +125,8 @@ def _save(run: Run, located: Located, folder: Path, name: str) -> str:
     return str(path)
 
 
-def review_release(located: Located, passes: int, seed: int, traces: Path, out: Any) -> ReleaseVerdict:
+def review_release(located: Located, passes: int, seed: int, traces: Path, out: Any,
+                   base: Located | None = None) -> ReleaseVerdict:
     """The campaigns and probes of a generation-P version (see the module docstring)."""
     verdict = ReleaseVerdict(located)
     geometries = dict(CAMPAIGNS)
@@ -140,6 +142,8 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
         verdict.parts.append(part)
         print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
     verdict.parts += kernel_parts(located, out)
+    if base is not None:
+        verdict.parts += diff_parts(base, located, out)
     for record, order, on in PROBES:
         start = time.perf_counter()
         run = campaign(str(located.file), geometries[on], order, seed, passes)
@@ -155,6 +159,33 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
     return verdict
 
 
+def _parts(proofs: list, kind: str, statuses: dict[str, str], out: Any) -> list[Part]:
+    parts = []
+    for proof in proofs:
+        r = proof.result
+        status = statuses.get(r.status, "unknown")
+        if r.counterexample:
+            values = ", ".join(f"{k} = {v}" for k, v in list(r.counterexample.get("values", {}).items())[:8])
+            detail = f"{'; '.join(r.counterexample.get('violated', []))[:200]} when {values}"
+        else:
+            detail = r.detail or "proved for every input inside the caller's contract"
+        part = Part(f"{kind} {proof.kernel} ({proof.transition}): {proof.property}", kind, status, detail, r.seconds)
+        parts.append(part)
+        print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
+    return parts
+
+
+def diff_parts(base: Located, head: Located, out: Any) -> list[Part]:
+    """``--base``: each tracker kernel of the head compared with the base's by proof (``same``, ``differs``)."""
+    from replayssm.verify.kernels.source_module import source_module
+
+    from .release_kernel_proofs import diff_kernels
+
+    print(f"  against the base {base.describe()}", file=out, flush=True)
+    proofs = diff_kernels(source_module(str(base.file), "--base"), source_module(str(head.file), "--vllm"))
+    return _parts(proofs, "kernel diff", {"proved": "same", "failed": "differs"}, out)
+
+
 def kernel_parts(located: Located, out: Any) -> list[Part]:
     """The kernel-source proofs of the version's tracker kernels (:mod:`.release_kernel_proofs`), one part each:
     ``pass`` (proved), ``finding`` (a counterexample: the violated claim and its inputs) or ``unknown``."""
@@ -162,20 +193,8 @@ def kernel_parts(located: Located, out: Any) -> list[Part]:
 
     from .release_kernel_proofs import prove_kernels
 
-    parts = []
-    for proof in prove_kernels(source_module(str(located.file), "--vllm")):
-        r = proof.result
-        status = {"proved": "pass", "failed": "finding"}.get(r.status, "unknown")
-        if r.counterexample:
-            values = ", ".join(f"{k} = {v}" for k, v in list(r.counterexample.get("values", {}).items())[:8])
-            detail = f"{'; '.join(r.counterexample.get('violated', []))[:200]} when {values}"
-        else:
-            detail = r.detail or "proved for every input inside the caller's contract"
-        part = Part(f"kernel proof {proof.kernel} ({proof.transition}): {proof.property}", "kernel proof", status,
-                    detail, r.seconds)
-        parts.append(part)
-        print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
-    return parts
+    return _parts(prove_kernels(source_module(str(located.file), "--vllm")), "kernel proof",
+                  {"proved": "pass", "failed": "finding"}, out)
 
 
 def print_verdict(v: ReleaseVerdict, out: Any) -> None:
@@ -212,12 +231,32 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
     if located.generation != "P":
         args.head = [str(located.file)]  # the caller reviews the worker-side file as review FILE does
         return -1
+    base = None
+    if args.base is not None:
+        try:
+            base = _base(args.base)
+        except LocateError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
     passes = args.examples or DEFAULT_PASSES
-    verdict = review_release(located, passes, args.seed, Path(args.traces), out)
+    verdict = review_release(located, passes, args.seed, Path(args.traces), out, base)
     print_verdict(verdict, out)
     if args.json:
         write_json(args.json, REPORT_SCHEMA, verdict.document())
     return EXIT_FINDING if verdict.status in ("finding", "latent") else EXIT_PASSED
+
+
+def _base(place: str) -> Located:
+    """``--base``: a vLLM as ``--vllm`` takes it, or a generation-P ``ssu_dispatch.py`` file itself."""
+    path = Path(place)
+    if path.is_file() and path.suffix == ".py":
+        if P_MARKER not in path.read_text(errors="replace"):
+            raise LocateError(f"--base {place}: not a generation-P ssu_dispatch.py (no {P_MARKER.strip('(:')})")
+        return Located(place, "file", "unknown", "P", path)
+    found = locate(place)
+    if found.generation != "P":
+        raise LocateError(f"--base {place}: its ReplaySSM code is generation {found.generation}, not P")
+    return found
 
 
 def trace_file(trace: dict[str, Any], impl: str | None) -> Path:

@@ -115,7 +115,7 @@ def test_a_vllm_without_replayssm_code_is_refused(tmp_path: Path, capsys: pytest
 @pytest.mark.parametrize("argv, message", [
     (["review", "--vllm", "/nonexistent/vllm"], "no such file or folder"),
     (["review", "x.py", "--vllm", "/nonexistent/vllm"], "give no HEAD besides it"),
-    (["review", "--vllm", "/nonexistent/vllm", "--base", "x.py"], "--vllm does not take --base"),
+    (["review", "--vllm", "/nonexistent/vllm", "--api", "A"], "--vllm does not take --api"),
     (["review"], "give HEAD"),
 ])
 def test_bad_input_exits_2_before_any_work(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
@@ -212,3 +212,24 @@ def test_a_planted_kernel_fails_its_source_proof(bug: str, transition: str, stat
     mine = [p.result.status for p in proofs if p.transition == transition]
     assert status in mine and "proved" not in mine[:1], mine
     assert all(p.result.status == "proved" for p in proofs if p.transition != transition)
+
+
+def test_base_compares_the_kernels_by_proof(tmp_path: Path) -> None:
+    from replayssm.review.release_kernel_proofs import diff_kernels
+    from replayssm.verify.kernels.source_module import source_module
+
+    release_module = source_module(str(release() / SSU), "--vllm")
+    assert [p.result.status for p in diff_kernels(release_module, release_module)] == ["proved"] * 3
+    planted = source_module(str(planted_copy(tmp_path, *PLANTED["the commit advances by the written length"])),
+                            "--base")
+    diff = {p.transition: p.result for p in diff_kernels(planted, release_module)}
+    assert diff["commit"].status == "failed" and diff["commit"].counterexample["violated"] == [
+        "prev_num_accepted[any_slot] as the base leaves it"]
+    assert diff["reset"].status == diff["advance"].status == "proved"
+
+
+def test_base_of_another_generation_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    other = tmp_path / "ssu_dispatch.py"
+    other.write_text("x = 1\n")
+    assert main(["review", "--vllm", str(release()), "--base", str(other), "--examples", "1"]) == 2
+    assert "not a generation-P ssu_dispatch.py" in capsys.readouterr().err
