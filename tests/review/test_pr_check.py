@@ -1,5 +1,6 @@
 """``review --repo PATH --base REF --head REF``: the pull-request check, end to end on a local git
-repository whose commits are corpus versions (A1, then A3: the comment names A3's fix), its bad
+repository whose commits are corpus versions (A1, then A3: the comment names A3's fix; A3, then A4:
+no false regression), its bad
 input (exit 2 before any review), the comment's escaping, and the GitHub Actions workflow in
 ``docs/ci/`` (CPU only, path-filtered, non-blocking, silenced by a label, one comment)."""
 
@@ -58,6 +59,20 @@ def test_a1_then_a3_the_comment_names_a3s_fix_and_no_regression(tmp_path: Path,
     fixes = text.split("#### Fixes", 1)[1].split("####", 1)[0]
     assert "**memory**" in fixes and "replayssm-verify replay" in fixes and "at-" in fixes
     assert "1 ReplaySSM kernel file(s) changed" in capsys.readouterr().out
+
+
+@needs_corpus
+def test_a3_then_a4_no_false_regression(tmp_path: Path) -> None:
+    """A4 adds the ``query_len > 0`` and executed-width fixes; under generation A's own launch contract
+    (mode none launched with ``LIVE_COL_IS_ZERO``) it breaks nothing A3 did not: no regression."""
+    repo, (a3, a4) = _repo(tmp_path, ("A3", {KERNELS: version_path("A3").read_text()}),
+                           ("A4", {KERNELS: version_path("A4").read_text()}))
+    comment = tmp_path / "comment.md"
+    status = main(["review", "--repo", str(repo), "--base", a3, "--head", a4, "--examples", "4",
+                   "--traces", str(tmp_path / "traces"), "--markdown", str(comment)])
+    text = comment.read_text()
+    assert status == 0 and "**Verdict: no regression, no finding**" in text, text
+    assert "#### Regressions" not in text and "| 0 |" in text
 
 
 def test_no_replayssm_change_is_a_pass_with_a_comment_that_says_so(tmp_path: Path) -> None:
