@@ -13,10 +13,16 @@ vLLM 0.33.0) get their own review here:
   window (``W = 4``, ``T = 2``) and single-token decode (``W = 16``); every
   tracker entry is compared with the spec and every running request's slot
   must refine it. A failure is a **finding**.
+- **kernel proofs** (:mod:`.release_kernel_proofs`): both tracker kernels
+  read from their Triton source, each program beside the spec's, proved equal
+  to it and memory-safe inside the caller's contract; a counterexample is a
+  **finding**, a kernel the evaluator cannot read ``unknown``;
 - **probe** of the caller behaviour the corpus does not guarantee: the
   accepted counts of one pass reaching the next in the previous pass's row
   order (async scheduling, vLLM #53912, the pending fix #53919). When the
-  version's lifecycle breaks under it, the version relies on it: **latent**.
+  version's lifecycle breaks under it, the version relies on it: **latent**;
+- with ``--base BASE``, each tracker kernel compared with BASE's by proof
+  (``same`` or ``differs``, with a distinguishing input);
 - what the verdict rests on beside: the spec's proofs of the released
   lifecycle (``prove --only release.``), the Triton decode cursor among them.
 

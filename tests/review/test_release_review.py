@@ -233,3 +233,21 @@ def test_base_of_another_generation_is_refused(tmp_path: Path, capsys: pytest.Ca
     other.write_text("x = 1\n")
     assert main(["review", "--vllm", str(release()), "--base", str(other), "--examples", "1"]) == 2
     assert "not a generation-P ssu_dispatch.py" in capsys.readouterr().err
+
+
+def test_a_worker_side_lifecycle_is_handed_to_review_as_its_file(tmp_path: Path) -> None:
+    """A vLLM whose ReplaySSM code is the worker-side lifecycle (generations A-D) is reviewed as
+    ``review FILE`` reviews that file: ``--vllm`` puts the file in HEAD and lets the review go on."""
+    import argparse
+
+    from replayssm.review.command import add_arguments
+    from replayssm.review.release_review import run_vllm
+    from replayssm.review.vllm_locator import WORKER
+
+    (tmp_path / WORKER).parent.mkdir(parents=True)
+    shutil.copy(corpus.versions() / "A3.py", tmp_path / WORKER)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--vllm", str(tmp_path), "--traces", str(tmp_path / "traces")])
+    assert locate(str(tmp_path)).generation == "worker"
+    assert run_vllm(args) == -1 and args.head == [str(tmp_path / WORKER)]
