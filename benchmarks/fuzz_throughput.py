@@ -18,7 +18,9 @@ request-steps/s of each run and their median (from the campaign's start:
 worker start-up included), the same over the workers' mean busy time (from
 each worker's first example to its last: ``busy_request_steps_per_s``, what a
 long campaign approaches), CPU seconds (user + sys of the
-campaign's worker processes), the time in the implementation and in the spec
+campaign's worker processes as each reports it, with the children it waited for;
+``children_cpu_seconds``: what this process's children used, which on CUDA
+since 2026-12-06 leaves the workers out: they fork from a fork server), the time in the implementation and in the spec
 summed over workers, the campaign's ``time_split`` (each worker's start-up,
 busy time and tail: ``fuzz/campaign_times.py``) and the median rate over that
 of K = 1 measured in the same run (campaigns after the first in one process
@@ -89,7 +91,10 @@ def stateful_run(args: argparse.Namespace, systems: int) -> dict:
             "request_steps_per_s": round(s["request_steps"] / wall, 1),
             "busy_request_steps_per_s": (round(s["request_steps"] / (s["worker_seconds"] / args.jobs), 1)
                                          if s["worker_seconds"] else None),
-            "cpu_seconds": round(_children_cpu() - cpu, 2),
+            # the workers' own CPU as they report it (on CUDA they are forks of a fork server, not
+            # children of this process); the children's counts only what this process waited for
+            "cpu_seconds": s.get("worker_cpu_seconds", round(_children_cpu() - cpu, 2)),
+            "children_cpu_seconds": round(_children_cpu() - cpu, 2),
             "kernel_seconds": s["kernel_seconds"], "spec_seconds": s["spec_seconds"],
             "worker_seconds": s["worker_seconds"], "passed": s["passed"],
             "findings": len(s["findings"]), "missing_scenarios": len(s["missing_scenarios"])}

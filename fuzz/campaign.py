@@ -291,6 +291,8 @@ def _summary(config: CampaignConfig, pool: RayPool | None, campaign: _Campaign, 
                         time.perf_counter() - start, out)
     summary["worker_seconds"] = round(sum(c.result["seconds"] for c in supervisor.children
                                           if isinstance(c.result, dict)), 3)
+    summary["worker_cpu_seconds"] = round(sum(c.result.get("cpu_seconds", 0.0) for c in supervisor.children
+                                              if isinstance(c.result, dict)), 3)
     summary["slowest_launch_seconds"] = round(max(c.slowest_launch for c in supervisor.children), 3)
     if pool:
         summary["ray_tasks"] = sorted(pool.tasks, key=lambda t: t["worker"])

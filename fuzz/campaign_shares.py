@@ -7,11 +7,13 @@ at least :data:`SHARE_EXAMPLES` examples each (no more runs than
 take the next run when they finish one and none idles at the campaign's end
 waiting for a worker that drew long examples (measured on the H200 at 1,024
 examples: one combination took 56 s, another 15; docs/gpu.md, 2026-12-06).
-Part 0 of combination ``n`` is the run a campaign made before the split (seed
-``example_seed(seed, n)``, the same examples); part ``p`` is seeded
-``example_seed(seed, n + 32 p)``. With one part per combination the shares
-are the combinations themselves, in :func:`.campaign_config.combinations_of`'s
-order.
+Part 0 of combination ``n`` is seeded as the combination's one run was
+(``example_seed(seed, n)``), part ``p`` ``example_seed(seed, n + 32 p)``; a
+run of fewer examples draws other examples than the one long run did
+(Hypothesis's generation depends on its ``max_examples``), so a split
+campaign runs other examples than an unsplit one of the same size. With one
+part per combination the shares are the combinations themselves, the same
+runs as before the split, in :func:`.campaign_config.combinations_of`'s order.
 
 :func:`shares` lists every run in the order they are taken: the workers'
 first combinations (so each worker starts with the combination

@@ -15,6 +15,7 @@ their findings is :mod:`.campaign`.
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from dataclasses import asdict, replace
@@ -136,7 +137,8 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
     marks (``time.time()``) for the campaign's time split (:mod:`.campaign_times`):
     ``entered`` (this function called: the process started and imported), ``ready``
     (target loaded), ``first_launch`` (its first launch landed; absent without one)
-    and ``end``; ``combinations``: ``[combination, part, seconds]`` of each run."""
+    and ``end``; ``combinations``: ``[combination, part, seconds]`` of each run;
+    ``cpu_seconds``: this process's CPU time (:func:`_cpu_seconds`)."""
     clock = {"entered": time.time()}
     warm = _warm_cuda() if config.device == "cuda" and target is None else None
     try:
@@ -178,7 +180,13 @@ def run_worker(config: CampaignConfig, worker: int, target: Any = None, reporter
             took.append([n, share.part, round(time.perf_counter() - began, 3)])
     clock["end"] = time.time()
     return {"stats": asdict(stats), "findings": findings, "seconds": time.perf_counter() - start,
-            "clock": clock, "combinations": took}
+            "clock": clock, "combinations": took, "cpu_seconds": _cpu_seconds()}
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time (user + system) and that of its children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def run_pulling_worker(config: CampaignConfig, worker: int, counter: SharedCounter,

@@ -8,8 +8,7 @@ accepted count; a prompt tail half the time as a decode), their live columns mov
 rows. The caller decisions are drawn with numpy for all rows at once and
 encoded with the spec's own ``encode_row``; the spec (numpy lanes) judges
 every buffer, and FlashInfer's view of each live slot (ring start, ``N - P``)
-is checked after every step. Each launch's target run overlaps the spec's run of it (the target
-waits on its own process in a thread). The target runs in a process of its own
+is checked after every step. The target runs in a process of its own
 (:mod:`replayssm.base.isolation`), each launch under a watchdog: a target
 that ends, hangs, raises or changes its process, or writes outside its
 buffers, stops the run with that ``fault`` (never a run without discrepancies).
@@ -18,7 +17,6 @@ buffers, stops the run with that ``fault`` (never a run without discrepancies).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,12 +54,10 @@ class WideResult:
     """Seconds of the steps by part (:data:`STEP_PARTS`), summed over the steps."""
 
 
-STEP_PARTS = ("decisions", "spec", "kernels_wait", "compare", "refinement")
-"""A wide step's parts, which add up to its time: the caller decisions drawn
-and encoded into the two launch actions, the spec's run of them, the wait
-for the target's run after the spec's (the target runs meanwhile, in a
-thread: its own time is ``kernel_seconds``), the comparison of every buffer,
-FlashInfer's view checked."""
+STEP_PARTS = ("decisions", "spec", "kernels", "compare", "refinement")
+"""A wide step's parts: the caller decisions drawn and encoded into the two
+launch actions, the spec's run of them, the target's (to completion, through
+its process), the comparison of every buffer, FlashInfer's view checked."""
 
 
 class WideSystem:
@@ -85,8 +81,6 @@ class WideSystem:
         self.max_step = self.rule.longest_decode
         self.kernel_seconds = 0.0
         self.parts = dict.fromkeys(STEP_PARTS, 0.0)
-        self.launcher = ThreadPoolExecutor(1, thread_name_prefix="wide-target")
-        """Runs each launch while this thread runs the spec's (the target waits on its own process)."""
 
     def _new_prompts(self, n: int) -> np.ndarray:
         """Prompts of 1 to 3 blocks and a token; a quarter of them one token past a
@@ -144,36 +138,23 @@ class WideSystem:
         t1 = time.perf_counter()
         parts["decisions"] += t1 - t0
         for action in (migrate, postprocess):
-            target = self.launcher.submit(self._run_target, action)  # waits on the target's process: in a thread
-            try:
-                self.spec.run(action)
-            finally:
-                t2 = time.perf_counter()
-                parts["spec"] += t2 - t1
-                wait([target])  # the target's run is over before anything else reads or raises
-            target.result()  # its fault, if any, is the run's
+            self.spec.run(action)
+            t2 = time.perf_counter()
+            parts["spec"] += t2 - t1
+            self.impl.run(action)
+            if self.impl.device.type == "cuda":
+                torch.cuda.synchronize()
             t1 = time.perf_counter()
-            parts["kernels_wait"] += t1 - t2
+            parts["kernels"] += t1 - t2
             wrong += compare(self.spec.state(), self.impl.state())
             t2 = time.perf_counter()
             parts["compare"] += t2 - t1
             t1 = t2
+        self.kernel_seconds = parts["kernels"]
         self._advance(prefilling, q, accepted, live)
         wrong += self._check_refinement()
         parts["refinement"] += time.perf_counter() - t1
         return wrong
-
-    def _run_target(self, action: Migrate | Postprocess) -> None:
-        """The target's run of ``action``, to completion; its time added to ``kernel_seconds``."""
-        t0 = time.perf_counter()
-        self.impl.run(action)
-        if self.impl.device.type == "cuda":
-            torch.cuda.synchronize()
-        self.kernel_seconds += time.perf_counter() - t0
-
-    def close(self) -> None:
-        """Stop the thread that runs the target's launches."""
-        self.launcher.shutdown()
 
     def _advance(self, prefilling: np.ndarray, q: np.ndarray, accepted: np.ndarray, live: np.ndarray) -> None:
         """FlashInfer's view of each live slot after the step."""
@@ -252,8 +233,6 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     except TargetGone as e:
         fault = f"{e.fault.kind}: {e.fault.report()}"
     finally:
-        if system is not None:
-            system.close()
         if module is not None:
             module.close()
     parts = {k: round(v, 4) for k, v in system.parts.items()} if system is not None else {}
