@@ -97,10 +97,11 @@ def _two_lanes(transition: str, geo: ReleaseGeometry, arrays: dict, kernels: lis
     hyps: list[tuple[str, Any]] = [
         ("launch_facts", conj(pid >= 0, lanes[0] >= 0, lanes[0] < lanes[1], lanes[1] < BLOCK)),
         ("release_launch", conj(n >= 1, states >= 1, *[shapes[b][0] >= states for b in TRACKERS])),
-        (caller.ROWS_COVERED.name, caller.ROWS_COVERED(n, shapes["num_accepted_tokens"][0],
-                                                      shapes["query_start_loc"][0])),
         (caller.DISTINCT_SLOTS.name, caller.DISTINCT_SLOTS(traces[0].slot, traces[1].slot, geo.pad)),
     ]
+    if transition == "commit":  # the only kernel that reads the row buffers
+        hyps.append((caller.ROWS_COVERED.name, caller.ROWS_COVERED(n, shapes["num_accepted_tokens"][0],
+                                                                   shapes["query_start_loc"][0])))
     show = {"pid": pid, "lane0": lanes[0], "lane1": lanes[1], "slot0": traces[0].slot, "slot1": traces[1].slot}
     return spec, hyps, show, conj(traces[0].valid, traces[1].valid)
 

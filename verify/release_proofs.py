@@ -96,9 +96,10 @@ def lane_case(transition: str, geo: ReleaseGeometry, program: str = "p", arrays:
     a: list[tuple[str, Any]] = [
         ("release_launch", conj(offset >= 0, n >= 1, states >= 1,
                                 *[shapes[b][0] >= states for b in trackers.TRACKERS])),
-        (caller.ROWS_COVERED.name, caller.ROWS_COVERED(n, shapes["num_accepted_tokens"][0],
-                                                      shapes["query_start_loc"][0])),
     ]
+    if transition == "commit":  # the only program that reads the row buffers
+        a.append((caller.ROWS_COVERED.name, caller.ROWS_COVERED(n, shapes["num_accepted_tokens"][0],
+                                                                shapes["query_start_loc"][0])))
     return LaneCase(geo, mem, trace, offset, before, ghost, a)  # type: ignore[arg-type]
 
 
