@@ -10,10 +10,16 @@ where both break are counted, and that pair stops being compared. A failure
 is shrunk by Hypothesis and saved as a review trace, which :func:`replay` runs
 again without the callers.
 
-Campaigns are time-boxed: the convention combinations take turns, a few
-examples each, until the budget is spent. The first failure is kept as first
-seen, so that an interrupt while Hypothesis shrinks it still saves its trace
-(:attr:`Outcome.shrunk` false; see :mod:`replayssm.base.interrupts`).
+Campaigns are counted, not timed: the convention combinations take turns, a
+few examples each, until the campaign's examples are run, so that a campaign
+finds the same failures on a slow and a fast machine; its ``budget`` of
+seconds is only a watchdog (no turn starts after it: :attr:`Outcome.cut`).
+A campaign keeps going after a failure: each distinct one (its kind and
+property) is shrunk by a count of steps (:data:`SHRINKS`) and saved, and an
+example that breaks a property already found is rejected, so the later turns
+look for the others. The failure being shrunk is kept as first seen, so that
+an interrupt while Hypothesis shrinks it still saves its trace
+(:attr:`Failure.shrunk` false; see :mod:`replayssm.base.interrupts`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from types import ModuleType
 from typing import Any, TextIO
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, reject, settings
+from hypothesis.errors import Unsatisfiable
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as hypothesis_engine
@@ -51,8 +58,12 @@ from .lifecycle import Finding, expectation, review_callers, run_step
 
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
-SHRINK_SECONDS_MIN = 5.0
-"""A failure is shrunk for at most half the campaign's budget, and at least this long."""
+SHRINKS = 10
+"""A failure is shrunk by at most this many successful shrinks of Hypothesis
+(``MAX_SHRINKS``): a count, so the saved trace is the same on any machine."""
+SHRINK_WATCHDOG_SECONDS = 120.0
+"""Shrinking one failure stops after this long whatever the count: a watchdog
+for a stalled machine, never the bound that decides the trace."""
 
 
 @dataclass
@@ -110,6 +121,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     geometries: tuple[Geometry, ...] = GEOMETRIES
     model_blocks: int = MODEL_BLOCKS
     dropped: frozenset[str] = frozenset()
+    known: frozenset[tuple[str, str]] = frozenset()
+    """Failures already found, as ``(kind, property)``: an example that breaks one is rejected."""
     tally: Tally = Tally()
     last_trace: dict | None = None
     first_failure: tuple[dict, Exception] | None = None
@@ -183,8 +196,11 @@ class LifecycleMachine(RuleBasedStateMachine):
             raise self._failed(Diverged("regression", head, "head"))
 
     def _failed(self, error: Finding | Diverged) -> Finding | Diverged:
-        """``error``, after noting the campaign's first failure (and saying so on the progress output)."""
+        """``error``, after noting the campaign's first failure (and saying so on the progress output);
+        an example whose failure was already found is rejected instead (it tells nothing new)."""
         cls = type(self)
+        if (_kind(error), _prop(error)) in cls.known:
+            reject()
         if cls.first_failure is None:
             cls.first_failure = (self.trace, error)
             if cls.progress is not None:
@@ -215,71 +231,112 @@ def _settings(examples: int, max_steps: int, shrink: bool) -> settings:
                     report_multiple_bugs=False, verbosity=Verbosity.quiet)
 
 
+@dataclass(frozen=True)
+class Failure:
+    """One distinct failure of a campaign: its kind (``finding``, or ``fix`` /
+    ``regression`` of two versions), the property broken, what broke, the
+    saved trace's path, and whether Hypothesis shrank it (false for one saved
+    as first seen by an interrupt)."""
+
+    kind: str
+    prop: str
+    message: str
+    trace: str
+    shrunk: bool
+
+
 @dataclass
 class Outcome:
-    """A campaign's result: its tally, and its failure (the shrunk trace's path) if any."""
+    """A campaign's result: its tally, each distinct failure in the order found,
+    and whether the watchdog cut it (``cut``: fewer examples than asked were run)."""
 
     tally: Tally
     seconds: float
-    failure: str | None = None
-    kind: str | None = None
-    prop: str | None = None
-    trace: str | None = None
-    shrunk: bool = False
-    """Whether Hypothesis shrank the failure (false for an interrupted campaign's, saved as first seen)."""
+    failures: list[Failure] = field(default_factory=list)
+    cut: bool = False
+
+    @property
+    def first(self) -> Failure | None:
+        return self.failures[0] if self.failures else None
+
+    @property
+    def failure(self) -> str | None:
+        """The first failure's message (None: every property held)."""
+        return self.first.message if self.first else None
+
+    @property
+    def kind(self) -> str | None:
+        return self.first.kind if self.first else None
+
+    @property
+    def prop(self) -> str | None:
+        return self.first.prop if self.first else None
+
+    @property
+    def trace(self) -> str | None:
+        return self.first.trace if self.first else None
 
 
 def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir: Path, tag: str,
-             device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
+             examples: int, device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
              examples_per_turn: int = 2, where: Callable[[Conventions], bool] | None = None,
              geometries: tuple[Geometry, ...] = GEOMETRIES, model_blocks: int = MODEL_BLOCKS, shrink: bool = True,
-             examples: int | None = None, progress: TextIO | None = None) -> Outcome:
-    """Run the lifecycle machine until ``budget`` seconds are spent or a failure is found
-    (``where``, ``geometries``, ``model_blocks``: the systems drawn, by default every convention
-    combination and fuzzed geometry with requests of up to :data:`MODEL_BLOCKS` blocks; a probe
-    narrows them to where its callers can break its assumption;
-    ``shrink``: let Hypothesis shrink a failure before it is saved; ``examples``: run that many
-    examples whatever the clock says, for a reproducible campaign; ``progress``: where to say
-    that a counterexample was found). An :class:`~replayssm.base.interrupts.Interrupted` passes
-    with the campaign so far as its ``partial`` :class:`Outcome`, the first failure (if any)
-    saved as first seen."""
+             known: frozenset[str] = frozenset(), progress: TextIO | None = None) -> Outcome:
+    """Run ``examples`` examples of the lifecycle machine, in turns of
+    ``examples_per_turn`` (``where``, ``geometries``, ``model_blocks``: the
+    systems drawn, by default every convention combination and fuzzed geometry
+    with requests of up to :data:`MODEL_BLOCKS` blocks; a probe narrows them to
+    where its callers can break its assumption), keeping each distinct failure
+    (``known``: properties already found elsewhere, not looked for again;
+    ``shrink``: let Hypothesis shrink each failure, :data:`SHRINKS` steps at
+    most, before it is saved; ``progress``: where to say that a counterexample
+    was found). ``budget`` seconds is a watchdog: no turn starts after it
+    (:attr:`Outcome.cut`). An :class:`~replayssm.base.interrupts.Interrupted`
+    passes with the campaign so far as its ``partial`` :class:`Outcome`, a
+    failure being shrunk saved as first seen."""
     start, tally = time.perf_counter(), Tally()
     hosts = [launched_by(v.api, v.source) for v in versions]  # each version under its own launch contract
     combos = [c for c in Conventions.all() if (where is None or where(c)) and all(h(c) for h in hosts)]
     if not combos:
         return Outcome(tally, 0.0)
-    turn = 0
-    turns = None if examples is None else -(-examples // examples_per_turn)
-    shrink_seconds = max(SHRINK_SECONDS_MIN, budget / 2)
-    shrinking = f"; shrinking it (at most {shrink_seconds:.0f} s)" if shrink else ""
+    found: list[Failure] = []
+    turns, turn, cut = -(-examples // examples_per_turn), 0, False
+    shrinking = f"; shrinking it (at most {SHRINKS} steps)" if shrink else ""
     machine = None
     try:
-        while (time.perf_counter() - start < budget) if turns is None else turn < turns:
+        while turn < turns:
+            if time.perf_counter() - start >= budget:
+                cut = True
+                break
             conv = combos[(seed + turn) % len(combos)]
+            seen = frozenset((f.kind, f.prop) for f in found) | {("finding", p) for p in known}
             attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
-                     "geometries": geometries, "model_blocks": model_blocks,
-                     "dropped": dropped, "tally": tally, "last_trace": None, "first_failure": None,
-                     "progress": progress, "shrinking": shrinking}
+                     "geometries": geometries, "model_blocks": model_blocks, "dropped": dropped, "known": seen,
+                     "tally": tally, "last_trace": None, "first_failure": None, "progress": progress,
+                     "shrinking": shrinking}
             machine = hypothesis_seed(example_seed(seed, turn))(type("Review", (LifecycleMachine,), attrs))
             turn += 1
-            saved = hypothesis_engine.MAX_SHRINKING_SECONDS  # Hypothesis's only bound on shrinking time
-            hypothesis_engine.MAX_SHRINKING_SECONDS = shrink_seconds
+            saved = hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS
+            hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = SHRINKS, SHRINK_WATCHDOG_SECONDS
             try:
                 run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
             except (Finding, Diverged) as e:
                 path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}")
-                return Outcome(tally, time.perf_counter() - start, str(e), _kind(e), _prop(e), path, shrink)
+                found.append(Failure(_kind(e), _prop(e), str(e), path, shrink))
+            except Unsatisfiable:  # every example of the turn broke a property already found: nothing new
+                pass
             finally:
-                hypothesis_engine.MAX_SHRINKING_SECONDS = saved
+                hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = saved
     except Interrupted as e:
-        e.partial = Outcome(tally, time.perf_counter() - start)
+        e.partial = Outcome(tally, time.perf_counter() - start, list(found))
         if machine is not None and machine.first_failure is not None:
             trace, error = machine.first_failure
-            name = f"{tag}-seed{example_seed(seed, turn - 1)}-unshrunk"
-            e.partial = Outcome(tally, e.partial.seconds, str(error), _kind(error), _prop(error),
-                                _save(trace, error, out_dir, name))
+            if (_kind(error), _prop(error)) not in {(f.kind, f.prop) for f in found}:
+                name = f"{tag}-seed{example_seed(seed, turn - 1)}-unshrunk"
+                e.partial.failures.append(Failure(_kind(error), _prop(error), str(error),
+                                                  _save(trace, error, out_dir, name), False))
         raise
-    return Outcome(tally, time.perf_counter() - start)
+    return Outcome(tally, time.perf_counter() - start, found, cut)
 
 
 def _kind(error: Finding | Diverged) -> str:

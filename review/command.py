@@ -55,6 +55,12 @@ if TYPE_CHECKING:
 
     from .campaign import Version
 
+DEFAULT_EXAMPLES = 24
+"""Examples per campaign (the lifecycle campaign, each probe, each campaign with ``--base``) by default."""
+
+DEFAULT_WATCHDOG = 600.0
+"""``--budget`` by default: a watchdog, never reached on a machine that is not stalled."""
+
 NAME = "review"
 HELP = "review versions of vLLM's ReplaySSM kernels (any launch API) against the lifecycle; with --base, differentially"
 OUTPUTS = """outputs:
@@ -87,9 +93,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-api", metavar="NAME", help="the launch API of BASE (default: detected)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="run the version's kernels compiled on CUDA, or under Triton's interpreter on the CPU (default)")
-    p.add_argument("--budget", type=float, default=30.0, help="seconds of campaigns per version (default: 30)")
-    p.add_argument("--examples", type=int, help="run this many examples per campaign instead of filling the budget "
-                   "(reproducible whatever the machine's speed)")
+    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="examples per campaign (default: "
+                   f"{DEFAULT_EXAMPLES}): the review's budget, a count, so its verdict is the same on any machine")
+    p.add_argument("--budget", type=float, default=DEFAULT_WATCHDOG, help="a watchdog: seconds a version's "
+                   "campaigns may take before the parts not done are cut and reported (default: "
+                   f"{DEFAULT_WATCHDOG:.0f})")
     p.add_argument("--seed", type=int, default=0, help="the campaigns' and probes' Hypothesis seed: the same seed, "
                    "options and version give the same examples (default: 0)")
     p.add_argument("--watchdog", type=float, metavar="SECONDS", help="how long one kernel launch may take "
@@ -193,7 +201,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     print(f"reviewing {v.label} ({v.source}): {v.fault.reason}", file=out, flush=True)
                     continue
                 against = None if isinstance(base, Faulted) else base
-                size = f"{args.examples} examples per campaign" if args.examples else f"budget {args.budget:.0f} s"
+                size = f"{args.examples} examples per campaign"
                 parts, located = ReviewParts(), kernel_locations(v, against, _shown_as(args, v))
                 try:
                     print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}; "
@@ -255,7 +263,7 @@ def _load(args: argparse.Namespace) -> tuple[list[Version | Faulted], Version | 
 
     if not 0 < args.budget < float("inf"):  # nan fails too: a budget that never runs out is no budget
         raise ReviewInputError(f"--budget must be > 0 seconds and finite, got {args.budget}")
-    if args.examples is not None and args.examples < 1:
+    if args.examples < 1:
         raise ReviewInputError(f"--examples must be >= 1, got {args.examples}")
     if args.seed < 0:
         raise ReviewInputError(f"--seed must be >= 0, got {args.seed}")
@@ -371,16 +379,17 @@ def review_version(parts: ReviewParts, v: Version, args: argparse.Namespace, bas
             raise
         parts.lifecycle = lifecycle_result(main, v.source, interrupted=False)
         parts.done.append(LIFECYCLE)
-        print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: "
-              f"{main.failure or 'every property held'}", file=out, flush=True)
-        for probe in probe_outcomes(v, args, traces, out, skip=bool(main.failure), deadline=campaigns + args.budget):
+        said = "; ".join(f.message for f in main.failures) or "every property held"
+        print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: {said}", file=out,
+              flush=True)
+        broken = frozenset(c.property for c in parts.lifecycle.counterexamples)
+        for probe in probe_outcomes(v, args, traces, out, known=broken, deadline=campaigns + args.budget):
             parts.probes.append(probe)
             if probe.outcome != "interrupted":
                 parts.done.append(f"probe without {probe.name}")
         if base is not None:
             started = time.perf_counter()
-            findings = [c for c in (parts.lifecycle.counterexample, *(p.independent for p in parts.probes))
-                        if c is not None]
+            findings = [*parts.lifecycle.counterexamples, *(p.independent for p in parts.probes if p.independent)]
             try:
                 for d in differences(base, v, args, traces, out, findings, parts.probes, parts.base_probes.append):
                     parts.differences.append(d)

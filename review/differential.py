@@ -5,8 +5,8 @@ as it is found: the kernel roles both versions have, compared by proof
 (:mod:`.kernel_diff`); head's findings replayed on base (a regression where
 base passes); the changes of reliance on assumptions vLLM does not guarantee
 (:func:`reliance`, base's probes yielded to ``base_probes``); base's own
-campaign's finding replayed on head (a fix where head passes); then a
-campaign of both on shared caller schedules for the rest of the budget. It
+campaign's findings replayed on head (a fix where head passes); then a
+campaign of both on shared caller schedules, each distinct difference kept. It
 ends with the count of request-steps where both conform (neutral), also when
 interrupted (then the count so far; a difference its campaign was shrinking
 is noted as first seen).
@@ -36,7 +36,8 @@ def differences(base: Version, head: Version, args: argparse.Namespace, traces: 
     """Each difference between ``base`` and ``head`` (module docstring), the
     same kind of the same property (and assumption) once; ``head_findings``
     and ``head_probes``: head's review so far; each of base's probes is
-    passed to ``base_probes`` as it ends."""
+    passed to ``base_probes`` as it ends. Each campaign runs ``--examples``
+    examples, ``--budget`` its watchdog."""
     from .campaign import campaign, replay
     from .kernel_diff import kernel_differences
 
@@ -51,41 +52,34 @@ def differences(base: Version, head: Version, args: argparse.Namespace, traces: 
         yield Difference(kind, "sampled", message, prop, assumption, trace,
                          replay_command(trace, base.source if kind == "fix" else head.source))
 
-    neutral_steps, turn = 0, 0
+    neutral_steps = 0
     try:
         yield from (Difference.from_kernel_diff(e) for e in kernel_differences(base, head, traces, out))
         for f in head_findings:
             if f.trace is not None and replay(f.trace, [base], args.device)[0]:
                 yield from sampled("regression", f.property, f"head breaks {f.message}; base does not", f.trace)
-        if not head_findings:  # else head was not probed: there is no reliance to compare
-            for kind, name, prop, message, trace in reliance(base, head, args, traces, out, head_probes, base_probes):
-                yield from sampled(kind, prop, message, trace, assumption=name)
+        for kind, name, prop, message, trace in reliance(base, head, args, traces, out, head_probes, base_probes):
+            yield from sampled(kind, prop, message, trace, assumption=name)
         start = time.perf_counter()
         own = campaign((base,), budget=args.budget / 2, seed=args.seed, out_dir=traces, tag=f"{base.label}-base",
                        device=args.device, examples=args.examples, progress=out)
-        if own.trace is not None and replay(own.trace, [head], args.device)[0]:
-            yield from sampled("fix", own.prop, f"base breaks {own.failure}; head does not", own.trace)
-        while True:
-            spent = time.perf_counter() - start
-            try:
-                o = campaign((base, head), budget=max(args.budget - spent, 1.0), seed=args.seed + 7919 * (turn + 1),
-                             out_dir=traces, tag=f"{base.label}-vs-{head.label}-{turn}", device=args.device,
-                             examples=args.examples, progress=out)
-            except Interrupted as e:
-                if e.partial is not None:
-                    neutral_steps += e.partial.tally.request_steps
-                    if e.partial.failure is not None:
-                        assert e.partial.kind is not None and e.partial.trace is not None
-                        yield from sampled(e.partial.kind, e.partial.prop, f"{e.partial.failure} (as first seen: "
-                                           "interrupted while shrinking)", e.partial.trace)
-                raise
-            turn += 1
-            neutral_steps += o.tally.request_steps
-            if o.failure is not None:
-                assert o.kind is not None and o.trace is not None
-                yield from sampled(o.kind, o.prop, o.failure, o.trace)
-            if o.failure is None or args.examples is not None or time.perf_counter() - start >= args.budget:
-                break
+        for failure in own.failures:
+            if replay(failure.trace, [head], args.device)[0]:
+                yield from sampled("fix", failure.prop, f"base breaks {failure.message}; head does not", failure.trace)
+        try:
+            both = campaign((base, head), budget=max(args.budget - (time.perf_counter() - start), 1.0),
+                            seed=args.seed + 7919, out_dir=traces, tag=f"{base.label}-vs-{head.label}-0",
+                            device=args.device, examples=args.examples, progress=out)
+        except Interrupted as e:
+            if e.partial is not None:
+                neutral_steps += e.partial.tally.request_steps
+                for f in e.partial.failures:
+                    yield from sampled(f.kind, f.prop, f.message if f.shrunk else
+                                       f"{f.message} (as first seen: interrupted while shrinking)", f.trace)
+            raise
+        neutral_steps += both.tally.request_steps
+        for f in both.failures:
+            yield from sampled(f.kind, f.prop, f.message, f.trace)
     finally:
         yield Difference("neutral", "sampled", "request-steps on which base and head both conform",
                          request_steps=neutral_steps)

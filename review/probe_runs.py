@@ -31,25 +31,23 @@ do base's probes with ``--base``."""
 
 
 def probe_outcomes(v: Version, args: argparse.Namespace, traces: Path, out: TextIO, *, deadline: float,
-                   only_latent_able: bool = False, skip: bool = False, quiet_label: bool = True) -> Iterator[ProbeOutcome]:
+                   only_latent_able: bool = False, known: frozenset[str] = frozenset(),
+                   quiet_label: bool = True) -> Iterator[ProbeOutcome]:
     """Each probe of ``v`` (``only_latent_able``: those of assumptions vLLM does
-    not guarantee), the unguaranteed ones first, each in its share of the time
-    left until ``deadline`` (a ``time.perf_counter()`` value); ``skip``: the
-    version breaks a property with every assumption kept, so none is run (each
-    is ``not probed``). Each is said on ``out`` as it ends (prefixed with the
-    version's label unless ``quiet_label``)."""
+    not guarantee), the unguaranteed ones first, each with ``--examples``
+    examples and its share of the time left until ``deadline`` (a
+    ``time.perf_counter()`` value) as its watchdog; ``known``: the properties
+    the version breaks with every assumption kept (a probe looks for the
+    others). Each is said on ``out`` as it ends (prefixed with the version's
+    label unless ``quiet_label``)."""
     from .probes import not_probed, probes, run_probe, share
 
     planned = sorted((p for p in probes() if not (only_latent_able and p.guaranteed)), key=lambda p: p.guaranteed)
     for n, probe in enumerate(planned):
-        if skip:
-            yield ProbeOutcome(probe.name, not_probed(probe, "not probed: the version breaks a property with "
-                                                         "every assumption kept"))
-            continue
         budget = share(probe, planned[n:], deadline - time.perf_counter())
         try:
-            summary, result, independent = run_probe(probe, v, budget=budget, seed=args.seed,
-                                                     out_dir=traces, device=args.device, examples=args.examples)
+            summary, result, independent = run_probe(probe, v, budget=budget, seed=args.seed, out_dir=traces,
+                                                     device=args.device, examples=args.examples, known=known)
         except Interrupted as e:
             cut = not_probed(probe, "interrupted before it finished", "interrupted")
             if e.partial is not None and e.partial.trace is not None:

@@ -160,14 +160,16 @@ def outcome_of(probe: Probe, result: Outcome, relied: bool, independent: str | N
 
 
 def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
-              examples: int | None) -> tuple[dict, Outcome, str | None]:
+              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, Outcome, str | None]:
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
-    independent trace)``, the summary as the JSON's ``assumptions`` entry holds it.
+    independent trace)``, the summary as the JSON's ``assumptions`` entry holds it;
+    ``known``: the properties the version breaks with every assumption kept, not looked for again.
     An :class:`~replayssm.base.interrupts.Interrupted` passes with the campaign so far."""
     result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
                                 device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
                                 geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
-                                model_blocks=probe.model_blocks, shrink=False, examples=examples)
+                                model_blocks=probe.model_blocks, shrink=False, examples=examples,
+                                known=known)
     relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
     outcome = outcome_of(probe, result, relied, independent)
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,

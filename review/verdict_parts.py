@@ -59,11 +59,11 @@ class Counterexample:
 class LifecycleResult:
     """The lifecycle campaign's part: its tally (the JSON's ``campaign``), each
     property held or broken (``held so far`` when it was cut short), its
-    counterexample and its coverage shortfall."""
+    counterexamples (one per property broken) and its coverage shortfall."""
 
     campaign: dict
     properties: dict[str, str]
-    counterexample: Counterexample | None
+    counterexamples: tuple[Counterexample, ...]
     coverage_shortfall: tuple[str, ...]
     seconds: float
 
@@ -77,16 +77,16 @@ def lifecycle_result(outcome: Outcome, source: str, interrupted: bool) -> Lifecy
     campaign = {"examples": tally.examples, "steps": tally.steps, "request_steps": tally.request_steps,
                 "seconds": round(outcome.seconds, 2), "scenarios": tally.scenarios}
     properties = {p: "held so far" if interrupted else "held" for p in PROPERTIES}
-    counterexample, shortfall = None, []
-    if outcome.failure:
-        assert outcome.prop is not None and outcome.trace is not None
-        properties[outcome.prop] = "broken"
-        counterexample = Counterexample.of(outcome.prop, outcome.failure, outcome.trace, source, outcome.shrunk)
-    elif not interrupted:
+    found = tuple(Counterexample.of(f.prop, f.message, f.trace, source, f.shrunk) for f in outcome.failures)
+    properties.update({c.property: "broken" for c in found})
+    shortfall = []
+    if outcome.cut:
+        shortfall.append(f"the watchdog (--budget) cut the campaign after {tally.examples} examples")
+    if not found and not interrupted:
         if tally.request_steps < MIN_REQUEST_STEPS:
             shortfall.append(f"{tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
         shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not tally.scenarios.get(s)]
-    return LifecycleResult(campaign, properties, counterexample, tuple(shortfall), outcome.seconds)
+    return LifecycleResult(campaign, properties, found, tuple(shortfall), outcome.seconds)
 
 
 @dataclass(frozen=True)

@@ -91,11 +91,13 @@ def build_verdict(label: str, source: str, api: str, summary: str, parts: Review
     """The verdict of one version from its ``parts`` (:class:`ReviewParts`):
     its properties are the lifecycle campaign's, each broken by a finding
     (the campaign's, a probe's that stays with the assumption restored, or
-    the fault at import) marked broken; the parts of ``planned`` not in
+    the fault at import; one per property, the first found) marked broken;
+    the parts of ``planned`` not in
     ``parts.done`` are unfinished."""
     life = parts.lifecycle
-    findings = [c for c in (parts.fault, life.counterexample if life else None) if c is not None]
-    findings += [p.independent for p in parts.probes if p.independent is not None]
+    found = [*([parts.fault] if parts.fault else []), *(life.counterexamples if life else ()),
+             *(p.independent for p in parts.probes if p.independent is not None)]
+    findings = [f for n, f in enumerate(found) if f.property not in {g.property for g in found[:n]}]
     properties = dict(life.properties) if life else {}
     properties.update({f.property: "broken" for f in findings})
     return Verdict(label, source, api, summary, properties=properties, findings=tuple(findings),

@@ -82,6 +82,6 @@ def _a1_with_a_stray_write(stray) -> "Version":
 def test_stray_writes_are_found(stray, prop: str, tmp_path) -> None:
     from replayssm.review.campaign import campaign
 
-    outcome = campaign((_a1_with_a_stray_write(stray),), budget=0, seed=0, out_dir=tmp_path, tag="stray",
+    outcome = campaign((_a1_with_a_stray_write(stray),), budget=60, seed=0, out_dir=tmp_path, tag="stray",
                        examples=8, shrink=False)
     assert outcome.prop == prop, outcome.failure

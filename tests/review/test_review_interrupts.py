@@ -110,9 +110,9 @@ def test_a_report_whose_folder_went_away_is_an_error_naming_the_option(found: bo
         shutil.rmtree(gone)
         parts.done.extend(command.planned_parts(base))
         planted = Counterexample("refinement", "refinement: planted", str(trace), True,
-                                 f"replayssm-verify replay {trace}") if found else None
-        parts.lifecycle = LifecycleResult({"request_steps": 40, "seconds": 0.1}, {"refinement": "held"}, planted, (),
-                                          0.1)
+                                 f"replayssm-verify replay {trace}")
+        parts.lifecycle = LifecycleResult({"request_steps": 40, "seconds": 0.1}, {"refinement": "held"},
+                                          (planted,) if found else (), (), 0.1)
 
     monkeypatch.setattr(command, "review_version", review_version)
     code = main(["review", str(version_path("D2")), "--traces", str(tmp_path / "traces"),
@@ -134,15 +134,16 @@ def test_an_interrupt_during_the_comparison_keeps_the_differences_so_far(tmp_pat
     campaign does, with what it had done.)"""
     from replayssm.base.interrupts import Interrupted
     from replayssm.review import campaign as campaign_module
-    from replayssm.review.campaign import Outcome, Tally
+    from replayssm.review.campaign import Failure, Outcome, Tally
 
     trace = str(tmp_path / "review-D2-vs-D2-0-seed7919000-unshrunk.json")
 
     def campaign(versions, **kwargs) -> Outcome:
         if len(versions) == 2:
             e = Interrupted(signal.SIGTERM)
-            e.partial = Outcome(Tally(request_steps=7), 1.0, "regression: head breaks materialize: planted",
-                                "regression", "materialize", trace)
+            e.partial = Outcome(Tally(request_steps=7), 1.0, [Failure("regression", "materialize",
+                                                                      "regression: head breaks materialize: planted",
+                                                                      trace, False)])
             raise e
         return Outcome(Tally(request_steps=30, scenarios={"checkpoint": 1}), 1.0)
 

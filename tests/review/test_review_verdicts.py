@@ -15,7 +15,7 @@ from replayssm.cli import main
 from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.review import probes as pr
 from replayssm.review.lifecycle import TABLE_SHORT
-from replayssm.review.verdict_parts import Counterexample, LifecycleResult, ProbeOutcome, ReviewParts
+from replayssm.review.verdict_parts import ContractNote, Counterexample, LifecycleResult, ProbeOutcome, ReviewParts
 from replayssm.review.verdicts import build_verdict, junit_cases, print_table
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
@@ -93,7 +93,7 @@ def _probe(outcome: str, guaranteed: bool, **more) -> dict:
 ])
 def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guaranteed: bool, status: str,
                                                              junit: str | None, capsys) -> None:
-    held = LifecycleResult({"request_steps": 100}, {"refinement": "held"}, None, (), 1.0)
+    held = LifecycleResult({"request_steps": 100}, {"refinement": "held"}, (), (), 1.0)
     v = build_verdict("X", "x.py", "A", "gen A",
                       ReviewParts(lifecycle=held, probes=[ProbeOutcome(TRACKERS, _probe(outcome, guaranteed))]))
     assert v.status == status
@@ -113,7 +113,7 @@ def test_a_finding_outranks_latent_and_a_latent_outranks_a_shortfall() -> None:
     probes = [ProbeOutcome(TRACKERS, _probe("latent", False)),
               ProbeOutcome("row_nonempty", _probe("not finished", False, name="row_nonempty"))]
     assert build_verdict("X", "x.py", "A", "gen A", ReviewParts(probes=probes)).status == "latent"
-    broken = LifecycleResult({}, {"frame": "held"}, Counterexample("frame", "m", "f.json", True, "r"), (), 1.0)
+    broken = LifecycleResult({}, {"frame": "held"}, (Counterexample("frame", "m", "f.json", True, "r"),), (), 1.0)
     v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=broken, probes=probes))
     assert v.status == "finding" and v.properties == {"frame": "broken"}
 
@@ -170,3 +170,23 @@ def test_a_head_that_starts_relying_on_an_unguaranteed_assumption_is_a_regressio
     (regression,) = [d for d in verdict["differences"] if d["kind"] == "regression"]
     assert regression["assumption"] == TRACKERS and regression["trace"] == verdict["latent"][0]["trace"]
     assert "regression of reliance on block_copy_moves_trackers" in out
+
+
+def test_a_note_is_its_own_verdict_and_a_finding_only_with_strict(capsys) -> None:
+    """A deviation no consumer reads (a launch clause says so) makes the verdict
+    ``note``, never a failure of its test case; ``--strict`` makes it a finding;
+    a finding or a latent reliance outranks it."""
+    note = ContractNote("work_list_read_to_first_end", "active_request_indices [0, -1, 1]: ...", "n.json", "r")
+    held = LifecycleResult({"request_steps": 100}, {"materialize": "held"}, (), (), 1.0, (note,))
+    v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=held))
+    assert v.status == "note"
+    assert next(c for c in junit_cases([v]) if c.name == "X: lifecycle campaign").failure is None
+    print_table([v], None)
+    assert "work_list_read_to_first_end" in capsys.readouterr().out.splitlines()[1]
+    strict = build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=held), strict=True)
+    assert strict.status == "finding"
+    assert "a finding with --strict" in next(c for c in junit_cases([strict]) if c.name == "X: lifecycle campaign").failure
+    latent = ReviewParts(lifecycle=held, probes=[ProbeOutcome(TRACKERS, _probe("latent", False))])
+    assert build_verdict("X", "x.py", "A", "gen A", latent).status == "latent"
+    assert build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=LifecycleResult(
+        {"request_steps": 100}, {"materialize": "held"}, (), (), 1.0))).status == "pass"
