@@ -47,6 +47,7 @@ from replayssm.fuzz.launcher import Setup
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.traces import REVIEW_ID
 from replayssm.spec import assumptions as env
+from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
 from replayssm.spec.geometry import Conventions, Geometry
 
 from replayssm.spec.generations import Api
@@ -129,6 +130,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     """The first failing example's trace and failure, as Hypothesis first saw it."""
     progress: TextIO | None = None
     shrinking: str = ""
+    notes: list[tuple[str, str, dict]] = []
+    """Each launch clause's first note (``Ghost.notes``: a deviation no consumer
+    reads) as ``(clause, message, the trace up to its step)``, over the campaign."""
 
     @initialize(data=st.data())
     def build_system(self, data: Any) -> None:
@@ -143,6 +147,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
         self.broken: list[Finding | None] = [None] * len(self.versions)
+        self.notes_seen = 0
         self.trace: dict[str, Any] = {
             "#meta": {"format": REVIEW_ID, "versions": [[v.label, v.source, v.api.name] for v in self.versions],
                       "dropped": sorted(self.dropped)},
@@ -184,6 +189,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 except Finding as f:
                     newly[i] = self.broken[i] = f
         if len(self.sides) == 1:
+            self._note(self.sides[0][2])
             if newly[0] is not None:
                 raise self._failed(newly[0])
             return
@@ -194,6 +200,14 @@ class LifecycleMachine(RuleBasedStateMachine):
             raise self._failed(Diverged("fix", base, "base"))
         elif head is not None and self.broken[0] is None:
             raise self._failed(Diverged("regression", head, "head"))
+
+    def _note(self, ghost: Ghost) -> None:
+        """Keep the first note of each launch clause the ghost's new notes name (one version's campaign)."""
+        new, self.notes_seen = ghost.notes[self.notes_seen:], len(ghost.notes)
+        for message in new:
+            clause = next((c.name for c in LAUNCH_CLAUSES if c.name in message), message)
+            if clause not in {n[0] for n in self.notes}:
+                self.notes.append((clause, message, json.loads(json.dumps(self.trace))))
 
     def _failed(self, error: Finding | Diverged) -> Finding | Diverged:
         """``error``, after noting the campaign's first failure (and saying so on the progress output);
@@ -245,15 +259,28 @@ class Failure:
     shrunk: bool
 
 
+@dataclass(frozen=True)
+class Note:
+    """A deviation no consumer reads, as a launch clause of
+    ``spec/generations/contract.py`` says (``Ghost.notes``): the clause, what
+    deviated, and the saved trace of the schedule up to its step."""
+
+    clause: str
+    message: str
+    trace: str
+
+
 @dataclass
 class Outcome:
     """A campaign's result: its tally, each distinct failure in the order found,
-    and whether the watchdog cut it (``cut``: fewer examples than asked were run)."""
+    each launch clause's first note, and whether the watchdog cut it (``cut``:
+    fewer examples than asked were run)."""
 
     tally: Tally
     seconds: float
     failures: list[Failure] = field(default_factory=list)
     cut: bool = False
+    notes: list[Note] = field(default_factory=list)
 
     @property
     def first(self) -> Failure | None:
@@ -300,6 +327,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
     if not combos:
         return Outcome(tally, 0.0)
     found: list[Failure] = []
+    notes: list[tuple[str, str, dict]] = []
     turns, turn, cut = -(-examples // examples_per_turn), 0, False
     shrinking = f"; shrinking it (at most {SHRINKS} steps)" if shrink else ""
     machine = None
@@ -313,7 +341,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
                      "geometries": geometries, "model_blocks": model_blocks, "dropped": dropped, "known": seen,
                      "tally": tally, "last_trace": None, "first_failure": None, "progress": progress,
-                     "shrinking": shrinking}
+                     "shrinking": shrinking, "notes": notes}
             machine = hypothesis_seed(example_seed(seed, turn))(type("Review", (LifecycleMachine,), attrs))
             turn += 1
             saved = hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS
@@ -328,7 +356,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             finally:
                 hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = saved
     except Interrupted as e:
-        e.partial = Outcome(tally, time.perf_counter() - start, list(found))
+        e.partial = Outcome(tally, time.perf_counter() - start, list(found), notes=_saved_notes(notes, out_dir, tag))
         if machine is not None and machine.first_failure is not None:
             trace, error = machine.first_failure
             if (_kind(error), _prop(error)) not in {(f.kind, f.prop) for f in found}:
@@ -336,7 +364,12 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
                 e.partial.failures.append(Failure(_kind(error), _prop(error), str(error),
                                                   _save(trace, error, out_dir, name), False))
         raise
-    return Outcome(tally, time.perf_counter() - start, found, cut)
+    return Outcome(tally, time.perf_counter() - start, found, cut, _saved_notes(notes, out_dir, tag))
+
+
+def _saved_notes(notes: list[tuple[str, str, dict]], out_dir: Path, tag: str) -> list[Note]:
+    return [Note(clause, message, _save(trace, ValueError(message), out_dir, f"{tag}-note-{clause}"))
+            for clause, message, trace in notes]
 
 
 def _kind(error: Finding | Diverged) -> str:

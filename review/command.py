@@ -98,6 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=DEFAULT_WATCHDOG, help="a watchdog: seconds a version's "
                    "campaigns may take before the parts not done are cut and reported (default: "
                    f"{DEFAULT_WATCHDOG:.0f})")
+    p.add_argument("--strict", action="store_true", help="count notes (deviations no consumer reads, as a "
+                   "launch clause says) as findings")
     p.add_argument("--seed", type=int, default=0, help="the campaigns' and probes' Hypothesis seed: the same seed, "
                    "options and version give the same examples (default: 0)")
     p.add_argument("--watchdog", type=float, metavar="SECONDS", help="how long one kernel launch may take "
@@ -209,7 +211,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     review_version(parts, v, args, against, out)
                 finally:
                     verdicts.append(build_verdict(v.label, v.source, v.api.name, v.api.summary, parts,
-                                                  planned_parts(against), located))
+                                                  planned_parts(against), located, strict=args.strict))
         except TargetError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE

@@ -55,9 +55,9 @@ def differences(base: Version, head: Version, args: argparse.Namespace, traces: 
     neutral_steps = 0
     try:
         yield from (Difference.from_kernel_diff(e) for e in kernel_differences(base, head, traces, out))
-        for f in head_findings:
-            if f.trace is not None and replay(f.trace, [base], args.device)[0]:
-                yield from sampled("regression", f.property, f"head breaks {f.message}; base does not", f.trace)
+        for c in head_findings:
+            if c.trace is not None and replay(c.trace, [base], args.device)[0]:
+                yield from sampled("regression", c.property, f"head breaks {c.message}; base does not", c.trace)
         for kind, name, prop, message, trace in reliance(base, head, args, traces, out, head_probes, base_probes):
             yield from sampled(kind, prop, message, trace, assumption=name)
         start = time.perf_counter()

@@ -56,16 +56,32 @@ class Counterexample:
 
 
 @dataclass(frozen=True)
+class ContractNote:
+    """A deviation no consumer reads (a launch clause says so): a ``note``,
+    never a finding unless ``--strict``; the trace shows the schedule up to it."""
+
+    clause: str
+    message: str
+    trace: str
+    replay: str
+
+    def as_json(self) -> dict:
+        return {"clause": self.clause, "message": self.message, "trace": self.trace, "replay": self.replay}
+
+
+@dataclass(frozen=True)
 class LifecycleResult:
     """The lifecycle campaign's part: its tally (the JSON's ``campaign``), each
     property held or broken (``held so far`` when it was cut short), its
-    counterexamples (one per property broken) and its coverage shortfall."""
+    counterexamples (one per property broken), its coverage shortfall and
+    its notes (one per launch clause)."""
 
     campaign: dict
     properties: dict[str, str]
     counterexamples: tuple[Counterexample, ...]
     coverage_shortfall: tuple[str, ...]
     seconds: float
+    notes: tuple[ContractNote, ...] = ()
 
 
 def lifecycle_result(outcome: Outcome, source: str, interrupted: bool) -> LifecycleResult:
@@ -86,7 +102,8 @@ def lifecycle_result(outcome: Outcome, source: str, interrupted: bool) -> Lifecy
         if tally.request_steps < MIN_REQUEST_STEPS:
             shortfall.append(f"{tally.request_steps} request-steps < {MIN_REQUEST_STEPS}")
         shortfall += [f"never reached: {s}" for s in REQUIRED_SCENARIOS if not tally.scenarios.get(s)]
-    return LifecycleResult(campaign, properties, found, tuple(shortfall), outcome.seconds)
+    notes = tuple(ContractNote(n.clause, n.message, n.trace, replay_command(n.trace, source)) for n in outcome.notes)
+    return LifecycleResult(campaign, properties, found, tuple(shortfall), outcome.seconds, notes)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,15 @@ from typing import TextIO
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.reports import JunitCase, replay_command, write_json, write_junit, write_reports
 
-from .verdict_parts import Counterexample, Difference, KernelFinding, ProbeOutcome, ReviewParts, kernel_findings
+from .verdict_parts import (
+    ContractNote,
+    Counterexample,
+    Difference,
+    KernelFinding,
+    ProbeOutcome,
+    ReviewParts,
+    kernel_findings,
+)
 
 REPORT_SCHEMA = "replayssm-review/2"
 """The ``schema`` of the ``--json`` report: bumped when a field changes meaning
@@ -50,6 +58,10 @@ class Verdict:
     campaign: dict = field(default_factory=dict)
     differences: tuple[Difference, ...] = ()
     coverage_shortfall: tuple[str, ...] = ()
+    notes: tuple[ContractNote, ...] = ()
+    """Deviations no consumer reads (a launch clause says so): the ``note`` verdict."""
+    strict: bool = False
+    """``--strict``: a note counts as a finding."""
     unfinished: tuple[str, ...] = ()
     """The parts of the review not done (an interrupt): :data:`LIFECYCLE`,
     ``probe without NAME``, :data:`DIFFERENTIAL`."""
@@ -76,18 +88,22 @@ class Verdict:
         ``interrupted``, ``latent`` (a property broken only when vLLM breaks an
         assumption it does not guarantee), ``coverage shortfall`` (too few
         request-steps, a required scenario missed, a probe of an unguaranteed
-        assumption not finished) or ``pass``."""
-        if self.findings or self.kernel_findings or any(d.kind == "regression" for d in self.differences):
+        assumption not finished), ``note`` (every property held; a deviation
+        no consumer reads: a finding with :attr:`strict`) or ``pass``."""
+        if (self.findings or self.kernel_findings or any(d.kind == "regression" for d in self.differences)
+                or (self.strict and self.notes)):
             return "finding"
         if self.unfinished:
             return "interrupted"
         if self.latent:
             return "latent"
-        return "coverage shortfall" if self.coverage_shortfall or self.probes_not_finished else "pass"
+        if self.coverage_shortfall or self.probes_not_finished:
+            return "coverage shortfall"
+        return "note" if self.notes else "pass"
 
 
 def build_verdict(label: str, source: str, api: str, summary: str, parts: ReviewParts,
-                  planned: Sequence[str] = (), locations: dict | None = None) -> Verdict:
+                  planned: Sequence[str] = (), locations: dict | None = None, strict: bool = False) -> Verdict:
     """The verdict of one version from its ``parts`` (:class:`ReviewParts`):
     its properties are the lifecycle campaign's, each broken by a finding
     (the campaign's, a probe's that stays with the assumption restored, or
@@ -105,7 +121,7 @@ def build_verdict(label: str, source: str, api: str, summary: str, parts: Review
                    kernel_proofs=parts.kernel_proofs, kernel_findings=kernel_findings(parts.kernel_proofs),
                    campaign={**(life.campaign if life else {}), **parts.timings},
                    differences=tuple(parts.differences), coverage_shortfall=life.coverage_shortfall if life else (),
-                   unfinished=tuple(p for p in planned if p not in parts.done), locations=locations)
+                   notes=life.notes if life else (), strict=strict, unfinished=tuple(p for p in planned if p not in parts.done), locations=locations)
 
 
 def verdict_json(v: Verdict) -> dict:
@@ -126,7 +142,8 @@ def verdict_json(v: Verdict) -> dict:
             "assumptions": {p.name: p.summary for p in v.probes},
             "base_assumptions": {p.name: p.summary for p in v.base_probes}, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located([d.as_json() for d in v.differences]),
-            "coverage_shortfall": [*v.coverage_shortfall, *v.probes_not_finished], "unfinished": list(v.unfinished),
+            "coverage_shortfall": [*v.coverage_shortfall, *v.probes_not_finished],
+            "notes": [n.as_json() for n in v.notes], "unfinished": list(v.unfinished),
             "locations": v.locations}
 
 
@@ -180,7 +197,9 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
     cases = []
     for v in verdicts:
         from_probes = [p.independent for p in v.probes]
-        failure = "\n\n".join(_counterexample(f.as_json()) for f in v.findings if f not in from_probes) or None
+        failure = "\n\n".join([*(_counterexample(f.as_json()) for f in v.findings if f not in from_probes),
+                                *(f"note ({n.clause}), a finding with --strict: {n.message}\ntrace: {n.trace}"
+                                  for n in v.notes if v.strict)]) or None
         kind = "failure"
         if failure is None and LIFECYCLE in v.unfinished:
             failure, kind = f"interrupted after {v.campaign.get('request_steps', 0)} request-steps", "skipped"
@@ -239,7 +258,7 @@ def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
     probes not finished, evidence (proved or sampled, per claim), and the
     findings' (kernel findings' too) and differences' traces."""
     rows = [("version", "API", "properties", "verdict", "latent (not guaranteed)", "relies on (guaranteed)",
-             "probes not finished", "evidence", "findings / traces")]
+             "probes not finished", "notes (nobody reads)", "evidence", "findings / traces")]
     for v in verdicts:
         held = [p for p, s in v.properties.items() if s != "broken"]
         broken = [p for p, s in v.properties.items() if s == "broken"]
@@ -258,7 +277,9 @@ def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
                     f"({d.evidence}): {d.trace}" for d in v.differences
                     if d.kind not in ("neutral", "equal") and "trace" in d.as_json()]
                  + list(v.coverage_shortfall))
-        rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, evidence(v), "; ".join(notes) or "-"))
+        unread = ", ".join(n.clause for n in v.notes) or "-"
+        rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, unread, evidence(v),
+                     "; ".join(notes) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
