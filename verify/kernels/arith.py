@@ -17,10 +17,13 @@ from typing import Any
 
 import z3
 
-from ..terms import _z3_cdiv, lift, mk_add, mk_and, mk_eq, mk_ge, mk_gt, mk_ite, mk_le, mk_lt, mk_mul, mk_ne, mk_not, mk_or, mk_sub
+from ..terms import _z3_cdiv, lift, mk_add, mk_eq, mk_ge, mk_gt, mk_ite, mk_le, mk_lt, mk_mul, mk_ne, mk_not, mk_sub
+from .bitwise import BITWISE, PY_BITWISE, integer_binary, invert, mask_binary
 from .values import Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, offset_parts, promote
 
-Note = Callable[[Any, str], None]
+Note = Callable[..., None]
+"""Receives an integer result and its element type (``evaluator.KernelRun.note``),
+or a shift amount with ``bitwise.SHIFT``."""
 
 
 class KernelTypeError(TypeError):
@@ -39,7 +42,7 @@ INT_OPS = {"+": mk_add, "-": mk_sub, "*": mk_mul, "//": _c_div, "%": _c_mod}
 CMP_OPS = {"<": mk_lt, "<=": mk_le, ">": mk_gt, ">=": mk_ge, "==": mk_eq, "!=": mk_ne}
 PY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod,
           "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-          "!=": operator.ne, "&": operator.and_, "|": operator.or_}
+          "!=": operator.ne, **PY_BITWISE}
 
 
 def lanewise(fn: Callable[..., Any], *xs: Any) -> Any:
@@ -102,10 +105,10 @@ def _scalar_binary(op: str, a: Any, b: Any, note: Note) -> Any:
     if isinstance(a, Pointer) or isinstance(b, Pointer):
         raise KernelTypeError(f"operator {op} on a pointer outside pointer + offset")
     a, b = as_scalar(a), as_scalar(b)
-    if op in ("&", "|"):
-        if a.dtype != "i1" or b.dtype != "i1":
-            raise KernelTypeError(f"bitwise {op} on {a.dtype}/{b.dtype} (only masks, i1, are supported)")
-        return Scalar((mk_and if op == "&" else mk_or)([a.z, b.z]), "i1")
+    if op in BITWISE:
+        if a.dtype == b.dtype == "i1" and op in "&|^":
+            return mask_binary(op, a, b)
+        return integer_binary(op, a, b, note)
     if op in CMP_OPS:
         if a.dtype == b.dtype == "i1" and op in ("==", "!="):
             return Scalar(CMP_OPS[op](a.z, b.z), "i1")
@@ -129,8 +132,10 @@ def unary(op: str, a: Any, note: Note) -> Any:
             dtype = promote(x.dtype, x.dtype)
             note(z, dtype)
             return Scalar(z, dtype)
+        if op == "~":
+            return invert(x)
         if x.dtype != "i1":
-            raise KernelTypeError(f"{op} on {x.dtype} (only masks, i1, are supported)")
+            raise KernelTypeError(f"not on {x.dtype} (only masks, i1, are supported)")
         return Scalar(mk_not(x.z), "i1")
 
     return lanewise(one, a)

@@ -24,11 +24,13 @@ import z3
 from ..memory import SymbolicMemory
 from ..terms import Sym, lift, mk_and, mk_ite, mk_not, mk_or
 from .arith import LANE, KernelTypeError, binary, merge_pointers, unary
+from .bitwise import BITS, SHIFT
 from .contracts import Launch
 from .source import Source, Unsupported, is_constexpr, source_of
-from .values import Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete
+from .values import RANGES, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete
 
-BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|"}
+BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|",
+       ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
 CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -43,6 +45,14 @@ class Intermediate:
     file: str
     lane: int | None = None
     """The block lane it is computed for (None: every lane's)."""
+    what: str = "result"
+    """``result``: it must fit ``dtype``; ``bitwise.SHIFT``: it must lie in ``0 .. bits - 1``."""
+
+    def bounds(self) -> tuple[int, int]:
+        """The values it must keep."""
+        if self.what == SHIFT:
+            return 0, BITS[self.dtype] - 1
+        return RANGES[self.dtype]
 
 
 @dataclass
@@ -90,10 +100,10 @@ class KernelRun:
             parts.append(mk_not(frame.done))
         return both(*parts)
 
-    def note(self, term: Any, dtype: str) -> None:
+    def note(self, term: Any, dtype: str, what: str = "result") -> None:
         if dtype in ("i32", "i64"):
             self.intermediates.append(Intermediate(term, dtype, self.guard(self._frame), self.line, self.file,
-                                                   LANE[-1] if LANE else None))
+                                                   LANE[-1] if LANE else None, what))
 
     def unsupported(self, what: str, node: ast.AST | None = None) -> Unsupported:
         return Unsupported(what, self.file, getattr(node, "lineno", self.line))

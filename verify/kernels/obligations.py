@@ -36,7 +36,6 @@ from .frame import frame_parts
 from .registry import ROLES
 from .roles import KernelRole, Registry, by_name
 from .source import Unsupported
-from .values import RANGES
 
 PROPERTIES = {
     "memory_safety": "every load and store whose mask is on lies inside its buffer as the launch gives it, "
@@ -158,11 +157,12 @@ def int32_parts(case: KernelCase) -> list[Part]:
     for x in case.run.intermediates:
         if not blocked.claimed(case, x.lane):
             continue
-        lo, hi = RANGES[x.dtype]
+        lo, hi = x.bounds()
         fits = implies(Sym(lift(x.guard)), conj(Sym(x.term) >= lo, Sym(x.term) <= hi))
         where = (Path(x.file).name, x.line)
-        parts.append(Part(f"{x.dtype} result at {where[0]}:{where[1]} fits", fits, where, case.mem.program,
-                          {"value": x.term}))
+        name = (f"{x.dtype} result at {where[0]}:{where[1]} fits" if x.what == "result" else
+                f"{x.what} of the {x.dtype} shift at {where[0]}:{where[1]} lies in {lo}..{hi}")
+        parts.append(Part(name, fits, where, case.mem.program, {"value": x.term}))
     return parts
 
 
