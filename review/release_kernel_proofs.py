@@ -1,14 +1,15 @@
 """Proofs of a released vLLM's tracker kernels from their Triton source (generation P).
 
-Each ``@triton.jit`` kernel of the version's ``ssu_dispatch.py`` is read from
-its source without running it (``verify/kernels/source_module.py``) and one
-program of its launch is evaluated on symbolic memory
-(``verify/kernels/evaluator.py``), its block of 128 lanes represented by two
-sampled lanes at any two distinct positions (``contracts.LaneSample``). Beside
-it, the spec's program (``spec/release_trackers.py``) runs for the two rows
-those lanes are. For every input inside the caller's contract
-(``spec/release_caller.py``: the row buffers cover the launch, distinct rows
-name distinct slots) two claims are proved:
+Each tracker kernel role of generation P's adapter (``spec/generations/gen_p.py``:
+its jit, parameters, constexprs, geometry and the caller's clauses its proof
+takes) is read from the version's ``ssu_dispatch.py``, from its source
+without running it (``verify/kernels/source_module.py``), and one program of
+its launch is evaluated on symbolic memory (``verify/kernels/evaluator.py``),
+its block of 128 lanes represented by two sampled lanes at any two distinct
+positions (``contracts.LaneSample``). Beside it, the spec's program (``spec/release_trackers.py``) runs for the two rows
+those lanes are. For every input inside the caller's contract (the role's
+clauses, records of ``spec/release_caller.py``: distinct rows name distinct
+slots; for the commit, the row buffers cover the launch) two claims are proved:
 
 - **equivalence**: every tracker entry after the kernel's program equals the
   spec's after the two rows' programs;
@@ -24,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from replayssm.spec import release_caller as caller
-from replayssm.spec.release_trackers import PROGRAMS, TRACKERS, ReleaseGeometry
+from replayssm.spec.generations import gen_p
+from replayssm.spec.generations.tracker_api import BUFFER, STRIDE, Param, TrackerRole
+from replayssm.spec.release_trackers import TRACKERS
 from replayssm.spec.vocab import conj
 from replayssm.verify.goals import in_bounds
 from replayssm.verify.kernels.contracts import BufferArg, LaneSample, Launch, ScalarArg, StrideArg
@@ -36,19 +38,8 @@ from replayssm.verify.memory import SymbolicMemory
 from replayssm.verify.obligation import Claim, Obligation, PartName, Result, prove
 from replayssm.verify.terms import named_int
 
-BLOCK = 128
-"""The lanes of one program, as the host wrappers launch the kernels."""
-
-KERNELS = {
-    "commit": ("_commit_replayssm_ring_trackers_kernel", {}),
-    "reset": ("_update_replayssm_ring_trackers_kernel", {"RESET": True}),
-    "advance": ("_update_replayssm_ring_trackers_kernel", {"RESET": False}),
-}
-"""Each transition's kernel and the constexprs that select it."""
-
-GEOMETRIES = {"commit": ReleaseGeometry(16, 4, 20), "reset": ReleaseGeometry(16, 4, 20),
-              "advance": ReleaseGeometry(16, 1, 17)}
-"""The configuration each kernel is proved for (vLLM's ring of 20 rows; 17 for one-token decode)."""
+ROLES: tuple[TrackerRole, ...] = gen_p.API.roles
+"""The tracker kernel roles proved, generation P's adapter's (``spec/generations/gen_p.py``)."""
 
 
 @dataclass(frozen=True)
@@ -61,62 +52,59 @@ class KernelProof:
     result: Result
 
 
-def _shapes() -> dict[str, tuple]:
-    return {"state_batch_indices": (named_int("n_slots"),), "num_accepted_tokens": (named_int("accepted_len"),),
-            "query_start_loc": (named_int("query_start_loc_len"),),
-            **{b: (named_int(f"{b}_len"),) for b in TRACKERS}}
+def _shapes(role: TrackerRole) -> dict[str, tuple]:
+    return {p.name: (named_int(p.length_name),) for p in role.buffers()}
 
 
-def _launch(transition: str, geo: ReleaseGeometry, pid: Any, lanes: tuple) -> Launch:
-    n, states = ScalarArg(named_int("n_slots")), ScalarArg(named_int("num_states"))
-    trackers = [BufferArg(b) for b in TRACKERS]
-    stride = StrideArg("state_batch_indices", 0, 1)
-    if transition == "commit":
-        args = [*trackers, BufferArg("state_batch_indices"), BufferArg("num_accepted_tokens"),
-                BufferArg("query_start_loc"), stride, n, states]
-    else:
-        args = [*trackers, BufferArg("state_batch_indices"), stride, n, states]
-    window, ring = (0, 1) if transition == "reset" else (geo.window, geo.ring_len)
-    constexprs = {"logical_window": window, "ring_buffer_len": ring, "pad_slot_id": geo.pad, "BLOCK": BLOCK,
-                  **KERNELS[transition][1]}
-    return Launch(args, constexprs, (pid,), lanes=LaneSample(BLOCK, lanes))
+def _argument(p: Param) -> BufferArg | StrideArg | ScalarArg:
+    """The kernel argument of parameter ``p``: its tensor, a unit stride of its tensor, or a symbolic int."""
+    if p.kind == BUFFER:
+        return BufferArg(p.name)
+    if p.kind == STRIDE and p.of is not None:  # a stride always names its buffer (Param refuses one without)
+        return StrideArg(p.of, p.dim, 1)
+    return ScalarArg(named_int(p.name))
 
 
-def _two_lanes(transition: str, geo: ReleaseGeometry, arrays: dict, kernels: list[tuple[Any, SymbolicMemory]]
+def _launch(role: TrackerRole, pid: Any, lanes: tuple) -> Launch:
+    return Launch([_argument(p) for p in role.params], role.launch_constexprs(), (pid,),
+                  lanes=LaneSample(role.block, lanes))
+
+
+def _two_lanes(role: TrackerRole, arrays: dict, kernels: list[tuple[Any, SymbolicMemory]]
                ) -> tuple[SymbolicMemory, list[tuple[str, Any]], dict[str, Any], Any]:
     """One program of each kernel on its memory (over ``arrays``), the spec's
     programs of the two sampled lanes' rows; the spec memory, the hypotheses
-    (the launch and the caller's contract), what a counterexample shows, the cover."""
-    shapes = _shapes()
+    (the launch and the caller's clauses the role takes), what a counterexample shows, the cover."""
+    shapes, geo, block = _shapes(role), role.geometry, role.block
     spec = SymbolicMemory(shapes, arrays, "spec")
     pid, lanes = named_int("pid"), (named_int("lane0"), named_int("lane1"))
     n, states = named_int("n_slots"), named_int("num_states")
     for module, mem in kernels:
-        run_program(getattr(module, KERNELS[transition][0]), _launch(transition, geo, pid, lanes), mem)
-    traces = [PROGRAMS[transition](spec, geo, pid * BLOCK + lane, n, states) for lane in lanes]
+        run_program(getattr(module, role.jit), _launch(role, pid, lanes), mem)
+    traces = [role.program(spec, geo, pid * block + lane, n, states) for lane in lanes]
     hyps: list[tuple[str, Any]] = [
-        ("launch_facts", conj(pid >= 0, lanes[0] >= 0, lanes[0] < lanes[1], lanes[1] < BLOCK)),
+        ("launch_facts", conj(pid >= 0, lanes[0] >= 0, lanes[0] < lanes[1], lanes[1] < block)),
         ("release_launch", conj(n >= 1, states >= 1, *[shapes[b][0] >= states for b in TRACKERS])),
-        (caller.DISTINCT_SLOTS.name, caller.DISTINCT_SLOTS(traces[0].slot, traces[1].slot, geo.pad)),
     ]
-    if transition == "commit":  # the only kernel that reads the row buffers
-        hyps.append((caller.ROWS_COVERED.name, caller.ROWS_COVERED(n, shapes["num_accepted_tokens"][0],
-                                                                   shapes["query_start_loc"][0])))
+    values = {"slot0": traces[0].slot, "slot1": traces[1].slot, "pad": geo.pad, "n_slots": n,
+              **{p.length_name: shapes[p.name][0] for p in role.buffers()}}
+    hyps += [(use.clause.name, use.clause(*(values[v] for v in use.applied_to))) for use in role.clauses]
     show = {"pid": pid, "lane0": lanes[0], "lane1": lanes[1], "slot0": traces[0].slot, "slot1": traces[1].slot}
     return spec, hyps, show, conj(traces[0].valid, traces[1].valid)
 
 
-def kernel_claims(module: Any, transition: str, geo: ReleaseGeometry) -> dict[str, Claim]:
-    """The equivalence and memory-safety claims of ``transition``'s kernel in ``module`` (read from source)."""
+def kernel_claims(module: Any, role: TrackerRole) -> dict[str, Claim]:
+    """The equivalence and memory-safety claims of ``role``'s kernel in ``module`` (read from source)."""
     arrays: dict = {}
-    kernel = KernelMemory(_shapes(), arrays, "kernel")
-    spec, hyps, show, cover = _two_lanes(transition, geo, arrays, [(module, kernel)])
+    kernel = KernelMemory(_shapes(role), arrays, "kernel")
+    spec, hyps, show, cover = _two_lanes(role, arrays, [(module, kernel)])
     entry = named_int("any_slot")
     equal: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the spec leaves it", kernel.final(b, (entry,)) ==
                                           spec.final(b, (entry,))) for b in TRACKERS]
     show = {**show, "any_slot": entry}
-    return {"equivalence": Claim(equal, hyps, cover, transition, show, [kernel, spec]),
-            "memory safety": Claim(in_bounds(kernel), hyps, cover, transition, show, [kernel], strategy="whole_goal")}
+    return {"equivalence": Claim(equal, hyps, cover, role.transition, show, [kernel, spec]),
+            "memory safety": Claim(in_bounds(kernel), hyps, cover, role.transition, show, [kernel],
+                                   strategy="whole_goal")}
 
 
 def _one(claim: Claim) -> Callable[[], list[Claim]]:
@@ -124,48 +112,47 @@ def _one(claim: Claim) -> Callable[[], list[Claim]]:
 
 
 def prove_kernels(module: Any) -> list[KernelProof]:
-    """Every property of every tracker kernel of ``module`` (a version read from
-    source); a kernel the evaluator cannot read is ``unknown`` for both
+    """Every property of every tracker kernel role of ``module`` (a version read
+    from source); a kernel the evaluator cannot read is ``unknown`` for both
     properties, naming the construct (never a pass)."""
     out = []
-    for transition, (kernel, _) in KERNELS.items():
+    for role in ROLES:
         try:
-            claims = kernel_claims(module, transition, GEOMETRIES[transition])
+            claims = kernel_claims(module, role)
         except Unsupported as e:
             for prop in ("equivalence", "memory safety"):
-                out.append(KernelProof(transition, kernel, prop, Result(f"P.{transition}", "unknown", 0.0, [],
-                                                                        detail=f"not proved: {e}")))
+                out.append(KernelProof(role.transition, role.jit, prop, Result(role.name, "unknown", 0.0, [],
+                                                                               detail=f"not proved: {e}")))
             continue
         for prop, claim in claims.items():
-            ob = Obligation(f"P.{transition}.{prop.replace(' ', '_')}", f"P.{transition}", f"{kernel}: {prop}",
-                            _one(claim))
-            out.append(KernelProof(transition, kernel, prop, prove(ob)))
+            ob = Obligation(f"{role.name}.{prop.replace(' ', '_')}", role.name, f"{role.jit}: {prop}", _one(claim))
+            out.append(KernelProof(role.transition, role.jit, prop, prove(ob)))
     return out
 
 
-def diff_claims(base: Any, head: Any, transition: str, geo: ReleaseGeometry) -> Claim:
-    """``head``'s kernel of ``transition`` leaves every tracker entry as ``base``'s does, on any input inside the
+def diff_claims(base: Any, head: Any, role: TrackerRole) -> Claim:
+    """``head``'s kernel of ``role`` leaves every tracker entry as ``base``'s does, on any input inside the
     caller's contract (both read from source, run on one symbolic memory)."""
     arrays: dict = {}
-    mems: list[SymbolicMemory] = [KernelMemory(_shapes(), arrays, name) for name in ("base", "head")]
-    _, hyps, show, cover = _two_lanes(transition, geo, arrays, list(zip((base, head), mems)))
+    mems: list[SymbolicMemory] = [KernelMemory(_shapes(role), arrays, name) for name in ("base", "head")]
+    _, hyps, show, cover = _two_lanes(role, arrays, list(zip((base, head), mems)))
     entry = named_int("any_slot")
     same: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the base leaves it", mems[1].final(b, (entry,)) ==
                                          mems[0].final(b, (entry,))) for b in TRACKERS]
-    return Claim(same, hyps, cover, transition, {**show, "any_slot": entry}, mems)
+    return Claim(same, hyps, cover, role.transition, {**show, "any_slot": entry}, mems)
 
 
 def diff_kernels(base: Any, head: Any) -> list[KernelProof]:
-    """``review --vllm HEAD --base BASE``: each tracker kernel of ``head`` against ``base``'s, by proof
+    """``review --vllm HEAD --base BASE``: each tracker kernel role of ``head`` against ``base``'s, by proof
     (``proved``: the same on every input inside the contract; ``failed``: a distinguishing input)."""
     out = []
-    for transition, (kernel, _) in KERNELS.items():
+    for role in ROLES:
         try:
-            claim = diff_claims(base, head, transition, GEOMETRIES[transition])
+            claim = diff_claims(base, head, role)
         except Unsupported as e:
-            out.append(KernelProof(transition, kernel, "same as the base",
-                                   Result(f"P.{transition}", "unknown", 0.0, [], detail=f"not compared: {e}")))
+            out.append(KernelProof(role.transition, role.jit, "same as the base",
+                                   Result(role.name, "unknown", 0.0, [], detail=f"not compared: {e}")))
             continue
-        ob = Obligation(f"P.{transition}.same_as_base", f"P.{transition}", f"{kernel}: same as the base", _one(claim))
-        out.append(KernelProof(transition, kernel, "same as the base", prove(ob)))
+        ob = Obligation(f"{role.name}.same_as_base", role.name, f"{role.jit}: same as the base", _one(claim))
+        out.append(KernelProof(role.transition, role.jit, "same as the base", prove(ob)))
     return out

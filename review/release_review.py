@@ -49,7 +49,7 @@ from replayssm.spec import release_caller as caller
 from replayssm.spec.release_trackers import ReleaseGeometry
 
 from .release_campaign import Run, VersionError, campaign, replay
-from .vllm_locator import P_MARKER, LocateError, Located, locate
+from .vllm_locator import P, P_MARKER, LocateError, Located, locate
 
 REPORT_SCHEMA = "replayssm-release-review/1"
 """The ``schema`` of ``review --vllm ... --json``."""
@@ -234,7 +234,7 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     print(f"found {located.describe()}", file=out, flush=True)
-    if located.generation != "P":
+    if located.generation != P:
         args.head = [str(located.file)]  # the caller reviews the worker-side file as review FILE does
         return -1
     base = None
@@ -258,9 +258,9 @@ def _base(place: str) -> Located:
     if path.is_file() and path.suffix == ".py":
         if P_MARKER not in path.read_text(errors="replace"):
             raise LocateError(f"--base {place}: not a generation-P ssu_dispatch.py (no {P_MARKER.strip('(:')})")
-        return Located(place, "file", "unknown", "P", path)
+        return Located(place, "file", "unknown", P, path)
     found = locate(place)
-    if found.generation != "P":
+    if found.generation != P:
         raise LocateError(f"--base {place}: its ReplaySSM code is generation {found.generation}, not P")
     return found
 

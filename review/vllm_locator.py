@@ -26,12 +26,16 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from replayssm.spec.generations import gen_p
+
 SSU = "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
 """The released tracker kernels' file, relative to the folder holding ``vllm/``."""
 WORKER = "vllm/v1/worker/replayssm_utils.py"
 """The worker-side lifecycle's file (generations A-D, the reference API)."""
-P_MARKER = "def _commit_replayssm_ring_trackers_kernel("
-"""What makes an ``ssu_dispatch.py`` generation P."""
+P = gen_p.API.name
+"""Generation P's name, from its adapter (``spec/generations/gen_p.py``)."""
+P_MARKER = gen_p.API.marker()
+"""What makes an ``ssu_dispatch.py`` generation P (its commit kernel's definition)."""
 INSTALLED = "installed"
 """The ``--vllm`` value naming the vLLM installed in the running Python."""
 
@@ -87,7 +91,7 @@ def _folder_version(root: Path, package: Path) -> str:
 def _generation(root: Path) -> tuple[str, Path] | None:
     ssu = root / SSU
     if ssu.is_file() and P_MARKER in ssu.read_text(errors="replace"):
-        return "P", ssu
+        return P, ssu
     if (root / WORKER).is_file():
         return "worker", root / WORKER
     return None

@@ -7,20 +7,28 @@ buffers, and its kernel roles (:mod:`.roles`). ``review`` drives a version
 through that record; the kernel prover, the kernel diff and ``prove --kernels
 --impl`` read its roles. :func:`detect` picks a version's generation by its
 kernels' signatures; adding a generation is its module and its line in
-:data:`GENERATIONS`.
+:data:`GENERATIONS`. A generation whose trackers the forward pass changes
+itself (no plans, no materialize: vLLM 0.33.0's ring trackers, ``gen_p.py``)
+is a :class:`.tracker_api.TrackerApi` record in :data:`TRACKER_GENERATIONS`,
+read by ``review --vllm``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import gen_a, gen_b, gen_c, gen_d, reference
+from . import gen_a, gen_b, gen_c, gen_d, gen_p, reference
 from .api import Api, Launch, Phase, kernel_params
+from .tracker_api import TrackerApi
 
-__all__ = ["Api", "GENERATIONS", "GenerationError", "Launch", "Phase", "detect", "kernel_params", "registry"]
+__all__ = ["Api", "GENERATIONS", "GenerationError", "Launch", "Phase", "TRACKER_GENERATIONS", "TrackerApi", "detect",
+           "kernel_params", "registry"]
 
 GENERATIONS: tuple[Api, ...] = (reference.API, gen_d.API, gen_c.API, gen_b.API, gen_a.API)
-"""Every known generation, in detection order (the first whose signature matches)."""
+"""Every known launch-API generation, in detection order (the first whose signature matches)."""
+
+TRACKER_GENERATIONS: tuple[TrackerApi, ...] = (gen_p.API,)
+"""Every known generation whose trackers the forward pass changes (``review --vllm`` reviews them)."""
 
 
 class GenerationError(ValueError):

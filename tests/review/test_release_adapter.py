@@ -1,0 +1,85 @@
+"""Generation P's adapter (``spec/generations/gen_p.py``): detection, and its role records are what is proved.
+
+P is a :class:`TrackerApi` beside the launch-API generations: its signature
+matches 0.33.0's ``ssu_dispatch.py`` and no other version; ``review --vllm``'s
+kernel proofs and ``--base`` diff take the kernels, parameters, constexprs and
+caller clauses from its roles, so a role record that leaves out a clause the
+kernel needs makes its proof fail (the record is read, not a copy of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from replayssm.review import release_kernel_proofs as rkp
+from replayssm.spec import corpus
+from replayssm.spec import release_caller as caller
+from replayssm.spec.generations import GENERATIONS, TRACKER_GENERATIONS, GenerationError, detect, gen_p
+from replayssm.verify.kernels.source_module import source_module
+from review_corpus import VERSIONS, needs_corpus, version_path
+
+SSU = "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
+
+
+def release_module():  # type: ignore[no-untyped-def]
+    return source_module(str(corpus.root() / "vllm-0.33.0" / SSU), "--vllm")
+
+
+@needs_corpus
+def test_p_matches_the_release_and_no_launch_api_does() -> None:
+    module = release_module()
+    assert gen_p.API in TRACKER_GENERATIONS and gen_p.API.matches(module)
+    assert not any(api.matches(module) for api in GENERATIONS)
+    with pytest.raises(GenerationError):
+        detect(module)
+
+
+@needs_corpus
+@pytest.mark.parametrize("version", VERSIONS)
+def test_p_matches_no_worker_side_version(version: str) -> None:
+    assert not gen_p.API.matches(source_module(str(version_path(version)), "--impl"))
+
+
+def test_the_roles_and_contract_are_the_adapters() -> None:
+    assert rkp.ROLES is gen_p.API.roles
+    assert [(r.transition, r.jit) for r in rkp.ROLES] == [
+        ("commit", gen_p.COMMIT), ("reset", gen_p.UPDATE), ("advance", gen_p.UPDATE)]
+    assert set(gen_p.API.contract.clauses) == set(caller.ALL)
+    assert caller.ASYNC_ACCEPTED_ORDERED in gen_p.API.contract.unguaranteed()
+    for role in rkp.ROLES:
+        assert all(u.clause in gen_p.API.contract.clauses for u in role.clauses)
+        assert {p.name for p in role.params} >= set(gen_p.API.signature.get(role.jit, ())) - {"RESET"}
+
+
+@needs_corpus
+def test_a_role_without_the_row_buffer_clause_fails_its_memory_safety(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit reads ``num_accepted_tokens`` and ``query_start_loc`` per lane: without
+    ``p_row_buffers_cover_launch`` in its record, its loads may leave those tensors."""
+    commit = rkp.ROLES[0]
+    kept = tuple(u for u in commit.clauses if u.clause is not caller.ROWS_COVERED)
+    assert len(kept) == len(commit.clauses) - 1
+    monkeypatch.setattr(rkp, "ROLES", (replace(commit, clauses=kept),))
+    proofs = {p.property: p.result for p in rkp.prove_kernels(release_module())}
+    assert proofs["equivalence"].status == "proved"
+    assert proofs["memory safety"].status == "failed", proofs["memory safety"]
+
+
+@needs_corpus
+def test_a_role_launched_with_the_wrong_constexpr_fails_its_equivalence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reset's record says its host passes ``RESET = True``; a record saying False proves the advance's
+    code against the reset's program, which differs."""
+    reset = rkp.ROLES[1]
+    monkeypatch.setattr(rkp, "ROLES", (replace(reset, constexprs={**reset.constexprs, "RESET": False}),))
+    proofs = {p.property: p.result for p in rkp.prove_kernels(release_module())}
+    assert proofs["equivalence"].status == "failed"
+
+
+def test_a_parameter_record_is_checked() -> None:
+    from replayssm.spec.generations.tracker_api import STRIDE, Param
+
+    with pytest.raises(ValueError, match="names the buffer"):
+        Param("state_batch_indices_stride", STRIDE)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Param("n_slots", "int")
