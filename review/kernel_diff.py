@@ -11,9 +11,10 @@ becomes one entry of the verdict's ``differences`` with ``"evidence":
 ``equal``, ``fix``, ``regression`` (a finding), ``change`` (a change of
 behaviour that breaks nothing), ``both break``, ``not reproduced`` (one
 program differs, the replayed launch does not), ``undecided`` or
-``unsupported``; where both the row programs and the padding programs of a
-``max_num_reqs`` grid differ, the graver of their two classes
-(:data:`GRAVITY`). The distinguishing launch that gives the kind is saved
+``unsupported``; where several classes of distinguishing inputs differ (the
+row programs', the padding programs' of a ``max_num_reqs`` grid, each other
+buffer's: ``RoleDiff.classes``), the gravest of them (:data:`GRAVITY`); the
+entry's ``kernel_diff`` lists every class, replayed and judged. The distinguishing launch that gives the kind is saved
 under ``--traces`` as a kernel trace that ``replayssm-verify replay FILE
 --impl VERSION`` runs on either version.
 """
@@ -40,9 +41,9 @@ def _kind(d: Any) -> str:
 
 
 def deciding(role_diff: Any) -> Any:
-    """The distinction that gives a difference its kind: the row programs', or
-    the padding programs' where theirs is graver."""
-    found = [d for d in (role_diff.distinction, role_diff.padding_distinction) if d is not None]
+    """The distinction that gives a difference its kind: the gravest of its
+    classes (the row programs' smallest first, on a tie)."""
+    found = [d for d in (role_diff.distinction, role_diff.padding_distinction, *role_diff.classes) if d is not None]
     return min(found, key=lambda d: GRAVITY.index(_kind(d))) if found else None
 
 

@@ -54,3 +54,21 @@ def test_the_graver_of_the_row_and_padding_distinctions_gives_the_kind() -> None
     assert kind_of(r) == "regression" and deciding(r) is row
     r.padding_distinction = None
     assert kind_of(r) == "regression" and deciding(r) is row
+
+
+def test_a_graver_class_of_distinguishing_inputs_gives_the_kind() -> None:
+    """A role whose smallest distinction is a harmless change but another
+    class (another buffer) is a regression is a regression, decided by that
+    class; every class is in the entry's JSON."""
+    from replayssm.review.kernel_diff import deciding, kind_of
+    from replayssm.verify.kernels.diff_results import DIFFERS, Distinction, RoleDiff
+
+    row = Distinction("unit", False, False, ["plan_ring_start"], True, judgement="change that breaks nothing: x")
+    other = Distinction("odd", False, False, ["num_committed"], True,
+                        judgement="regression: head breaks the spec program's result: ...")
+    r = RoleDiff("postprocess", "k", DIFFERS, 4, ["unit", "odd"], distinction=row, classes=[other])
+    assert kind_of(r) == "regression" and deciding(r) is other
+    assert [c["buffers"] for c in r.as_json()["classes"]] == [["num_committed"]]
+    assert "; also num_committed in odd: regression" in r.summary()
+    r.classes = []
+    assert kind_of(r) == "change" and deciding(r) is row

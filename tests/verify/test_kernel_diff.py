@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_pairs import ONLY_FRESH, page_copy
+from kernel_pairs import COMMITTED_PLUS_ONE, ONLY_FRESH, PLAN_START_PLUS_ONE, page_copy
 
 from replayssm.verify.kernels.diff import diff_role, diff_versions
 from replayssm.verify.kernels.diff_pairs import smallest_first
 from replayssm.verify.kernels.diff_results import DIFFERS, EQUAL
-from replayssm.verify.kernels.registry import COMPACTION, MIGRATION
+from replayssm.verify.kernels.registry import COMPACTION, MIGRATION, POSTPROCESS
 
 
 @pytest.mark.corpus
@@ -45,6 +45,27 @@ def test_a_planted_line_is_a_difference_replayed_on_both_kernels_and_judged(tmp_
     assert fix.distinction.judgement.startswith("fix: base breaks"), fix.distinction.judgement
     # the other roles are untouched by the line
     assert diff_role(page, planted, COMPACTION).outcome == EQUAL
+
+
+@pytest.mark.corpus
+def test_each_class_of_distinguishing_inputs_is_reported(tmp_path: Path) -> None:
+    """A copy that differs from the page in two independent ways (a decode
+    row's plan ring start, a decode row's committed count): both buffers are
+    reported, each by a distinguishing input of its own that replays on both
+    kernels, in the JSON and in the summary; with one of the two lines
+    planted, only its class."""
+    page = page_copy(tmp_path, "page")
+    both = diff_role(page, page_copy(tmp_path, "both", PLAN_START_PLUS_ONE, COMMITTED_PLUS_ONE), POSTPROCESS)
+    assert both.outcome == DIFFERS
+    found = [d for d in (both.distinction, both.padding_distinction, *both.classes) if d is not None]
+    shown = {c.split("[")[0] for d in found for c in d.cells}
+    assert {"plan_ring_start", "num_committed"} <= shown, [d.as_json() for d in found]
+    assert all(d.replayed and d.judgement for d in found)
+    assert both.classes and all(len(c.buffers) == 1 for c in both.classes)
+    assert len(both.as_json()["classes"]) == len(both.classes) and "; also " in both.summary()
+    one = diff_role(page, page_copy(tmp_path, "one", COMMITTED_PLUS_ONE), POSTPROCESS)
+    found = [d for d in (one.distinction, one.padding_distinction, *one.classes) if d is not None]
+    assert {c.split("[")[0] for d in found for c in d.cells} == {"num_committed"}, [d.as_json() for d in found]
 
 
 @pytest.mark.corpus

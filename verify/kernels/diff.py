@@ -48,6 +48,16 @@ versions are proved equal. Sat: a distinguishing input, which is
    breaks nothing, naming the buffers that differ; both: a change where
    both break it.
 
+Each distinct **class** of distinguishing inputs is reported, not only the
+smallest: a class is a kind of program (row or padding) and a buffer that
+differs. Once a buffer's class is found (its smallest variant, with whether
+it differs inside the full caller contract), later variants are solved for
+the buffers no class holds yet only (the found classes blocked), and every
+class whose buffer the replays of the smallest distinctions do not show
+differing gets a distinguishing input of its own, minimised, replayed and
+judged as they are, up to
+:data:`MAX_CLASSES` per role (:attr:`.diff_results.RoleDiff.classes`).
+
 Here the decision per role (:func:`diff_role`); both versions' programs of
 a variant over one set of inputs in :mod:`.diff_pairs`; a distinguishing
 input minimised, replayed and judged in :mod:`.diff_replay`; the outcomes
@@ -96,6 +106,21 @@ def _violated(facts: list, parts: list[Part], first_only: bool) -> tuple[list[Pa
     return violated, unknown
 
 
+MAX_CLASSES = 4
+"""The most classes of distinguishing inputs one role's diff reports (its
+smallest distinctions included): each is minimised and replayed on both kernels."""
+
+
+def _classify(classes: dict, pc: PairCase, padding: bool, violated: list[Part]) -> None:
+    """Record the class of each part of ``violated`` no class holds yet, with
+    whether it differs inside the full caller contract (at most :data:`MAX_CLASSES`)."""
+    for p in violated:
+        if (padding, p.name) in classes or len(classes) >= MAX_CLASSES:
+            continue
+        inside, _ = _violated(pc.guaranteed + pc.optional, [p], first_only=True)
+        classes[(padding, p.name)] = (pc, p, bool(inside))
+
+
 def padded(role: KernelRole, head_role: KernelRole | None = None) -> bool:
     """Whether both records' grids span ``max_num_reqs`` rows, so their padding programs are compared."""
     return role.padding is not None and (head_role or role).padding is not None
@@ -123,6 +148,8 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
     first: dict[bool, tuple[PairCase, list[Part]]] = {}
     """Per kind of program (a padding program or not): the smallest variant's differing pair and parts."""
     inside_any = {False: False, True: False}
+    classes: dict[tuple[bool, str], tuple[PairCase, Part, bool]] = {}
+    """Per (padding program or not, buffer): the first pair that differs in it, the part, inside the full contract."""
     try:
         for label, params in chosen:
             for padding in (False, True) if out.padding_compared else (False,):
@@ -130,6 +157,13 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
                 violated, unknown = _violated(pc.guaranteed, pc.parts, first_only=padding in first)
                 if unknown and not violated and label not in out.undecided:
                     out.undecided.append(label)
+                if violated and len(classes) < MAX_CLASSES:
+                    # past the smallest differing variant (solved for its first part only), the classes
+                    # found so far blocked: solved again for the buffers no class holds yet
+                    more = [] if padding not in first else _violated(
+                        pc.guaranteed, [p for p in pc.parts if (padding, p.name) not in classes and p not in violated],
+                        first_only=False)[0]
+                    _classify(classes, pc, padding, violated + more)
                 if not violated:
                     continue
                 if padding:
@@ -154,6 +188,12 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
                 out.distinction = d
             else:
                 out.padding_distinction = d
+        shown = [d for d in (out.distinction, out.padding_distinction) if d is not None]
+        for (padding, buffer), (pc, part, inside) in classes.items():
+            # shown: a cell of the buffer differs on the replay of a distinction of its kind of program
+            if not any(d.padding == padding and any(c.split("[")[0] == buffer for c in d.cells) for d in shown):
+                out.classes.append(distinguish(pc, [part], inside, base, head, base_label, head_label, remotes))
+                shown.append(out.classes[-1])
     elif out.undecided:
         out.outcome, out.why = UNDECIDED, f"the solver timed out on {', '.join(out.undecided)}"
     out.seconds = time.perf_counter() - start

@@ -83,6 +83,9 @@ class RoleDiff:
     """The smallest distinguishing input: of the row programs where they differ, else of the padding programs."""
     padding_distinction: Distinction | None = None
     """The padding programs' own, where the row programs differ too (judged apart: it may break what the other does not)."""
+    classes: list[Distinction] = field(default_factory=list)
+    """One distinguishing input of every other class (kind of program, buffer that differs) the two above do
+    not show, each replayed and judged (``diff.MAX_CLASSES`` at most in all)."""
     why: str = ""
     seconds: float = 0.0
 
@@ -109,6 +112,10 @@ class RoleDiff:
             line += (f"; and the padding programs' smallest: {pd.variant} padding program {pd.inputs.get('batch')} "
                      f"(num_reqs {pd.inputs.get('num_reqs')}), buffers {', '.join(pd.buffers)}; {pd.judgement}"
                      + _replayed(pd))
+        for c in self.classes:
+            at = f" padding program {c.inputs.get('batch')}" if c.padding else ""
+            where = "" if c.inside_full_contract else " (only outside the full caller contract)"
+            line += f"; also {', '.join(c.buffers)} in {c.variant}{at}{where}: {c.judgement}" + _replayed(c)
         return line
 
     def as_json(self) -> dict:
@@ -119,6 +126,7 @@ class RoleDiff:
                 "distinction": None if self.distinction is None else self.distinction.as_json(),
                 "padding_distinction": None if self.padding_distinction is None else
                 self.padding_distinction.as_json(),
+                "classes": [c.as_json() for c in self.classes],
                 "why": self.why, "seconds": round(self.seconds, 2), "summary": self.summary()}
 
 
