@@ -189,10 +189,10 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
             else:
                 out.padding_distinction = d
         shown = [d for d in (out.distinction, out.padding_distinction) if d is not None]
-        for (padding, buffer), (pc, part, inside) in classes.items():
+        for (padding, buffer), (pc, part, within) in classes.items():
             # shown: a cell of the buffer differs on the replay of a distinction of its kind of program
             if not any(d.padding == padding and any(c.split("[")[0] == buffer for c in d.cells) for d in shown):
-                out.classes.append(distinguish(pc, [part], inside, base, head, base_label, head_label, remotes))
+                out.classes.append(distinguish(pc, [part], within, base, head, base_label, head_label, remotes))
                 shown.append(out.classes[-1])
     elif out.undecided:
         out.outcome, out.why = UNDECIDED, f"the solver timed out on {', '.join(out.undecided)}"
