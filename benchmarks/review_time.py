@@ -5,7 +5,8 @@
 VERSION defaults to the corpus's A1 and D2 (``vllm-versions`` in ``$REPLAYSSM_CORPUS``, default ``../shared/reference``).
 Each review runs in its own process (as the CLI would), so the figures include
 importing torch and Triton and loading the version. The goal: <= 60 s per
-version on 2 cores with the default budget. ``--repeat N`` reviews each version
+version on 2 cores with the default budget (a count of examples: the CPU time does not depend on the load,
+the wall time does). ``--repeat N`` reviews each version
 N times, interleaved (A1, D2, A1, D2, ...), and reports each version's median
 wall time. Each run records the load average before it (the machine may be
 shared) and how many probes finished. Run it on a quiet machine; prints one
@@ -61,7 +62,7 @@ def review_once(version: str, budget: float | None) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("versions", nargs="*", default=[str(corpus.versions() / "A1.py"), str(corpus.versions() / "D2.py")])
-    p.add_argument("--budget", type=float, help="review --budget (default: the CLI's)")
+    p.add_argument("--budget", type=float, help="review --budget, its watchdog (default: the CLI's)")
     p.add_argument("--repeat", type=int, default=1, help="reviews of each version, interleaved (default: 1)")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
