@@ -23,6 +23,17 @@ from replayssm.spec.release_trackers import ReleaseGeometry
 from replayssm.spec.vocab import Value, cdiv, cmod
 from replayssm.verify.obligation import REGISTRY, Claim, Obligation, prove
 
+PLANTED = {
+    "release.commit.refinement": "test_commit_by_written_length_instead_of_accepted",
+    "release.advance.refinement": "test_advance_without_the_checkpoint",
+    "release.reset.refinement": "test_a_planted_registered_obligation_fails",
+    "release.triton_cursor.refinement": "test_triton_flush_one_row_late_is_caught",
+    "release.memory_safety": "test_a_reset_past_the_launchs_slots_breaks_memory_safety",
+    "release.determinism": "test_two_lanes_advancing_one_entry_break_determinism",
+}
+"""Each registered release obligation and the test below whose planted bug fails it
+(``tests/verify/test_teeth.py`` counts these as listed)."""
+
 SMALL = {"W4 T2 R6": ReleaseGeometry(4, 2, 6)}
 SMALL_STP = {"W4 T1 R5": ReleaseGeometry(4, 1, 5)}
 
@@ -127,3 +138,25 @@ def test_a_planted_registered_obligation_fails(monkeypatch: pytest.MonkeyPatch) 
     bug = mutant(RT, "reset_program", "for buffer in TRACKERS:", "for buffer in TRACKERS[:2]:")
     plant_program(monkeypatch, "reset", bug)
     assert prove(REGISTRY["release.reset.refinement"]).status == "failed"
+
+
+def test_a_reset_past_the_launchs_slots_breaks_memory_safety(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reset that stores for every lane inside the launch, the NULL block's and any slot past the
+    trackers included, instead of the valid lanes only."""
+    bug = mutant(RT, "reset_program", "mem.store(buffer, (slot,), 0, valid)",
+                 "mem.store(buffer, (slot,), 0, offset < n_slots)")
+    plant_program(monkeypatch, "reset", bug)
+    assert prove(REGISTRY["release.memory_safety"]).status == "failed"
+
+
+def test_two_lanes_advancing_one_entry_break_determinism(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An advance that stores every lane's ring start to one entry: two rows of distinct slots race."""
+    bug = mutant(RT, "advance_program", 'mem.store("ring_start", (slot,), next_start, valid)',
+                 'mem.store("ring_start", (0,), next_start, valid)')
+    plant_program(monkeypatch, "advance", bug)
+    assert prove(REGISTRY["release.determinism"]).status == "failed"
+
+
+def test_every_release_obligation_names_a_planted_bug_here() -> None:
+    release = {n for n in REGISTRY if n.startswith("release.")}
+    assert set(PLANTED) == release and all(callable(globals().get(f)) for f in PLANTED.values())
