@@ -83,7 +83,27 @@ def _sampled_rows_only(kc: KernelClaim, groups: int, rows: int) -> list:
     sampled = [r.trace for c in kc.cases if c.block is not None for r in c.block.rows]
     sz = kc.cases[0].spec.sizes
     return [implies(conj(b < sz.num_reqs, g < sz.groups), disj(*[conj(t.batch == b, t.group == g) for t in sampled]))
-            for g in range(groups) for b in range(rows)]
+            for g in range(groups) for b in range(rows)] + _sampled_rows_exclusive(kc, sampled, sz.num_reqs)
+
+
+def _sampled_rows_exclusive(kc: KernelClaim, sampled: list, num_reqs: Any) -> list:
+    """``exclusive_decode_live_slot`` between every two sampled rows of one group, in the spec's
+    terms (each row's live slot, and its destination slot where it publishes). The proof states it
+    at the cells the kernel under proof writes; a planted kernel that writes other cells leaves the
+    rows' own slots free to alias, and a replay of such a launch (every row run) then breaks the
+    correct kernel too: a trace outside the caller contract, which tells nothing."""
+    from replayssm.spec import assumptions as env
+
+    pad = kc.cases[0].constexprs["geometry"].pad_slot
+    out = []
+    for i, a in enumerate(sampled):
+        for b in sampled[i + 1:]:
+            together = conj(a.batch < num_reqs, b.batch < num_reqs, a.group == b.group, a.batch != b.batch)
+            for me, other in ((a, b), (b, a)):
+                out.append(implies(together, env.EXCLUSIVE_DECODE_LIVE_SLOT(me.live_slot, me.decode, other.live_slot, pad)))
+                out.append(implies(conj(together, other.materialize),
+                                   env.EXCLUSIVE_DECODE_LIVE_SLOT(me.live_slot, me.decode, other.dst_slot, pad)))
+    return out
 
 
 def _initial_memory(case: Any) -> Any:
