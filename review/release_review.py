@@ -13,7 +13,7 @@ vLLM 0.33.0) get their own review here:
   window (``W = 4``, ``T = 2``) and single-token decode (``W = 16``); every
   tracker entry is compared with the spec and every running request's slot
   must refine it. A failure is a **finding**.
-- **kernel proofs** (:mod:`.release_kernel_proofs`): both tracker kernels
+- **kernel proofs** (``verify/kernels/tracker_proofs.py``): both tracker kernels
   read from their Triton source, each program beside the spec's, proved equal
   to it and memory-safe inside the caller's contract; a counterexample is a
   **finding**, a kernel the evaluator cannot read ``unknown``;
@@ -185,7 +185,7 @@ def diff_parts(base: Located, head: Located, out: Any) -> list[Part]:
     """``--base``: each tracker kernel of the head compared with the base's by proof (``same``, ``differs``)."""
     from replayssm.verify.kernels.source_module import source_module
 
-    from .release_kernel_proofs import diff_kernels
+    from replayssm.verify.kernels.tracker_proofs import diff_kernels
 
     print(f"  against the base {base.describe()}", file=out, flush=True)
     proofs = diff_kernels(source_module(str(base.file), "--base"), source_module(str(head.file), "--vllm"))
@@ -193,11 +193,11 @@ def diff_parts(base: Located, head: Located, out: Any) -> list[Part]:
 
 
 def kernel_parts(located: Located, out: Any) -> list[Part]:
-    """The kernel-source proofs of the version's tracker kernels (:mod:`.release_kernel_proofs`), one part each:
+    """The kernel-source proofs of the version's tracker kernels (``verify/kernels/tracker_proofs.py``), one part each:
     ``pass`` (proved), ``finding`` (a counterexample: the violated claim and its inputs) or ``unknown``."""
     from replayssm.verify.kernels.source_module import source_module
 
-    from .release_kernel_proofs import prove_kernels
+    from replayssm.verify.kernels.tracker_proofs import prove_kernels
 
     return _parts(prove_kernels(source_module(str(located.file), "--vllm")), "kernel proof",
                   {"proved": "pass", "failed": "finding"}, out)

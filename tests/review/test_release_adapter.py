@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from replayssm.review import release_kernel_proofs as rkp
+from replayssm.verify.kernels import tracker_proofs as rkp
 from replayssm.spec import corpus
 from replayssm.spec import release_caller as caller
 from replayssm.spec.generations import GENERATIONS, TRACKER_GENERATIONS, GenerationError, detect, gen_p

@@ -190,7 +190,7 @@ def test_a_release_trace_of_an_unknown_major_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_release_kernels_are_proved_from_their_source() -> None:
-    from replayssm.review.release_kernel_proofs import prove_kernels
+    from replayssm.verify.kernels.tracker_proofs import prove_kernels
     from replayssm.verify.kernels.source_module import source_module
 
     proofs = prove_kernels(source_module(str(release() / SSU), "--vllm"))
@@ -205,7 +205,7 @@ def test_the_release_kernels_are_proved_from_their_source() -> None:
     ("the ring wraps with a bit mask (R = 20)", "commit", "failed"),  # ring_start differs from the spec's
 ])
 def test_a_planted_kernel_fails_its_source_proof(bug: str, transition: str, status: str, tmp_path: Path) -> None:
-    from replayssm.review.release_kernel_proofs import prove_kernels
+    from replayssm.verify.kernels.tracker_proofs import prove_kernels
     from replayssm.verify.kernels.source_module import source_module
 
     proofs = prove_kernels(source_module(str(planted_copy(tmp_path, *PLANTED[bug])), "--vllm"))
@@ -215,7 +215,7 @@ def test_a_planted_kernel_fails_its_source_proof(bug: str, transition: str, stat
 
 
 def test_base_compares_the_kernels_by_proof(tmp_path: Path) -> None:
-    from replayssm.review.release_kernel_proofs import diff_kernels
+    from replayssm.verify.kernels.tracker_proofs import diff_kernels
     from replayssm.verify.kernels.source_module import source_module
 
     release_module = source_module(str(release() / SSU), "--vllm")

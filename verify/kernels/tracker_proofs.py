@@ -1,4 +1,4 @@
-"""Proofs of a released vLLM's tracker kernels from their Triton source (generation P).
+"""Proofs of the tracker kernels of a generation whose trackers the forward pass changes (P), from their Triton source.
 
 Each tracker kernel role of generation P's adapter (``spec/generations/gen_p.py``:
 its jit, parameters, constexprs, geometry and the caller's clauses its proof
