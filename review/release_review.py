@@ -45,8 +45,7 @@ from typing import Any
 from replayssm.base.reports import (
     EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_output_file, check_output_folder, write_json,
 )
-from replayssm.spec import release_caller as caller
-from replayssm.spec.release_trackers import ReleaseGeometry
+from replayssm.spec.generations import gen_p
 
 from .release_campaign import Run, VersionError, campaign, replay
 from .vllm_locator import P, P_MARKER, LocateError, Located, locate
@@ -57,16 +56,12 @@ REPORT_SCHEMA = "replayssm-release-review/1"
 DEFAULT_PASSES = 80
 """Forward passes per campaign without ``--examples`` (about 7 s a campaign on a loaded 2-core machine)."""
 
-CAMPAIGNS = (
-    ("mtp W16 T4 R20", ReleaseGeometry(16, 4, 20)),
-    ("mtp W4 T2 R6", ReleaseGeometry(4, 2, 6)),
-    ("stp W16 T1 R17", ReleaseGeometry(16, 1, 17)),
-)
-"""The configurations the campaigns run (each one 0.33.0's validator accepts)."""
+CAMPAIGNS = tuple((c.name, c.geometry) for c in gen_p.API.contract.configurations)
+"""The configurations the campaigns run (each one 0.33.0's validator accepts), from P's adapter."""
 
-PROBES = ((caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W16 T4 R20"),)
+PROBES = tuple((p.clause, p.host_order, p.configuration) for p in gen_p.API.contract.probes)
 """Each not-guaranteed caller behaviour probed: its record, the host order that
-breaks it, the campaign configuration it runs on."""
+breaks it, the campaign configuration it runs on, from P's adapter."""
 
 INCOMPATIBLE = ("pr_head", "markdown", "report_url", "base_ref", "head_ref", "api", "base_api", "junit", "sarif", "html")
 """``review`` options a generation-P review does not take (exit 2 when given with ``--vllm``)."""

@@ -14,7 +14,9 @@ tables, no materialize: a :class:`.tracker_api.TrackerApi`, not an
 
 from .. import release_caller as caller
 from ..release_trackers import TRACKERS, ReleaseGeometry
-from .tracker_api import BUFFER, SCALAR, STRIDE, ClauseUse, Param, TrackerApi, TrackerContract, TrackerRole
+from .tracker_api import (
+    BUFFER, SCALAR, STRIDE, ClauseUse, Configuration, Param, ProbeUse, TrackerApi, TrackerContract, TrackerRole,
+)
 
 UPDATE = "_update_replayssm_ring_trackers_kernel"
 COMMIT = "_commit_replayssm_ring_trackers_kernel"
@@ -46,5 +48,19 @@ API = TrackerApi(
     signature={COMMIT: ("ring_start", "prev_num_accepted", "prev_query_len", "num_accepted_tokens"),
                UPDATE: ("ring_start", "RESET")},
     roles=ROLES,
-    contract=TrackerContract(tuple(caller.ALL), caller.VALIDATOR_RULES),
+    contract=TrackerContract(
+        tuple(caller.ALL), caller.VALIDATOR_RULES,
+        configurations=(Configuration("mtp W16 T4 R20", ReleaseGeometry(16, 4, 20)),
+                        Configuration("mtp W4 T2 R6", ReleaseGeometry(4, 2, 6)),
+                        Configuration("stp W16 T1 R17", ReleaseGeometry(16, 1, 17))),
+        probes=(ProbeUse(caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W16 T4 R20"),),
+    ),
 )
+"""P: its roles, and its host's contract: the caller's clauses and the
+validator's rules (``spec/release_caller.py``), the configurations its review's
+campaigns run (speculative decoding with vLLM's default window, ``W = 16``,
+three draft tokens, a ring of 20 rows; a small window, ``W = 4``, ``T = 2``;
+single-token decode, ``W = 16``; each one the validator accepts) and the
+clause it probes: the accepted counts of one pass reaching the next in the
+current rows' order (async scheduling, vLLM #53912), broken by a host that
+gives them in the previous pass's row order."""

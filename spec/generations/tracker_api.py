@@ -105,11 +105,43 @@ class TrackerRole:
 
 
 @dataclass(frozen=True)
+class Configuration:
+    """A configuration the version's validator accepts, named, that its review's campaigns run."""
+
+    name: str
+    geometry: ReleaseGeometry
+
+
+@dataclass(frozen=True)
+class ProbeUse:
+    """A caller clause the corpus does not guarantee, probed by driving the kernels
+    with the host order ``host_order`` that breaks it, on configuration ``configuration``."""
+
+    clause: Assumption
+    host_order: str
+    configuration: str
+
+
+@dataclass(frozen=True)
 class TrackerContract:
-    """What the version's host guarantees or not (``clauses``) and which configurations it runs (``validator``)."""
+    """What the version's host guarantees or not (``clauses``), which configurations it runs
+    (``validator``), those its review's campaigns run (``configurations``) and the clauses it probes
+    (``probes``: each one of ``clauses`` that is not guaranteed, on one of ``configurations``)."""
 
     clauses: tuple[Assumption, ...] = ()
     validator: tuple[ValidatorRule, ...] = ()
+    configurations: tuple[Configuration, ...] = ()
+    probes: tuple[ProbeUse, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = {c.name for c in self.configurations}
+        for p in self.probes:
+            if p.clause not in self.clauses or p.clause.provenance.is_guaranteed:
+                raise ValueError(f"probe of {p.clause.name}: only a clause of the contract that vLLM does not "
+                                 "guarantee is probed")
+            if p.configuration not in names:
+                raise ValueError(f"probe of {p.clause.name}: configuration {p.configuration!r} is not one of "
+                                 f"{sorted(names)}")
 
     def unguaranteed(self) -> tuple[Assumption, ...]:
         """The clauses vLLM does not guarantee (a verdict that needs one is latent)."""

@@ -83,3 +83,22 @@ def test_a_parameter_record_is_checked() -> None:
         Param("state_batch_indices_stride", STRIDE)
     with pytest.raises(ValueError, match="kind must be one of"):
         Param("n_slots", "int")
+
+
+def test_the_campaigns_and_probes_are_the_adapters() -> None:
+    from replayssm.review import release_review as rr
+
+    contract = gen_p.API.contract
+    assert rr.CAMPAIGNS == tuple((c.name, c.geometry) for c in contract.configurations)
+    assert rr.PROBES == ((caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W16 T4 R20"),)
+
+
+def test_a_probe_record_is_checked() -> None:
+    """Only a clause of the contract that vLLM does not guarantee is probed, on one of its configurations."""
+    from replayssm.spec.generations.tracker_api import ProbeUse
+
+    contract = gen_p.API.contract
+    with pytest.raises(ValueError, match="does not guarantee"):
+        replace(contract, probes=(ProbeUse(caller.DISTINCT_SLOTS, "previous_rows", "mtp W16 T4 R20"),))
+    with pytest.raises(ValueError, match="is not one of"):
+        replace(contract, probes=(ProbeUse(caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W8"),))
