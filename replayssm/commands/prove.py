@@ -172,8 +172,17 @@ def _chosen(args: argparse.Namespace, cache: str | None) -> list[Obligation]:
                 chosen = [REGISTRY[n] for n in kernel_obligations(None, args.only)]
             else:
                 from replayssm.verify.kernels.generation_roles import target_roles
+                from replayssm.verify.kernels.selection import target_label
+                from replayssm.verify.kernels.tracker_proofs import register
 
                 module, roles = target_roles(args.impl)
+                trackers = register(module, target_label(args.impl))  # a generation like P: its adapter's roles
+                if trackers:
+                    chosen = [REGISTRY[n] for n in trackers if args.only is None or args.only in n]
+                    if not chosen:
+                        raise ValueError(f"--only {args.only!r} matches no kernel obligation; known: "
+                                         f"{', '.join(trackers)}")
+                    return narrowed(chosen, [REGISTRY[n] for n in trackers], args.transition, args.invariant)
                 chosen = [REGISTRY[n] for n in kernel_obligations(args.impl, args.only, roles, module)]
             kernels = [ob for ob in REGISTRY.values() if ob.name.startswith("kernel.")]
             return narrowed(chosen, kernels, args.transition, args.invariant)

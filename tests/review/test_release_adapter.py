@@ -10,6 +10,7 @@ kernel needs makes its proof fail (the record is read, not a copy of it).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,24 @@ def test_a_probe_record_is_checked() -> None:
         replace(contract, probes=(ProbeUse(caller.DISTINCT_SLOTS, "previous_rows", "mtp W16 T4 R20"),))
     with pytest.raises(ValueError, match="is not one of"):
         replace(contract, probes=(ProbeUse(caller.ASYNC_ACCEPTED_ORDERED, "previous_rows", "mtp W8"),))
+
+
+@needs_corpus
+def test_prove_kernels_impl_proves_the_adapters_roles(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``prove --kernels --impl ssu_dispatch.py`` proves P's roles; a planted commit (advancing by the
+    written length) fails its equivalence there, with exit 1."""
+    from replayssm.cli import main
+
+    real = corpus.root() / "vllm-0.33.0" / SSU
+    assert main(["prove", "--kernels", "--impl", str(real), "--no-cache",
+                 "--counterexamples", str(tmp_path / "cx")]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{r.name}.{p}@ssu_dispatch" in out for r in gen_p.API.roles for p in ("equivalence", "memory_safety"))
+    planted = tmp_path / "ssu_dispatch.py"
+    text = real.read_text()
+    old = "accepted_since_checkpoint + accepted_from_previous_query,"
+    assert text.count(old) == 1
+    planted.write_text(text.replace(old, "accepted_since_checkpoint + previous_speculative_query_len,"))
+    assert main(["prove", "--kernels", "--impl", str(planted), "--no-cache", "--only", "P.commit.equivalence",
+                 "--counterexamples", str(tmp_path / "cx")]) == 1
+    assert "P.commit.equivalence@ssu_dispatch" in capsys.readouterr().out

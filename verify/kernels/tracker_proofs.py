@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from replayssm.spec.generations import gen_p
+from replayssm.spec.generations import TRACKER_GENERATIONS, gen_p
 from replayssm.spec.generations.tracker_api import BUFFER, STRIDE, Param, TrackerRole
 from replayssm.spec.release_trackers import TRACKERS
 from replayssm.spec.vocab import conj
@@ -35,7 +35,7 @@ from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.source import Unsupported
 from replayssm.verify.memory import SymbolicMemory
-from replayssm.verify.obligation import Claim, Obligation, PartName, Result, prove
+from replayssm.verify.obligation import REGISTRY, Claim, Obligation, PartName, Result, obligation, prove
 from replayssm.verify.terms import named_int
 
 ROLES: tuple[TrackerRole, ...] = gen_p.API.roles
@@ -156,3 +156,24 @@ def diff_kernels(base: Any, head: Any) -> list[KernelProof]:
         ob = Obligation(f"{role.name}.same_as_base", role.name, f"{role.jit}: same as the base", _one(claim))
         out.append(KernelProof(role.transition, role.jit, "same as the base", prove(ob)))
     return out
+
+
+def _build(module: Any, role: TrackerRole, prop: str) -> Callable[[], list[Claim]]:
+    return lambda: [kernel_claims(module, role)[prop]]
+
+
+def register(module: Any, target: str) -> list[str]:
+    """``prove --kernels --impl``: when ``module`` (read from source) is a generation whose trackers the forward
+    pass changes (``spec.generations.TRACKER_GENERATIONS``), each property of each of its roles registered as the
+    obligation ``<role>.<property>@<target>``; their names (none for any other module)."""
+    names = []
+    for api in TRACKER_GENERATIONS:
+        if not api.matches(module):
+            continue
+        for role in api.roles:
+            for prop in ("equivalence", "memory safety"):
+                name = f"{role.name}.{prop.replace(' ', '_')}@{target}"
+                REGISTRY.pop(name, None)  # a file of the same name registered before is another module
+                obligation(name, role.name, f"{role.jit}: {prop}")(_build(module, role, prop))
+                names.append(name)
+    return names
