@@ -23,8 +23,9 @@ the one that started it (the fuzz workers) use the same server. It ends,
 killing its hosts, when the process that started it closes its end (at
 exit, or when that process dies).
 
-``python -m replayssm.base.fork_server LISTEN_FD OWNER_FD``: the listening
-socket and the owner's socket, both made by :func:`prepare`.
+``python -m replayssm.base.fork_server LISTEN_FD OWNER_FD [--sandboxed]``:
+the listening socket and the owner's socket, both made by :func:`prepare`;
+``--sandboxed`` when it runs in the sandbox (:mod:`.sandbox`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,7 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import sandbox
 from .host_faults import HostFault
+from .sandbox import protect_judge
 
 START_SECONDS = 120.0
 """How long the server may take to import torch and triton and answer its first request."""
@@ -66,6 +70,20 @@ class _Server:
     folder: str
     owner_end: socket.socket
     process: subprocess.Popen
+    sandboxed: bool
+    info: int
+    """The read end of bwrap's ``--info-fd`` (its JSON names the sandbox's init, ``child-pid``)."""
+
+    def sandbox_init(self) -> int | None:
+        """The pid (here) of the sandbox's init: when it ends, the kernel ends
+        every process of the sandbox (bwrap's init waits for all of them)."""
+        if not self.sandboxed:
+            return None
+        try:
+            data = os.read(self.info, 65536)
+            return int(json.loads(data)["child-pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def ended(self) -> bool:
         return self.owner == os.getpid() and self.process.poll() is not None
@@ -89,23 +107,34 @@ def _prepare() -> _Server:
     global _SERVER
     if _SERVER is not None and not _SERVER.ended():
         return _SERVER
-    folder = tempfile.mkdtemp(prefix="replayssm-hosts-")
+    protect_judge()
+    folder = os.path.realpath(tempfile.mkdtemp(prefix="replayssm-hosts-"))
+    try:
+        wrapper = sandbox.command(folder)
+    except HostFault:
+        os.rmdir(folder)
+        raise
     path = os.path.join(folder, "server.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
     owner_end, server_end = socket.socketpair()
+    info_r, info_w = os.pipe()  # bwrap says there which process is the sandbox's init
+    if wrapper:
+        wrapper = [*wrapper, "--info-fd", str(info_w)]
     env = dict(os.environ)
     env["TRITON_INTERPRET"] = "1"  # its hosts run on CPU, under Triton's interpreter
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)
     with open(os.path.join(folder, "server.txt"), "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "replayssm.base.fork_server", str(listener.fileno()), str(server_end.fileno())],
+            [*wrapper, sys.executable, "-m", "replayssm.base.fork_server", str(listener.fileno()),
+             str(server_end.fileno()), *(["--sandboxed"] if wrapper else [])],
             cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            pass_fds=(listener.fileno(), server_end.fileno()), process_group=0)
+            pass_fds=(listener.fileno(), server_end.fileno(), info_w), process_group=0)
     listener.close()
     server_end.close()
-    _SERVER = _Server(os.getpid(), path, folder, owner_end, process)
+    os.close(info_w)
+    _SERVER = _Server(os.getpid(), path, folder, owner_end, process, bool(wrapper), info_r)
     return _SERVER
 
 
@@ -123,21 +152,26 @@ def _stop(server: _Server | None) -> None:
         return
     _SERVER = None
     if server.owner != os.getpid():
-        server.owner_end.close()  # this process's copy only
+        server.owner_end.close()  # this process's copies only
+        os.close(server.info)
         return
     ready, _, _ = select.select([server.owner_end], [], [], 0)
     if not ready or server.owner_end.recv(1) != b"R":
         server.process.kill()  # still importing torch: it has no host yet, and would end only after its imports
     server.owner_end.close()
+    init = server.sandbox_init()
+    os.close(server.info)
+    if init is not None:  # every process left in the sandbox (a target's setsid grandchild) ends with it
+        try:
+            os.kill(init, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     try:
         server.process.wait(10)
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
-    if os.path.isdir(server.folder):  # it removes its folder itself; not when it was killed
-        for name in os.listdir(server.folder):
-            os.unlink(os.path.join(server.folder, name))
-        os.rmdir(server.folder)
+    shutil.rmtree(server.folder, ignore_errors=True)  # with any host folder left in it
 
 
 atexit.register(stop)
@@ -148,6 +182,13 @@ def _server_output(server: _Server) -> str:
         return Path(server.folder, "server.txt").read_text(errors="replace")[-3000:]
     except OSError:
         return ""
+
+
+def host_folder() -> Path:
+    """A new folder for a host, inside the server's (in the sandbox, the one place a host may write)."""
+    with _LOCK:
+        server = _prepare()
+    return Path(tempfile.mkdtemp(prefix="replayssm-target-", dir=server.folder))
 
 
 def fork_host(folder: Path, env: dict, fd: int, group: int | None) -> "ServedHost":
@@ -174,7 +215,7 @@ def fork_host(folder: Path, env: dict, fd: int, group: int | None) -> "ServedHos
         if "pid" in reply:
             conn.settimeout(None)
             conn.setblocking(False)
-            return ServedHost(reply["pid"], conn)
+            return ServedHost(reply["pid"], conn, server.sandboxed)
         conn.close()
         if attempt == 2 or (server.owner == os.getpid() and server.process.poll() is None):
             raise HostFault(f"the fork server could not start a target host: {reply.get('error', reply)}\n"
@@ -197,11 +238,14 @@ def _read_line(conn: socket.socket) -> dict:
 class ServedHost:
     """A host the server forked, as :class:`.isolation.TargetHost` keeps one
     (what ``subprocess.Popen`` offers it): ``poll``, ``wait``, ``kill``. Its
-    exit status comes from the server; ``lost`` when the server ended first."""
+    exit status comes from the server; ``lost`` when the server ended first.
+    ``pid`` is the server's (in the sandbox, of its PID namespace)."""
 
-    def __init__(self, pid: int, conn: socket.socket) -> None:
+    def __init__(self, pid: int, conn: socket.socket, sandboxed: bool) -> None:
         self.pid = pid
         self.conn = conn
+        self.sandboxed = sandboxed
+        """Whether it runs in the sandbox (:mod:`.sandbox`)."""
         self.returncode: int | None = None
         self.lost = False
         self._data = b""
@@ -235,7 +279,12 @@ class ServedHost:
         return self.returncode
 
     def kill(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
+        """Have the server kill the host (and its process group when it leads
+        one): its pid is the server's, in the sandbox's PID namespace."""
+        try:
+            self.conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def __del__(self) -> None:
         try:
@@ -321,13 +370,41 @@ def _accept(listener: socket.socket) -> tuple[socket.socket, dict, int] | None:
         return None
 
 
-def serve(listen_fd: int, owner_fd: int) -> None:
-    """Fork hosts on request until the owner's socket closes; then kill the hosts left."""
+def _warm_up() -> None:
+    """Run what every host's first launch would pay for once here, so that
+    its forks start warm: Triton's interpreter on a small kernel (its
+    patching of ``triton.language``, its AST rewrite, numpy and torch ops on
+    small tensors, below the sizes at which torch starts its thread pool)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _warm(x, y, n: tl.constexpr, size: tl.constexpr):
+        lane = tl.arange(0, size)
+        inside = lane < n
+        value = tl.load(x + lane, mask=inside, other=0)
+        total = tl.sum(tl.where(inside, value * 2 + 1, 0), axis=0)
+        for i in range(2):
+            tl.store(y + lane, value + total + i, mask=inside)
+
+    x = torch.arange(8, dtype=torch.int32)
+    y = torch.empty_like(x)
+    _warm[(1,)](x, y, 6, 8)
+    torch.cumsum(torch.where(y > 3, y, 0).to(torch.int64), 0).index_select(0, x[:4].long()).sum().item()
+
+
+def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
+    """Fork hosts on request until the owner's socket closes; then kill the
+    hosts left (``sandboxed``: every process of the sandbox)."""
     import numpy  # noqa: F401 - imported once here, by every host
     import torch  # noqa: F401
     import triton  # noqa: F401
 
     from . import target_host  # noqa: F401
+    from replayssm.impl import pointers  # noqa: F401 - what a host decodes the context level's tensors with
+
+    _warm_up()
 
     listener = socket.socket(fileno=listen_fd)
     owner = socket.socket(fileno=owner_fd)
@@ -338,6 +415,7 @@ def serve(listen_fd: int, owner_fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the judge decides when this ends
     hosts: dict[int, socket.socket] = {}  # pid -> the connection of the process that asked for it
+    killed: set[int] = set()
     owner.sendall(b"R")  # ready: what stop() waits for before it lets this end by itself
     try:
         while True:
@@ -360,6 +438,7 @@ def serve(listen_fd: int, owner_fd: int) -> None:
                 if not pid:
                     break
                 conn = hosts.pop(pid, None)
+                killed.discard(pid)
                 if conn is not None:
                     try:
                         conn.sendall(json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
@@ -367,7 +446,8 @@ def serve(listen_fd: int, owner_fd: int) -> None:
                         pass
                     conn.close()
             for pid, conn in list(hosts.items()):
-                if conn in readable:  # the judge closed it (or sent what it may not): the host goes
+                if conn in readable and pid not in killed:  # the judge closed it (or asks it killed): it goes
+                    killed.add(pid)
                     _kill(pid)
             if listener in readable:
                 accepted = _accept(listener)
@@ -385,6 +465,11 @@ def serve(listen_fd: int, owner_fd: int) -> None:
     finally:
         for pid in hosts:
             _kill(pid)
+        if sandboxed and os.getpid() <= 2:  # alone in the sandbox's PID namespace with its init: every process a
+            try:  # target started there (a setsid grandchild) goes too, so the init, waiting for them all, ends
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid in hosts:
             try:
                 os.waitpid(pid, 0)
@@ -403,4 +488,4 @@ def serve(listen_fd: int, owner_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["--sandboxed"])

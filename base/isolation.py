@@ -53,7 +53,6 @@ error, never the target's finding.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -71,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from . import fork_server
+from .host_channel import recv_frames, send_frames
 from .host_faults import HostFault, TargetFault, TargetGone, describe_exit
 
 LOAD_SECONDS = 120.0
@@ -80,17 +80,26 @@ overrides it (the tests' looping import)."""
 
 
 def load_seconds() -> float:
-    """The load watchdog: :data:`LOAD_SECONDS` unless the environment says otherwise."""
-    try:
-        return float(os.environ.get("REPLAYSSM_TARGET_LOAD_SECONDS", LOAD_SECONDS))
-    except ValueError:
+    """The load watchdog: :data:`LOAD_SECONDS` unless the environment says
+    otherwise; a ``ValueError`` naming the variable for anything but a
+    finite number of seconds > 0 (``nan`` would turn the watchdog off)."""
+    text = os.environ.get("REPLAYSSM_TARGET_LOAD_SECONDS")
+    if text is None:
         return LOAD_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"$REPLAYSSM_TARGET_LOAD_SECONDS must be a number of seconds > 0, got {text!r}")
+    return value
 
 START_SECONDS = 120.0
 """How long the host may take to start and import torch and triton."""
 
-MAX_FRAME = 1 << 32
-"""The largest message read from a host (a header and every storage it sends)."""
+PARTIAL_SECONDS = 60.0
+"""How long a host may take to finish a message it has begun, where its
+request has no watchdog of its own: a message begun and not finished is a hang."""
 
 
 @dataclass(frozen=True)
@@ -119,32 +128,6 @@ def _storage_bytes(storage: Any) -> bytes:
     import torch
 
     return bytes(torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).cpu().numpy().tobytes())
-
-
-def send_frames(conn: Connection, header: dict, buffers: Sequence[bytes] = ()) -> None:
-    """A message as plain data, in one write: the JSON header's length (8
-    bytes), the header (with ``buffers``, their lengths), then the buffers'
-    bytes. (One write, not one per buffer: each write wakes the other
-    process, and on a machine of two cores a launch then cost a context
-    switch per storage each way.)"""
-    head = json.dumps({**header, "buffers": [len(b) for b in buffers]}).encode()
-    conn.send_bytes(b"".join([len(head).to_bytes(8, "little"), head, *buffers]))
-
-
-def recv_frames(conn: Connection) -> tuple[dict, list[bytes]]:
-    """What :func:`send_frames` sent; a ``ValueError`` for anything else."""
-    data = conn.recv_bytes(MAX_FRAME)
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size]) if 8 <= 8 + size <= len(data) else None
-    lengths = header.get("buffers") if isinstance(header, dict) else None
-    if (not isinstance(header, dict) or not isinstance(lengths, list)
-            or not all(type(n) is int and n >= 0 for n in lengths) or 8 + size + sum(lengths) != len(data)):
-        raise ValueError(f"not a message: {data[:200]!r}")
-    view, start, buffers = memoryview(data), 8 + size, []
-    for n in lengths:
-        buffers.append(bytes(view[start:start + n]))
-        start += n
-    return header, buffers
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -189,11 +172,12 @@ class TargetHost:
         self.generation += 1
         self.shared = {}
         self.owner = os.getpid()
-        self.folder = Path(tempfile.mkdtemp(prefix="replayssm-target-"))
+        self.folder = fork_server.host_folder() if not self.cuda else Path(tempfile.mkdtemp(prefix="replayssm-target-"))
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["REPLAYSSM_TARGET_DEVICE"] = "cuda" if self.cuda else "cpu"
         env["PYTHONUNBUFFERED"] = "1"  # what it prints reaches its files even when it ends with os._exit
+        env["TMPDIR"] = str(self.folder)  # its temporary files in its folder: removed with it
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)  # a module name: as here
         if not self.cuda:
             env["TRITON_INTERPRET"] = "1"
@@ -228,13 +212,17 @@ class TargetHost:
         return "\n".join(x for x in (_tail(self.folder / "stdout.txt"), _tail(self.folder / "stderr.txt")) if x)
 
     def _gone(self, phase: str, how: str) -> TargetGone:
-        """The target ended its process (a :class:`HostFault` raised instead
-        when the fork server ended first: the host ended with it)."""
+        """The target ended its process. When the fork server ended first (the
+        host ends with it): in the sandbox only a target can end it, so that
+        is the target's too; outside it a :class:`HostFault` is raised."""
         lost = getattr(self.process, "lost", False)
+        sandboxed = getattr(self.process, "sandboxed", False)
         output = self.output
         self.close()
-        if lost:
+        if lost and not sandboxed:
             raise HostFault(f"the fork server ended while the target's process ran ({phase})")
+        if lost:
+            how = "the fork server it ran under ended (in the sandbox, only a target can end it)"
         where = "at import" if phase == "import" else ("while starting" if phase == "start"
                                                        else f"during launch {self.launches} ({phase})")
         return TargetGone(TargetFault("crash", phase, f"the target ended the process {where}: {how}", output))
@@ -269,9 +257,18 @@ class TargetHost:
                 raise TargetGone(TargetFault("hang", phase, f"the target did not {what} within the {seconds:g} s "
                                              "watchdog", output))
         try:
-            return recv_frames(self.conn)
+            return recv_frames(self.conn, max(0.0, deadline - time.monotonic()) if deadline is not None
+                               else PARTIAL_SECONDS)
+        except TimeoutError:
+            output = self.output
+            self.close()
+            raise TargetGone(TargetFault("hang", phase, f"the target's process began a message and did not finish it "
+                                         f"({phase})", output)) from None
         except (EOFError, OSError, ValueError):
-            self.process.wait(5)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
             raise self._gone(phase, describe_exit(self.process.poll())) from None
 
     def _judge(self, header: dict, phase: str) -> None:
@@ -498,33 +495,35 @@ class TargetHost:
         self.shared = {}
 
     def close(self) -> None:
-        """End the host (its whole process group when it has one) and remove its folder."""
-        if self.conn is not None:
+        """End the host (its whole process group when it has one) and remove its
+        folder. The host is forgotten first, so that a signal that cuts this
+        short leaves a host that the next use starts afresh, never half closed."""
+        conn, process, folder = self.conn, self.process, self.folder
+        self.conn, self.process, self.folder = None, None, None
+        if conn is not None:
             try:
-                self.conn.close()
+                conn.close()
             except OSError:
                 pass
-            self.conn = None
         if self.owner != os.getpid():  # a copy in a process forked since (a worker): the host is not its to end
-            self.process, self.folder = None, None
             return
-        if self.process is not None:
-            if self.process.poll() is None:
+        if process is not None:
+            if process.poll() is None:
                 try:
-                    if os.getpgid(self.process.pid) == self.process.pid:
-                        os.killpg(self.process.pid, signal.SIGKILL)
+                    if isinstance(process, fork_server.ServedHost):
+                        process.kill()
+                    elif os.getpgid(process.pid) == process.pid:
+                        os.killpg(process.pid, signal.SIGKILL)
                     else:
-                        self.process.kill()
+                        process.kill()
                 except (ProcessLookupError, PermissionError):
                     pass
             try:
-                self.process.wait(5)
+                process.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-            self.process = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def __del__(self) -> None:
         self.close()

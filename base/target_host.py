@@ -382,7 +382,7 @@ def main(fd: int) -> None:
     import torch
     import triton  # noqa: F401
 
-    from replayssm.base.isolation import recv_frames, send_frames
+    from replayssm.base.host_channel import recv_frames, send_frames
 
     device = torch.device(os.environ.get("REPLAYSSM_TARGET_DEVICE", "cpu"))
     baseline = Baseline()

@@ -200,6 +200,7 @@ def _combinations(run: _Run, device: torch.device, progress: Any, report: Callab
     except TargetFault as e:  # it ended, hung, raised or changed its process at import: a finding
         run.failure = f"{e.kind}: {e.report()}"
         return run.summary(True)
+    run.start = time.perf_counter()  # the budget is the campaign's, not the target host's start (a fork server's)
     if report is not None:
         report(run.summary(False))  # a run killed while FlashInfer builds leaves this
     if config.forward == "flashinfer":

@@ -14,3 +14,8 @@ python3 -m pip install -q --disable-pip-version-check -e ".[cluster,test]"
 if ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# Bubblewrap sandboxes every CPU target host (base/sandbox.py; tests/fuzz/test_sandbox.py): Debian's package,
+# installed where it is missing.
+if ! command -v bwrap >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi

@@ -9,7 +9,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from replayssm.base.isolation import recv_frames, send_frames
+from replayssm.base.host_channel import recv_frames, send_frames
 from replayssm.base.target_host import Functions
 
 

@@ -162,3 +162,38 @@ def test_a_host_whose_interpreter_is_broken_is_a_set_up_error(tmp_path: Path, br
     else:
         assert "after the target raised SystemError" in err, err
     assert not list((tmp_path / "f").glob("*.json")), "a finding was saved"
+
+
+STALLS = '''
+import os, stat, struct, time
+
+for fd in range(3, 64):  # its socket to the judge: a message announced (1000 bytes), one byte sent, then nothing
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.write(fd, struct.pack("!i", 1000) + b"x")
+    except OSError:
+        pass
+time.sleep(600)
+'''
+
+
+def test_a_target_that_begins_a_message_and_stops_is_its_hang(tmp_path: Path) -> None:
+    """The judge reads a host's message within the watchdog: a stall halfway is
+    the target's hang at import, not a judge blocked for ever."""
+    from replayssm.base.isolation import TargetFault, load_isolated
+
+    path = tmp_path / "stalls.py"
+    path.write_text(STALLS)
+    with pytest.raises(TargetFault) as raised:
+        load_isolated(str(path), load_seconds=3.0)
+    assert raised.value.kind == "hang" and "began a message and did not finish it" in raised.value.reason, \
+        raised.value.reason
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "soon"])
+def test_a_load_watchdog_that_is_no_watchdog_is_exit_2_naming_the_variable(tmp_path: Path, monkeypatch, capsys,
+                                                                          value: str) -> None:
+    monkeypatch.setenv("REPLAYSSM_TARGET_LOAD_SECONDS", value)
+    code = main(["fuzz", "--examples", "4", "--jobs", "1", "--failures", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert code == 2 and "$REPLAYSSM_TARGET_LOAD_SECONDS must be a number of seconds > 0" in err, err
