@@ -44,7 +44,7 @@ VERSION_BOUND_S = 30.0
 
 CONSECUTIVE = ("A1:A2", "A2:A3", "A3:A4", "A4:A5", "B1:B2", "B2:B3", "C1:C2", "D1:D2", "D2:D3",
                "reference:replayssm.impl.replayssm_utils")
-"""The corpus's consecutive pairs inside each generation (``docs/reviewing.md``), and the reference against ours."""
+"""The corpus's consecutive pairs inside each generation (``docs/results/reviewing-history.md``), and the reference against ours."""
 
 DIFF = """
 import json, os, sys
