@@ -21,7 +21,7 @@ from hypothesis import strategies as hs
 from .bulk_choices import Row
 
 if TYPE_CHECKING:
-    from .callers import Callers, Request, RowPlan
+    from .callers import Callers, DrawnRow, Request
 
 Draw = Callable[[Any], Any]
 """How the callers decide: Hypothesis's ``draw`` (``data.draw``), or a
@@ -87,7 +87,7 @@ def any_order(draw: Draw, n: int) -> list[int]:
     return draw(hs.permutations(list(range(n))))
 
 
-Scheduled = Callable[["Callers", "list[tuple[Request, RowPlan] | None]"], None]
+Scheduled = Callable[["Callers", "list[tuple[Request, DrawnRow] | None]"], None]
 """Told each step's batch rows (None: a padding row) once the step's
 launches are decided, before the forward pass moves its requests on."""
 

@@ -53,7 +53,7 @@ class Request:
 
 
 @dataclass
-class RowPlan:
+class DrawnRow:
     """What one scheduled request does in a step: its query length, accepted
     tokens, prefill or decode, and new live column; the caller notes on it
     whether it copied the trackers itself and whether FlashInfer checkpoints."""
@@ -192,7 +192,7 @@ class Callers:
         tables.release(self, r)
         self.saw("preempt" if preempt else "finish")
 
-    def _plan_row(self, draw: Draw, r: Request) -> RowPlan | None:
+    def _plan_row(self, draw: Draw, r: Request) -> DrawnRow | None:
         """What one scheduled request does this step: one of the rows
         ``RowRule`` allows (a decode row only where a full-length one fits;
         at a prompt tail, half the time a decode of the real token and
@@ -213,7 +213,7 @@ class Callers:
                 return None
         q = integer(draw, lens.start, lens.stop - 1) if isinstance(lens, range) else element(draw, lens)
         accepted = integer(draw, rule.accepted_lo(r.prefilling), rule.accepted_hi(r.prefilling, q))
-        plan = RowPlan(q, accepted, r.prefilling, rule.live_col(r.computed, q))
+        plan = DrawnRow(q, accepted, r.prefilling, rule.live_col(r.computed, q))
         ones = self.policy.one_token_continuations
         if (ones == "often" and plan.prefilling and r.computed > 0
                 and 1 in rule.chunk_lens(r.computed, r.prompt_len) and boolean(draw)):
@@ -223,7 +223,7 @@ class Callers:
             return None
         return plan
 
-    def _tail_as_decode(self, draw: Draw, r: Request) -> RowPlan | None:
+    def _tail_as_decode(self, draw: Draw, r: Request) -> DrawnRow | None:
         """At a prompt tail (prior state, one prompt token left), half the
         time the row vLLM runs there: a decode of ``RowRule.tail_lens``
         tokens (the executed width: the real token, then placeholders) that
@@ -233,14 +233,14 @@ class Callers:
         if not lens or not boolean(draw):
             return None
         q = element(draw, lens)
-        return RowPlan(q, TAIL_ACCEPTED.start, False, rule.live_col(r.computed, q))
+        return DrawnRow(q, TAIL_ACCEPTED.start, False, rule.live_col(r.computed, q))
 
     def row_context(self, r: Request) -> RowContext:
         """What the callers know of the world ``r``'s row is scheduled in."""
         return RowContext(self.geo, self.setup.conventions, self.mode, self.max_model_len, self.setup.num_cols,
                           r.prompt_len)
 
-    def _break(self, draw: Draw, r: Request, plan: RowPlan, drop: str) -> None:
+    def _break(self, draw: Draw, r: Request, plan: DrawnRow, drop: str) -> None:
         """Break ``drop`` (:attr:`drop`) in this row where its record's breaker
         can (``fuzz --drop``): the request is a violator from then on."""
         row = GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)
@@ -278,7 +278,7 @@ class Callers:
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
         chosen = self.policy.choose_rows(draw, rids)
-        rows: list[tuple[Request, RowPlan]] = []
+        rows: list[tuple[Request, DrawnRow]] = []
         for rid in chosen:
             r = self.requests[rid]
             plan = self._plan_row(draw, r)
@@ -292,7 +292,7 @@ class Callers:
         if conv.has_idx_mapping and self.features.padding_rows:
             pads = integer(draw, 0, geo.max_num_reqs - len(rows))
         order = self.policy.batch_order(draw, len(rows))
-        batch_rows: list[tuple[Request, RowPlan] | None] = [rows[i] for i in order]
+        batch_rows: list[tuple[Request, DrawnRow] | None] = [rows[i] for i in order]
         for _ in range(pads):
             batch_rows.insert(integer(draw, 0, len(batch_rows)), None)
         self.saw("padding row", pads)
@@ -314,7 +314,7 @@ class Callers:
         """The request index of ``r`` in batch row ``batch``: its id with an ``idx_mapping``, else its row."""
         return r.rid if self.setup.conventions.has_idx_mapping else batch
 
-    def _count_shapes(self, rows: list[tuple[Request, RowPlan]]) -> None:
+    def _count_shapes(self, rows: list[tuple[Request, DrawnRow]]) -> None:
         """Scenario classes of the table's and the block's shape, per scheduled row."""
         cols = self.setup.num_cols
         for _, plan in rows:

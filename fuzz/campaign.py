@@ -31,7 +31,7 @@ from .campaign_shares import SharedCounter
 from .campaign_worker import run_pulling_worker, run_worker
 from .launch_traces import spec_states
 from .machine import Statistics
-from .report import Cell, Finding, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
+from .report import CampaignFinding, Cell, Progress, campaign_id, kernel_of, save_trace, summarize, unique_name
 from .target import DEFAULT_TARGET
 from .workers import Child, Supervisor
 
@@ -60,7 +60,7 @@ class _Campaign:
     config: CampaignConfig
     out: TextIO
     name: str
-    findings: list[Finding]
+    findings: list[CampaignFinding]
     start: float
     supervisor: Supervisor | RayPool | None = None
     started_at: float = 0.0
@@ -136,7 +136,7 @@ class _Campaign:
         seed of the run (:func:`.campaign_config.example_seed`), which names the trace."""
         log = found["log"]
         name = unique_name(self.name, found["kind"], found["seed"], found["combination"])
-        finding = Finding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
+        finding = CampaignFinding(found["kind"], found["reason"], found["kernel"], found["combination"], found["seed"],
                           len(log["actions"]), found["shrunk"], [Cell(**x) for x in found.get("cells", [])])
         finding.trace = self._save(found, name)
         if "first_seen" in found:

@@ -1,6 +1,6 @@
 """What a campaign tells its user: findings, progress, the summary, saved traces.
 
-A :class:`Finding` is one thing wrong with the implementation: its ``kind``
+A :class:`CampaignFinding` is one thing wrong with the implementation: its ``kind``
 (``discrepancy``, ``invariant``, ``exception``, ``hang``, ``crash``, or a
 guard's kind), the kernel, the first differing cells, and the trace saved for
 it. Traces are saved under names unique to the campaign and never lost: when
@@ -60,7 +60,7 @@ class Cell:
 
 
 @dataclass
-class Finding:
+class CampaignFinding:
     """One finding of a campaign, with the trace that shows it.
 
     ``actions`` is the trace's length in launch actions; ``shrunk`` says
@@ -180,7 +180,7 @@ class Progress:
             self.bar.close()
 
 
-def summarize(config: dict, stats: Any, missing: list[str], findings: list[Finding], signum: int | None,
+def summarize(config: dict, stats: Any, missing: list[str], findings: list[CampaignFinding], signum: int | None,
               seconds: float, out: TextIO) -> dict:
     """Print a campaign's statistics and verdict; return its JSON summary.
     ``stats``: the merged :class:`~replayssm.fuzz.machine.Statistics`;

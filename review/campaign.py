@@ -51,11 +51,11 @@ from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
 from replayssm.spec.geometry import Conventions, Geometry
 
 from replayssm.spec.generations import Api
-from .arguments import Step
+from .arguments import StepInputs
 from .ghost import Ghost
 from .harness import Harness
 from .host_modes import launched_by
-from .lifecycle import Finding, expectation, review_callers, run_step
+from .lifecycle import PropertyBroken, expectation, review_callers, run_step
 
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
@@ -97,7 +97,7 @@ class Tally:
 class Diverged(AssertionError):
     """Exactly one of base and head broke a lifecycle property at a step."""
 
-    def __init__(self, kind: str, finding: Finding, who: str) -> None:
+    def __init__(self, kind: str, finding: PropertyBroken, who: str) -> None:
         super().__init__(f"{kind}: {who} breaks {finding}")
         self.kind, self.finding, self.who = kind, finding, who
 
@@ -146,7 +146,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.setup = self.callers.kernel_setup
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
-        self.broken: list[Finding | None] = [None] * len(self.versions)
+        self.broken: list[PropertyBroken | None] = [None] * len(self.versions)
         self.notes_seen = 0
         self.trace: dict[str, Any] = {
             "#meta": {"format": REVIEW_ID, "versions": [[v.label, v.source, v.api.name] for v in self.versions],
@@ -172,7 +172,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             copies = [c for a in actions if isinstance(a, BlockCopy) for c in a.copies]
             migrate = next(a for a in actions if isinstance(a, Migrate))
             post = next(a for a in actions if isinstance(a, Postprocess))
-            step = Step(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
+            step = StepInputs(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
             expect = expectation(self.callers)
             self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks})
             self.tally.steps += 1
@@ -180,13 +180,13 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.tally.broken_steps += bool(self.record.breaks)
             self._run(step, expect)
 
-    def _run(self, step: Step, expect: dict) -> None:
-        newly: list[Finding | None] = [None] * len(self.sides)
+    def _run(self, step: StepInputs, expect: dict) -> None:
+        newly: list[PropertyBroken | None] = [None] * len(self.sides)
         for i, (version, harness, ghost) in enumerate(self.sides):
             if self.broken[i] is None:
                 try:
                     run_step(harness, ghost, step, expect, state_copies=_state_copies(self.dropped))
-                except Finding as f:
+                except PropertyBroken as f:
                     newly[i] = self.broken[i] = f
         if len(self.sides) == 1:
             self._note(self.sides[0][2])
@@ -209,7 +209,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             if clause not in {n[0] for n in self.notes}:
                 self.notes.append((clause, message, json.loads(json.dumps(self.trace))))
 
-    def _failed(self, error: Finding | Diverged) -> Finding | Diverged:
+    def _failed(self, error: PropertyBroken | Diverged) -> PropertyBroken | Diverged:
         """``error``, after noting the campaign's first failure (and saying so on the progress output);
         an example whose failure was already found is rejected instead (it tells nothing new)."""
         cls = type(self)
@@ -234,7 +234,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.tally.scenarios[k] = self.tally.scenarios.get(k, 0) + v
 
 
-def _prop(error: Finding | Diverged) -> str:
+def _prop(error: PropertyBroken | Diverged) -> str:
     return (error.finding if isinstance(error, Diverged) else error).prop
 
 
@@ -348,7 +348,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = SHRINKS, SHRINK_WATCHDOG_SECONDS
             try:
                 run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
-            except (Finding, Diverged) as e:
+            except (PropertyBroken, Diverged) as e:
                 path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}")
                 found.append(Failure(_kind(e), _prop(e), str(e), path, shrink))
             except Unsatisfiable:  # every example of the turn broke a property already found: nothing new
@@ -372,7 +372,7 @@ def _saved_notes(notes: list[tuple[str, str, dict]], out_dir: Path, tag: str) ->
             for clause, message, trace in notes]
 
 
-def _kind(error: Finding | Diverged) -> str:
+def _kind(error: PropertyBroken | Diverged) -> str:
     return error.kind if isinstance(error, Diverged) else "finding"
 
 
@@ -386,7 +386,7 @@ def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str
     return str(path)
 
 
-def describe_rows(step: Step) -> str:
+def describe_rows(step: StepInputs) -> str:
     """A step's scheduled rows in one line: each request's phase, computed count ``N``,
     query length ``q``, accepted tokens and live column."""
     return "; ".join(f"req {r.rid} {'prefill' if r.prefilling else 'decode'} N={r.computed_before} q={r.query_len} "
@@ -403,7 +403,7 @@ def describe_schedule(path: str) -> list[str]:
     lines = [f"system: geometry {params['geometry']}, layers per group {params['layers_per_group']}",
              f"conventions: {conventions}",
              f"assumptions dropped: {', '.join(meta.get('dropped', [])) or 'none'}"]
-    lines += [f"step {n}: {describe_rows(Step.from_json(s)) or 'no request'}" for n, s in enumerate(trace["steps"])]
+    lines += [f"step {n}: {describe_rows(StepInputs.from_json(s)) or 'no request'}" for n, s in enumerate(trace["steps"])]
     return lines
 
 
@@ -418,11 +418,11 @@ def replay(source: str | dict, versions: list[Version], device: str = "cpu") -> 
         harness = Harness(setup, v.module, v.api, torch.device(device))
         ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
         for n, s in enumerate(trace["steps"]):
-            step = Step.from_json(s)
+            step = StepInputs.from_json(s)
             lines.append(f"{v.label} step {n}: {describe_rows(step)}")
             try:
                 run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
-            except Finding as f:
+            except PropertyBroken as f:
                 lines.append(f"  {f}")
                 lines.append(f"{v.label}: finding reproduced at step {n}")
                 ok = False

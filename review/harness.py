@@ -215,9 +215,9 @@ class Harness:
             try:
                 getattr(self.module, launch.kernel)[tuple(ns[x] if isinstance(x, str) else x for x in grid)](**kwargs)
             except (TargetFault, TargetGone) as e:  # it raised, hung, ended or changed its process
-                from .lifecycle import Finding
+                from .lifecycle import PropertyBroken
 
-                raise Finding("process", (e.fault if isinstance(e, TargetGone) else e).reason) from None
+                raise PropertyBroken("process", (e.fault if isinstance(e, TargetGone) else e).reason) from None
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             for arena in (self.arena, *arenas):

@@ -56,7 +56,7 @@ class Request:
 
 
 @dataclass
-class Finding:
+class ReleaseViolation:
     """The first violation of a run: where it happened and what differs."""
 
     pass_index: int
@@ -76,7 +76,7 @@ class Run:
     num_slots: int
     launches: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
-    finding: Finding | None = None
+    finding: ReleaseViolation | None = None
 
     def trace(self, version: str) -> dict[str, Any]:
         """The run as a trace file: enough to run it again on ``version`` (or another)."""
@@ -209,7 +209,7 @@ def plan(geo: ReleaseGeometry, order: str, seed: int, passes: int, num_slots: in
     return run
 
 
-def judge(run: Run, after: list[list[list[int]]]) -> Finding | None:
+def judge(run: Run, after: list[list[list[int]]]) -> ReleaseViolation | None:
     """Replay the run's launches and ghost events against the version's trackers
     ``after`` each launch: the first discrepancy with the spec or broken refinement."""
     geo = run.geometry
@@ -235,7 +235,7 @@ def judge(run: Run, after: list[list[list[int]]]) -> Finding | None:
             for name, expected, g in zip(TRACKERS, spec, got):
                 if expected.tolist() != list(g):
                     slot = next(k for k in range(len(g)) if int(expected[k]) != g[k])
-                    return Finding(p, i, "discrepancy",
+                    return ReleaseViolation(p, i, "discrepancy",
                                    f"pass {p}: after the {launch['kernel']} launch, {name}[{slot}] is {g[slot]}, "
                                    f"the spec says {int(expected[slot])}")
             if launch["kernel"] == "reset":
@@ -244,7 +244,7 @@ def judge(run: Run, after: list[list[list[int]]]) -> Finding | None:
             if launch["kernel"] in ("commit", "reset"):
                 problem = _refinement(ghosts, slots, got, geo, launch["requests"], p)
                 if problem:
-                    return Finding(p, i, "refinement", problem)
+                    return ReleaseViolation(p, i, "refinement", problem)
             if launch["kernel"] == "commit" and decode is not None:  # FlashInfer's pass, then the acceptance
                 for name, q, a in zip(decode["requests"], decode["query_lens"], decode["accepted"]):
                     s = slots[name]
@@ -257,7 +257,7 @@ def judge(run: Run, after: list[list[list[int]]]) -> Finding | None:
                 ghosts[name] = accept(flashinfer_pass(ghosts[name], before[0][s], before[1][s], 1, geo), 1)
             problem = _refinement(ghosts, slots, after[i], geo, decode["requests"], p)
             if problem:
-                return Finding(p, i, "refinement", problem)
+                return ReleaseViolation(p, i, "refinement", problem)
     return None
 
 
@@ -283,11 +283,11 @@ def campaign(file: str, geo: ReleaseGeometry, order: str, seed: int, passes: int
     try:
         run.finding = judge(run, run_on_version(file, run.num_slots, geo, run.launches))
     except VersionError as e:
-        run.finding = Finding(-1, -1, "fault", f"the version's kernels failed on this run: {e}")
+        run.finding = ReleaseViolation(-1, -1, "fault", f"the version's kernels failed on this run: {e}")
     return run
 
 
-def replay(trace: dict[str, Any], file: str) -> Finding | None:
+def replay(trace: dict[str, Any], file: str) -> ReleaseViolation | None:
     """Run a saved trace's launches again on the version ``file`` and judge them."""
     g = trace["geometry"]
     run = Run(ReleaseGeometry(g["window"], g["query_len"], g["ring_len"]), trace["order"], trace["seed"],

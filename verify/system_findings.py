@@ -28,7 +28,7 @@ from .traces import trace_from_transition
 
 
 @dataclass(frozen=True)
-class Finding:
+class SystemFinding:
     """Where a finding shows: a world of :data:`~.system_world.UNPUBLISHED_ALL`,
     the invariant it breaks, and either an inductive step shape (``case``)
     or, with ``case`` None, the explicit bounded model check from the
@@ -42,11 +42,11 @@ class Finding:
     depth: int = 3
 
 
-FINDINGS: dict[str, Finding] = {f.name: f for f in [
-    Finding("all_mode_unpublished.decode_fills_block", "v2-all-unpublished", "canonical",
+FINDINGS: dict[str, SystemFinding] = {f.name: f for f in [
+    SystemFinding("all_mode_unpublished.decode_fills_block", "v2-all-unpublished", "canonical",
             "all mode under the reference's host: a decode that fills its live block leaves it holding a replay "
             "ring (no publish with MATERIALIZE_PREFIXES off), and the prefix cache registers it as the boundary"),
-    Finding("all_mode_unpublished.prefill_covers_block", "v2-all-unpublished", "canonical",
+    SystemFinding("all_mode_unpublished.prefill_covers_block", "v2-all-unpublished", "canonical",
             "all mode under the reference's host: a prefill chunk over two blocks writes the boundary state into "
             "the first, but the mode-none reset clears only the live slot's trackers, so the registered block "
             "keeps the trackers its previous owner left",
@@ -55,7 +55,7 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in [
 """Every finding, by name."""
 
 
-def finding_trace(f: Finding) -> dict[str, Any] | None:
+def finding_trace(f: SystemFinding) -> dict[str, Any] | None:
     """``f``'s counterexample as a system trace (None if its world proves there)."""
     if f.world not in UNPUBLISHED_ALL:
         raise ValueError(f"{f.name}: {f.world!r} is not a world of UNPUBLISHED_ALL ({', '.join(UNPUBLISHED_ALL)})")

@@ -29,7 +29,7 @@ has decode rows longer than a block (R - W > bs)."""
 
 
 @dataclass(frozen=True)
-class Probe:
+class SystemProbe:
     """Where to look for the counterexample of a set of assumptions dropped
     together (usually one; several when they overlap, each implying what the
     step needs of the others)."""
@@ -47,13 +47,13 @@ class Probe:
         return "+".join(self.assumptions)
 
 
-def probe_transition(pr: Probe) -> Transition:
+def probe_transition(pr: SystemProbe) -> Transition:
     p = world_params(pr.conv, PROBE_GEOMETRIES[pr.geometry], model_blocks=pr.model_blocks)
     p = replace(p, num_slots=2 * p.num_cols + 3)
     return case_transition(p, pr.case, pr.fresh)
 
 
-def probe_claim(pr: Probe, drop: bool | tuple[str, ...] = True, cover_violation: bool = False) -> Claim:
+def probe_claim(pr: SystemProbe, drop: bool | tuple[str, ...] = True, cover_violation: bool = False) -> Claim:
     """The probe's step shape with its set dropped (``drop=True``), some
     members of it (a tuple), or nothing (``False``). With
     ``cover_violation`` the claim covers only states that violate a dropped
@@ -74,19 +74,19 @@ def _case(*rows: CaseRow) -> StepCase:
 
 
 
-PROBES: dict[str, Probe] = {pr.name: pr for pr in [
-    Probe((env.LIVE_COL_IS_LAST_BLOCK.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe((env.DECODE_ROW_FITS.name,), "v2-align", "wide_block", _case(decode_row(0, 1, 1))),
-    Probe((env.ACCEPTED_WITHIN_ROW.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe((env.ROW_NONEMPTY.name,), "v2-align", "system", _case(prefill_row(0, 0, 0))),
-    Probe((env.DECODE_WITHIN_BLOCK.name,), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
-    Probe((env.PREFILL_CHUNK_ON_BOUNDARY.name,), "v2-align", "system", _case(prefill_row(0, 0, 1))),
-    Probe((env.FRESH_DISTINCT_DESTINATIONS.name,), "v2-align", "system",
+PROBES: dict[str, SystemProbe] = {pr.name: pr for pr in [
+    SystemProbe((env.LIVE_COL_IS_LAST_BLOCK.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    SystemProbe((env.DECODE_ROW_FITS.name,), "v2-align", "wide_block", _case(decode_row(0, 1, 1))),
+    SystemProbe((env.ACCEPTED_WITHIN_ROW.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    SystemProbe((env.ROW_NONEMPTY.name,), "v2-align", "system", _case(prefill_row(0, 0, 0))),
+    SystemProbe((env.DECODE_WITHIN_BLOCK.name,), "v2-align", "unit_block", _case(decode_row(0, 0, 2)), model_blocks=3),
+    SystemProbe((env.PREFILL_CHUNK_ON_BOUNDARY.name,), "v2-align", "system", _case(prefill_row(0, 0, 1))),
+    SystemProbe((env.FRESH_DISTINCT_DESTINATIONS.name,), "v2-align", "system",
           _case(prefill_row(1, -1, 0), prefill_row(0, -1, 0)), fresh=(5, 5)),
-    Probe((env.GROUPS_AGREE_ON_NULL.name,), "v2-align", "system", _case(decode_row(0, 0, 1))),
-    Probe((env.IS_PREFILLING_AGREES.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
-    Probe((env.FRESH_SLOT_IS_FREE.name,), "v2-align", "system", _case(prefill_row(0, -1, 0)), fresh=(3,)),
-    Probe((env.DECODE_ROW_FITS.name, env.ROW_NONEMPTY.name, env.ACCEPTED_WITHIN_ROW.name), "v2-align", "unit_block",
+    SystemProbe((env.GROUPS_AGREE_ON_NULL.name,), "v2-align", "system", _case(decode_row(0, 0, 1))),
+    SystemProbe((env.IS_PREFILLING_AGREES.name,), "v2-align", "system", _case(decode_row(0, 0, 0))),
+    SystemProbe((env.FRESH_SLOT_IS_FREE.name,), "v2-align", "system", _case(prefill_row(0, -1, 0)), fresh=(3,)),
+    SystemProbe((env.DECODE_ROW_FITS.name, env.ROW_NONEMPTY.name, env.ACCEPTED_WITHIN_ROW.name), "v2-align", "unit_block",
           _case(decode_row(0, 0, 0))),
 ]}
 """One probe per caller assumption the step relies on, and one per set of

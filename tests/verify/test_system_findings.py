@@ -36,4 +36,4 @@ def test_the_publishing_host_keeps_the_invariant_there(name: str) -> None:
 
 def test_a_finding_names_a_world_of_the_unpublished_table() -> None:
     with pytest.raises(ValueError, match="is not a world of UNPUBLISHED_ALL"):
-        sf.finding_trace(sf.Finding("x", "v2-align", "canonical", "?"))
+        sf.finding_trace(sf.SystemFinding("x", "v2-align", "canonical", "?"))

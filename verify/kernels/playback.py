@@ -91,7 +91,7 @@ class Playback:
         return "\n".join(lines) or "  the kernel stays in bounds, in its frame, conflict-free and equal to the spec"
 
 
-class Arena:
+class PlaybackArena:
     """Guarded CPU tensors and the element ranges a launch may touch
     (``tensors``: every guarded allocation, for a launch in another process)."""
 
@@ -145,7 +145,7 @@ ARITHMETIC = {"create_add": lambda a, b: a + b, "create_sub": lambda a, b: a - b
 
 
 @contextmanager
-def watched(arena: Arena, log: list, out_of_bounds: list, overflows: list,
+def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: list,
             lane_conflicts: list) -> Iterator[None]:
     """Check and log every masked-on lane of the interpreter's loads and
     stores, and every integer add, subtract, multiply and narrowing cast whose
@@ -223,7 +223,7 @@ def watched_launch(regions: list, relocate: Any) -> Iterator[dict]:
     of :meth:`~replayssm.base.isolation.TargetHost.launch`): ``regions`` are
     the judging process's, ``relocate`` moves an address of its to this
     process's copy; yields the dict its results are put in (plain data)."""
-    arena = Arena()
+    arena = PlaybackArena()
     for start, end, size, name in regions:
         moved = relocate(start)
         arena.regions.append((moved, moved + end - start, size, name))
@@ -291,7 +291,7 @@ class ReplayView:
     parameters from these."""
 
     def __init__(self, trace: dict, buffers: dict) -> None:
-        self.trace, self.buffers, self.arena = trace, buffers, Arena()
+        self.trace, self.buffers, self.arena = trace, buffers, PlaybackArena()
         self.geo, self.conv, self.layers, self.num_cols, self.num_slots = _setup(trace)
         self.picks = trace["actions"][1]["picks"]
         self.num_reqs = self.picks["num_reqs"]

@@ -34,7 +34,7 @@ STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "
 
 
 @dataclass
-class Finding:
+class KernelCaseReport:
     """What a report says about one failed case."""
 
     text: str
@@ -302,18 +302,18 @@ def _geometry(params: dict) -> Any:
     return Geometry(**params["geometry"])
 
 
-def explain(name: str, case_label: str, impl: str | None = None, violated: str | None = None) -> Finding:
+def explain(name: str, case_label: str, impl: str | None = None, violated: str | None = None) -> KernelCaseReport:
     """Rebuild obligation ``name``'s case ``case_label`` and explain its failure
     (``violated``: the first part the proof found violated, where it says)."""
     ob = KERNEL_OBLIGATIONS[name]
     module, role, prop = ob.module, ob.role, ob.prop
     kc = kernel_claim(module, role, prop, case_label)
     if kc.unsupported is not None:
-        return Finding(f"  {kc.unsupported}")
+        return KernelCaseReport(f"  {kc.unsupported}")
     text_verdict, keep = verdict(kc) if prop == "equivalence" else ("", [])
     found = counterexample_model(kc, keep, violated)
     if found is None:
-        return Finding("  (the failure did not reappear when re-solved: no counterexample)")
+        return KernelCaseReport("  (the failure did not reappear when re-solved: no counterexample)")
     m, i, small = found
     part = kc.parts[i]
     lines = [f"  kernel {role.kernel_name(module)} ({case_label}), {part.name}"]
@@ -337,10 +337,10 @@ def explain(name: str, case_label: str, impl: str | None = None, violated: str |
         trace["#meta"]["kernel"] = role.kernel_name(module)
     if not small:
         lines.append("  (no small launch shows it: the trace is not written)")
-    return Finding("\n".join(lines), trace, text_verdict, {**details, "inputs": inputs})
+    return KernelCaseReport("\n".join(lines), trace, text_verdict, {**details, "inputs": inputs})
 
 
-def save_trace(finding: Finding, folder: Path, name: str) -> Path | None:
+def save_trace(finding: KernelCaseReport, folder: Path, name: str) -> Path | None:
     """Write the finding's trace beside the counterexample; returns its path."""
     if finding.trace is None:
         return None
