@@ -48,9 +48,9 @@ def harness_cost(systems: int, examples: int, steps: int = 12) -> dict:
 
     for module in (launcher, lockstep, machine):
         module.LEVELS = {**module.LEVELS, "kernel": SecondSpec}
-    rows: list[bulk_choices.Row] = []
+    rows: list[bulk_choices.BulkDraw] = []
 
-    def counted_rows(data: object, systems: int) -> list[bulk_choices.Row]:
+    def counted_rows(data: object, systems: int) -> list[bulk_choices.BulkDraw]:
         drawn = bulk_choices.rows_of(data, systems)
         rows.extend(drawn)
         return drawn

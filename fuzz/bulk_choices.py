@@ -3,7 +3,7 @@
 A rule of :class:`.lockstep.LockstepMachine` draws one bytes choice of
 ``K * ROW_BYTES`` bytes (:func:`rows_of`); system k's callers decode their
 draws (``draw(strategy)``, :data:`.caller_policy.Draw`) from its k-th row, in
-order (:class:`Row`). A system whose row runs out draws a row of its own
+order (:class:`BulkDraw`). A system whose row runs out draws a row of its own
 (one more choice), so a step may make as many decisions as it needs.
 
 What a decoded choice is, byte by byte: a bounded integer or ``sampled_from``
@@ -42,7 +42,7 @@ MAX_VALUES = 256
 T = TypeVar("T")
 
 
-class Row:
+class BulkDraw:
     """One system's decisions in one rule, decoded in order from its bytes:
     as a :data:`.caller_policy.Draw` (``draw(strategy)``) and through
     :func:`.caller_policy.integer`, ``boolean`` and ``element``, which build no strategy."""
@@ -98,8 +98,8 @@ class Row:
         return self.cd.draw(strategy)
 
 
-def rows_of(data: Any, systems: int) -> list[Row]:
+def rows_of(data: Any, systems: int) -> list[BulkDraw]:
     """The ``systems`` rows of one rule, from one drawn bytes choice (``data``: Hypothesis's ``hs.data()``)."""
     cd = data.conjecture_data
     block = cd.draw_bytes(systems * ROW_BYTES, systems * ROW_BYTES)
-    return [Row(cd, block[k * ROW_BYTES:(k + 1) * ROW_BYTES]) for k in range(systems)]
+    return [BulkDraw(cd, block[k * ROW_BYTES:(k + 1) * ROW_BYTES]) for k in range(systems)]

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hypothesis import strategies as hs
 
-from .bulk_choices import Row
+from .bulk_choices import BulkDraw
 
 if TYPE_CHECKING:
     from .callers import Callers, DrawnRow, Request
 
 Draw = Callable[[Any], Any]
 """How the callers decide: Hypothesis's ``draw`` (``data.draw``), or a
-lockstep system's :class:`.bulk_choices.Row`; the single decisions go
+lockstep system's :class:`.bulk_choices.BulkDraw`; the single decisions go
 through :func:`integer`, :func:`boolean` and :func:`element`."""
 
 T = TypeVar("T")
@@ -33,17 +33,17 @@ T = TypeVar("T")
 
 def integer(draw: Draw, lo: int, hi: int) -> int:
     """A decision in ``[lo, hi]`` (``lo`` the simplest)."""
-    return draw.integer(lo, hi) if type(draw) is Row else draw(hs.integers(lo, hi))
+    return draw.integer(lo, hi) if type(draw) is BulkDraw else draw(hs.integers(lo, hi))
 
 
 def boolean(draw: Draw) -> bool:
     """A yes or no (no the simplest)."""
-    return draw.boolean() if type(draw) is Row else draw(hs.booleans())
+    return draw.boolean() if type(draw) is BulkDraw else draw(hs.booleans())
 
 
 def element(draw: Draw, options: Sequence[T]) -> T:
     """One of ``options`` (non-empty; the first the simplest)."""
-    return draw.element(options) if type(draw) is Row else draw(hs.sampled_from(options))
+    return draw.element(options) if type(draw) is BulkDraw else draw(hs.sampled_from(options))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from .caller_shapes import features_for, shapes
 from .callers import Callers
 from .launcher import LEVELS, Setup, SpecSide, compare
 from .lockstep_layout import Layout, Parts, combine
-from .machine import (Failure, ReplaySSMMachine, describe_failure, discrepancy, fuzz_trace, live_slot_mismatch,
+from .machine import (ReplaySSMMachine, StatefulFailure, describe_failure, discrepancy, fuzz_trace, live_slot_mismatch,
                       published_slot_mismatch)
 
 MAX_SYSTEMS = 256
@@ -177,13 +177,13 @@ class LockstepMachine(ReplaySSMMachine):
         """Run one combined launch on both sides; a discrepancy names the system it belongs to."""
         try:
             super().execute(action)
-        except Failure as e:
+        except StatefulFailure as e:
             if e.kind != "discrepancy":
                 raise
             k = self.layout.owner(compare(self.spec.state(), self.impl.state()), self.row_owner)
             type(self).failing_system = k
             where = f"system {k} of {self.systems}" if k is not None else f"none of the {self.systems} systems alone"
-            raise Failure(f"{where}: {e}", e.kind, e.discrepancies) from None
+            raise StatefulFailure(f"{where}: {e}", e.kind, e.discrepancies) from None
 
     @precondition(lambda self: any(len(c.requests) < c.geo.max_num_reqs
                                    for k, c in enumerate(self.group) if k not in self.idle))

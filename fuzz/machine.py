@@ -51,7 +51,7 @@ RUNNING_REQUEST = hs.runner().flatmap(lambda machine: hs.sampled_from(sorted(mac
 """The id of one running request of the machine that draws it."""
 
 
-class Failure(AssertionError):
+class StatefulFailure(AssertionError):
     """A finding of the stateful run: ``kind`` is ``discrepancy`` (the
     implementation's buffers differ from the spec's: ``discrepancies`` are the
     differing entries, as the launch's comparison found them) or ``invariant``
@@ -69,10 +69,10 @@ def fuzz_trace(params: dict, actions: list[Action] | tuple = ()) -> dict:
             "actions": [action_to_json(a) for a in actions]}
 
 
-def discrepancy(action: Action, wrong: list) -> Failure:
+def discrepancy(action: Action, wrong: list) -> StatefulFailure:
     """The failure of a launch after which ``wrong`` entries differ from the spec's (the first 12 shown)."""
     shown = "\n  ".join(str(d) for d in wrong[:12])
-    return Failure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy",
+    return StatefulFailure(f"{action.NAME} disagrees with the spec in {len(wrong)} entries:\n  {shown}", "discrepancy",
                    wrong)
 
 
@@ -81,7 +81,7 @@ CELLS_SHOWN = 4
 
 
 def describe_failure(error: BaseException, action: Action | None, level: str = "kernel") -> dict:
-    """Kind, reason, kernel and first differing cells (a :class:`Failure`'s
+    """Kind, reason, kernel and first differing cells (a :class:`StatefulFailure`'s
     ``discrepancies``) of a failure raised while running ``action`` (None:
     outside a launch, e.g. an invariant) at harness ``level``."""
     kind = getattr(error, "kind", "exception")
@@ -91,7 +91,7 @@ def describe_failure(error: BaseException, action: Action | None, level: str = "
     else:
         reason = lines[0].rstrip(":") if kind != "exception" else f"{type(error).__name__}: {lines[0]}"
     name = action.NAME if action else None
-    wrong = error.discrepancies if isinstance(error, Failure) and kind == "discrepancy" else []
+    wrong = error.discrepancies if isinstance(error, StatefulFailure) and kind == "discrepancy" else []
     cells = [Cell(d.buffer, list(d.index), d.spec, d.impl) for d in wrong[:CELLS_SHOWN]]
     kernel = getattr(error, "kernel", None) or (
         kernel_of(name, level, cells[0].buffer if cells else None) if name else "the spec's invariants")
@@ -128,7 +128,7 @@ class ReplaySSMMachine(RuleBasedStateMachine):
         self.admit(data)  # every run starts with a request, whichever rules its swarm enables
 
     def _fail(self, message: str, kind: str = "invariant") -> None:
-        raise Failure(message, kind)
+        raise StatefulFailure(message, kind)
 
     def execute(self, action: Action) -> None:
         """Run one launch action on both sides and compare every state buffer."""

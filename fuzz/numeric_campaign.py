@@ -42,7 +42,7 @@ from replayssm.base.reports import (
 from replayssm.spec.geometry import Conventions, Geometry
 
 from .campaign_config import example_seed
-from .machine import Failure, Statistics
+from .machine import StatefulFailure, Statistics
 from .numeric import MATERIALIZE_PLANTS, PLANTS, Budget, BudgetSpent, NumericMachine, NumericStats
 from .numeric_math import SIZINGS, Dims, Sizing
 from .target import DEFAULT_TARGET
@@ -232,7 +232,7 @@ def _combinations(run: _Run, device: torch.device, progress: Any, report: Callab
                 suppress_health_check=list(HealthCheck),
                 phases=[Phase.generate, Phase.shrink] if config.shrink else [Phase.generate],
                 report_multiple_bugs=False))
-        except Failure as e:
+        except StatefulFailure as e:
             run.failure = f"{e.kind}: {e}"
         except BudgetSpent:
             run.cut += 1

@@ -1,6 +1,6 @@
 """What the caller computes for one step, in every generation's argument names.
 
-A :class:`StepInputs` is one model-runner step as the caller knows it: each batch
+A :class:`CallerStep` is one model-runner step as the caller knows it: each batch
 row's request (or padding), its true step (:class:`Row`), the block tables,
 and the reference-API inputs the fuzz callers encoded
 (``fuzz/callers.py``). :func:`caller_vectors` derives from it every per-step
@@ -52,7 +52,7 @@ class Row:
 
 
 @dataclass
-class StepInputs:
+class CallerStep:
     """One step's caller decisions: rows in batch order (None: padding), the block
     tables ``[group][batch][col]``, tracker block copies, and the reference-API
     inputs of its migration and postprocess launches."""
@@ -68,7 +68,7 @@ class StepInputs:
                 "copies": self.copies, "migrate": self.migrate, "postprocess": self.postprocess}
 
     @classmethod
-    def from_json(cls, d: dict) -> "StepInputs":
+    def from_json(cls, d: dict) -> "CallerStep":
         return cls([None if r is None else Row(**r) for r in d["rows"]], d["table"], d["copies"],
                    d["migrate"], d["postprocess"])
 
@@ -94,7 +94,7 @@ def _padded(values: list | None, size: int, fill: Any) -> list | None:
     return list(values) + [fill] * (size - len(values))
 
 
-def caller_vectors(step: StepInputs, max_num_reqs: int, block_size: int, conv: Any) -> dict[str, Any]:
+def caller_vectors(step: CallerStep, max_num_reqs: int, block_size: int, conv: Any) -> dict[str, Any]:
     """Every per-step vector a generation's caller passes (see the module docstring)."""
     pp, mg = step.postprocess, step.migrate
     n = len(step.rows)

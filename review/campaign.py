@@ -13,7 +13,7 @@ again without the callers.
 Campaigns are counted, not timed: the convention combinations take turns, a
 few examples each, until the campaign's examples are run, so that a campaign
 finds the same failures on a slow and a fast machine; its ``budget`` of
-seconds is only a watchdog (no turn starts after it: :attr:`Outcome.cut`).
+seconds is only a watchdog (no turn starts after it: :attr:`CampaignOutcome.cut`).
 A campaign keeps going after a failure: each distinct one (its kind and
 property) is shrunk by a count of steps (:data:`SHRINKS`) and saved, and an
 example that breaks a property already found is rejected, so the later turns
@@ -51,7 +51,7 @@ from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
 from replayssm.spec.geometry import Conventions, Geometry
 
 from replayssm.spec.generations import Api
-from .arguments import StepInputs
+from .arguments import CallerStep
 from .ghost import Ghost
 from .harness import Harness
 from .host_modes import launched_by
@@ -172,7 +172,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             copies = [c for a in actions if isinstance(a, BlockCopy) for c in a.copies]
             migrate = next(a for a in actions if isinstance(a, Migrate))
             post = next(a for a in actions if isinstance(a, Postprocess))
-            step = StepInputs(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
+            step = CallerStep(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
             expect = expectation(self.callers)
             self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks})
             self.tally.steps += 1
@@ -180,7 +180,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.tally.broken_steps += bool(self.record.breaks)
             self._run(step, expect)
 
-    def _run(self, step: StepInputs, expect: dict) -> None:
+    def _run(self, step: CallerStep, expect: dict) -> None:
         newly: list[PropertyBroken | None] = [None] * len(self.sides)
         for i, (version, harness, ghost) in enumerate(self.sides):
             if self.broken[i] is None:
@@ -271,7 +271,7 @@ class Note:
 
 
 @dataclass
-class Outcome:
+class CampaignOutcome:
     """A campaign's result: its tally, each distinct failure in the order found,
     each launch clause's first note, and whether the watchdog cut it (``cut``:
     fewer examples than asked were run)."""
@@ -308,7 +308,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
              examples: int, device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
              examples_per_turn: int = 2, where: Callable[[Conventions], bool] | None = None,
              geometries: tuple[Geometry, ...] = GEOMETRIES, model_blocks: int = MODEL_BLOCKS, shrink: bool = True,
-             known: frozenset[str] = frozenset(), progress: TextIO | None = None) -> Outcome:
+             known: frozenset[str] = frozenset(), progress: TextIO | None = None) -> CampaignOutcome:
     """Run ``examples`` examples of the lifecycle machine, in turns of
     ``examples_per_turn`` (``where``, ``geometries``, ``model_blocks``: the
     systems drawn, by default every convention combination and fuzzed geometry
@@ -318,14 +318,14 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
     ``shrink``: let Hypothesis shrink each failure, :data:`SHRINKS` steps at
     most, before it is saved; ``progress``: where to say that a counterexample
     was found). ``budget`` seconds is a watchdog: no turn starts after it
-    (:attr:`Outcome.cut`). An :class:`~replayssm.base.interrupts.Interrupted`
-    passes with the campaign so far as its ``partial`` :class:`Outcome`, a
+    (:attr:`CampaignOutcome.cut`). An :class:`~replayssm.base.interrupts.Interrupted`
+    passes with the campaign so far as its ``partial`` :class:`CampaignOutcome`, a
     failure being shrunk saved as first seen."""
     start, tally = time.perf_counter(), Tally()
     hosts = [launched_by(v.api, v.source) for v in versions]  # each version under its own launch contract
     combos = [c for c in Conventions.all() if (where is None or where(c)) and all(h(c) for h in hosts)]
     if not combos:
-        return Outcome(tally, 0.0)
+        return CampaignOutcome(tally, 0.0)
     found: list[Failure] = []
     notes: list[tuple[str, str, dict]] = []
     turns, turn, cut = -(-examples // examples_per_turn), 0, False
@@ -356,7 +356,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             finally:
                 hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = saved
     except Interrupted as e:
-        e.partial = Outcome(tally, time.perf_counter() - start, list(found), notes=_saved_notes(notes, out_dir, tag))
+        e.partial = CampaignOutcome(tally, time.perf_counter() - start, list(found), notes=_saved_notes(notes, out_dir, tag))
         if machine is not None and machine.first_failure is not None:
             trace, error = machine.first_failure
             if (_kind(error), _prop(error)) not in {(f.kind, f.prop) for f in found}:
@@ -364,7 +364,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
                 e.partial.failures.append(Failure(_kind(error), _prop(error), str(error),
                                                   _save(trace, error, out_dir, name), False))
         raise
-    return Outcome(tally, time.perf_counter() - start, found, cut, _saved_notes(notes, out_dir, tag))
+    return CampaignOutcome(tally, time.perf_counter() - start, found, cut, _saved_notes(notes, out_dir, tag))
 
 
 def _saved_notes(notes: list[tuple[str, str, dict]], out_dir: Path, tag: str) -> list[Note]:
@@ -386,7 +386,7 @@ def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str
     return str(path)
 
 
-def describe_rows(step: StepInputs) -> str:
+def describe_rows(step: CallerStep) -> str:
     """A step's scheduled rows in one line: each request's phase, computed count ``N``,
     query length ``q``, accepted tokens and live column."""
     return "; ".join(f"req {r.rid} {'prefill' if r.prefilling else 'decode'} N={r.computed_before} q={r.query_len} "
@@ -403,7 +403,7 @@ def describe_schedule(path: str) -> list[str]:
     lines = [f"system: geometry {params['geometry']}, layers per group {params['layers_per_group']}",
              f"conventions: {conventions}",
              f"assumptions dropped: {', '.join(meta.get('dropped', [])) or 'none'}"]
-    lines += [f"step {n}: {describe_rows(StepInputs.from_json(s)) or 'no request'}" for n, s in enumerate(trace["steps"])]
+    lines += [f"step {n}: {describe_rows(CallerStep.from_json(s)) or 'no request'}" for n, s in enumerate(trace["steps"])]
     return lines
 
 
@@ -418,7 +418,7 @@ def replay(source: str | dict, versions: list[Version], device: str = "cpu") -> 
         harness = Harness(setup, v.module, v.api, torch.device(device))
         ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
         for n, s in enumerate(trace["steps"]):
-            step = StepInputs.from_json(s)
+            step = CallerStep.from_json(s)
             lines.append(f"{v.label} step {n}: {describe_rows(step)}")
             try:
                 run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))

@@ -40,7 +40,7 @@ from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
 
-from .arguments import Row, StepInputs
+from .arguments import CallerStep, Row
 from .ghost import Ghost
 from .harness import Harness
 
@@ -149,7 +149,7 @@ def runs_as_prefill(row: Row) -> bool:
     return row.prefilling and not (row.query_len == 1 and row.computed_before > 0)
 
 
-def _referenced(step: StepInputs, groups: int) -> list[set[int]]:
+def _referenced(step: CallerStep, groups: int) -> list[set[int]]:
     out: list[set[int]] = [set() for _ in range(groups)]
     for b, row in enumerate(step.rows):
         if row is not None:
@@ -158,7 +158,7 @@ def _referenced(step: StepInputs, groups: int) -> list[set[int]]:
     return out
 
 
-def run_step(h: Harness, ghost: Ghost, step: StepInputs, expect: dict, *, state_copies: bool = True) -> None:
+def run_step(h: Harness, ghost: Ghost, step: CallerStep, expect: dict, *, state_copies: bool = True) -> None:
     """Execute ``step`` on the version and the ghost, then check every lifecycle property."""
     setup = h.setup
     geo, groups = setup.geometry, len(setup.layers_per_group)
@@ -200,7 +200,7 @@ def run_step(h: Harness, ghost: Ghost, step: StepInputs, expect: dict, *, state_
         raise PropertyBroken(prop, message + more)
 
 
-def _materialize(h: Harness, ghost: Ghost, phase: str, step: StepInputs, real: set[int], problems: list) -> None:
+def _materialize(h: Harness, ghost: Ghost, phase: str, step: CallerStep, real: set[int], problems: list) -> None:
     plans, broken = h.run_phase(phase, step, h.setup.conventions)
     for violation in broken:
         problems.append(("memory", f"{phase}: {violation}"))
@@ -209,7 +209,7 @@ def _materialize(h: Harness, ghost: Ghost, phase: str, step: StepInputs, real: s
             problems.append(("materialize", f"{phase}: {p}"))
 
 
-def _check(h: Harness, ghost: Ghost, step: StepInputs, expect: dict, before_trackers: Any, before_ghost: dict) -> list:
+def _check(h: Harness, ghost: Ghost, step: CallerStep, expect: dict, before_trackers: Any, before_ghost: dict) -> list:
     geo, groups = h.setup.geometry, len(h.setup.layers_per_group)
     problems = []
     for rid, stream, computed, live_col, cols in expect["running"]:

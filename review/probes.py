@@ -28,7 +28,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumption_record import Reach
 
 from . import campaign as campaigns  # by module: a test's stand-in campaign reaches the probes too
-from .campaign import MODEL_BLOCKS, Outcome, Version
+from .campaign import MODEL_BLOCKS, CampaignOutcome, Version
 
 MIN_BROKEN_STEPS = 3
 """A probe whose callers broke its assumption in fewer steps than this, and found
@@ -150,7 +150,7 @@ def confirm(trace_path: str, probe: Probe, version: Version, device: str) -> tup
     return ok, None if ok else str(path)
 
 
-def outcome_of(probe: Probe, result: Outcome, relied: bool, independent: str | None) -> str:
+def outcome_of(probe: Probe, result: CampaignOutcome, relied: bool, independent: str | None) -> str:
     """The :data:`PROBE_OUTCOMES` name of a probe campaign's ``result``."""
     if independent:
         return "finding"
@@ -160,7 +160,7 @@ def outcome_of(probe: Probe, result: Outcome, relied: bool, independent: str | N
 
 
 def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
-              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, Outcome, str | None]:
+              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, CampaignOutcome, str | None]:
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it;
     ``known``: the properties the version breaks with every assumption kept, not looked for again.

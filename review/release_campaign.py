@@ -44,7 +44,7 @@ ORDERS = ("current_rows", "previous_rows")
 
 
 @dataclass
-class Request:
+class RunningRequest:
     """One running request: its slot, what its slot stands for, its query in flight."""
 
     name: str
@@ -155,7 +155,7 @@ def plan(geo: ReleaseGeometry, order: str, seed: int, passes: int, num_slots: in
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     rng = random.Random(seed)
     run = Run(geo, order, seed, passes, num_slots)
-    batch: list[Request] = []
+    batch: list[RunningRequest] = []
     counts_by_row: list[int] = []  # the accepted counts as the last pass left them, in its row order
     made = 0
     for p in range(passes):
@@ -173,7 +173,7 @@ def plan(geo: ReleaseGeometry, order: str, seed: int, passes: int, num_slots: in
         new = []
         if free and (not batch or rng.random() < 0.35):
             made += 1
-            req = Request(f"req{made}", rng.choice(free), RingGhost(0, 0, tuple([-1] * geo.ring_len)))
+            req = RunningRequest(f"req{made}", rng.choice(free), RingGhost(0, 0, tuple([-1] * geo.ring_len)))
             new.append(req)
             run.events.append({"pass": p, "event": "admit", "request": req.name, "slot": req.slot,
                                "prompt": 5 + rng.randrange(40)})

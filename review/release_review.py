@@ -68,7 +68,7 @@ INCOMPATIBLE = ("pr_head", "markdown", "report_url", "base_ref", "head_ref", "ap
 
 
 @dataclass
-class Part:
+class ReviewPart:
     """One campaign or probe of the review, and its outcome."""
 
     name: str
@@ -85,7 +85,7 @@ class ReleaseVerdict:
     """The verdict on one vLLM's released ReplaySSM lifecycle."""
 
     located: Located
-    parts: list[Part] = field(default_factory=list)
+    parts: list[ReviewPart] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -135,7 +135,7 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
         start = time.perf_counter()
         run = campaign(str(located.file), geo, "current_rows", seed, passes)
         f = run.finding
-        part = Part(f"campaign {name}", "campaign", "finding" if f else "pass",
+        part = ReviewPart(f"campaign {name}", "campaign", "finding" if f else "pass",
                     f.message if f else f"{passes} passes, {len(run.launches)} launches, the spec and the "
                     "refinement held", time.perf_counter() - start)
         if f:
@@ -149,7 +149,7 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
         start = time.perf_counter()
         run = campaign(str(located.file), geometries[on], order, seed, passes)
         f = run.finding
-        part = Part(f"probe {record.name}", "probe", "relied on" if f else "not relied on",
+        part = ReviewPart(f"probe {record.name}", "probe", "relied on" if f else "not relied on",
                     (f"without it ({record.provenance.status} by the corpus), {f.message}" if f else
                      f"without it ({record.provenance.status} by the corpus), the lifecycle held"), time.perf_counter() - start,
                     relies_on=f"{record.name} ({record.provenance.status})" if f else None)
@@ -160,7 +160,7 @@ def review_release(located: Located, passes: int, seed: int, traces: Path, out: 
     return verdict
 
 
-def _parts(proofs: list, kind: str, statuses: dict[str, str], out: Any) -> list[Part]:
+def _parts(proofs: list, kind: str, statuses: dict[str, str], out: Any) -> list[ReviewPart]:
     parts = []
     for proof in proofs:
         r = proof.result
@@ -170,13 +170,13 @@ def _parts(proofs: list, kind: str, statuses: dict[str, str], out: Any) -> list[
             detail = f"{'; '.join(r.counterexample.get('violated', []))[:200]} when {values}"
         else:
             detail = r.detail or "proved for every input inside the caller's contract"
-        part = Part(f"{kind} {proof.kernel} ({proof.transition}): {proof.property}", kind, status, detail, r.seconds)
+        part = ReviewPart(f"{kind} {proof.kernel} ({proof.transition}): {proof.property}", kind, status, detail, r.seconds)
         parts.append(part)
         print(f"  {part.name}: {part.status}: {part.detail}", file=out, flush=True)
     return parts
 
 
-def diff_parts(base: Located, head: Located, out: Any) -> list[Part]:
+def diff_parts(base: Located, head: Located, out: Any) -> list[ReviewPart]:
     """``--base``: each tracker kernel of the head compared with the base's by proof (``same``, ``differs``)."""
     from replayssm.verify.kernels.source_module import source_module
 
@@ -187,7 +187,7 @@ def diff_parts(base: Located, head: Located, out: Any) -> list[Part]:
     return _parts(proofs, "kernel diff", {"proved": "same", "failed": "differs"}, out)
 
 
-def kernel_parts(located: Located, out: Any) -> list[Part]:
+def kernel_parts(located: Located, out: Any) -> list[ReviewPart]:
     """The kernel-source proofs of the version's tracker kernels (``verify/kernels/tracker_proofs.py``), one part each:
     ``pass`` (proved), ``finding`` (a counterexample: the violated claim and its inputs) or ``unknown``."""
     from replayssm.verify.kernels.source_module import source_module

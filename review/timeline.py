@@ -17,14 +17,14 @@ import torch
 
 from replayssm.fuzz.launcher import Setup
 
-from .arguments import StepInputs
+from .arguments import CallerStep
 from .campaign import Version, _state_copies, describe_rows
 from .ghost import Ghost
 from .harness import Harness
 from .lifecycle import PropertyBroken, run_step
 
 
-def _slots(setup: Setup, step: StepInputs) -> list[tuple[int, int]]:
+def _slots(setup: Setup, step: CallerStep) -> list[tuple[int, int]]:
     """The (group, slot) pairs the step's scheduled rows name, the pad slot aside."""
     pad = setup.geometry.pad_slot
     return sorted({(g, slot) for b, row in enumerate(step.rows) if row is not None
@@ -51,7 +51,7 @@ def timeline(path: str, version: Version, device: str = "cpu") -> dict:
     ghost = Ghost(setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
     steps = []
     for n, s in enumerate(trace["steps"]):
-        step = StepInputs.from_json(s)
+        step = CallerStep.from_json(s)
         finding = None
         try:
             run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from replayssm.base.reports import replay_command
 
 if TYPE_CHECKING:
-    from .campaign import Outcome
+    from .campaign import CampaignOutcome
 
 MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
@@ -84,7 +84,7 @@ class LifecycleResult:
     notes: tuple[ContractNote, ...] = ()
 
 
-def lifecycle_result(outcome: Outcome, source: str, interrupted: bool) -> LifecycleResult:
+def lifecycle_result(outcome: CampaignOutcome, source: str, interrupted: bool) -> LifecycleResult:
     """The lifecycle part of the campaign ``outcome`` on the version at
     ``source`` (``interrupted``: the campaign so far; no coverage is judged)."""
     from .lifecycle import PROPERTIES

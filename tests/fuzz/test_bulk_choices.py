@@ -13,7 +13,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from replayssm.fuzz.bulk_choices import MAX_VALUES, ONE_BYTE, ROW_BYTES, Row, rows_of
+from replayssm.fuzz.bulk_choices import MAX_VALUES, ONE_BYTE, ROW_BYTES, BulkDraw, rows_of
 from replayssm.fuzz.caller_policy import boolean, element, integer
 from replayssm.fuzz.lockstep import IDLE, SCHEDULED
 
@@ -35,7 +35,7 @@ def test_one_draw_gives_every_system_a_row_and_the_callers_draws_decode_from_it(
     decode from the row."""
     rows = rows_of(data, 3)
     assert len(rows) == 3 and all(len(r.data) == ROW_BYTES for r in rows)
-    draw = Row(NoData(), bytes(range(1, ROW_BYTES + 1)))
+    draw = BulkDraw(NoData(), bytes(range(1, ROW_BYTES + 1)))
     assert 0 <= draw(hs.integers(0, 5)) <= 5 and draw(hs.integers(3, 3)) == 3
     assert draw(hs.booleans()) in (False, True)
     assert draw(hs.sampled_from([1, 2, 3])) in (1, 2, 3) and draw(hs.sampled_from(range(4, 6))) in (4, 5)
@@ -46,7 +46,7 @@ def test_one_draw_gives_every_system_a_row_and_the_callers_draws_decode_from_it(
 
 
 def test_byte_zero_decodes_the_simplest_decision() -> None:
-    draw = Row(NoData(), bytes(ROW_BYTES))
+    draw = BulkDraw(NoData(), bytes(ROW_BYTES))
     assert draw(hs.integers(3, 9)) == 3 and draw(hs.integers(5, 200)) == 5
     assert draw(hs.booleans()) is False and draw(hs.sampled_from(["a", "b", "c"])) == "a"
     assert integer(draw, 7, 200) == 7 and boolean(draw) is False and element(draw, range(4, 9)) == 4
@@ -55,7 +55,7 @@ def test_byte_zero_decodes_the_simplest_decision() -> None:
 @settings(max_examples=3, deadline=None, database=None)
 @given(data=hs.data())
 def test_a_row_that_runs_out_draws_a_fresh_row_and_a_wide_range_goes_to_hypothesis(data) -> None:
-    row = Row(data.conjecture_data, b"\x05")
+    row = BulkDraw(data.conjecture_data, b"\x05")
     assert row(hs.integers(0, 9)) == 5 and row.refills == 0
     row(hs.integers(0, 9))
     assert row.refills == 1 and len(row.data) == ROW_BYTES
@@ -69,6 +69,6 @@ def test_decoded_values_are_uniform_over_the_bytes() -> None:
     floor or ceiling of an equal share: the modulo's bias is the only one."""
     for n in (2, 3, 5, 16, 17, 100, MAX_VALUES):
         width = 1 if n <= ONE_BYTE else 2
-        counts = Counter(Row(NoData(), v.to_bytes(width, "big"))(hs.integers(0, n - 1)) for v in range(256 ** width))
+        counts = Counter(BulkDraw(NoData(), v.to_bytes(width, "big"))(hs.integers(0, n - 1)) for v in range(256 ** width))
         assert set(counts) == set(range(n)) and max(counts.values()) - min(counts.values()) <= 1, n
-    assert Counter(Row(NoData(), bytes([v]))(hs.booleans()) for v in range(256)) == {False: 128, True: 128}
+    assert Counter(BulkDraw(NoData(), bytes([v]))(hs.booleans()) for v in range(256)) == {False: 128, True: 128}

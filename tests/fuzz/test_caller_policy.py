@@ -86,7 +86,7 @@ def test_the_policy_chooses_the_rows_and_their_order(data) -> None:
 @given(data=hs.data())
 def test_lockstep_steps_decode_from_a_row_and_the_defaults_do_not(data) -> None:
     """A lockstep system's steps decode every decision from its row of choice
-    bytes, never reaching Hypothesis's strategies (``bulk_choices.Row``'s
+    bytes, never reaching Hypothesis's strategies (``bulk_choices.BulkDraw``'s
     fallback); the default policy's choice of rows does."""
     setup, features = data.draw(systems(tuple(Conventions.all())))
     fallback: list[Any] = []

@@ -12,7 +12,7 @@ import torch
 
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec.generations import detect
-from replayssm.review.arguments import Row, StepInputs, boundary_work
+from replayssm.review.arguments import CallerStep, Row, boundary_work
 from replayssm.review.harness import Harness
 from replayssm.base.targets import load_target
 from replayssm.spec.assumptions import GhostRow, encode_row
@@ -35,7 +35,7 @@ def _harness(target: str, conv: Conventions) -> Harness:
     return Harness(setup, module, detect(module), torch.device("cpu"))
 
 
-def _step(row: Row, conv: Conventions, src_col: int, dst_col: int) -> StepInputs:
+def _step(row: Row, conv: Conventions, src_col: int, dst_col: int) -> CallerStep:
     pp = {"idx_mapping": [-1], "query_metadata": [0, 0] if conv.cumulative else [0],
           "num_computed_tokens": [0, 0], "num_accepted_tokens": [0, 0], "is_prefilling": [False],
           "live_cols": [0, 0]}
@@ -45,7 +45,7 @@ def _step(row: Row, conv: Conventions, src_col: int, dst_col: int) -> StepInputs
     if not conv.has_idx_mapping:
         pp["idx_mapping"] = None
     mg = {"idx_mapping": pp["idx_mapping"], "src_cols": [src_col, -1], "dst_cols": [dst_col, -1]}
-    return StepInputs([row], TABLE, [], mg, pp)
+    return CallerStep([row], TABLE, [], mg, pp)
 
 
 def _set(h: Harness, slot_by_group: tuple[int, int], trackers: tuple[int, int]) -> None:

@@ -134,18 +134,18 @@ def test_an_interrupt_during_the_comparison_keeps_the_differences_so_far(tmp_pat
     campaign does, with what it had done.)"""
     from replayssm.base.interrupts import Interrupted
     from replayssm.review import campaign as campaign_module
-    from replayssm.review.campaign import Failure, Outcome, Tally
+    from replayssm.review.campaign import CampaignOutcome, Failure, Tally
 
     trace = str(tmp_path / "review-D2-vs-D2-0-seed7919000-unshrunk.json")
 
-    def campaign(versions, **kwargs) -> Outcome:
+    def campaign(versions, **kwargs) -> CampaignOutcome:
         if len(versions) == 2:
             e = Interrupted(signal.SIGTERM)
-            e.partial = Outcome(Tally(request_steps=7), 1.0, [Failure("regression", "materialize",
+            e.partial = CampaignOutcome(Tally(request_steps=7), 1.0, [Failure("regression", "materialize",
                                                                       "regression: head breaks materialize: planted",
                                                                       trace, False)])
             raise e
-        return Outcome(Tally(request_steps=30, scenarios={"checkpoint": 1}), 1.0)
+        return CampaignOutcome(Tally(request_steps=30, scenarios={"checkpoint": 1}), 1.0)
 
     monkeypatch.setattr(campaign_module, "campaign", campaign)
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"

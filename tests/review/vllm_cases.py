@@ -547,7 +547,7 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
     import torch
 
     from replayssm.spec.generations import detect
-    from replayssm.review.arguments import StepInputs
+    from replayssm.review.arguments import CallerStep
     from replayssm.review.harness import Harness
     from replayssm.spec import corpus
 
@@ -562,7 +562,7 @@ def reproduce(name: str, version: str | None = None) -> tuple[list[tuple[str, in
                    "num_accepted_tokens": action.num_accepted_tokens, "idx_mapping": action.idx_mapping,
                    "is_prefilling": action.is_prefilling, "live_cols": action.live_cols}
     migrate = {"src_cols": [-1] * case.max_num_reqs, "dst_cols": [-1] * case.max_num_reqs}
-    _, broken = h.run_phase("postprocess", StepInputs(list(case.rows), [[list(r) for r in case.table]], [], migrate,
+    _, broken = h.run_phase("postprocess", CallerStep(list(case.rows), [[list(r) for r in case.table]], [], migrate,
                                                      postprocess), case.conv)
     plan = h.plans["plan"][0].numpy()
     start, committed = h.tracker_arrays()

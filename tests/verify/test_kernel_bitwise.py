@@ -25,7 +25,7 @@ import z3
 
 from replayssm.impl import kernels
 from replayssm.verify.kernels.bitwise import SHIFT
-from replayssm.verify.kernels.contracts import BufferArg, Launch
+from replayssm.verify.kernels.contracts import BufferArg, ProgramLaunch
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.obligations import kernel_claim, register
@@ -76,7 +76,7 @@ def _symbolic(elem: str, consts: dict, inputs: dict) -> dict[str, list[int]]:
     """Every output cell of ``_bits`` computed into Z3 with the inputs pinned (exact Python ints)."""
     names = ("x", "y", "s", *OUTS)
     mem = KernelMemory({b: (N,) for b in names}, {}, "p")
-    run_program(_bits, Launch([BufferArg(b, elem) for b in names], consts, (0,)), mem)
+    run_program(_bits, ProgramLaunch([BufferArg(b, elem) for b in names], consts, (0,)), mem)
     pinned = [lift(mem.initial(b, (i,))) == int(v[i]) for b, v in inputs.items() for i in range(N)]
     out = {}
     for o in OUTS:
@@ -122,7 +122,7 @@ def _shift_by(x, s, out, SH: tl.constexpr):
 
 def _shift_amount_parts(sh: int, elem: str = "i32") -> list[tuple[int, int, z3.ExprRef]]:
     mem = KernelMemory({"x": (4,), "s": (4,), "out": (4,)}, {}, "p")
-    run = run_program(_shift_by, Launch([BufferArg("x", elem), BufferArg("s", elem), BufferArg("out", elem)],
+    run = run_program(_shift_by, ProgramLaunch([BufferArg("x", elem), BufferArg("s", elem), BufferArg("out", elem)],
                                         {"SH": sh}, (0,)), mem)
     return [(*x.bounds(), x.term) for x in run.intermediates if x.what == SHIFT]
 

@@ -18,7 +18,7 @@ import triton.language as tl
 import z3
 
 from replayssm.verify.kernels import builtins as kb
-from replayssm.verify.kernels.contracts import BufferArg, Launch, ScalarArg
+from replayssm.verify.kernels.contracts import BufferArg, ProgramLaunch, ScalarArg
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.terms import lift, named_int
@@ -131,7 +131,7 @@ def _stores_under(facts):
     """``(number of stores, how many store the else branch's constant -5)`` of ``_half`` under ``facts``."""
     n, block = named_int("n"), named_int("block")
     mem = KernelMemory({"x": (8,), "out": (8,)}, {}, "p")
-    run_program(_half, Launch([BufferArg("x"), BufferArg("out"), ScalarArg(n)], {"ROWS": ROWS}, (block,),
+    run_program(_half, ProgramLaunch([BufferArg("x"), BufferArg("out"), ScalarArg(n)], {"ROWS": ROWS}, (block,),
                               facts=tuple(f(block, n) for f in facts)), mem)
     constant = [w for w in mem.writes if z3.is_int_value(z3.simplify(lift(w.value)))]
     assert all(z3.simplify(lift(w.value)).as_long() == -5 for w in constant)
@@ -177,7 +177,7 @@ def _mistagged(run) -> list:
 
 def test_block_accesses_are_tagged_with_their_lane_and_scalar_ones_are_not():
     mem = KernelMemory({"x": (ROWS,), "out": (ROWS,)}, {}, "p")
-    run = run_program(_lanes, Launch([BufferArg("x"), BufferArg("out")], {"ROWS": ROWS}, (0,)), mem)
+    run = run_program(_lanes, ProgramLaunch([BufferArg("x"), BufferArg("out")], {"ROWS": ROWS}, (0,)), mem)
     from replayssm.verify.kernels.blocked import lane_of
 
     tagged = lane_of(run)

@@ -19,7 +19,7 @@ import triton.language as tl
 import z3
 
 from replayssm.verify.kernels import builtins as kb
-from replayssm.verify.kernels.contracts import BufferArg, LaneSample, Launch
+from replayssm.verify.kernels.contracts import BufferArg, LaneSample, ProgramLaunch
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.source import Unsupported
@@ -42,7 +42,7 @@ def _sampled(kernel, positions, inputs: dict, shapes: dict) -> tuple[dict, objec
     """The final value of every cell of ``shapes`` after ``kernel`` at sampled lanes ``positions``, and the run."""
     mem = KernelMemory(shapes, {}, "p")
     sample = LaneSample(WIDTH, tuple(lift(p) for p in positions))
-    run = run_program(kernel, Launch([BufferArg(b) for b in shapes], {"ROWS": WIDTH}, (0,), lanes=sample), mem)
+    run = run_program(kernel, ProgramLaunch([BufferArg(b) for b in shapes], {"ROWS": WIDTH}, (0,), lanes=sample), mem)
     s = z3.Solver()
     for b, values in inputs.items():
         for idx in np.ndindex(*values.shape):
@@ -126,8 +126,8 @@ def test_what_sampled_lanes_cannot_stand_for_is_refused(kernel, positions, why):
     mem = KernelMemory({"x": (WIDTH,), "out": (WIDTH,)}, {}, "p")
     sample = LaneSample(WIDTH, tuple(lift(p) for p in positions))
     with pytest.raises(Unsupported, match=why):
-        run_program(kernel, Launch([BufferArg("x"), BufferArg("out")], {"ROWS": WIDTH}, (0,), lanes=sample), mem)
+        run_program(kernel, ProgramLaunch([BufferArg("x"), BufferArg("out")], {"ROWS": WIDTH}, (0,), lanes=sample), mem)
     # the whole block, every lane evaluated, is no sample: the same kernels run
     if kernel is not _read_after_block_store and kernel is not _reduction_in_a_loop:
-        run_program(kernel, Launch([BufferArg("x"), BufferArg("out")], {"ROWS": WIDTH}, (0,)),
+        run_program(kernel, ProgramLaunch([BufferArg("x"), BufferArg("out")], {"ROWS": WIDTH}, (0,)),
                     KernelMemory({"x": (WIDTH,), "out": (WIDTH,)}, {}, "p"))

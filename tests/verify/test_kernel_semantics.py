@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 import z3
 
-from replayssm.verify.kernels.contracts import BufferArg, Launch, PointerTable, ScalarArg
+from replayssm.verify.kernels.contracts import BufferArg, PointerTable, ProgramLaunch, ScalarArg
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.source import Unsupported
@@ -140,7 +140,7 @@ def _symbolic(kernel, launch_args, constexprs, inputs: dict, shapes: dict, progr
     for pid in programs:
         # the next program starts from the memory the previous one left
         mem = KernelMemory(shapes, {b: mem.current.get(b, mem.array(b)) for b in shapes}, "p")
-        run_program(kernel, Launch(launch_args, constexprs, pid), mem)
+        run_program(kernel, ProgramLaunch(launch_args, constexprs, pid), mem)
     s = z3.Solver()
     for b, values in inputs.items():
         for idx in np.ndindex(*values.shape):
@@ -206,7 +206,7 @@ def test_loop_carried_loop_is_unrolled(n, device):
 def test_unrolled_loop_bound_is_an_obligation():
     """The unrolled loop's bound holds exactly when the trip count stays within it."""
     mem = KernelMemory({"n": (1,), "x": (8,), "out": (9,)}, {}, "p")
-    run = run_program(_accumulate, Launch([BufferArg("n"), BufferArg("x"), BufferArg("out")], {}, (0,), max_trips=4),
+    run = run_program(_accumulate, ProgramLaunch([BufferArg("n"), BufferArg("x"), BufferArg("out")], {}, (0,), max_trips=4),
                       mem)
     (trips, bound, guard, line, _), = run.loop_bounds
     assert bound == 4 and line == inspect.getsourcelines(_accumulate.fn)[1] + 4  # the for
@@ -278,7 +278,7 @@ def _unsupported(x, out):
 def test_unsupported_construct_is_reported_with_its_line():
     mem = KernelMemory({"x": (1,), "out": (1,)}, {}, "p")
     with pytest.raises(Unsupported) as err:
-        run_program(_unsupported, Launch([BufferArg("x"), BufferArg("out")], {}, (0,)), mem)
+        run_program(_unsupported, ProgramLaunch([BufferArg("x"), BufferArg("out")], {}, (0,)), mem)
     line = inspect.getsourcelines(_unsupported.fn)[1] + 3
     assert err.value.construct == "statement While" and err.value.line == line
     assert err.value.file.endswith("test_kernel_semantics.py")

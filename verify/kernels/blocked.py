@@ -59,7 +59,7 @@ from ..memory import SymbolicMemory
 from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, memory_facts, postprocess_case
 from ..terms import lift, named_int
 from .cases import KernelCase, postprocess_launch, run_kernel
-from .contracts import BufferArg, LaneSample, Launch, ScalarArg
+from .contracts import BufferArg, LaneSample, ProgramLaunch, ScalarArg
 
 ROWS = 2
 """Rows per program of the kernel-level launch (``replayssm_utils_blocked``):
@@ -106,7 +106,7 @@ class BlockSpec:
 
 
 def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Any,
-                   compact: bool, facts: tuple, rows: int = ROWS, sample: LaneSample | None = None) -> Launch:
+                   compact: bool, facts: tuple, rows: int = ROWS, sample: LaneSample | None = None) -> ProgramLaunch:
     """The blocked kernel's arguments: the reference postprocess kernel's, the
     work list after the plan, ``num_reqs`` last; its constexprs, ``rows`` per
     program, the work list as the launch of ``compact`` has it."""
@@ -114,7 +114,7 @@ def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids:
     args = base.args[:13] + [BufferArg("active_request_indices")] + base.args[13:] + [ScalarArg(num_reqs)]
     constexprs = {**base.constexprs, "ROWS_PER_PROGRAM": rows, "COMPACT": compact,
                   "COMPACT_BLOCK": next_power_of_2(geo.max_num_reqs) if compact else 1}
-    return Launch(args, constexprs, program_ids, facts=facts, lanes=sample)
+    return ProgramLaunch(args, constexprs, program_ids, facts=facts, lanes=sample)
 
 
 def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, sizes: Any = None,

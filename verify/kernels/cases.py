@@ -22,7 +22,7 @@ from replayssm.spec.vocab import INT32_MAX, INT32_MIN
 from ..memory import SymbolicMemory
 from ..scenarios import memory_facts, migration_case, postprocess_case
 from ..terms import named_int
-from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideTable
+from .contracts import ABSENT, BufferArg, PointerTable, ProgramLaunch, ScalarArg, StrideTable
 from .evaluator import KernelRun, run_program
 from .kmemory import KernelMemory
 from .source import Unsupported, is_constexpr, source_of
@@ -90,7 +90,7 @@ def kernel_memory(spec_mem: SymbolicMemory, program: str) -> SymbolicMemory:
     return KernelMemory(shapes, spec_mem.arrays, program)
 
 
-def postprocess_launch(spec_mem: SymbolicMemory, conv: Conventions, geo: Geometry, program: str) -> Launch:
+def postprocess_launch(spec_mem: SymbolicMemory, conv: Conventions, geo: Geometry, program: str) -> ProgramLaunch:
     t = per_group_tables(spec_mem)
     args = [
         BufferArg("idx_mapping") if conv.has_idx_mapping else ABSENT,
@@ -103,15 +103,15 @@ def postprocess_launch(spec_mem: SymbolicMemory, conv: Conventions, geo: Geometr
     constexprs = {"MAX_NUM_REQS": geo.max_num_reqs, "MAMBA_BLOCK_SIZE": geo.block_size,
                   "LOGICAL_WINDOW": geo.window, "RING_BUFFER_LEN": geo.ring_len, "PAD_SLOT_ID": geo.pad_slot,
                   **conv.as_constexprs()}
-    return Launch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
+    return ProgramLaunch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
 
 
-def migration_launch(spec_mem: SymbolicMemory, has_idx_mapping: bool, geo: Geometry, program: str) -> Launch:
+def migration_launch(spec_mem: SymbolicMemory, has_idx_mapping: bool, geo: Geometry, program: str) -> ProgramLaunch:
     t = per_group_tables(spec_mem)
     args = [BufferArg("idx_mapping") if has_idx_mapping else ABSENT, BufferArg("src_cols"), BufferArg("dst_cols"),
             t["block_table_ptrs"], t["tracker_start_ptrs"], t["tracker_committed_ptrs"], t["block_table_strides"]]
     constexprs = {"PAD_SLOT_ID": geo.pad_slot, "HAS_IDX_MAPPING": has_idx_mapping}
-    return Launch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
+    return ProgramLaunch(args, constexprs, (named_int(f"batch_{program}"), named_int(f"group_{program}")))
 
 
 COMPACTION_ARGS = {"plan_flush_count": "plan_flush_count", "active_request_indices": "active_request_indices",
@@ -120,7 +120,7 @@ COMPACTION_ARGS = {"plan_flush_count": "plan_flush_count", "active_request_indic
 (A5's ``num_active_ptr``: the count it also stores, a buffer the spec does not have)."""
 
 
-def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> Launch:
+def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> ProgramLaunch:
     """The compaction kernel's arguments bound by parameter name (``num_reqs`` the count)."""
     src = source_of(jit)
     args = []
@@ -131,10 +131,10 @@ def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> Launch:
             raise Unsupported(f"compaction parameter {p.arg} (known: {', '.join(COMPACTION_ARGS)}, num_reqs)",
                               src.file, p.lineno)
         args.append(ScalarArg(num_reqs) if p.arg == "num_reqs" else BufferArg(COMPACTION_ARGS[p.arg]))
-    return Launch(args, {"MAX_NUM_REQS": cap, "BLOCK_SIZE": next_power_of_2(cap)}, (0,))
+    return ProgramLaunch(args, {"MAX_NUM_REQS": cap, "BLOCK_SIZE": next_power_of_2(cap)}, (0,))
 
 
-def run_kernel(jit: Any, launch: Launch, spec_mem: SymbolicMemory, program: str) -> KernelRun:
+def run_kernel(jit: Any, launch: ProgramLaunch, spec_mem: SymbolicMemory, program: str) -> KernelRun:
     """Run ``jit`` for ``launch`` on a memory sharing ``spec_mem``'s initial arrays."""
     return run_program(jit, launch, kernel_memory(spec_mem, program))
 

@@ -87,7 +87,7 @@ class LaneSample:
 
 
 @dataclass
-class Launch:
+class ProgramLaunch:
     """One program of a launch: arguments by position, constexprs by name,
     program ids."""
 

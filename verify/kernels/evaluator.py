@@ -25,7 +25,7 @@ from ..memory import SymbolicMemory
 from ..terms import Sym, lift, mk_and, mk_ite, mk_not, mk_or
 from .arith import LANE, KernelTypeError, binary, merge_pointers, unary
 from .bitwise import BITS, SHIFT
-from .contracts import Launch
+from .contracts import ProgramLaunch
 from .source import Source, Unsupported, is_constexpr, source_of
 from .values import RANGES, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete
 
@@ -56,7 +56,7 @@ class Intermediate:
 
 
 @dataclass
-class Frame:
+class Activation:
     """One (possibly inlined) function activation."""
 
     source: Source
@@ -76,7 +76,7 @@ class KernelRun:
     integer results."""
 
     mem: SymbolicMemory
-    launch: Launch
+    launch: ProgramLaunch
     guards: list = field(default_factory=list)
     intermediates: list = field(default_factory=list)
     where: dict = field(default_factory=dict)
@@ -92,7 +92,7 @@ class KernelRun:
     file: str = ""
 
     # -- guards --------------------------------------------------------------
-    def guard(self, frame: Frame | None = None) -> Any:
+    def guard(self, frame: Activation | None = None) -> Any:
         from .builtins import both
 
         parts = list(self.guards)
@@ -125,7 +125,7 @@ class KernelRun:
                     values[p.arg] = next(positional)
                 except StopIteration:
                     raise Unsupported(f"parameter {p.arg} beyond the launch's arguments", src.file, p.lineno) from None
-        self._frame = Frame(src, {k: self._argument(v) for k, v in values.items()})
+        self._frame = Activation(src, {k: self._argument(v) for k, v in values.items()})
         self.file = src.file
         self._body(src.node.body, self._frame)
 
@@ -135,14 +135,14 @@ class KernelRun:
         return argument_value(self, role)
 
     # -- statements ----------------------------------------------------------
-    def _body(self, stmts: list, frame: Frame) -> None:
+    def _body(self, stmts: list, frame: Activation) -> None:
         try:
             for s in stmts:
                 self._stmt(s, frame)
         except _Return:
             pass
 
-    def _stmt(self, s: ast.stmt, frame: Frame) -> None:
+    def _stmt(self, s: ast.stmt, frame: Activation) -> None:
         self.line, self.file = getattr(s, "lineno", self.line), frame.source.file
         if isinstance(s, ast.Expr):
             if not isinstance(s.value, ast.Constant):
@@ -169,7 +169,7 @@ class KernelRun:
         else:
             raise self.unsupported(f"statement {type(s).__name__}", s)
 
-    def _assign(self, target: ast.expr, value: Any, frame: Frame) -> None:
+    def _assign(self, target: ast.expr, value: Any, frame: Activation) -> None:
         if isinstance(target, ast.Name):
             frame.vars[target.id] = value
         elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
@@ -178,7 +178,7 @@ class KernelRun:
         else:
             raise self.unsupported(f"assignment target {ast.unparse(target)}", target)
 
-    def _return(self, s: ast.Return, frame: Frame) -> None:
+    def _return(self, s: ast.Return, frame: Activation) -> None:
         value = None if s.value is None else self._expr(s.value, frame)
         here = self.guard(frame)
         if frame.result is None or value is None:
@@ -189,7 +189,7 @@ class KernelRun:
         if z3.is_true(z3.simplify(here)) or not self.guards:
             raise _Return()
 
-    def _if(self, s: ast.If, frame: Frame) -> None:
+    def _if(self, s: ast.If, frame: Activation) -> None:
         cond = self._expr(s.test, frame)
         if isinstance(cond, (bool, int)):
             self._body(s.body if cond else s.orelse, frame)
@@ -237,7 +237,7 @@ class KernelRun:
         return None
 
     # -- loops ---------------------------------------------------------------
-    def _for(self, s: ast.For, frame: Frame) -> None:
+    def _for(self, s: ast.For, frame: Activation) -> None:
         from .builtins import loop_bounds
 
         if s.orelse or not isinstance(s.target, ast.Name):
@@ -260,7 +260,7 @@ class KernelRun:
             self._rewind(mark)
             self._unrolled(s, frame, lo, hi)
 
-    def _family(self, s: ast.For, frame: Frame, lo: Any, hi: Any) -> str:
+    def _family(self, s: ast.For, frame: Activation, lo: Any, hi: Any) -> str:
         """Run the body once for a symbolic iteration (every trip count at
         once); returns why that is not exact for this loop ("" when it is)."""
         before = dict(frame.vars)
@@ -292,7 +292,7 @@ class KernelRun:
         frame.vars = {k: v for k, v in frame.vars.items() if k in before and k != s.target.id}
         return ""
 
-    def _unrolled(self, s: ast.For, frame: Frame, lo: Any, hi: Any) -> None:
+    def _unrolled(self, s: ast.For, frame: Activation, lo: Any, hi: Any) -> None:
         """Iterations that depend on each other: unrolled ``launch.max_trips``
         times, each under "this iteration runs", with the bound noted for the
         memory-safety obligation (the loop must not run longer)."""
@@ -332,7 +332,7 @@ class KernelRun:
         del self.block_loads[loads:]
 
     # -- expressions ---------------------------------------------------------
-    def _expr(self, e: ast.expr, frame: Frame) -> Any:
+    def _expr(self, e: ast.expr, frame: Activation) -> Any:
         self.line = getattr(e, "lineno", self.line)
         if isinstance(e, ast.Constant):
             if isinstance(e.value, (bool, int, str)) or e.value is None:
@@ -378,7 +378,7 @@ class KernelRun:
             return tuple(self._expr(x, frame) for x in e.elts)
         raise self.unsupported(f"expression {type(e).__name__}", e)
 
-    def _boolop(self, e: ast.BoolOp, frame: Frame) -> Any:
+    def _boolop(self, e: ast.BoolOp, frame: Activation) -> Any:
         """``and`` / ``or``: constexpr operands short-circuit as in Python (a
         falsy one ends an ``and``, a truthy one an ``or``, unevaluated
         operands after it); the scalar tensors left combine as Triton's
@@ -402,7 +402,7 @@ class KernelRun:
         terms = [as_bool_term(t) for t in tensors]
         return Scalar(mk_and(terms) if is_and else mk_or(terms), "i1")
 
-    def _name(self, e: ast.Name, frame: Frame) -> Any:
+    def _name(self, e: ast.Name, frame: Activation) -> Any:
         if e.id in frame.vars:
             return frame.vars[e.id]
         if e.id in frame.source.globals:
@@ -437,12 +437,12 @@ class KernelRun:
         bound.update(kwargs)
         defaults = src.node.args.defaults
         for p, d in zip(params[len(params) - len(defaults):], defaults):
-            bound.setdefault(p, self._expr(d, Frame(src, {})))
+            bound.setdefault(p, self._expr(d, Activation(src, {})))
         missing = [p for p in params if p not in bound]
         if missing:
             raise self.unsupported(f"call of {src.name} without {missing}", node)
         caller, file, line = self._frame, self.file, self.line
-        callee = Frame(src, bound)
+        callee = Activation(src, bound)
         self._frame = callee
         depth = len(self.guards)
         if caller is not None and caller.done is not None:
@@ -454,7 +454,7 @@ class KernelRun:
             del self.guards[depth:]
         return callee.result
 
-    _frame: Frame | None = None
+    _frame: Activation | None = None
 
 
 def merge(cond: Any, a: Any, b: Any, run: KernelRun, node: ast.AST) -> Any:
@@ -532,7 +532,7 @@ def loop_carried(s: ast.For) -> set[str]:
     return carried
 
 
-def run_program(jit: Any, launch: Launch, mem: SymbolicMemory) -> KernelRun:
+def run_program(jit: Any, launch: ProgramLaunch, mem: SymbolicMemory) -> KernelRun:
     """Execute one program of ``jit`` for ``launch`` on ``mem``."""
     run = KernelRun(mem, launch)
     run.run(jit)

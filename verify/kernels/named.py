@@ -44,7 +44,7 @@ from replayssm.spec.vocab import conj, disj, implies, ite
 from ..scenarios import GEOMETRIES, memory_facts, migration_case, postprocess_case
 from ..terms import lift
 from .cases import KernelCase, per_group_tables
-from .contracts import ABSENT, BufferArg, Launch, PointerTable, ScalarArg, StrideArg
+from .contracts import ABSENT, BufferArg, PointerTable, ProgramLaunch, ScalarArg, StrideArg
 from .evaluator import run_program
 from .kmemory import KernelMemory
 from .registry import REFERENCE_CONTRACT, exclusive_live_slots
@@ -232,7 +232,7 @@ def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tu
     args = [_argument(p.arg, contract, c.mem, geo, c.sizes, group) for p in src.node.args.args if not is_constexpr(p)]
     if "idx_mapping" in [p.arg for p in src.node.args.args] and not conv.has_idx_mapping:
         args = [ABSENT if a == BufferArg("idx_mapping") else a for a in args]
-    launch = Launch(args, constexprs(conv, geo, layers), (batch, group), max_trips=geo.max_num_reqs + 1)
+    launch = ProgramLaunch(args, constexprs(conv, geo, layers), (batch, group), max_trips=geo.max_num_reqs + 1)
     mem = KernelMemory(_shapes(c.mem, geo), c.mem.arrays, program)
     run = run_program(jit, launch, mem)
     facts = memory_facts(run.mem, geo, c.sizes) + read_facts(run.mem, c.sizes)

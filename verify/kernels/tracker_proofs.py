@@ -30,7 +30,7 @@ from replayssm.spec.generations.tracker_api import BUFFER, STRIDE, Param, Tracke
 from replayssm.spec.release_trackers import TRACKERS
 from replayssm.spec.vocab import conj
 from replayssm.verify.goals import in_bounds
-from replayssm.verify.kernels.contracts import BufferArg, LaneSample, Launch, ScalarArg, StrideArg
+from replayssm.verify.kernels.contracts import BufferArg, LaneSample, ProgramLaunch, ScalarArg, StrideArg
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
 from replayssm.verify.kernels.source import Unsupported
@@ -65,8 +65,8 @@ def _argument(p: Param) -> BufferArg | StrideArg | ScalarArg:
     return ScalarArg(named_int(p.name))
 
 
-def _launch(role: TrackerRole, pid: Any, lanes: tuple) -> Launch:
-    return Launch([_argument(p) for p in role.params], role.launch_constexprs(), (pid,),
+def _launch(role: TrackerRole, pid: Any, lanes: tuple) -> ProgramLaunch:
+    return ProgramLaunch([_argument(p) for p in role.params], role.launch_constexprs(), (pid,),
                   lanes=LaneSample(role.block, lanes))
 
 
