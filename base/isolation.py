@@ -12,8 +12,8 @@ to files, that imports the target and launches its kernels on request: on
 CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter with
 torch and triton imported, never the judging process, whose state would run
 in the target's process), for CUDA a fresh interpreter of its own.
-:class:`RemoteModule` stands for the target here: its Triton kernels
-are :class:`RemoteKernel` objects with the kernels' parameter names, and
+:class:`~.remote.RemoteModule` stands for the target here: its Triton kernels
+are :class:`~.remote.RemoteKernel` objects with the kernels' parameter names, and
 ``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
 
 Only plain buffers cross the boundary (:func:`send_frames`): a JSON header and
@@ -26,7 +26,7 @@ inputs are judged here by the guards as for a launch in this process.
 
 The context level calls the target's Python objects
 (``ReplaySSMModelContext.create(...)``, ``ctx.postprocess(...)``): there
-:class:`RemoteObject` stands for an object of the target (a handle into the
+:class:`~.remote.RemoteObject` stands for an object of the target (a handle into the
 host's table), and every tensor that crosses either way is *shared*: its
 storage has a copy in each process, and before and after each request the
 copies whose bytes changed are sent across (:meth:`TargetHost.request`), so
@@ -72,6 +72,7 @@ import numpy as np
 from . import fork_server
 from .host_channel import recv_frames, send_frames
 from .host_faults import HostFault, TargetFault, TargetGone, describe_exit
+from .remote import RemoteModule, RemoteObject
 
 LOAD_SECONDS = 120.0
 """How long a target may take to import (torch and triton are imported
@@ -527,88 +528,6 @@ class TargetHost:
 
     def __del__(self) -> None:
         self.close()
-
-
-class RemoteKernel:
-    """A kernel of the target, as :func:`~replayssm.spec.generations.kernel_params`
-    and the harnesses see one: ``arg_names`` (None for a launchable object
-    that is no Triton function), and ``kernel[grid](...)``."""
-
-    def __init__(self, host: TargetHost, name: str, arg_names: list[str] | None) -> None:
-        self.host, self.__name__ = host, name
-        self.arg_names = list(arg_names) if arg_names is not None else None
-
-    def __getitem__(self, grid: Any) -> Any:
-        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-        return lambda *args, **kwargs: self.host.launch(self.__name__, grid, args, kwargs)
-
-
-class RemoteModule:
-    """The target as the harnesses see it: its kernels as :class:`RemoteKernel`
-    attributes; its other top-level names are known (``hasattr``) but cannot
-    be used here."""
-
-    def __init__(self, host: TargetHost) -> None:
-        self._host = host
-        self.__name__ = f"isolated:{host.name}"
-        self._kernels = {k: RemoteKernel(host, k, p) for k, p in host.description["kernels"].items()}
-
-    def __getattr__(self, name: str) -> Any:
-        kernels = self.__dict__.get("_kernels", {})
-        if name in kernels:
-            return kernels[name]
-        host = self.__dict__.get("_host")
-        if host is not None and name in host.description.get("names", ()):
-            return host.request({"op": "get", "h": 0, "name": name}, name)
-        raise AttributeError(name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_") and name in ("_host", "_kernels") or name == "__name__":
-            object.__setattr__(self, name, value)
-        else:  # the target's own attribute, set there (e.g. its materialize loader)
-            self._host.request({"op": "set", "h": 0, "name": name, "value": value}, name)
-
-    def __dir__(self) -> list[str]:
-        return sorted({*self._kernels, *self._host.description.get("names", ())})
-
-    def launch(self, kernel: str, grid: tuple, args: tuple, kwargs: dict, also: Sequence[Any] = (),
-               watch: ImportRef | None = None) -> Any:
-        """:meth:`TargetHost.launch` of one of its kernels."""
-        return self._host.launch(kernel, grid, args, kwargs, also, watch)
-
-    def forget(self) -> None:
-        """:meth:`TargetHost.forget`."""
-        self._host.forget()
-
-    def close(self) -> None:
-        self._host.close()
-
-
-class RemoteObject:
-    """An object of the target in its process (a class, a context, a bound
-    method): reading an attribute, setting one and calling it are requests
-    (:meth:`TargetHost.request`); ``label`` names it in a finding
-    (``ReplaySSMModelContext.postprocess``)."""
-
-    def __init__(self, host: TargetHost, handle: int, label: str) -> None:
-        object.__setattr__(self, "_remote", (host, handle, label, host.generation))
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        host, handle, label, generation = self._remote
-        return host.request({"op": "get", "h": handle, "name": name}, f"{label}.{name}", generation)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        host, handle, label, generation = self._remote
-        host.request({"op": "set", "h": handle, "name": name, "value": value}, f"{label}.{name}", generation)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        host, handle, label, generation = self._remote
-        return host.request({"op": "call", "h": handle, "args": list(args), "kwargs": kwargs}, label, generation)
-
-    def __repr__(self) -> str:
-        return f"<the target's {self._remote[2]}>"
 
 
 def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from replayssm.base.isolation import RemoteModule
+from replayssm.base.remote import RemoteModule
 from replayssm.impl.pointers import register_tensor
 from replayssm.spec.assumptions import block_table_width
 from replayssm.spec.geometry import Conventions, Geometry, check_cache_mode
@@ -316,7 +316,7 @@ class ContextSide(Side):
     """The implementation at context level: its ``ReplaySSMModelContext``
     (create, reset_new_slots, postprocess with compaction and materialize)
     over layer objects carrying the reference's attribute names; a target in
-    a process of its own is called there (:class:`~replayssm.base.isolation.RemoteObject`),
+    a process of its own is called there (:class:`~replayssm.base.remote.RemoteObject`),
     every tensor it uses shared with this process, where they are judged. Slot contents
     are tiny (1 head, dim 2, dstate 2); only the integer state is compared.
     The block tables and trackers sit in a guarded arena, the context's own

@@ -70,7 +70,7 @@ for a stalled machine, never the bound that decides the trace."""
 @dataclass
 class Version:
     """A version under test: its label, loaded module (in a process of its
-    own: :class:`replayssm.base.isolation.RemoteModule`) and launch API, and
+    own: :class:`replayssm.base.remote.RemoteModule`) and launch API, and
     its kernels as read from its source for the proofs
     (:func:`replayssm.verify.kernels.source_module.kernel_module`)."""
 

@@ -135,7 +135,7 @@ def diff_role(base: ModuleType, head: ModuleType, role: KernelRole, *, head_role
     and judged. ``head_role``: head's own record of the role (another
     generation's adapter); the variants compared are those both records list,
     by label. ``remotes``: base and head each in its own process
-    (:class:`~replayssm.base.isolation.RemoteModule`), where the replay
+    (:class:`~replayssm.base.remote.RemoteModule`), where the replay
     launches them; None: in this process (our own kernels, tests)."""
     start = time.perf_counter()
     theirs = dict((head_role or role).variants())

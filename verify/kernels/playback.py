@@ -357,7 +357,7 @@ class ReplayView:
 def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any,
                 remote: Any = None) -> tuple[dict[str, np.ndarray], Playback, list]:
     """The launch on ``module``'s kernel, or with ``remote`` (a
-    :class:`~replayssm.base.isolation.RemoteModule`) on its kernel in its
+    :class:`~replayssm.base.remote.RemoteModule`) on its kernel in its
     process, ``module`` (its source's kernels, or None) binding the parameters."""
     view, log, result = ReplayView(trace, buffers), [], Playback()
     found = (role.jit(module) if module is not None else None) or (role.jit(remote) if remote is not None else None)
