@@ -59,3 +59,20 @@ def test_planted_rand_seeds_write_outside_the_declaration_fails_the_frame(what, 
     if what == "another program":  # the same launch on A3: program 0 bumps rand_seeds, inside the declaration
         clean = playback(finding.trace, load_target(str(corpus.versions() / "A3.py")), roles)
         assert not clean.outside_frame and not clean.out_of_bounds, clean.report()
+
+
+def test_a_label_registered_again_proves_the_module_registered_last(tmp_path):
+    """Regression: two files of one name (one label) in one process, e.g. a review of two heads called
+    ``A3.py`` or a test after another that planted its own ``A3_planted``. The second registration used to
+    keep the first module's obligation, so the planted write outside the frame proved; teeth: A3 then its
+    planted copy under one label fails the frame, and A3 registered again after it proves."""
+    what, old, new = PLANTED[0]
+    text = (corpus.versions() / "A3.py").read_text()
+    path = tmp_path / "A3.py"
+    path.write_text(text.replace(old, new))
+    label = "same_name"
+    for source, status in ((str(corpus.versions() / "A3.py"), "proved"), (str(path), "failed"),
+                           (str(corpus.versions() / "A3.py"), "proved")):
+        module = load_target(source)
+        register(module, label, roles_of(detect(module)))
+        assert prove(REGISTRY[NAME.format(label)]).status == status, source

@@ -335,7 +335,8 @@ def kernel_sources(module: ModuleType, roles: Registry = ROLES) -> tuple[str, ..
 
 def register(module: ModuleType, target: str = "", roles: Registry = ROLES) -> list[str]:
     """Register every kernel obligation of ``roles`` that ``module`` has a
-    kernel for (label ``target``); returns their names."""
+    kernel for (label ``target``); returns their names. Registering a label
+    again replaces its obligations: they prove the module registered last."""
     names = []
     for role in roles:
         found = role.jit(module)
@@ -344,10 +345,10 @@ def register(module: ModuleType, target: str = "", roles: Registry = ROLES) -> l
         for prop in properties(role):
             name = obligation_name(role.name, prop, target)
             KERNEL_OBLIGATIONS[name] = KernelObligation(module, role, prop, target)
-            if name not in REGISTRY:
-                obligation(name, f"kernel {found[0]}", PROPERTIES[prop], shardable=True, every_case=True,
-                           sources=kernel_sources(module, roles),
-                           timeout_ms=role.timeout_ms, isolated=role.isolated)(_builder(module, role, prop))
+            REGISTRY.pop(name, None)  # a label registered again (another file of that name) proves this module
+            obligation(name, f"kernel {found[0]}", PROPERTIES[prop], shardable=True, every_case=True,
+                       sources=kernel_sources(module, roles),
+                       timeout_ms=role.timeout_ms, isolated=role.isolated)(_builder(module, role, prop))
             names.append(name)
     return names
 
