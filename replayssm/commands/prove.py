@@ -112,7 +112,9 @@ def _print_result(r: Result, args: argparse.Namespace, saved: list[str]) -> None
         return
     saved.append(str(scenario))
     print(f"    counterexample saved to {scenario} (replayssm-verify explain FILE draws it)", file=args.out)
-    if r.name.startswith("kernel."):
+    from replayssm.verify.kernels.obligations import KERNEL_OBLIGATIONS
+
+    if r.name in KERNEL_OBLIGATIONS:  # a launch-API role's: explained and replayable (a tracker role's is not yet)
         from replayssm.verify.kernels.selection import describe_failure
 
         print("\n".join(describe_failure(r, Path(args.counterexamples), args.impl)), file=args.out)

@@ -123,4 +123,4 @@ def test_prove_kernels_impl_proves_the_adapters_roles(tmp_path: Path, capsys: py
     planted.write_text(text.replace(old, "accepted_since_checkpoint + previous_speculative_query_len,"))
     assert main(["prove", "--kernels", "--impl", str(planted), "--no-cache", "--only", "P.commit.equivalence",
                  "--counterexamples", str(tmp_path / "cx")]) == 1
-    assert "P.commit.equivalence@ssu_dispatch" in capsys.readouterr().out
+    assert "kernel.P.commit.equivalence@ssu_dispatch" in capsys.readouterr().out

@@ -33,6 +33,7 @@ from replayssm.verify.goals import in_bounds
 from replayssm.verify.kernels.contracts import BufferArg, LaneSample, ProgramLaunch, ScalarArg, StrideArg
 from replayssm.verify.kernels.evaluator import run_program
 from replayssm.verify.kernels.kmemory import KernelMemory
+from replayssm.verify.kernels.obligations import obligation_name
 from replayssm.verify.kernels.source import Unsupported
 from replayssm.verify.memory import SymbolicMemory
 from replayssm.verify.obligation import REGISTRY, Claim, Obligation, PartName, Result, obligation, prove
@@ -165,15 +166,16 @@ def _build(module: Any, role: TrackerRole, prop: str) -> Callable[[], list[Claim
 def register(module: Any, target: str) -> list[str]:
     """``prove --kernels --impl``: when ``module`` (read from source) is a generation whose trackers the forward
     pass changes (``spec.generations.TRACKER_GENERATIONS``), each property of each of its roles registered as the
-    obligation ``<role>.<property>@<target>``; their names (none for any other module)."""
+    obligation ``kernel.<role>.<property>@<target>`` of transition ``kernel <jit>``, named as every kernel
+    obligation is (``obligations.obligation_name``); their names (none for any other module)."""
     names = []
     for api in TRACKER_GENERATIONS:
         if not api.matches(module):
             continue
         for role in api.roles:
             for prop in ("equivalence", "memory safety"):
-                name = f"{role.name}.{prop.replace(' ', '_')}@{target}"
+                name = obligation_name(role.name, prop.replace(" ", "_"), target)
                 REGISTRY.pop(name, None)  # a file of the same name registered before is another module
-                obligation(name, role.name, f"{role.jit}: {prop}")(_build(module, role, prop))
+                obligation(name, f"kernel {role.jit}", f"{role.jit}: {prop}")(_build(module, role, prop))
                 names.append(name)
     return names
