@@ -9,6 +9,7 @@ kernel needs makes its proof fail (the record is read, not a copy of it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,18 @@ from replayssm.spec import release_caller as caller
 from replayssm.spec.generations import GENERATIONS, TRACKER_GENERATIONS, GenerationError, detect, gen_p
 from replayssm.verify.kernels.source_module import source_module
 from review_corpus import VERSIONS, needs_corpus, version_path
+
+from replayssm.verify.obligation import REGISTRY
+
+
+@pytest.fixture(autouse=True)
+def registry_as_it_was() -> Iterator[None]:
+    """A ``prove --kernels --impl`` of a generation-P file registers its obligations in this process:
+    they are taken out again, so that later tests see the catalog's obligations only."""
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
 
 SSU = "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
 
