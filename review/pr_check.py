@@ -39,7 +39,6 @@ class FileResult:
 
     path: str
     document: dict | None
-    status: int
     added: bool = False
 
     @property
@@ -135,7 +134,7 @@ def run_pr_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
     command.add_arguments(parser)
     for path in kernels:
         if not _exists(root, args.pr_head, path):
-            result.files.append(FileResult(path, None, EXIT_PASSED))
+            result.files.append(FileResult(path, None))
             continue
         added = not _exists(root, args.base, path)
         with tempfile.TemporaryDirectory(prefix="replayssm-pr-") as tmp:
@@ -147,7 +146,7 @@ def run_pr_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
             if status == EXIT_USAGE or not Path(doc_path).is_file():
                 print(f"error: the review of {path} could not run (exit {status})", file=sys.stderr)
                 return EXIT_USAGE
-            result.files.append(FileResult(path, json.loads(Path(doc_path).read_text()), status, added))
+            result.files.append(FileResult(path, json.loads(Path(doc_path).read_text()), added))
     if args.json:
         Path(args.json).write_text(json.dumps({"schema": "replayssm-pr-check/1", "base": result.base,
                                                "head": result.head, "related": result.related,

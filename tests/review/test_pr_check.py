@@ -112,7 +112,7 @@ def test_bad_input_exits_2_naming_the_option_before_any_review(argv: list[str], 
 def test_the_comment_escapes_names_and_messages() -> None:
     hostile = FileResult("vllm/a|b`c.py", {"verdicts": [{"status": "finding", "findings": [
         {"property": "memory", "message": "one <script> | **bold**\nsecond line", "replay": "replayssm-verify replay 'x`y'"}],
-        "differences": []}]}, 1)
+        "differences": []}]})
     text = markdown(PrResult("main", "pr", [hostile]), None)
     assert "<script>" not in text and "second line" not in text and "\\| \\*\\*bold\\*\\*" in text
     assert "| `` vllm/a\\|b`c.py `` |" in text and "``` replayssm-verify replay 'x`y' ```" not in text
@@ -121,7 +121,7 @@ def test_the_comment_escapes_names_and_messages() -> None:
 
 def test_teeth_a_regression_makes_the_verdict_a_finding() -> None:
     regressed = FileResult(KERNELS, {"verdicts": [{"status": "finding", "findings": [], "differences": [
-        {"kind": "regression", "property": "refinement", "message": "head breaks refinement; base does not"}]}]}, 1)
+        {"kind": "regression", "property": "refinement", "message": "head breaks refinement; base does not"}]}]})
     result = PrResult("main", "pr", [regressed])
     text = markdown(result, "https://example.invalid/run/1")
     assert result.failed and "**Verdict: finding**" in text and "#### Regressions" in text
