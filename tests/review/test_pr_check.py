@@ -6,7 +6,6 @@ input (exit 2 before any review), the comment's escaping, and the GitHub Actions
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -140,4 +139,6 @@ def test_the_workflow_is_cpu_only_path_filtered_non_blocking_silenced_by_a_label
     assert "cuda" not in WORKFLOW.read_text()
     comment = next(s for s in job["steps"] if "comment" in s.get("name", "").lower())
     assert "--edit-last" in comment["run"] and comment["if"].startswith("always()")
-    assert shutil.which("git") is not None
+    checkout = job["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout") and checkout["with"]["fetch-depth"] == 0, \
+        "the base ref must be fetched for the review of base against head"
