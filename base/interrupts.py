@@ -88,6 +88,24 @@ def raise_if_interrupted() -> None:
         raise Interrupted(_arrived)
 
 
+@contextmanager
+def signal_first() -> Iterator[None]:
+    """Within: an exception that leaves after a signal arrived (within
+    :func:`interruptible`) is that signal's :class:`Interrupted`, the exception
+    its cause. A library cut short by the signal's exception may raise one of
+    its own in its place (Hypothesis's engine, interrupted in its bookkeeping,
+    fails an internal ``assert``), which a campaign would otherwise take for the
+    target's finding."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except BaseException as e:
+        if _arrived is None:
+            raise
+        raise Interrupted(_arrived) from e
+
+
 def stop_interrupting() -> None:
     """From now until :func:`interruptible` is left, SIGINT and SIGTERM are
     ignored: the work is over (done or interrupted) and its report is being

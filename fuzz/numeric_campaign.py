@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
-from replayssm.base.interrupts import Interrupted, interruptible, stop_interrupting
+from replayssm.base.interrupts import Interrupted, interruptible, signal_first, stop_interrupting
 from replayssm.base.isolation import TargetFault, TargetGone
 from replayssm.base.reports import (
     EXIT_COVERAGE,
@@ -227,11 +227,12 @@ def _combinations(run: _Run, device: torch.device, progress: Any, report: Callab
                  "numeric_seed": config.seed, "forward": config.forward}
         machine = hypothesis_seed(example_seed(config.seed, n))(type("Numeric", (NumericMachine,), attrs))
         try:
-            run_state_machine_as_test(machine, settings=settings(
-                max_examples=per_combo, stateful_step_count=config.max_steps, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck),
-                phases=[Phase.generate, Phase.shrink] if config.shrink else [Phase.generate],
-                report_multiple_bugs=False))
+            with signal_first():
+                run_state_machine_as_test(machine, settings=settings(
+                    max_examples=per_combo, stateful_step_count=config.max_steps, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck),
+                    phases=[Phase.generate, Phase.shrink] if config.shrink else [Phase.generate],
+                    report_multiple_bugs=False))
         except StatefulFailure as e:
             run.failure = f"{e.kind}: {e}"
         except BudgetSpent:

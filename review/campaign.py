@@ -44,7 +44,7 @@ from replayssm.fuzz.actions import BlockCopy, Migrate, Postprocess
 from replayssm.fuzz.caller_shapes import GEOMETRIES, Features
 from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
-from replayssm.base.interrupts import Interrupted
+from replayssm.base.interrupts import Interrupted, signal_first
 from replayssm.base.traces import REVIEW_ID
 from replayssm.spec import assumptions as env
 from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
@@ -347,7 +347,8 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             saved = hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS
             hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = SHRINKS, SHRINK_WATCHDOG_SECONDS
             try:
-                run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
+                with signal_first():
+                    run_state_machine_as_test(machine, settings=_settings(examples_per_turn, max_steps, shrink))
             except (PropertyBroken, Diverged) as e:
                 path = _save(machine.last_trace, e, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}")
                 found.append(Failure(_kind(e), _prop(e), str(e), path, shrink))

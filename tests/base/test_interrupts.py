@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from replayssm.base.interrupts import Interrupted, interruptible, raise_if_interrupted
+from replayssm.base.interrupts import Interrupted, interruptible, raise_if_interrupted, signal_first
 
 
 class _SignalsWhenCollected:
@@ -41,3 +41,23 @@ def test_without_a_signal_the_check_does_nothing_and_leaving_forgets_the_signal(
             os.kill(os.getpid(), signal.SIGINT)
     raise_if_interrupted()  # outside: the signal of the block left is not raised again
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_error_raised_in_place_of_a_signal_is_the_signal() -> None:
+    """A library that swallows the interrupt and raises its own error instead: the signal's
+    :class:`Interrupted` leaves, the library's error its cause."""
+    with interruptible():
+        with pytest.raises(Interrupted) as caught:
+            with signal_first():
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                except KeyboardInterrupt:
+                    raise AssertionError("the library's own") from None
+    assert caught.value.signum == signal.SIGTERM and isinstance(caught.value.__cause__, AssertionError)
+
+
+def test_teeth_without_a_signal_an_error_stays_itself() -> None:
+    with interruptible():
+        with pytest.raises(AssertionError):
+            with signal_first():
+                raise AssertionError("the target's finding")
