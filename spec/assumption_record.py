@@ -98,7 +98,12 @@ class Assumption:
     """The predicate on one scheduled row in its context, for an assumption
     every row the callers generate keeps (checked on each)."""
     breaker: Breaker | None = None
-    """How one row breaks it and keeps every other (``fuzz --drop``, review's probes)."""
+    """How one row breaks it and keeps every other (``fuzz --drop``, review's probes),
+    but those of :attr:`co_broken`."""
+    co_broken: tuple["Assumption", ...] = ()
+    """The assumptions a row its breaker returns may break with it, because
+    they speak of rows it rules out (a decode row's accepted count and length
+    are bounded for a row that runs a token): the breaker keeps every other."""
     reach: Reach = EVERYWHERE
     """Where its breaker, or the caller model, can break it."""
     behavioural: bool = False

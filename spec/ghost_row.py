@@ -81,7 +81,8 @@ def live_col_of(mode: str, block_size: int, computed: Value, q: Value) -> Value:
 class RowContext:
     """What a caller knows of the world one request's row is scheduled in:
     geometry, conventions, cache mode, the model length its rows stay within,
-    the block table's width, and the request's prompt length."""
+    the block table's width, the request's prompt length, and the column its
+    state is in before the row (-1: none yet)."""
 
     geo: Geometry
     conv: Conventions
@@ -89,6 +90,7 @@ class RowContext:
     max_model_len: int
     num_cols: int
     prompt_len: int
+    state_col: int = -1
 
     def final_chunk(self, row: GhostRow) -> Cond:
         """``row`` ends at the prompt's end."""

@@ -16,7 +16,7 @@ from dataclasses import replace
 from .assumption_record import PER_REQUEST, Assumption, Chooser, Reach
 from .geometry import Conventions, Geometry, chunks_on_boundary, moves_live_column
 from .ghost_row import GhostRow, RowContext, last_scheduled_block
-from .provenance import A1, HOST_README, PAGE, T1, T2, T3, T5, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed
+from .provenance import A1, A4, HOST_README, PAGE, RELEASE_ATTN, T1, T2, T3, T5, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed
 from .vocab import Cond, Value, cdiv, conj, disj, implies, ite, negate
 
 MAX_MODEL_LEN_LIMIT = 2**30
@@ -104,37 +104,6 @@ ACCEPTED_WITHIN_ROW = Assumption(
     scope=PER_REQUEST,
     on_row=lambda ctx, row: _accepted_within_row(ctx.geo, row),
     breaker=_break_accepted_within_row,
-    behavioural=True,
-)
-
-
-def _row_nonempty(geo: Geometry, row: GhostRow) -> Cond:
-    return row.query_len >= 1
-
-
-def _break_row_nonempty(ctx: RowContext, row: GhostRow, choose: Chooser) -> GhostRow | None:
-    """A request's first prefill row scheduling no token (a decode row cannot:
-    it would also accept outside ``[1, query_len]``; a later chunk would also
-    continue with fewer than 2 tokens)."""
-    if not row.prefilling or row.computed_before:
-        return None
-    return replace(row, query_len=0, live_col=ctx.live_col(row.computed_before, 0))
-
-
-ROW_NONEMPTY = Assumption(
-    "row_nonempty",
-    "every real row schedules at least one token (prefill chunks included)",
-    _row_nonempty,
-    not_guaranteed(
-        "vLLM's scheduler would have to promise that every real batch row schedules at least one token; the "
-        "corpus holds no scheduler code, and FlashInfer's variable-length decode skips an empty row instead of "
-        "refusing it",
-        cite_flashinfer("flashinfer/data/include/flashinfer/mamba/kernel_checkpointing_ssu_main.cuh",
-                        "return meta.seq_len > 0;", "FlashInfer's varlen decode treats a zero-length row as no work."),
-    ),
-    scope=PER_REQUEST,
-    on_row=lambda ctx, row: _row_nonempty(ctx.geo, row),
-    breaker=_break_row_nonempty,
     behavioural=True,
 )
 
@@ -240,6 +209,50 @@ LIVE_COL_IS_LAST_BLOCK = Assumption(
     on_row=lambda ctx, row: _live_col_is_last_block(ctx.geo, ctx.mode, row),
     breaker=_break_live_col_is_last_block,
     reach=Reach(_explicit_live_columns),
+    behavioural=True,
+)
+
+
+def _row_nonempty(geo: Geometry, row: GhostRow) -> Cond:
+    return row.query_len >= 1
+
+
+def _break_row_nonempty(ctx: RowContext, row: GhostRow, choose: Chooser) -> GhostRow | None:
+    """A row scheduling no token: a request's first prefill row, or a decode
+    row, which runs nothing, accepts nothing and leaves the request where it
+    was, its live column the one its state is in (it breaks
+    :data:`DECODE_ROW_FITS`, :data:`ACCEPTED_WITHIN_ROW` and
+    :data:`LIVE_COL_IS_LAST_BLOCK` with it, which speak of rows that run a
+    token). A later prefill chunk cannot: it would also continue with fewer
+    than 2 tokens."""
+    if row.prefilling:
+        return None if row.computed_before else replace(row, query_len=0, live_col=ctx.live_col(0, 0))
+    return replace(row, query_len=0, accepted=0, live_col=ctx.state_col)
+
+
+ROW_NONEMPTY = Assumption(
+    "row_nonempty",
+    "every real row schedules at least one token (prefill chunks included)",
+    _row_nonempty,
+    not_guaranteed(
+        "vLLM's scheduler would have to promise that every real batch row schedules at least one token; the "
+        "corpus holds no scheduler code, vLLM's own zero-token decode rows are CUDA-graph padding (the null "
+        "block, an accepted count of 1), A4 and A5 skip a row that runs no token, and FlashInfer's "
+        "variable-length decode skips an empty row instead of refusing it",
+        cite_flashinfer("flashinfer/data/include/flashinfer/mamba/kernel_checkpointing_ssu_main.cuh",
+                        "return meta.seq_len > 0;", "FlashInfer's varlen decode treats a zero-length row as no work."),
+        cite(A4, "valid_query = query_len > 0",
+             "A4 (and A5) commit nothing for a decode row that runs no token: their authors met such rows."),
+        cite(RELEASE_ATTN, "query_start_loc_d = query_start_loc_d[: padded_bs + 1]",
+             "vLLM pads a decode batch to a CUDA-graph size (padded_bs rows, no request's tokens in those past "
+             "num_decodes) ..."),
+        cite(RELEASE_ATTN, "state_indices_tensor_d[metadata.num_decodes :] = NULL_BLOCK_ID",
+             "... whose slot is the null block: a zero-token row of a request with a real live block is not shown."),
+    ),
+    scope=PER_REQUEST,
+    on_row=lambda ctx, row: _row_nonempty(ctx.geo, row),
+    breaker=_break_row_nonempty,
+    co_broken=(DECODE_ROW_FITS, ACCEPTED_WITHIN_ROW, LIVE_COL_IS_LAST_BLOCK),
     behavioural=True,
 )
 

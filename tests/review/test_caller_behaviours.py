@@ -1,0 +1,96 @@
+"""Caller behaviours of vLLM that a review judges every version under (issue 36 item 2).
+
+Each behaviour is either in the callers of the version's own host (its
+generation's launch contract) or broken on purpose by a review probe, as its
+caller assumption's record says (``spec/row_assumptions.py`` and friends).
+Each test has teeth: a copy of a corpus version made here with one textual
+edit (never committed) that mishandles the behaviour is reported, and the
+versions that handle it are not.
+
+- a decode row that runs no token (``row_nonempty``'s breaker; not guaranteed
+  absent: a probe): A4 and A5 skip it (``valid_query = query_len > 0``), A1-A3
+  commit a token the row never ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replayssm.spec import assumptions as env
+from replayssm.spec.assumptions import GhostRow, RowContext
+from replayssm.spec.geometry import Conventions, Geometry
+from review_corpus import needs_corpus, version_path
+
+GEO = Geometry(max_num_reqs=4, block_size=4, window=4, ring_len=8)
+
+
+class _First:
+    """A chooser that takes the simplest option."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        return lo
+
+    def boolean(self) -> bool:
+        return False
+
+    def element(self, options):
+        return options[0]
+
+
+def test_row_nonempty_breaks_a_decode_row_into_one_that_runs_no_token() -> None:
+    """The decode row keeps its request where it is: no token, none accepted, its live column the
+    one its state is in; it breaks the records its own says it may break with it, and no other."""
+    conv = Conventions(False, True, True, True, False)
+    ctx = RowContext(GEO, conv, "align", 40, 10, 12, state_col=5)
+    row = GhostRow(20, 3, 2, False, 5, 2)
+    empty = env.ROW_NONEMPTY.breaker(ctx, row, _First())  # type: ignore[misc]
+    assert empty is not None and (empty.query_len, empty.accepted, empty.live_col) == (0, 0, 5)
+    broken = {a.name for a in env.checked_on_rows() if not a.on_row(ctx, empty)}  # type: ignore[misc]
+    assert broken - {a.name for a in env.ROW_NONEMPTY.co_broken} == {env.ROW_NONEMPTY.name}
+    assert broken <= {env.ROW_NONEMPTY.name} | {a.name for a in env.ROW_NONEMPTY.co_broken}
+    # a later prefill chunk cannot run no token (it would also continue with fewer than 2)
+    assert env.ROW_NONEMPTY.breaker(ctx, GhostRow(8, 4, 0, True, 2, 2), _First()) is None  # type: ignore[misc]
+
+
+def _version(path: Path, label: str):
+    from replayssm.base.targets import load_target
+    from replayssm.review.campaign import Version
+    from replayssm.spec.generations import detect
+
+    module = load_target(str(path))
+    return Version(label, str(path), module, detect(module))
+
+
+def _planted(tmp_path: Path, label: str, old: str, new: str) -> Path:
+    text = version_path(label).read_text()
+    assert text.count(old) == 1, f"{label}: {old!r} occurs {text.count(old)} times"
+    path = tmp_path / f"{label}_planted.py"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def _probe(version, name: str, tmp_path: Path) -> dict:
+    from replayssm.review.probes import Probe, run_probe
+
+    summary, _, _ = run_probe(Probe((name,)), version, budget=600, seed=0, out_dir=tmp_path, device="cpu",
+                              examples=24)
+    return summary
+
+
+@needs_corpus
+@pytest.mark.parametrize("label", ["A4", "A5"])
+def test_a_decode_row_of_no_token_is_skipped_by_a4_and_a5(label: str, tmp_path: Path) -> None:
+    summary = _probe(_version(version_path(label), label), env.ROW_NONEMPTY.name, tmp_path)
+    assert summary["outcome"] == "no counterexample" and summary["broken_steps"] >= 3, summary
+
+
+@needs_corpus
+def test_a_kernel_that_commits_a_decode_row_of_no_token_relies_on_row_nonempty(tmp_path: Path) -> None:
+    """Teeth: A4 with its ``query_len > 0`` gate opened commits a token the row never ran; the
+    request's live slot then stands for one token too many (refinement), latent (not guaranteed)."""
+    planted = _planted(tmp_path, "A4", "valid_query = query_len > 0", "valid_query = query_len >= 0")
+    summary = _probe(_version(planted, "A4_planted"), env.ROW_NONEMPTY.name, tmp_path)
+    assert summary["outcome"] == "latent" and summary["property"] == "refinement", summary
+    assert "committed 1" in summary["message"], summary
