@@ -75,8 +75,8 @@ class _Server:
     """The read end of bwrap's ``--info-fd`` (its JSON names the sandbox's init, ``child-pid``)."""
 
     def sandbox_init(self) -> int | None:
-        """The pid (here) of the sandbox's init: when it ends, the kernel ends
-        every process of the sandbox (bwrap's init waits for all of them)."""
+        """The pid (here) of the sandbox's init, the server itself (``--as-pid-1``):
+        when it ends, the kernel ends every process of the sandbox."""
         if not self.sandboxed:
             return None
         try:
@@ -430,7 +430,7 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
                             break
                     except BlockingIOError:
                         break
-            while hosts:
+            while True:  # its hosts, and in the sandbox every orphan there (it is the namespace's init)
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
@@ -465,8 +465,8 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
     finally:
         for pid in hosts:
             _kill(pid)
-        if sandboxed and os.getpid() <= 2:  # alone in the sandbox's PID namespace with its init: every process a
-            try:  # target started there (a setsid grandchild) goes too, so the init, waiting for them all, ends
+        if sandboxed and os.getpid() == 1:  # the sandbox's init: every process a target started there (a setsid
+            try:  # grandchild) goes too (as it would when this ends)
                 os.kill(-1, signal.SIGKILL)
             except ProcessLookupError:
                 pass

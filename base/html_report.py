@@ -31,7 +31,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from replayssm.base.reports import write_text
+from replayssm.base.reports import replay_command, write_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1200px;color:#1c1e21;
@@ -366,7 +366,7 @@ def fuzz_html(summary: dict, timelines: dict[str, dict]) -> str:
         cells = "\n".join(f"{x['buffer']}{x['index']}: spec {x['spec']}, implementation {x['impl']}"
                           for x in f.get("cells", [])[:8])
         entry = {"message": f"{f.get('reason', '')}\n{cells}".strip(), "location": f.get("location"),
-                 "replay": f"replayssm-verify replay {f['trace']}" if f.get("trace") else None}
+                 "replay": replay_command(f['trace']) if f.get("trace") else None}
         sections.append(finding_html(f"{f['kind']} in {f.get('kernel')}", entry, timelines.get(f.get("trace") or "")))
     body += "<h2>Findings</h2>" + ("".join(sections) or "<p>none</p>")
     dropped = c.get("drop")

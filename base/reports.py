@@ -82,9 +82,15 @@ def check_distinct_outputs(outputs: dict[str, str | None]) -> None:
         seen[key] = option
 
 
+def tool_command(*words: object) -> str:
+    """A ``replayssm-verify`` command line of ``words``, each quoted for a
+    shell: a file named ``$(touch x).py`` is pasted as a name, never run."""
+    return shlex.join(["replayssm-verify", *(str(w) for w in words)])
+
+
 def replay_command(trace: str, impl: str | None = None) -> str:
     """The ``replayssm-verify replay`` command line of ``trace`` (with ``--impl``), quoted for a shell."""
-    return shlex.join(["replayssm-verify", "replay", str(trace), *(["--impl", str(impl)] if impl else [])])
+    return tool_command("replay", trace, *(["--impl", impl] if impl else []))
 
 
 def check_output_folder(path: str, option: str) -> None:
@@ -119,8 +125,27 @@ def write_text(path: str, text: str) -> None:
     partial.replace(target)
 
 
+def _installation_changed() -> list[str]:
+    """The tool's files a target changed during this run (:mod:`.installation`), said once."""
+    from . import installation
+
+    paths = installation.changed()
+    installation.say(paths)
+    return paths
+
+
 def write_json(path: str, schema: str, report: dict[str, Any]) -> None:
-    """Write ``report`` as JSON with ``"schema": schema`` first."""
+    """Write ``report`` as JSON with ``"schema": schema`` first. When the
+    tool's installation changed during the run (:mod:`.installation`), the
+    document says so (``installation_changed``) and a verdict's ``status``
+    is ``finding`` (``exit_code`` 1, ``passed`` false)."""
+    tampered = _installation_changed()
+    if tampered:
+        report = {**report, "installation_changed": tampered}
+        if "status" in report:
+            report.update(status="finding", exit_code=EXIT_FINDING)
+            if "passed" in report:
+                report["passed"] = False
     write_text(path, json.dumps({"schema": schema, **{k: v for k, v in report.items() if k != "schema"}},
                                 indent=2))
 
@@ -139,7 +164,12 @@ class JunitCase:
 
 
 def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> str:
-    """A JUnit XML document with one test suite ``suite`` of ``cases``."""
+    """A JUnit XML document with one test suite ``suite`` of ``cases`` (and a
+    failed case ``installation`` when the tool's files changed during the run)."""
+    tampered = _installation_changed()
+    if tampered:
+        cases = [*cases, JunitCase("installation", 0.0, "the tool's installed files changed during this run (the "
+                                   "target wrote them): " + ", ".join(tampered))]
     failures = sum(c.failure is not None and c.kind == "failure" for c in cases)
     errors = sum(c.failure is not None and c.kind == "error" for c in cases) + int(interrupted)
     skipped = sum(c.failure is not None and c.kind == "skipped" for c in cases)
@@ -192,5 +222,9 @@ def status_after_writing(status: int, written: bool) -> int:
     """The exit status once the reports were (or were not) written: a report
     that could not be written is :data:`EXIT_USAGE` for a run that passed or
     fell short of coverage; a finding or an interrupt keeps its status (a
-    finding is never reported as a set-up error)."""
+    finding is never reported as a set-up error). A run during which the
+    tool's installation changed is :data:`EXIT_FINDING` whatever it was (the
+    target's doing: never a pass, a set-up error or an interrupt)."""
+    if _installation_changed():
+        return EXIT_FINDING
     return status if written or status not in (EXIT_PASSED, EXIT_COVERAGE) else EXIT_USAGE

@@ -6,10 +6,14 @@ server runs inside `bubblewrap <https://github.com/containers/bubblewrap>`_
 
 * its own PID namespace (``--unshare-pid``): the judge's processes do not
   exist there, so a target cannot ptrace, signal or read ``/proc`` of the
-  tool (``/proc`` is the namespace's own); when the server ends (the
-  process that started it closed its socket, or died: not when the thread
-  that started it ends, hence no ``--die-with-parent``), the kernel kills
-  every process left in the namespace, a ``setsid`` grandchild included;
+  tool (``/proc`` is the namespace's own); the server is the namespace's
+  init (``--as-pid-1``), so no process there can kill or stop it (the
+  kernel drops SIGKILL, SIGSTOP and every signal it has no handler for
+  when they come from inside), and it reaps every orphan there; when it
+  ends (the process that started it closed its socket, or died: not when
+  the thread that started it ends, hence no ``--die-with-parent``), the
+  kernel kills every process left in the namespace, a ``setsid``
+  grandchild included;
 * no capabilities (``--cap-drop ALL``), its own IPC and network namespaces
   (it talks to the judge only through its socket), a session of its own;
 * the whole file system read-only (``--ro-bind / /``) but for the server's
@@ -55,7 +59,7 @@ def setting() -> str:
 
 def _options(folder: str) -> list[str]:
     return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder,
-            "--unshare-pid", "--unshare-ipc", "--unshare-net", "--new-session",
+            "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-net", "--new-session",
             "--cap-drop", "ALL", "--chdir", folder]
 
 

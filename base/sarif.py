@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from replayssm.base.module_files import module_source
-from replayssm.base.reports import write_text
+from replayssm.base.reports import replay_command, write_text
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -258,7 +258,7 @@ def fuzz_issues(summary: dict) -> list[Issue]:
         cells = "; ".join(f"{c['buffer']}{c['index']}: spec {c['spec']}, implementation {c['impl']}"
                           for c in f.get("cells", [])[:4])
         message = (f"{f['kind']} in {f.get('kernel')}: {f.get('reason', '')}" + (f" ({cells})" if cells else "")
-                   + (f"\nreplay: replayssm-verify replay {f['trace']}" if f.get("trace") else ""))
+                   + (f"\nreplay: {replay_command(f['trace'])}" if f.get("trace") else ""))
         issues.append(Issue(f["kind"], message, where.get("file") or "", where.get("line"),
                             f"fuzz finding: {f['kind']}"))
     return issues

@@ -42,8 +42,9 @@ def import_failure(error: BaseException) -> str:
 
 def load_source(path: str | Path, label: str = "--impl", raw: bool = False) -> ModuleType:
     """Execute the ``.py`` file at ``path`` with the vLLM stub injected
-    (``raw``: a ``sys.exit`` or another ``BaseException`` at import is raised
-    as it is, for :mod:`.target_host` to report as the target's)."""
+    (``raw``: a fault of the file's code at import, any ``BaseException`` but
+    an ``ImportError`` (a ``NameError``, a ``sys.exit``), is raised as it is,
+    for :mod:`.target_host` to report as the target's finding)."""
     path = Path(path)
     if not path.is_file():
         raise TargetError(f"{label} file {str(path)!r} does not exist")
@@ -76,7 +77,7 @@ def load_source(path: str | Path, label: str = "--impl", raw: bool = False) -> M
         raise TargetError(f"{label} file {str(path)!r} cannot be imported: {type(e).__name__}: {e}") from e
     except BaseException as e:  # the file's own top-level error, sys.exit included
         del sys.modules[name]
-        if raw and not isinstance(e, Exception) or not isinstance(e, (Exception, SystemExit)):
+        if raw or not isinstance(e, (Exception, SystemExit)):  # in the target's process: the target's fault
             raise
         raise TargetError(f"{label} file {str(path)!r} cannot be imported: {import_failure(e)}") from e
     return module
@@ -117,6 +118,6 @@ def load_target(name: str, *, label: str = "--impl", raw: bool = False) -> Modul
     try:
         return importlib.import_module(name)
     except BaseException as e:  # ImportError, or the module's own SyntaxError, sys.exit and the like
-        if raw and not isinstance(e, Exception) or not isinstance(e, (Exception, SystemExit)):
-            raise
+        if raw and not isinstance(e, (ImportError, SyntaxError)) or not isinstance(e, (Exception, SystemExit)):
+            raise  # in the target's process a fault of its code at import (a NameError) is the target's
         raise TargetError(f"{label} module {name!r} cannot be imported: {import_failure(e)}") from e

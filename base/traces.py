@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -189,11 +191,30 @@ class Loaded(NamedTuple):
 
 
 def read_json(path: str | Path) -> Any:
-    """The JSON document in ``path``; not JSON is a ``ValueError`` saying so (``OSError`` when unreadable)."""
+    """The JSON document in ``path``; not JSON is a ``ValueError`` saying so
+    (``OSError`` when unreadable). Only a regular file is read: a FIFO, a
+    device or a socket is a ``ValueError`` naming what it is, found without
+    waiting on it (opened non-blocking, a FIFO with no writer included)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+            raise ValueError(f"{what}, not a trace file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data.decode())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"not a JSON trace: {e}") from e
+
+
+_SPECIAL = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+"""What a path that is no regular file is, as :func:`read_json` names it."""
 
 
 def write_json(trace: dict, path: str | Path) -> Path:

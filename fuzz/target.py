@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from replayssm.base.isolation import ImportRef, load_isolated
+from replayssm.base.reports import tool_command
 from replayssm.base.targets import DEFAULT_TARGET
 
 KERNELS = (
@@ -69,7 +70,7 @@ def load_target(name: str | None = None, *, cuda: bool = False, level: str = "ke
         what = (f"lacks the reference entry points {missing} ({level} level)" if missing else
                 f"has kernels of another launch API: {'; '.join(other)}")
         raise ValueError(f"--impl {name!r} {what}; a vLLM version of another launch API is reviewed with: "
-                         f"replayssm-verify review {name}")
+                         f"{tool_command('review', name)}")
     if not cuda and level == "context" and hasattr(module, "_load_replayssm_materialize"):
         module._load_replayssm_materialize = ImportRef(f"{__name__}:torch_materialize_loader")  # set there
     return module

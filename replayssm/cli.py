@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 
+from replayssm.base import installation
 from replayssm.base.host_faults import HostFault
 from replayssm.base.reports import (
     EXIT_COVERAGE,
@@ -64,8 +65,13 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    installation.remember()  # before any target runs: its files are checked again before a verdict
     try:
-        return args.run(args)
+        status = args.run(args)
+        if installation.changed():  # a target wrote the tool's files (outside the sandbox): its finding
+            installation.say(installation.changed())
+            return EXIT_FINDING
+        return status
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE

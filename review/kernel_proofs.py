@@ -39,6 +39,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from replayssm.base.reports import replay_command, tool_command
 from replayssm.spec.generations import Api
 from replayssm.verify.kernels.generation_roles import roles_of
 
@@ -80,7 +81,7 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
                                          f"({', '.join(sorted({j for r in roles for j in r.jits}))})"}
     return {"applies": True, "api": api.name, "roles": [r.name for r in roles if r.jit(module)],
             "results": results, "seconds": time.perf_counter() - start,
-            "command": f"replayssm-verify prove --kernels --impl {source}"}
+            "command": tool_command("prove", "--kernels", "--impl", source)}
 
 
 def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, case: str, source: str,
@@ -101,7 +102,7 @@ def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, cas
     path = save_trace(finding, traces, f"kernel-{name.removeprefix('kernel.').replace('@', '-')}")
     if path is None or finding.trace is None:
         return {"replayed": "no small launch", "explanation": finding.text}
-    saved = {"trace": str(path), "replay": f"replayssm-verify replay {path} --impl {source}",
+    saved = {"trace": str(path), "replay": replay_command(str(path), source),
              "explanation": finding.text}
     try:
         seen = playback(finding.trace, module, roles, remote)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from replayssm.base.reports import EXIT_PASSED, EXIT_USAGE
+from replayssm.base.reports import EXIT_PASSED, EXIT_USAGE, replay_command
 
 from . import interpreter_for
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             text = explain_release(document)
         else:
             raise ValueError(f"a {kind} trace is not drawn by explain (it draws system and launch traces and prove "
-                             f"counterexamples); run it with: replayssm-verify replay {args.file}")
+                             f"counterexamples); run it with: {replay_command(args.file)}")
     except (OSError, ValueError) as e:
         print(f"error: cannot explain {args.file}: {e}", file=sys.stderr)
         return EXIT_USAGE

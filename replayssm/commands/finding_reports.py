@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from replayssm.base.html_report import fuzz_html, prove_html, write_html
-from replayssm.base.reports import check_output_file
+from replayssm.base.reports import check_output_file, replay_command, tool_command
 from replayssm.base.sarif import fuzz_issues, fuzz_located, prove_issues, prove_located, write_sarif
 
 OPTIONS = (("--sarif", "write SARIF 2.1.0 for code scanning: each finding at the source line it names"),
@@ -58,8 +58,8 @@ def _prove_document(report: dict, saved: list[str], impl: str | None) -> tuple[d
         scenario = json.loads(Path(path).read_text())
         name = scenario.get("obligation")
         kernel_trace = Path(path).with_name(f"{name}.kernel-trace.json")
-        commands[name] = (f"replayssm-verify replay {kernel_trace}" + (f" --impl {impl}" if impl else "")
-                          if kernel_trace.is_file() else f"replayssm-verify explain {path}")
+        commands[name] = (replay_command(str(kernel_trace), impl) if kernel_trace.is_file()
+                          else tool_command("explain", path))
         if scenario.get("trace_file"):
             try:
                 timelines[name] = timeline(read_json(scenario["trace_file"]))

@@ -79,3 +79,26 @@ def test_a_file_that_is_no_trace_is_refused(text: str, message: str, tmp_path: P
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         load_trace(path)
+
+
+def test_a_fifo_a_device_or_a_loop_is_refused_without_waiting(tmp_path: Path) -> None:
+    """``replay`` and ``explain`` of a FIFO with no writer, a character
+    device, a folder or a symbolic-link loop: exit 2 naming what it is, at
+    once (before, ``replay FIFO`` blocked in its open for ever and
+    ``explain /dev/zero`` read without end)."""
+    import os
+    import subprocess
+    import sys
+
+    fifo, loop = tmp_path / "pipe.json", tmp_path / "loop.json"
+    os.mkfifo(fifo)
+    os.symlink(loop, loop)
+    cases = [(fifo, "a FIFO (named pipe), not a trace file"), (Path("/dev/zero"), "a character device"),
+             (tmp_path, "a folder, not a trace file"), (loop, "Too many levels of symbolic links")]
+    for command in ("replay", "explain"):
+        proc = subprocess.run([sys.executable, "-m", "replayssm.cli", command, str(fifo)], capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 2 and "a FIFO (named pipe), not a trace file" in proc.stderr, proc.stderr
+    for path, message in cases:
+        with pytest.raises((ValueError, OSError), match=message.replace("(", r"\(").replace(")", r"\)")):
+            load_trace(path)

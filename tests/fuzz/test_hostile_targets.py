@@ -1,0 +1,136 @@
+"""Hostile targets against the judge (issue 39), beside ``test_sandbox.py``:
+a target that signals or stops the process it runs under, that fails at
+import, that writes the tool's installation: each attempt fails or is the
+target's finding, and the verdict and the reports are the judge's. Skipped,
+with the reason, where the sandbox cannot start (``base/sandbox.py``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replayssm.base import sandbox
+from replayssm.base.isolation import TargetFault, load_isolated
+from fuzz_processes import REPO
+
+WHY = sandbox.unavailable()
+needs_sandbox = pytest.mark.skipif(WHY is not None, reason=f"no sandbox on this machine: {WHY}")
+
+SIGNAL_THE_PARENT = '''
+import os, signal
+
+_PARENT = os.getppid()
+_OUTCOMES = []
+for _name in ("SIGSTOP", "SIGKILL", "SIGTERM", "SIGINT"):
+    os.kill(_PARENT, getattr(signal, _name))  # no error: the kernel drops it (the parent is the sandbox's init)
+    with open(f"/proc/{_PARENT}/stat") as _f:
+        _OUTCOMES.append(f"{_name}: parent state {_f.read().rsplit(')', 1)[1].split()[0]}")
+raise SystemExit("; ".join(_OUTCOMES))
+'''
+
+
+@needs_sandbox
+def test_a_target_cannot_kill_or_stop_the_process_it_runs_under(tmp_path: Path) -> None:
+    """SIGSTOP, SIGKILL, SIGTERM and SIGINT of its parent (the fork server,
+    the sandbox's init) change nothing: after each the parent still runs,
+    the target's ``SystemExit`` is its finding, and the next host starts
+    from the same server (before, a SIGKILL ended the server: exit 2 or 137;
+    a SIGSTOP hung the next host's start)."""
+    target = tmp_path / "signals.py"
+    target.write_text(SIGNAL_THE_PARENT)
+    with pytest.raises(TargetFault) as raised:
+        load_isolated(str(target))
+    for name in ("SIGSTOP", "SIGKILL", "SIGTERM", "SIGINT"):
+        assert f"{name}: parent state S" in raised.value.reason or f"{name}: parent state R" in raised.value.reason, \
+            raised.value.reason
+    assert raised.value.kind == "crash" and "sys.exit" in raised.value.reason
+    kernels = load_isolated(str(REPO / "impl" / "kernels.py"))  # the same server forks the next host
+    assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
+
+
+def test_a_fault_at_import_is_the_targets_finding(tmp_path: Path) -> None:
+    """A ``NameError`` at import is an ``exception`` finding of the target
+    (``docs/fuzz.md``), not bad input: ``fuzz`` exits 1 with the finding in
+    its JSON; an ``ImportError`` is still bad input (exit 2)."""
+    target = tmp_path / "nameerror.py"
+    target.write_text("import os\nundefined_name_at_import\n")
+    out = tmp_path / "s.json"
+    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
+                           "--examples", "4", "--failures", str(tmp_path / "f"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["kind"] == "exception" and "NameError" in finding["reason"], finding
+    missing = tmp_path / "missing.py"
+    missing.write_text("import a_module_that_is_not_installed_anywhere\n")
+    with pytest.raises(ValueError, match="cannot be imported: ModuleNotFoundError"):
+        load_isolated(str(missing))
+
+
+WRITE_THE_INSTALLATION = '''
+import os, sys
+sys.path.insert(0, {targets!r})
+from _ours import export  # our kernels: a campaign of this target passes unless its writes count
+
+export(globals())
+for _path in ({installed!r}, {cache!r}):
+    os.makedirs(os.path.dirname(_path), exist_ok=True)
+    os.chmod(_path, os.stat(_path).st_mode) if os.path.exists(_path) else open(_path, "a").close()
+'''
+
+
+def _write_the_installation(tmp_path: Path, cache: Path) -> Path:
+    """A target of our kernels that, at import, touches the installed
+    ``fuzz/launcher.py`` (a ``chmod`` to its own mode: its change time moves,
+    its bytes stay) and writes a file into the proof cache's folder."""
+    target = tmp_path / "writes_the_installation.py"
+    target.write_text(WRITE_THE_INSTALLATION.format(targets=str(REPO / "tests" / "targets"),
+                                                    installed=str(REPO / "fuzz" / "launcher.py"),
+                                                    cache=str(cache / "planted-entry.json")))
+    return target
+
+
+def _fuzz(tmp_path: Path, target: Path, sandbox_setting: str, cache: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    out, junit = tmp_path / f"{sandbox_setting}.json", tmp_path / f"{sandbox_setting}.xml"
+    env = {**__import__("os").environ, "REPLAYSSM_SANDBOX": sandbox_setting, "REPLAYSSM_VERIFY_CACHE": str(cache)}
+    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
+                           "--examples", "2", "--failures", str(tmp_path / "f"), "--json", str(out),
+                           "--junit", str(junit)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    return proc, json.loads(out.read_text())
+
+
+def test_a_target_that_writes_the_installation_without_the_sandbox_is_a_finding(tmp_path: Path) -> None:
+    """Outside the sandbox the target can write the tool's files: the judge
+    looks at them again before its verdict (``base/installation.py``), so the
+    campaign that would have passed (exit 3, no finding) is exit 1, its JSON a
+    ``finding`` naming the file, its JUnit file a failed ``installation`` case."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    proc, summary = _fuzz(tmp_path, _write_the_installation(tmp_path, cache), "off", cache)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert summary["status"] == "finding" and summary["exit_code"] == 1 and not summary["findings"], summary
+    assert summary["installation_changed"] == [str(REPO / "fuzz" / "launcher.py")]
+    assert "the tool's installed files changed during this run" in proc.stderr
+    junit = (tmp_path / "off.xml").read_text()
+    assert 'name="installation"' in junit and "fuzz/launcher.py" in junit
+
+
+@needs_sandbox
+def test_in_the_sandbox_the_installation_and_the_cache_cannot_be_written(tmp_path: Path) -> None:
+    """The same target in the sandbox: its first write is refused (a
+    read-only file system), which is its finding at import; the tool's files
+    and the cache's folder are as they were."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    target = _write_the_installation(tmp_path, cache)
+    target.write_text(target.read_text().replace("for _path in (", "for _path in (" + repr(str(cache / "first.json"))
+                                                  + ", "))  # the cache first: both refused
+    proc, summary = _fuzz(tmp_path, target, "require", cache)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (finding,) = summary["findings"]
+    assert "Read-only file system" in finding["reason"] and "installation_changed" not in summary, finding
+    assert not list(cache.iterdir())
