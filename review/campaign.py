@@ -174,7 +174,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             post = next(a for a in actions if isinstance(a, Postprocess))
             step = CallerStep(self.record.rows, post.block_table, copies, _inputs(migrate), _inputs(post))
             expect = expectation(self.callers)
-            self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks})
+            self.trace["steps"].append({**step.as_json(), "expect": expect, "breaks": self.record.breaks,
+                                        "row_breaks": self.record.row_breaks})
             self.tally.steps += 1
             self.tally.request_steps += sum(r is not None for r in step.rows)
             self.tally.broken_steps += bool(self.record.breaks)
@@ -412,23 +413,27 @@ def replay(source: str | dict, versions: list[Version], device: str = "cpu") -> 
     """Run a review trace's steps (the trace, or the file holding it) on each
     version; ``(False, report)`` when a version breaks a property."""
     trace = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    lines: list[str] = []
+    broken = [run_trace(trace, v, device, lines) for v in versions]
+    return all(b is None for b in broken), "\n".join(lines)
+
+
+def run_trace(trace: dict, v: Version, device: str = "cpu", lines: list[str] | None = None) -> PropertyBroken | None:
+    """Run a review trace's steps on ``v``: the first property it breaks (None: every one held),
+    each step said on ``lines``."""
     setup = Setup.from_json(trace["params"])
     dropped = frozenset(trace["#meta"].get("dropped", []))
-    lines, ok = [], True
-    for v in versions:
-        harness = Harness(setup, v.module, v.api, torch.device(device))
-        ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
-        for n, s in enumerate(trace["steps"]):
-            step = CallerStep.from_json(s)
-            lines.append(f"{v.label} step {n}: {describe_rows(step)}")
-            try:
-                run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
-            except PropertyBroken as f:
-                lines.append(f"  {f}")
-                lines.append(f"{v.label}: finding reproduced at step {n}")
-                ok = False
-                break
-        else:
-            lines.append(f"{v.label}: every lifecycle property holds on every step")
-    return ok, "\n".join(lines)
-
+    said = lines if lines is not None else []
+    harness = Harness(setup, v.module, v.api, torch.device(device))
+    ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
+    for n, s in enumerate(trace["steps"]):
+        step = CallerStep.from_json(s)
+        said.append(f"{v.label} step {n}: {describe_rows(step)}")
+        try:
+            run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
+        except PropertyBroken as f:
+            said.append(f"  {f}")
+            said.append(f"{v.label}: finding reproduced at step {n}")
+            return f
+    said.append(f"{v.label}: every lifecycle property holds on every step")
+    return None

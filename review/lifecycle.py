@@ -71,13 +71,17 @@ class StepRecord:
     rows: list[Row | None] = field(default_factory=list)
     breaks: list[str] = field(default_factory=list)
     """The dropped assumptions the last step broke (in some row)."""
+    row_breaks: list[list[str]] = field(default_factory=list)
+    """Per batch row of the last step, the dropped assumptions that row broke
+    (what a probe restores on the row: ``review/attribution.py``)."""
 
     def holds(self, assumption: env.Assumption) -> bool:
         return assumption.name not in self.dropped
 
     def scheduled(self, callers: Callers, batch_rows: list) -> None:
         """Record a step's batch rows (None: padding), as they are before its forward pass."""
-        self.breaks = self._breaks(callers, batch_rows)
+        self.row_breaks = [[] if row is None else self._breaks(callers, [row]) for row in batch_rows]
+        self.breaks = sorted({name for names in self.row_breaks for name in names})
         self.rows = [None if row is None else
                      Row(row[0].rid, row[0].stream, callers.req_index(b, row[0]), row[0].computed,
                          row[1].query_len, row[1].accepted, row[1].prefilling, row[1].live_col,

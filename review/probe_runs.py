@@ -55,12 +55,11 @@ def probe_outcomes(v: Version, args: argparse.Namespace, traces: Path, out: Text
             yield ProbeOutcome(probe.name, cut)
             raise
         own = None
-        if independent:
-            assert result.prop is not None and result.failure is not None
-            own = Counterexample.of(result.prop, result.failure, independent, v.source, shrunk=False)
+        if independent:  # what the schedule breaks with the assumption restored on its rows
+            own = Counterexample.of(independent.prop, independent.message, independent.trace, v.source, shrunk=False)
         said = {"latent": f"LATENT: relied on ({result.prop}, {result.trace})",
                 "relies on a guarantee": f"relied on a guarantee ({result.prop}, {result.trace})",
-                "finding": f"a finding that does not depend on it ({independent})",
+                "finding": f"a finding that does not depend on it ({independent.trace if independent else ''})",
                 "not finished": f"not finished ({summary.get('why')})"}.get(summary["outcome"], summary["outcome"])
         print(f"  {'' if quiet_label else v.label + ' '}probe without {probe.name}: {said}", file=out, flush=True)
         yield ProbeOutcome(probe.name, summary, own)

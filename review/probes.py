@@ -3,9 +3,10 @@
 A :class:`Probe` drops one caller assumption, or a set of them that is needed
 only jointly (``verify/assumption_sets.py``), and runs a campaign whose
 callers break it (:func:`~replayssm.review.lifecycle.review_policy`). A
-counterexample there counts as reliance only if the same schedule with the
-assumption restored passes (:func:`restored`, :func:`confirm`); when the
-restored trace still fails, it is a finding of the version, found by the
+counterexample there counts as reliance only if the same schedule, up to the
+same failing step, with the assumption restored on the rows that broke it
+passes (:func:`restored`, :func:`confirm`, ``review/attribution.py``); when
+the restored trace still fails, it is a finding of the version, found by the
 probe. What reliance means depends on the assumption's provenance
 (``spec/assumptions.py``): relying on an assumption vLLM does not guarantee
 is ``latent`` (a bug vLLM's scheduler can trigger), relying on one it
@@ -28,7 +29,8 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumption_record import Reach
 
 from . import campaign as campaigns  # by module: a test's stand-in campaign reaches the probes too
-from .campaign import MODEL_BLOCKS, CampaignOutcome, Version
+from .attribution import restore_rows
+from .campaign import MODEL_BLOCKS, CampaignOutcome, Failure, Version
 
 MIN_BROKEN_STEPS = 3
 """A probe whose callers broke its assumption in fewer steps than this, and found
@@ -115,42 +117,39 @@ def _tracker_copies(step: dict, pad: int) -> list:
     return copies
 
 
-def restored(trace: dict, probe: Probe) -> dict | None:
-    """``trace`` rewritten so that its callers keep ``probe``'s assumptions: block copies
-    that carry the trackers, state copies on live moves, or (any other) the schedule
-    cut before the first step that broke one (None when that is its first step:
-    reliance without a replay)."""
+def restored(trace: dict, probe: Probe) -> dict:
+    """``trace`` rewritten so that its callers keep ``probe``'s assumptions on the rows that broke
+    them, up to the same failing step: block copies that carry the trackers, state copies on live
+    moves, or (any other) each breaking row restored as :func:`.attribution.restore_rows` says."""
+    dropped = frozenset(probe.assumptions)
+    if probe.assumptions not in ((env.BLOCK_COPY_MOVES_TRACKERS.name,), (env.LIVE_MOVE_COPIES_STATE.name,)):
+        return restore_rows(trace, dropped)
     out = json.loads(json.dumps(trace))
-    dropped = set(probe.assumptions)
     out["#meta"]["dropped"] = [d for d in out["#meta"].get("dropped", []) if d not in dropped]
-    pad = out["params"]["geometry"]["pad_slot"]
     if probe.assumptions == (env.BLOCK_COPY_MOVES_TRACKERS.name,):
+        pad = out["params"]["geometry"]["pad_slot"]
         for step in out["steps"]:
             step["copies"] = _tracker_copies(step, pad)
-    elif probe.assumptions != (env.LIVE_MOVE_COPIES_STATE.name,):  # its state copies follow "dropped"
-        first = next((i for i, s in enumerate(out["steps"]) if dropped & set(s.get("breaks", []))), None)
-        if first == 0:
-            return None
-        out["steps"] = out["steps"][:first]  # the schedule up to its first violating step
-    for step in out["steps"]:
+    for step in out["steps"]:  # a live move's state copies follow "#meta.dropped"
         step["breaks"] = [b for b in step.get("breaks", []) if b not in dropped]
     return out
 
 
-def confirm(trace_path: str, probe: Probe, version: Version, device: str) -> tuple[bool, str | None]:
-    """``(relied_on, independent_trace)``: whether the probe's finding goes away with
-    the assumption restored; if it does not, the restored trace's path (a finding of its own)."""
-    trace = json.loads(Path(trace_path).read_text())
-    kept = restored(trace, probe)
-    if kept is None:
-        return True, None
+def confirm(trace_path: str, probe: Probe, version: Version, device: str) -> tuple[bool, Failure | None]:
+    """``(relied_on, independent)``: whether the probe's counterexample goes away when the same
+    schedule, up to the same failing step, keeps the assumption on the rows that broke it
+    (:func:`restored`); if it does not, what the restored schedule breaks, with its trace: a
+    failure inside the contract, a finding of its own."""
+    kept = restored(json.loads(Path(trace_path).read_text()), probe)
+    broken = campaigns.run_trace(kept, version, device)
+    if broken is not None:
+        kept["#meta"]["failure"] = str(broken)[:4000]
     path = Path(trace_path).with_name(Path(trace_path).stem + "-restored.json")
     path.write_text(json.dumps(kept))
-    ok, _ = campaigns.replay(str(path), [version], device)
-    return ok, None if ok else str(path)
+    return broken is None, None if broken is None else Failure("finding", broken.prop, str(broken), str(path), False)
 
 
-def outcome_of(probe: Probe, result: CampaignOutcome, relied: bool, independent: str | None) -> str:
+def outcome_of(probe: Probe, result: CampaignOutcome, relied: bool, independent: Failure | None) -> str:
     """The :data:`PROBE_OUTCOMES` name of a probe campaign's ``result``."""
     if independent:
         return "finding"
@@ -160,7 +159,7 @@ def outcome_of(probe: Probe, result: CampaignOutcome, relied: bool, independent:
 
 
 def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
-              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, CampaignOutcome, str | None]:
+              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, CampaignOutcome, Failure | None]:
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it;
     ``known``: the properties the version breaks with every assumption kept, not looked for again.
@@ -175,7 +174,7 @@ def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Pa
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
                "relied_on": relied if outcome != "not finished" else None,
                "property": result.prop if relied else None, "trace": result.trace if relied else None,
-               "message": result.failure if relied else None, "independent_finding": independent,
+               "message": result.failure if relied else None, "independent_finding": independent.trace if independent else None,
                "broken_steps": result.tally.broken_steps, "seconds": round(result.seconds, 2),
                "budget_seconds": round(budget, 2)}
     if outcome == "not finished":

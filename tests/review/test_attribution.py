@@ -1,0 +1,158 @@
+"""Sound attribution (issue 36 item 4): a probe's counterexample is re-run, up to the same failing
+step, with the assumption restored on the rows that broke it (``review/attribution.py``).
+
+The regression: B1-B3 and D1-D3 were reported ``latent`` on ``row_nonempty`` and
+``decode_within_block`` because the probe cut the schedule before its first breaking row, which
+threw away the failing step. Restored on their own rows (the empty first prefill rows not
+scheduled; the decode row longer than a block scheduling one block, accepting the same tokens)
+the same schedules still break ``refinement`` at the same request: a finding. The teeth: a planted
+copy of A3 that truly mishandles those rows fails the same probe traces and stays ``latent``
+(restoring the rows makes its failure go away).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replayssm.base.isolation import load_isolated
+from replayssm.review import probes as pr
+from replayssm.review.attribution import restore_rows, restoration
+from replayssm.review.arguments import Row
+from replayssm.review.campaign import Version, replay
+from replayssm.review.target import detect
+from replayssm.fuzz.launcher import Setup
+
+from review_corpus import needs_corpus, version_path
+
+TRACES = Path(__file__).resolve().parents[2] / "docs" / "review_traces"
+EMPTY = TRACES / "D2-refinement-without-row_nonempty-empty-first-prefill-rows.json"
+LONG = TRACES / "D2-refinement-without-decode_within_block-decode-longer-than-a-block.json"
+FOUR_ROWS = TRACES / "D3-refinement-four-row-mode-none-batch.json"
+
+PLANTS = {
+    # an empty first prefill row leaves one committed ring row in its fresh slot
+    "row_nonempty": ("tl.store(tracker_committed + live_slot, 0, mask=valid_live)",
+                     "tl.store(tracker_committed + live_slot, tl.where(query_len == 0, 1, 0), mask=valid_live)"),
+    # a decode row longer than a block commits one ring row too many
+    "decode_within_block": ("next_committed = tl.where(checkpointed, accepted, old_committed + accepted)",
+                            "next_committed = tl.where(checkpointed, accepted, old_committed + accepted) + "
+                            "tl.where(query_len > MAMBA_BLOCK_SIZE, 1, 0)"),
+}
+
+
+def _load(trace: Path) -> dict:
+    return json.loads(trace.read_text())
+
+
+def _version(source: Path, label: str) -> Version:
+    module = load_isolated(str(source), "--impl", cuda=False, launch_seconds=120)
+    return Version(label, str(source), module, detect(module, None))
+
+
+def _planted(tmp_path: Path, name: str) -> Version:
+    old, new = PLANTS[name]
+    text = version_path("A3").read_text()
+    assert text.count(old) == 1, "the plant's anchor moved in A3"
+    path = tmp_path / f"A3_planted_{name}.py"
+    path.write_text(text.replace(old, new))
+    return _version(path, f"A3-{name}")
+
+
+def _same_layout(a: dict, b: dict) -> None:
+    for key in ("rows", "table", "copies", "expect"):
+        assert a[key] == b[key], key
+    for key in ("migrate", "postprocess"):
+        assert {k: v for k, v in a[key].items() if k != "contained"} == \
+               {k: v for k, v in b[key].items() if k != "contained"}, key
+
+
+def test_a_schedule_that_broke_nothing_is_laid_out_again_as_the_callers_did() -> None:
+    trace = _load(FOUR_ROWS)
+    kept = restore_rows(trace, frozenset({"row_nonempty"}))
+    assert len(kept["steps"]) == len(trace["steps"])
+    for a, b in zip(trace["steps"], kept["steps"]):
+        _same_layout(a, b)
+
+
+def test_empty_first_prefill_rows_are_not_scheduled_and_the_rest_runs_as_the_probe_ran_it() -> None:
+    trace = _load(EMPTY)
+    kept = restore_rows(trace, frozenset({"row_nonempty"}))
+    assert kept["#meta"]["dropped"] == []
+    rows = [r for s in kept["steps"] for r in s["rows"] if r is not None]
+    assert all(r["query_len"] > 0 for r in rows)
+    # steps 2 and 3 scheduled only empty rows (and padding): gone; every other row is still there
+    assert len(kept["steps"]) == len(trace["steps"]) - 2
+    assert len(rows) == sum(r is not None and r["query_len"] > 0 for s in trace["steps"] for r in s["rows"])
+    last, was = kept["steps"][-1], trace["steps"][-1]
+    assert [r["rid"] for r in last["rows"] if r] == [r["rid"] for r in was["rows"] if r]  # the failing step, whole
+    # requests 1 and 2 start from no column: their empty rows never ran
+    first: dict[int, dict] = {}
+    for s in kept["steps"]:
+        for r in s["rows"]:
+            if r is not None:
+                first.setdefault(r["rid"], r)
+    assert first[1]["source_col"] == -1 and first[2]["source_col"] == -1
+
+
+def test_a_decode_row_longer_than_a_block_becomes_one_block_long_accepting_the_same_tokens() -> None:
+    trace = _load(LONG)
+    setup = Setup.from_json(trace["params"])
+    kept = restore_rows(trace, frozenset({"decode_within_block"}))
+    was, now = trace["steps"][3]["rows"][0], kept["steps"][3]["rows"][0]
+    assert was["query_len"] > setup.geometry.block_size >= now["query_len"] >= now["accepted"] == was["accepted"]
+    assert {k: v for k, v in now.items() if k != "query_len"} == {k: v for k, v in was.items() if k != "query_len"}
+    assert kept["steps"][3]["postprocess"]["query_metadata"][0] == now["query_len"]
+
+
+def test_a_row_no_row_of_the_same_effect_restores_takes_its_request_out_from_then_on() -> None:
+    trace = _load(EMPTY)
+    setup = Setup.from_json(trace["params"])
+    step = trace["steps"][6]
+    b = next(b for b, r in enumerate(step["rows"]) if r and r["prefilling"] and r["computed_before"] > 0)
+    rid = step["rows"][b]["rid"]
+    assert restoration(setup, Row(**step["rows"][b]), True, frozenset({"positions_in_model"}))[0] == "remove"
+    step["row_breaks"][b] = ["positions_in_model"]
+    kept = restore_rows(trace, frozenset({"positions_in_model"}))
+    for s in kept["steps"][6:]:
+        assert rid not in [r["rid"] for r in s["rows"] if r] and rid not in [e[0] for e in s["expect"]["running"]]
+    assert rid in [e[0] for e in kept["steps"][5]["expect"]["running"]]  # still expected before it
+
+
+@needs_corpus
+@pytest.mark.parametrize("label", ["B1", "D2"])
+@pytest.mark.parametrize("name, trace", [("row_nonempty", EMPTY), ("decode_within_block", LONG)])
+def test_a_failure_that_survives_restoring_the_rows_is_a_finding(label: str, name: str, trace: Path,
+                                                                  tmp_path: Path) -> None:
+    v = _version(version_path(label), label)
+    probe_trace = tmp_path / trace.name
+    probe_trace.write_text(trace.read_text())
+    assert not replay(str(probe_trace), [v])[0]
+    relied, independent = pr.confirm(str(probe_trace), pr.Probe((name,)), v, "cpu")
+    assert not relied and independent is not None
+    assert independent.prop == "refinement" and "request 1" in independent.message
+    assert pr.outcome_of(pr.Probe((name,)), _outcome(), relied, independent) == "finding"
+    saved = json.loads(Path(independent.trace).read_text())
+    assert saved["#meta"]["failure"].startswith("refinement") and saved["#meta"]["dropped"] == []
+
+
+@needs_corpus
+@pytest.mark.parametrize("name, trace", [("row_nonempty", EMPTY), ("decode_within_block", LONG)])
+def test_teeth_a_version_that_truly_relies_on_the_assumption_stays_latent(name: str, trace: Path,
+                                                                         tmp_path: Path) -> None:
+    planted, clean = _planted(tmp_path, name), _version(version_path("A3"), "A3")
+    probe_trace = tmp_path / trace.name
+    probe_trace.write_text(trace.read_text())
+    assert replay(str(probe_trace), [clean])[0]  # A3 holds the probe's schedule ...
+    assert not replay(str(probe_trace), [planted])[0]  # ... the planted copy breaks it
+    relied, independent = pr.confirm(str(probe_trace), pr.Probe((name,)), planted, "cpu")
+    assert relied and independent is None
+    assert pr.outcome_of(pr.Probe((name,)), _outcome(), relied, independent) == "latent"
+
+
+def _outcome():
+    from replayssm.review.campaign import CampaignOutcome, Tally
+
+    return CampaignOutcome(Tally(broken_steps=5), 1.0)
