@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import product
-from typing import Any
-
-from .vocab import PLAIN_TYPES, conj, ite
+from .vocab import PLAIN_TYPES, Cond, Value, conj, ite
 
 
 def size(shape: tuple[int, ...]) -> int:
@@ -27,14 +25,14 @@ def size(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _flat(shape: tuple[int, ...], index: tuple) -> Any:
-    flat: Any = 0
+def _flat(shape: tuple[int, ...], index: tuple) -> Value:
+    flat: Value = 0
     for i, n in zip(index, shape):
         flat = flat * n + i
     return flat
 
 
-def is_concrete(*xs: Any) -> bool:
+def is_concrete(*xs: Value) -> bool:
     """Every one of ``xs`` is a Python int (or bool), no symbolic term."""
     return PLAIN_TYPES.issuperset(map(type, xs)) or all(isinstance(x, int) for x in xs)
 
@@ -54,7 +52,7 @@ def int_offset(shape: tuple[int, ...], index: tuple) -> int | None:
     return flat
 
 
-def select(values: list, idx: Any, other: Any = 0) -> Any:
+def select(values: list, idx: Value, other: Value = 0) -> Value:
     """``values[idx]`` for a concrete or symbolic index (``other`` outside)."""
     if is_concrete(idx):
         return values[idx] if 0 <= idx < len(values) else other
@@ -64,7 +62,7 @@ def select(values: list, idx: Any, other: Any = 0) -> Any:
     return out
 
 
-def fold_and(*xs: Any) -> Any:
+def fold_and(*xs: Cond) -> Cond:
     """``conj`` with Python constants folded away (keeps Z3 terms small)."""
     rest = []
     for x in xs:
@@ -78,7 +76,7 @@ def fold_and(*xs: Any) -> Any:
     return rest[0] if len(rest) == 1 else conj(*rest)
 
 
-def fold_ite(c: Any, a: Any, b: Any) -> Any:
+def fold_ite(c: Cond, a: Value, b: Value) -> Value:
     """``ite`` with a constant condition or equal branches folded away."""
     if c is True:
         return a
@@ -87,7 +85,7 @@ def fold_ite(c: Any, a: Any, b: Any) -> Any:
     return ite(c, a, b)
 
 
-def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, Any]]:
+def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple[int, ...], Cond]]:
     """Every concrete index ``index`` may denote, with the condition that it does."""
     if any(is_concrete(i) and not (0 <= i < n) for i, n in zip(index, shape)):
         return
@@ -98,7 +96,7 @@ def _candidates(shape: tuple[int, ...], index: tuple) -> Iterator[tuple[tuple, A
 
 
 def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, offset: int = 0, dim: int = 0,
-                   other: Any = 0) -> Any:
+                   other: Value = 0) -> Value:
     """``vals`` at ``index`` by one ``ite`` chain per symbolic dimension (no
     conjunctions); ``other`` where a component falls outside its dimension."""
     if dim == len(shape):
@@ -111,7 +109,7 @@ def _nested_select(vals: list, shape: tuple[int, ...], index: tuple, eqs: list, 
         if not 0 <= i < shape[dim]:
             return other
         return _nested_select(vals, shape, index, eqs, offset + i * stride, dim + 1, other)
-    out: Any = other
+    out: Value = other
     for v in range(shape[dim] - 1, -1, -1):
         out = fold_ite(eqs[dim][v], _nested_select(vals, shape, index, eqs, offset + v * stride, dim + 1, other), out)
     return out
@@ -122,7 +120,7 @@ def _check_rank(shape: tuple[int, ...], index: tuple) -> None:
         raise ValueError(f"index {index!r} has {len(index)} components; the array has shape {shape}")
 
 
-def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Any = 0) -> Any:
+def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Value = 0) -> Value:
     """The entry of a flat row-major array at ``index``, each symbolic
     component selecting within its own dimension only (``other`` outside
     the shape): a symbolic slot of a concrete group never reaches another
@@ -136,7 +134,7 @@ def lookup(vals: list, shape: tuple[int, ...], index: tuple, other: Any = 0) -> 
     return _nested_select(vals, shape, index, eqs, other=other)
 
 
-def update(vals: list, shape: tuple[int, ...], index: tuple, value: Any, guard: Any = True) -> None:
+def update(vals: list, shape: tuple[int, ...], index: tuple, value: Value, guard: Cond = True) -> None:
     """Store ``value`` at ``index`` where ``guard`` holds (nothing outside
     the shape), per dimension as :func:`lookup` reads."""
     _check_rank(shape, index)

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from .vocab import Cond, Value
 
@@ -96,12 +97,12 @@ class ConcreteMemory:
             checked.append(i)
         return tuple(checked)
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+    def load(self, buffer: str, index: tuple, guard: bool = True, other: int = 0) -> int:
         if not guard:
             return other
         return int(self.buffers[buffer][self._checked(buffer, index)])
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def store(self, buffer: str, index: tuple, value: int, guard: bool = True) -> None:
         if not guard:
             return
         idx = self._checked(buffer, index)
@@ -109,7 +110,7 @@ class ConcreteMemory:
         _check_value(buffer, arr, idx, int(value))
         arr[idx] = int(value)
 
-    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+    def each(self, lo: int, hi: int, guard: bool = True) -> Iterator[int]:
         return iter(range(int(lo), int(hi)) if guard else ())
 
 
@@ -126,7 +127,7 @@ class VectorMemory:
     lanes: int
     _masks: list[np.ndarray] = field(default_factory=list)
 
-    def _mask(self, guard: Any) -> np.ndarray:
+    def _mask(self, guard: npt.ArrayLike) -> np.ndarray:
         m = np.broadcast_to(np.asarray(guard, dtype=bool), (self.lanes,))
         for extra in self._masks:
             m = m & extra
@@ -142,12 +143,12 @@ class VectorMemory:
                 raise MemoryFault(buffer, tuple(int(x[lane]) for x in comps), arr.shape)
         return tuple(np.where(mask, c, 0) for c in comps)
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+    def load(self, buffer: str, index: tuple, guard: npt.ArrayLike = True, other: npt.ArrayLike = 0) -> np.ndarray:
         mask = self._mask(guard)
         idx = self._lanes_index(buffer, index, mask)
         return np.where(mask, self.buffers[buffer][idx].astype(np.int64), other)
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def store(self, buffer: str, index: tuple, value: npt.ArrayLike, guard: npt.ArrayLike = True) -> None:
         mask = self._mask(guard)
         if not mask.any():
             return
@@ -160,14 +161,14 @@ class VectorMemory:
             raise ValueOverflow(buffer, tuple(int(i[mask][lane]) for i in idx), int(vals[lane]), arr.dtype)
         arr[tuple(i[mask] for i in idx)] = vals
 
-    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
-        lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (self.lanes,))
-        hi = np.broadcast_to(np.asarray(hi, dtype=np.int64), (self.lanes,))
-        live = self._mask(guard) & (lo < hi)
+    def each(self, lo: npt.ArrayLike, hi: npt.ArrayLike, guard: npt.ArrayLike = True) -> Iterator[int]:
+        first = np.broadcast_to(np.asarray(lo, dtype=np.int64), (self.lanes,))
+        end = np.broadcast_to(np.asarray(hi, dtype=np.int64), (self.lanes,))
+        live = self._mask(guard) & (first < end)
         if not live.any():
             return
-        for v in range(int(lo[live].min()), int(hi[live].max())):
-            self._masks.append(live & (lo <= v) & (v < hi))
+        for v in range(int(first[live].min()), int(end[live].max())):
+            self._masks.append(live & (first <= v) & (v < end))
             try:
                 yield v
             finally:

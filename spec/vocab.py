@@ -14,9 +14,10 @@ zero; the remainder takes the dividend's sign), never Python's floor rules.
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -34,11 +35,27 @@ Cond: TypeAlias = Any
 Z3 boolean term (``Any`` to the type checker, as :data:`Value`)."""
 
 
+class Interpreter(Protocol):
+    """An interpreter of the vocabulary: what :func:`vocab_of` returns (Z3's may add ``pointer_add``)."""
+
+    def ite(self, c: Cond, a: Value, b: Value) -> Value: ...
+
+    def cdiv(self, a: Value, b: Value) -> Value: ...
+
+    def conj(self, *xs: Cond) -> Cond: ...
+
+    def disj(self, *xs: Cond) -> Cond: ...
+
+    def negate(self, x: Cond) -> Cond: ...
+
+    def within(self, x: Value, lo: int, hi: int) -> Cond: ...
+
+
 class _PythonVocab:
     """Python ints and bools: eager, exact."""
 
     @staticmethod
-    def ite(c: Any, a: Any, b: Any) -> Any:
+    def ite(c: object, a: int, b: int) -> int:
         return a if c else b
 
     @staticmethod
@@ -47,19 +64,19 @@ class _PythonVocab:
         return q if (a >= 0) == (b > 0) else -q
 
     @staticmethod
-    def conj(*xs: Any) -> bool:
+    def conj(*xs: object) -> bool:
         return all(xs)
 
     @staticmethod
-    def disj(*xs: Any) -> bool:
+    def disj(*xs: object) -> bool:
         return any(xs)
 
     @staticmethod
-    def negate(x: Any) -> bool:
+    def negate(x: object) -> bool:
         return not x
 
     @staticmethod
-    def within(x: Any, lo: int, hi: int) -> bool:
+    def within(x: int, lo: int, hi: int) -> bool:
         return lo <= x <= hi
 
 
@@ -67,38 +84,38 @@ class _NumpyVocab:
     """numpy arrays: element-wise, one element per program."""
 
     @staticmethod
-    def ite(c: Any, a: Any, b: Any) -> Any:
+    def ite(c: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike) -> np.ndarray:
         return np.where(c, a, b)
 
     @staticmethod
-    def cdiv(a: Any, b: Any) -> Any:
-        a = np.asarray(a, dtype=np.int64)
-        b = np.asarray(b, dtype=np.int64)
-        q = np.abs(a) // np.abs(b)
-        return np.where((a >= 0) == (b > 0), q, -q)
+    def cdiv(a: npt.ArrayLike, b: npt.ArrayLike) -> np.ndarray:
+        x = np.asarray(a, dtype=np.int64)
+        y = np.asarray(b, dtype=np.int64)
+        q = np.abs(x) // np.abs(y)
+        return np.where((x >= 0) == (y > 0), q, -q)
 
     @staticmethod
-    def conj(*xs: Any) -> Any:
+    def conj(*xs: npt.ArrayLike) -> np.ndarray:
         out = np.asarray(xs[0], dtype=bool)
         for x in xs[1:]:
             out = out & np.asarray(x, dtype=bool)
         return out
 
     @staticmethod
-    def disj(*xs: Any) -> Any:
+    def disj(*xs: npt.ArrayLike) -> np.ndarray:
         out = np.asarray(xs[0], dtype=bool)
         for x in xs[1:]:
             out = out | np.asarray(x, dtype=bool)
         return out
 
     @staticmethod
-    def negate(x: Any) -> Any:
+    def negate(x: npt.ArrayLike) -> np.ndarray:
         return ~np.asarray(x, dtype=bool)
 
     @staticmethod
-    def within(x: Any, lo: int, hi: int) -> Any:
-        x = np.asarray(x)
-        return (x >= lo) & (x <= hi)
+    def within(x: npt.ArrayLike, lo: int, hi: int) -> np.ndarray:
+        lanes = np.asarray(x)
+        return (lanes >= lo) & (lanes <= hi)
 
 
 PLAIN_TYPES = frozenset((int, bool))
@@ -106,7 +123,7 @@ PLAIN_TYPES = frozenset((int, bool))
 answers directly (the concrete simulation's fast path), as ``_PythonVocab`` would."""
 
 
-def vocab_of(*xs: Value) -> Any:
+def vocab_of(*xs: Value) -> Interpreter:
     """The interpreter that evaluates an operation on these arguments."""
     if PLAIN_TYPES.issuperset(map(type, xs)):
         return _PythonVocab
