@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
 import z3
 
 from replayssm.spec.vocab import conj, ite
 
-from .terms import Sym, fresh_int, lift, within
+from .terms import Sym, Symbolic, fresh_int, lift, within
 
 
 @dataclass(frozen=True)
@@ -29,8 +27,8 @@ class Access:
     kind: str
     buffer: str
     index: tuple
-    value: Any
-    guard: Any
+    value: Symbolic
+    guard: Symbolic
     loop_vars: tuple = ()
     program: str = ""
 
@@ -48,7 +46,7 @@ class SymbolicMemory:
     program: str = "p"
     accesses: list[Access] = field(default_factory=list)
     current: dict[str, z3.ArrayRef] = field(default_factory=dict)
-    _loops: list[tuple[Sym, Any]] = field(default_factory=list)
+    _loops: list[tuple[Sym, Symbolic]] = field(default_factory=list)
     _family_written: set[str] = field(default_factory=set)
 
     def array(self, buffer: str) -> z3.ArrayRef:
@@ -68,10 +66,10 @@ class SymbolicMemory:
             self.current[buffer] = self.array(buffer)
         return self.current[buffer]
 
-    def _guard(self, guard: Any) -> Any:
+    def _guard(self, guard: Symbolic) -> Symbolic:
         return conj(guard, *[g for _, g in self._loops]) if self._loops else guard
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+    def load(self, buffer: str, index: tuple, guard: Symbolic = True, other: Symbolic = 0) -> Sym:
         if buffer in self._family_written:
             raise RuntimeError(f"spec reads {buffer} after a loop stored to it; read it before the loop")
         g = self._guard(guard)
@@ -79,7 +77,7 @@ class SymbolicMemory:
         self.accesses.append(Access("read", buffer, tuple(index), value, g, self._loop_vars(), self.program))
         return ite(g, value, other)
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def store(self, buffer: str, index: tuple, value: Symbolic, guard: Symbolic = True) -> None:
         g = self._guard(guard)
         self.accesses.append(Access("write", buffer, tuple(index), value, g, self._loop_vars(), self.program))
         if self._loops:
@@ -90,7 +88,7 @@ class SymbolicMemory:
             lift(g), z3.Store(arr, *[lift(i) for i in index], lift(value)), arr
         )
 
-    def each(self, lo: Any, hi: Any, guard: Any = True) -> Iterator[Any]:
+    def each(self, lo: Symbolic, hi: Symbolic, guard: Symbolic = True) -> Iterator[Sym]:
         var = fresh_int(f"{self.program}_loop")
         in_range = conj(guard, var >= lo, var < hi)
         self._loops.append((var, in_range))

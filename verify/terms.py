@@ -10,16 +10,24 @@ with ``ite``.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TypeAlias
 
 import z3
 from z3 import z3core
 
+Symbolic: TypeAlias = "Sym | z3.ExprRef | int"
+"""A value the Z3 interpreter takes (:func:`lift`): a :class:`Sym`, a raw Z3
+term, or a Python int or bool (``bool`` is an ``int``), which becomes a numeral."""
+
+Fact: TypeAlias = "tuple[str, Symbolic]"
+"""A named hypothesis of a proof: the caller assumption's (or the proof's own) name and its condition."""
+
 _recorders: list[list[tuple[z3.ArithRef, list]]] = []
-_context: list[Any] = []
+_context: list[Symbolic] = []
 _fresh = itertools.count()
 
 
@@ -36,7 +44,7 @@ def recording() -> Iterator[list[tuple[z3.ArithRef, list]]]:
 
 
 @contextmanager
-def within(guard: Any) -> Iterator[None]:
+def within(guard: Symbolic) -> Iterator[None]:
     """Intermediates computed inside the block only matter where ``guard`` holds."""
     _context.append(guard)
     try:
@@ -51,10 +59,10 @@ def _note(term: z3.ExprRef) -> z3.ExprRef:
     return term
 
 
-_NUMERALS: dict[Any, z3.ExprRef] = {}
+_NUMERALS: dict[tuple[bool, int], z3.ExprRef] = {}
 
 
-def lift(x: Any) -> z3.ExprRef:
+def lift(x: Symbolic) -> z3.ExprRef:
     """A Z3 term for a Sym, a Python bool or a Python int."""
     if isinstance(x, Sym):
         return x.z
@@ -74,7 +82,7 @@ def lift(x: Any) -> z3.ExprRef:
 # an integer term becomes 0/1, an integer where a boolean must be raises a
 # Z3Exception ("Sort mismatch").
 
-def _args(zs: list[z3.ExprRef]) -> Any:
+def _args(zs: list[z3.ExprRef]) -> "ctypes.Array[z3.Ast]":
     arr = (z3.Ast * len(zs))()
     for i, z in enumerate(zs):
         arr[i] = z.as_ast()
@@ -107,11 +115,15 @@ def mk_not(z: z3.ExprRef) -> z3.BoolRef:
     return z3.BoolRef(z3core.Z3_mk_not(z.ctx.ref(), z.as_ast()), z.ctx)
 
 
-def _relation(mk: Any) -> Any:
+Binary: TypeAlias = Callable[[z3.ExprRef, z3.ExprRef], z3.ExprRef]
+"""A term constructor of two operands (``mk_add``, ``mk_lt``, ...)."""
+
+
+def _relation(mk: Callable[..., z3.Ast]) -> Binary:
     return lambda a, b: z3.BoolRef(mk(a.ctx.ref(), a.as_ast(), b.as_ast()), a.ctx)
 
 
-def _sum(mk: Any) -> Any:
+def _sum(mk: Callable[..., z3.Ast]) -> Binary:
     return lambda a, b: z3.ArithRef(mk(a.ctx.ref(), 2, _args([a, b])), a.ctx)
 
 
@@ -125,7 +137,7 @@ def mk_ne(a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
     return z3.BoolRef(z3core.Z3_mk_distinct(a.ctx.ref(), 2, _args([a, b])), a.ctx)
 
 
-def variables(x: Any) -> set[str]:
+def variables(x: Symbolic) -> set[str]:
     """The names of the uninterpreted constants (inputs) a term reads, each
     shared subterm visited once (on raw C-API handles: no z3.py object per
     node, about 5x faster on an invariant)."""
@@ -150,7 +162,7 @@ def variables(x: Any) -> set[str]:
     return names
 
 
-def _z3_cdiv(a: z3.ArithRef, b: Any) -> z3.ArithRef:
+def _z3_cdiv(a: z3.ArithRef, b: Symbolic) -> z3.ArithRef:
     if isinstance(b, int) and b > 0:
         return z3.If(a >= 0, a / b, -((-a) / b))
     bz = lift(b)
@@ -171,36 +183,36 @@ interleaved runs; docs/system.md)."""
 
 class _Z3Vocab:
     @staticmethod
-    def ite(c: Any, a: Any, b: Any) -> "Sym":
+    def ite(c: Symbolic, a: Symbolic, b: Symbolic) -> "Sym":
         return Sym(mk_ite(lift(c), lift(a), lift(b)))
 
     @staticmethod
-    def cdiv(a: Any, b: Any) -> "Sym":
+    def cdiv(a: Symbolic, b: Symbolic) -> "Sym":
         raw_b = b.z if isinstance(b, Sym) and z3.is_int_value(b.z) else b
         if isinstance(raw_b, z3.IntNumRef):
             raw_b = raw_b.as_long()
         return Sym(_note(_z3_cdiv(lift(a), raw_b)))
 
     @staticmethod
-    def pointer_add(base: Any, offset: Any) -> "Sym":
+    def pointer_add(base: Symbolic, offset: Symbolic) -> "Sym":
         return Sym(lift(base) + lift(offset))
 
     @staticmethod
-    def within(x: Any, lo: int, hi: int) -> "Sym":
+    def within(x: Symbolic, lo: int, hi: int) -> "Sym":
         if 0 <= hi - lo < SMALL_RANGE:
             return Sym(mk_or([mk_eq(lift(x), lift(v)) for v in range(lo, hi + 1)]))
         return Sym(mk_and([mk_ge(lift(x), lift(lo)), mk_le(lift(x), lift(hi))]))
 
     @staticmethod
-    def conj(*xs: Any) -> "Sym":
+    def conj(*xs: Symbolic) -> "Sym":
         return Sym(mk_and([lift(x) for x in xs]))
 
     @staticmethod
-    def disj(*xs: Any) -> "Sym":
+    def disj(*xs: Symbolic) -> "Sym":
         return Sym(mk_or([lift(x) for x in xs]))
 
     @staticmethod
-    def negate(x: Any) -> "Sym":
+    def negate(x: Symbolic) -> "Sym":
         return Sym(mk_not(lift(x)))
 
 
@@ -221,54 +233,54 @@ class Sym:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def _arith(self, other: Any, op: Any) -> "Sym":
+    def _arith(self, other: Symbolic, op: Binary) -> "Sym":
         return Sym(_note(op(self.z, lift(other))))
 
-    def __add__(self, o: Any) -> "Sym":
+    def __add__(self, o: Symbolic) -> "Sym":
         return self._arith(o, mk_add)
 
-    def __radd__(self, o: Any) -> "Sym":
+    def __radd__(self, o: Symbolic) -> "Sym":
         return Sym(_note(mk_add(lift(o), self.z)))
 
-    def __sub__(self, o: Any) -> "Sym":
+    def __sub__(self, o: Symbolic) -> "Sym":
         return self._arith(o, mk_sub)
 
-    def __rsub__(self, o: Any) -> "Sym":
+    def __rsub__(self, o: Symbolic) -> "Sym":
         return Sym(_note(mk_sub(lift(o), self.z)))
 
-    def __mul__(self, o: Any) -> "Sym":
+    def __mul__(self, o: Symbolic) -> "Sym":
         return self._arith(o, mk_mul)
 
-    def __rmul__(self, o: Any) -> "Sym":
+    def __rmul__(self, o: Symbolic) -> "Sym":
         return Sym(_note(mk_mul(lift(o), self.z)))
 
     def __neg__(self) -> "Sym":
         return Sym(_note(-self.z))
 
-    def __lt__(self, o: Any) -> "Sym":
+    def __lt__(self, o: Symbolic) -> "Sym":
         return Sym(mk_lt(self.z, lift(o)))
 
-    def __le__(self, o: Any) -> "Sym":
+    def __le__(self, o: Symbolic) -> "Sym":
         return Sym(mk_le(self.z, lift(o)))
 
-    def __gt__(self, o: Any) -> "Sym":
+    def __gt__(self, o: Symbolic) -> "Sym":
         return Sym(mk_gt(self.z, lift(o)))
 
-    def __ge__(self, o: Any) -> "Sym":
+    def __ge__(self, o: Symbolic) -> "Sym":
         return Sym(mk_ge(self.z, lift(o)))
 
-    def __eq__(self, o: Any) -> "Sym":  # type: ignore[override]
+    def __eq__(self, o: Symbolic) -> "Sym":  # type: ignore[override]
         return Sym(mk_eq(self.z, lift(o)))
 
-    def __ne__(self, o: Any) -> "Sym":  # type: ignore[override]
+    def __ne__(self, o: Symbolic) -> "Sym":  # type: ignore[override]
         return Sym(mk_ne(self.z, lift(o)))
 
-    def __and__(self, o: Any) -> "Sym":
+    def __and__(self, o: Symbolic) -> "Sym":
         return Sym(mk_and([self.z, lift(o)]))
 
     __rand__ = __and__
 
-    def __or__(self, o: Any) -> "Sym":
+    def __or__(self, o: Symbolic) -> "Sym":
         return Sym(mk_or([self.z, lift(o)]))
 
     __ror__ = __or__

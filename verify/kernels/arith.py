@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import z3
 
 from ..terms import _z3_cdiv, lift, mk_add, mk_eq, mk_ge, mk_gt, mk_ite, mk_le, mk_lt, mk_mul, mk_ne, mk_not, mk_sub
 from .bitwise import BITWISE, PY_BITWISE, integer_binary, invert, mask_binary
-from .values import Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, offset_parts, promote
+from .values import (Block, KernelValue, Lane, Operand, Pointer, Scalar, as_bool_term, as_int_term, as_scalar,
+                     offset_parts, promote)
 
 Note = Callable[..., None]
 """Receives an integer result and its element type (``evaluator.KernelRun.note``),
@@ -30,11 +31,11 @@ class KernelTypeError(TypeError):
     """An operation the kernel applies to values it does not accept."""
 
 
-def _c_div(a: Any, b: Any) -> Any:
+def _c_div(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     return _z3_cdiv(a, b.as_long() if z3.is_int_value(b) else b)
 
 
-def _c_mod(a: Any, b: Any) -> Any:
+def _c_mod(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     return mk_sub(a, mk_mul(b, _c_div(a, b)))
 
 
@@ -45,7 +46,10 @@ PY_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operato
           "!=": operator.ne, **PY_BITWISE}
 
 
-def lanewise(fn: Callable[..., Any], *xs: Any) -> Any:
+R = TypeVar("R")
+
+
+def lanewise(fn: Callable[..., R], *xs: KernelValue) -> R | Block:
     """Apply ``fn`` to scalars, or lane by lane when any argument is a block."""
     widths = {(len(x.lanes), x.width) for x in xs if isinstance(x, Block)}
     if not widths:
@@ -69,7 +73,7 @@ LANE: list[int] = []
 intermediate noted meanwhile belongs to (``evaluator.Intermediate.lane``)."""
 
 
-def times(a: Any, b: Any) -> Any:
+def times(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
     """``a * b`` without multiplying by a literal 0 or 1."""
     for x, y in ((a, b), (b, a)):
         if z3.is_int_value(x) and x.as_long() in (0, 1):
@@ -77,7 +81,7 @@ def times(a: Any, b: Any) -> Any:
     return mk_mul(a, b)
 
 
-def _linear(op: str, a: Scalar, b: Scalar, z: Any) -> tuple[tuple, Any]:
+def _linear(op: str, a: Scalar, b: Scalar) -> tuple[tuple, z3.ArithRef | None]:
     """The stride parts of ``a op b`` (for pointer offsets), when linear."""
     if not (a.lin or b.lin):
         return (), None
@@ -94,14 +98,14 @@ def _linear(op: str, a: Scalar, b: Scalar, z: Any) -> tuple[tuple, Any]:
     return (), None
 
 
-def binary(op: str, a: Any, b: Any, note: Note) -> Any:
+def binary(op: str, a: Operand, b: Operand, note: Note) -> Operand:
     """``a op b`` for an arithmetic, comparison or logical operator."""
     if isinstance(a, (bool, int)) and isinstance(b, (bool, int)):
         return PY_OPS[op](a, b)
     return lanewise(lambda x, y: _scalar_binary(op, x, y, note), a, b)
 
 
-def _scalar_binary(op: str, a: Any, b: Any, note: Note) -> Any:
+def _scalar_binary(op: str, a: Lane | int, b: Lane | int, note: Note) -> Scalar:
     if isinstance(a, Pointer) or isinstance(b, Pointer):
         raise KernelTypeError(f"operator {op} on a pointer outside pointer + offset")
     a, b = as_scalar(a), as_scalar(b)
@@ -116,17 +120,17 @@ def _scalar_binary(op: str, a: Any, b: Any, note: Note) -> Any:
     dtype = promote(a.dtype, b.dtype)
     z = INT_OPS[op](as_int_term(a), as_int_term(b))
     note(z, dtype)
-    lin, unit = _linear(op, a, b, z)
+    lin, unit = _linear(op, a, b)
     return Scalar(z, dtype, lin, unit)
 
 
-def unary(op: str, a: Any, note: Note) -> Any:
+def unary(op: str, a: Operand, note: Note) -> Operand:
     """``-a``, ``~a`` or ``not a``."""
     if isinstance(a, (bool, int)):
         return {"-": operator.neg, "~": operator.invert, "not": operator.not_}[op](a)
 
-    def one(x: Any) -> Scalar:
-        x = as_scalar(x)
+    def one(lane: Lane | int) -> Scalar:
+        x = as_scalar(lane)
         if op == "-":
             z = -as_int_term(x)
             dtype = promote(x.dtype, x.dtype)
@@ -141,13 +145,13 @@ def unary(op: str, a: Any, note: Note) -> Any:
     return lanewise(one, a)
 
 
-def where(c: Any, a: Any, b: Any) -> Any:
+def where(c: Operand, a: Operand, b: Operand) -> Operand:
     """``tl.where``: Triton types the result by promoting both branches."""
-    def one(cc: Any, x: Any, y: Any) -> Any:
+    def one(cc: Lane | int, a: Lane | int, b: Lane | int) -> Lane:
         cond = as_bool_term(as_scalar(cc))
-        if isinstance(x, Pointer) and isinstance(y, Pointer):
-            return merge_pointers(cond, x, y)
-        x, y = as_scalar(x), as_scalar(y)
+        if isinstance(a, Pointer) and isinstance(b, Pointer):
+            return merge_pointers(cond, a, b)
+        x, y = as_scalar(a), as_scalar(b)
         if x.dtype == y.dtype == "i1":
             return Scalar(mk_ite(cond, x.z, y.z), "i1")
         return Scalar(mk_ite(cond, as_int_term(x), as_int_term(y)), promote(x.dtype, y.dtype))
@@ -155,28 +159,29 @@ def where(c: Any, a: Any, b: Any) -> Any:
     return lanewise(one, c, a, b)
 
 
-def merge_pointers(cond: Any, x: Pointer, y: Pointer) -> Pointer:
+def merge_pointers(cond: z3.BoolRef, x: Pointer, y: Pointer) -> Pointer:
     if x.buffer != y.buffer or x.fixed != y.fixed:
         raise KernelTypeError(f"pointers into {x.buffer} and {y.buffer} merged by a branch")
     index = tuple(mk_ite(cond, lift(i), lift(j)) for i, j in zip(x.index, y.index))
     return Pointer(x.buffer, index, x.fixed, x.elem)
 
 
-def extremum(kind: str, a: Any, b: Any) -> Any:
+def scalar_extremum(kind: str, x: Scalar, y: Scalar) -> Scalar:
+    """The larger (``max``) or smaller (``min``) of two scalars, of their promoted type."""
+    xi, yi = as_int_term(x), as_int_term(y)
+    pick = mk_ge(xi, yi) if kind == "max" else mk_le(xi, yi)
+    return Scalar(mk_ite(pick, xi, yi), promote(x.dtype, y.dtype))
+
+
+def extremum(kind: str, a: Operand, b: Operand) -> Scalar | Block:
     """``tl.maximum`` / ``tl.minimum``."""
-    def one(x: Any, y: Any) -> Scalar:
-        x, y = as_scalar(x), as_scalar(y)
-        xi, yi = as_int_term(x), as_int_term(y)
-        pick = mk_ge(xi, yi) if kind == "max" else mk_le(xi, yi)
-        return Scalar(mk_ite(pick, xi, yi), promote(x.dtype, y.dtype))
-
-    return lanewise(one, a, b)
+    return lanewise(lambda x, y: scalar_extremum(kind, as_scalar(x), as_scalar(y)), a, b)
 
 
-def cast(x: Any, dtype: str, note: Note) -> Any:
+def cast(x: Operand, dtype: str, note: Note) -> Scalar | Block:
     """``x.to(dtype)`` between integer types: a narrowing cast must fit (noted)."""
-    def one(v: Any) -> Scalar:
-        v = as_scalar(v)
+    def one(lane: Lane | int) -> Scalar:
+        v = as_scalar(lane)
         if dtype == "i1":
             return Scalar(as_bool_term(v), "i1")
         z = as_int_term(v)

@@ -11,16 +11,22 @@ obligation.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import triton.language as tl
 import z3
 
-from ..terms import Sym, fresh_int, lift, mk_add, mk_and, mk_ite
-from .arith import cast, extremum, lanewise, where
-from .contracts import ABSENT, BufferArg, PointerTable, ScalarArg, StrideArg, StrideTable
+from ..terms import Sym, Symbolic, fresh_int, lift, mk_add, mk_and, mk_ite
+from .arith import cast, extremum, lanewise, scalar_extremum, where
+from .contracts import ABSENT, ArgumentRole, BufferArg, PointerTable, ScalarArg, StrideArg, StrideTable
 from .source import is_jit
-from .values import Address, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete, offset_parts
+from .values import (Address, Block, KernelValue, Lane, Operand, Pointer, Scalar, as_bool_term, as_int_term, as_scalar,
+                     concrete, offset_parts)
+
+if TYPE_CHECKING:
+    from .contracts import LaneSample
+    from .evaluator import Activation, KernelRun
 
 DTYPES = {tl.int1: "i1", tl.int32: "i32", tl.int64: "i64"}
 
@@ -37,7 +43,11 @@ class PointerType:
         self.elem = elem
 
 
-def argument_value(run: Any, role: Any) -> Any:
+Dtype: TypeAlias = "str | PointerType"
+"""A cast's target: an integer element type (``i1``, ``i32``, ``i64``) or a pointer type."""
+
+
+def argument_value(run: KernelRun, role: ArgumentRole) -> KernelValue:
     """The value a kernel parameter holds in this launch."""
     if role is ABSENT:
         return None
@@ -56,17 +66,16 @@ def argument_value(run: Any, role: Any) -> Any:
     raise TypeError(f"unknown argument role {role!r}")
 
 
-def _roles(run: Any) -> dict[str, Any]:
+def _roles(run: KernelRun) -> dict[str, PointerTable | StrideTable]:
     return {r.name: r for r in run.launch.args if isinstance(r, (PointerTable, StrideTable))}
 
 
-def pointer_add(run: Any, ptr: Any, offset: Any) -> Any:
+def pointer_add(run: KernelRun, ptr: Operand, offset: Operand) -> Pointer | Block:
     """``ptr + offset``: the offset's stride parts move their dimensions, the rest the innermost."""
-    def one(p: Any, o: Any) -> Pointer:
-        if not isinstance(p, Pointer) or isinstance(o, Pointer):
+    def one(p: Lane | int, lane: Lane | int) -> Pointer:
+        if not isinstance(p, Pointer) or isinstance(lane, Pointer):
             raise TypeError("pointer + pointer, or an offset added to a non-pointer block lane")
-        o = as_scalar(o)
-        scaled, unit = offset_parts(o)
+        scaled, unit = offset_parts(as_scalar(lane))
         index = list(p.index)
         for (buffer, dim), count in scaled.items():
             if buffer != p.buffer or dim < p.fixed or dim >= len(index):
@@ -81,7 +90,7 @@ def pointer_add(run: Any, ptr: Any, offset: Any) -> Any:
     return lanewise(one, ptr, offset)
 
 
-def plus(a: Any, b: Any) -> Any:
+def plus(a: Symbolic, b: Symbolic) -> z3.ArithRef:
     """``a + b`` without a ``0 +`` (pointer bases start at entry 0)."""
     a, b = lift(a), lift(b)
     if z3.is_int_value(a) and a.as_long() == 0:
@@ -91,17 +100,17 @@ def plus(a: Any, b: Any) -> Any:
     return mk_add(a, b)
 
 
-def both(*terms: Any) -> Any:
+def both(*terms: Symbolic) -> z3.BoolRef:
     """The conjunction of the terms that are not literally true."""
     rest = [lift(t) for t in terms if not z3.is_true(lift(t))]
     return rest[0] if len(rest) == 1 else mk_and(rest)
 
 
-def _syms(index: tuple) -> tuple:
+def _syms(index: tuple) -> tuple[Sym, ...]:
     return tuple(Sym(lift(i)) for i in index)
 
 
-def _mask_term(mask: Any) -> Any:
+def _mask_term(mask: Lane | int | None) -> z3.BoolRef:
     if mask is None:
         return lift(True)
     if isinstance(mask, (bool, int)):
@@ -109,19 +118,20 @@ def _mask_term(mask: Any) -> Any:
     return as_bool_term(as_scalar(mask))
 
 
-def _log(run: Any, count_before: int) -> None:
+def _log(run: KernelRun, count_before: int) -> None:
     for i in range(count_before, len(run.mem.accesses)):
         run.where[i] = (run.file, run.line)
 
 
-def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) -> Any:
+def load(run: KernelRun, frame: Activation, ptr: KernelValue, mask: KernelValue = None,
+         other: KernelValue = None) -> Scalar | Block:
     """``tl.load``: one guarded read per lane."""
     if ptr is None:
         raise TypeError("tl.load through a None argument")
 
     lanes: list[int] = []
 
-    def one(p: Any, m: Any, o: Any) -> Scalar:
+    def one(p: Lane | int, m: Lane | int | None, o: Lane | int | None) -> Scalar:
         if not isinstance(p, Pointer):
             raise TypeError(f"tl.load of a {type(p).__name__}, not a pointer")
         if run.launch.lanes is not None and p.buffer in block_written(run):
@@ -139,7 +149,7 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
         if isinstance(role, StrideTable):
             value = lift(role.value(Sym(lift(p.index[0]))))
             return Scalar(value, "i64", lin=(((role.buffer, role.dim), lift(1)),), unit=lift(0))
-        value = run.mem.accesses[before].value.z
+        value = lift(run.mem.accesses[before].value)
         fallback = as_scalar(o) if o is not None else undefined(p.elem)
         if p.elem == "i1":
             value = z3.Not(value == 0)
@@ -152,7 +162,7 @@ def load(run: Any, frame: Any, ptr: Any, mask: Any = None, other: Any = None) ->
     return value
 
 
-def block_written(run: Any) -> set[str]:
+def block_written(run: KernelRun) -> set[str]:
     """The buffers a store through a block of pointers wrote so far."""
     return {run.mem.accesses[i].buffer for lanes in run.block_stores for i in lanes}
 
@@ -163,7 +173,7 @@ def undefined(dtype: str) -> Scalar:
     return Scalar(z != 0 if dtype == "i1" else z, dtype)
 
 
-def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
+def store(run: KernelRun, frame: Activation, ptr: KernelValue, value: KernelValue, mask: KernelValue = None) -> None:
     """``tl.store``: one guarded write per lane, in lane order."""
     if ptr is None:
         raise TypeError("tl.store through a None argument")
@@ -171,10 +181,10 @@ def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
         raise TypeError("tl.store of a block value or mask through a scalar pointer (Triton rejects it)")
     lanes: list[int] = []
 
-    def one(p: Any, v: Any, m: Any) -> None:
+    def one(p: Lane | int, lane: Lane | int | None, m: Lane | int | None) -> None:
         if not isinstance(p, Pointer):
             raise TypeError(f"tl.store to a {type(p).__name__}, not a pointer")
-        v = as_scalar(v)
+        v = as_scalar(lane)
         if p.elem == "i1":
             z = mk_ite(as_bool_term(v), lift(1), lift(0))
         else:
@@ -192,7 +202,7 @@ def store(run: Any, frame: Any, ptr: Any, value: Any, mask: Any = None) -> None:
         run.block_stores.append(lanes)
 
 
-def arange(start: Any, end: Any, sample: Any = None) -> Block:
+def arange(start: KernelValue, end: KernelValue, sample: LaneSample | None = None) -> Block:
     """``tl.arange``: every lane, or with ``sample`` (a ``contracts.LaneSample``
     of the block's width, starting at 0) the sampled lanes only."""
     lo, hi = concrete(start), concrete(end)
@@ -210,7 +220,7 @@ promise for one reduction (the witness: a lane beside those the claims are
 about, ``verify.kernels.blocked.claimed``)."""
 
 
-def sampled_extremum(run: Any, kind: str, x: Block, *args: Any, **kwargs: Any) -> Scalar:
+def sampled_extremum(run: KernelRun, kind: str, x: Block, *args: KernelValue, **kwargs: KernelValue) -> Scalar:
     """``tl.max``/``tl.min`` over sampled lanes: the extremum of the sampled
     lanes, which is the block's when the sample is every lane (in some
     order) or the lane attaining it is sampled. A sample of a wider block is
@@ -228,7 +238,7 @@ def sampled_extremum(run: Any, kind: str, x: Block, *args: Any, **kwargs: Any) -
     return reduce_extremum(kind, Block(x.lanes), *args, **kwargs)
 
 
-def _scan(run: Any, x: Any, axis: Any, total: bool) -> Any:
+def _scan(run: KernelRun, x: KernelValue, axis: KernelValue, total: bool) -> Scalar | Block:
     if not isinstance(x, Block) or axis not in (0, None):
         raise TypeError("tl.cumsum/tl.sum over something other than axis 0 of a 1-D block")
     if x.width is not None:
@@ -243,8 +253,8 @@ def _scan(run: Any, x: Any, axis: Any, total: bool) -> Any:
     return out[-1] if total else Block(tuple(out))
 
 
-def reduce_extremum(kind: str, x: Any, axis: Any = None, return_indices: Any = False,
-                    keep_dims: Any = False) -> Scalar:
+def reduce_extremum(kind: str, x: KernelValue, axis: KernelValue = None, return_indices: KernelValue = False,
+                    keep_dims: KernelValue = False) -> Scalar:
     """``tl.max`` / ``tl.min`` of a 1-D block along axis 0: the largest
     (smallest) lane, of the lanes' element type. A scalar reduces to itself."""
     if axis not in (0, None) or return_indices or keep_dims:
@@ -256,15 +266,15 @@ def reduce_extremum(kind: str, x: Any, axis: Any = None, return_indices: Any = F
         raise TypeError(f"tl.{kind} of an empty or boolean block")
     best = lanes[0]
     for v in lanes[1:]:
-        best = extremum(kind, best, v)
+        best = scalar_extremum(kind, best, v)
     return best
 
 
-def sort(x: Any, dim: Any = None, descending: Any = False) -> Block:
+def sort(x: KernelValue, dim: KernelValue = None, descending: KernelValue = False) -> Block:
     """``tl.sort`` of a 1-D block along its only dimension: the lanes in
     ascending (``descending``: descending) order, by an odd-even
     transposition network of ``len`` rounds (each a compare-exchange of
-    neighbours, :func:`extremum`), which sorts any input."""
+    neighbours, :func:`scalar_extremum`), which sorts any input."""
     if not isinstance(x, Block) or dim not in (0, -1, None):
         raise TypeError("tl.sort other than along the only dimension of a 1-D block")
     if x.width is not None:
@@ -276,17 +286,17 @@ def sort(x: Any, dim: Any = None, descending: Any = False) -> Block:
     for r in range(len(lanes)):
         for i in range(r % 2, len(lanes) - 1, 2):
             a, b = lanes[i], lanes[i + 1]
-            lanes[i], lanes[i + 1] = extremum(low, a, b), extremum(high, a, b)
+            lanes[i], lanes[i + 1] = scalar_extremum(low, a, b), scalar_extremum(high, a, b)
     return Block(tuple(lanes))
 
 
-def zeros_like(x: Any) -> Any:
+def zeros_like(x: Operand) -> Scalar | Block:
     """``tl.zeros_like``: zero in every lane, of each lane's element type."""
     return lanewise(lambda v: Scalar(lift(0), as_scalar(v).dtype) if as_scalar(v).dtype != "i1"
                     else Scalar(lift(False), "i1"), x)
 
 
-def loop_bounds(run: Any, it: ast.expr, frame: Any) -> tuple[Any, Any, int]:
+def loop_bounds(run: KernelRun, it: ast.expr, frame: Activation) -> tuple[KernelValue, KernelValue, int]:
     """``(lo, hi, step)`` of ``range``, ``tl.range`` or ``tl.static_range``."""
     if not isinstance(it, ast.Call):
         raise run.unsupported(f"for over {ast.unparse(it)}", it)
@@ -300,27 +310,30 @@ def loop_bounds(run: Any, it: ast.expr, frame: Any) -> tuple[Any, Any, int]:
     elif len(args) in (2, 3):
         lo, hi = args[0], args[1]
         if len(args) == 3:
-            step = concrete(args[2])
-            if step is None or step < 1:
+            given = concrete(args[2])
+            if given is None or given < 1:
                 raise run.unsupported("a loop step that is not a positive constexpr", it)
+            step = given
     else:
         raise run.unsupported(f"{ast.unparse(it.func)} with {len(args)} arguments", it)
     return lo, hi, step
 
 
-def _dtype(x: Any) -> Any:
-    if isinstance(x, PointerType):
-        return x
+def _dtype(x: object) -> Dtype:
+    return x if isinstance(x, PointerType) else _element(x)
+
+
+def _element(x: object) -> str:
     if x in DTYPES:
         return DTYPES[x]
     raise TypeError(f"cast to {x!r} (supported: int1, int32, int64, pointer_type(int32/int64))")
 
 
-def to(run: Any, value: Any, dtype: Any) -> Any:
+def to(run: KernelRun, value: Operand, dtype: object) -> Operand:
     """``value.to(dtype)`` / ``tl.cast(value, dtype)``."""
     target = _dtype(dtype)
     if isinstance(target, PointerType):
-        def one(v: Any) -> Pointer:
+        def one(v: Lane | int) -> Pointer:
             if not isinstance(v, Scalar) or v.address is None:
                 raise TypeError("an integer cast to a pointer that is not an entry of a pointer table")
             a = v.address
@@ -330,7 +343,7 @@ def to(run: Any, value: Any, dtype: Any) -> Any:
     return cast(value, target, run.note)
 
 
-def call(run: Any, e: ast.Call, frame: Any) -> Any:
+def call(run: KernelRun, e: ast.Call, frame: Activation) -> object:
     """Evaluate a call: a builtin, a method of a value, or an inlined jit function."""
     fn = run._expr(e.func, frame)
     args = [run._expr(a, frame) for a in e.args]
@@ -343,7 +356,7 @@ def call(run: Any, e: ast.Call, frame: Any) -> Any:
         raise run.unsupported(str(err), e) from err
 
 
-def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: dict) -> Any:
+def _dispatch(run: KernelRun, frame: Activation, e: ast.Call, fn: object, args: list, kwargs: dict) -> object:
     if isinstance(fn, tuple) and len(fn) == 3 and fn[0] == "method":
         _, value, name = fn
         if name == "to":
@@ -353,11 +366,14 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
         return run.inline(fn, args, kwargs, e)
     if fn is tl.program_id:
         axis = concrete(args[0] if args else kwargs["axis"])
+        if axis is None:
+            raise TypeError("tl.program_id of an axis that is not a constexpr")
         return Scalar(lift(run.launch.program_ids[axis]), "i32")
     if fn is tl.load:
         return load(run, frame, *args, **kwargs)
     if fn is tl.store:
-        return store(run, frame, *args, **kwargs)
+        store(run, frame, *args, **kwargs)
+        return None
     if fn is tl.where:
         return where(*args)
     if fn is tl.maximum:
@@ -382,7 +398,7 @@ def _dispatch(run: Any, frame: Any, e: ast.Call, fn: Any, args: list, kwargs: di
     if fn is tl.cast:
         return to(run, args[0], args[1] if len(args) > 1 else kwargs["dtype"])
     if fn is tl.pointer_type:
-        return PointerType(_dtype(args[0]))
+        return PointerType(_element(args[0]))
     if fn is tl.static_assert:
         return None
     name = getattr(fn, "__name__", repr(fn))

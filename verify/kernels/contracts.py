@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
+
+from ..terms import Sym, Symbolic
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class StrideArg:
 
     buffer: str
     dim: int
-    value: Any
+    value: Symbolic
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class PointerTable:
 
     name: str
     buffer: str
-    start: Callable[[Any], tuple]
+    start: Callable[[Sym], tuple]
     fixed: int
     elem: str = "i32"
 
@@ -57,19 +59,22 @@ class StrideTable:
     name: str
     buffer: str
     dim: int
-    value: Callable[[Any], Any]
+    value: Callable[[Sym], Symbolic]
 
 
 @dataclass(frozen=True)
 class ScalarArg:
     """A plain integer argument."""
 
-    value: Any
+    value: Symbolic
     dtype: str = "i32"
 
 
 ABSENT = None
 """A parameter the launch passes as ``None`` (an optional table left out)."""
+
+ArgumentRole: TypeAlias = "BufferArg | StrideArg | PointerTable | StrideTable | ScalarArg | int | None"
+"""What a kernel parameter is bound to in a launch: a role above, a constant, or :data:`ABSENT`."""
 
 
 @dataclass(frozen=True)

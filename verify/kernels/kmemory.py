@@ -11,19 +11,17 @@ follow one of those stores is refused, as in the spec.
 
 from __future__ import annotations
 
-from typing import Any
-
 import z3
 
 from ..memory import SymbolicMemory
-from ..terms import lift
+from ..terms import Sym, Symbolic, lift
 
 
 class OverlappingLoopRead(RuntimeError):
     """A read that may see a store of an earlier loop iteration family."""
 
 
-def disjoint(a: Any, b: Any) -> bool:
+def disjoint(a: Symbolic, b: Symbolic) -> bool:
     """No assignment makes both guards true (a quick Z3 check)."""
     s = z3.Solver()
     s.set("timeout", 2000)
@@ -34,7 +32,7 @@ def disjoint(a: Any, b: Any) -> bool:
 class KernelMemory(SymbolicMemory):
     """``SymbolicMemory`` that admits reads on paths disjoint from earlier loop stores."""
 
-    def load(self, buffer: str, index: tuple, guard: Any = True, other: Any = 0) -> Any:
+    def load(self, buffer: str, index: tuple, guard: Symbolic = True, other: Symbolic = 0) -> Sym:
         if buffer in self._family_written:
             g = self._guard(guard)
             for w in self.writes:

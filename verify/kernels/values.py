@@ -11,12 +11,16 @@
 Python ints and bools stand for constexprs and literals until they meet a
 tensor, where Triton types them: a bool is ``i1``, an int is ``i32`` when it
 fits, else ``i64``.
+
+The aliases below name what an operation takes: a :data:`Lane` (one lane's
+value), an :data:`Operand` (a lane, a block or a constant) and a
+:data:`KernelValue` (an operand, or ``None`` for an absent argument).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 import z3
 
@@ -42,12 +46,12 @@ class Address:
 class Scalar:
     """One typed value: ``z`` is a Z3 Bool for ``i1``, an Int otherwise."""
 
-    z: Any
+    z: z3.ExprRef
     dtype: str
     lin: tuple = ()
     """``((buffer, dim), count)`` pairs: this value holds ``count`` times
     ``buffer``'s stride along ``dim``, plus ``unit``."""
-    unit: Any = None
+    unit: z3.ArithRef | None = None
     address: Address | None = None
 
 
@@ -71,14 +75,27 @@ class Block:
     ``width`` lanes and ``lanes`` are the sampled ones (``contracts.LaneSample``)."""
 
 
-def literal_dtype(x: Any) -> str:
+Lane: TypeAlias = "Scalar | Pointer"
+"""One lane's value: what a block holds in each lane, and a scalar tensor."""
+
+Constant: TypeAlias = int
+"""A constexpr or literal: a Python int or bool (``bool`` is an ``int``)."""
+
+Operand: TypeAlias = "Lane | Block | Constant"
+"""What an operator or builtin takes: a lane's value, a block of lanes, or a constant."""
+
+KernelValue: TypeAlias = "Operand | None"
+"""A parameter's value in a launch: an operand, or None for an argument the launch leaves out."""
+
+
+def literal_dtype(x: Constant) -> str:
     if isinstance(x, bool):
         return "i1"
     lo, hi = RANGES["i32"]
     return "i32" if lo <= x <= hi else "i64"
 
 
-def as_scalar(x: Any) -> Scalar:
+def as_scalar(x: KernelValue) -> Scalar:
     """A Python constant typed as Triton types a literal; Scalars pass through."""
     if isinstance(x, Scalar):
         return x
@@ -107,12 +124,12 @@ def promote(a: str, b: str) -> str:
     return "i32" if out == "i1" else out
 
 
-def offset_parts(s: Scalar) -> tuple[dict, Any]:
+def offset_parts(s: Scalar) -> tuple[dict[tuple[str, int], z3.ArithRef], z3.ArithRef]:
     """``(scaled, unit)``: the stride counts of ``s`` by (buffer, dim), and the rest."""
     return dict(s.lin), (s.unit if s.lin else as_int_term(s))
 
 
-def concrete(x: Any) -> int | bool | None:
+def concrete(x: KernelValue) -> int | bool | None:
     """The Python value of a constant, or None when it is symbolic."""
     if isinstance(x, (bool, int)):
         return x
