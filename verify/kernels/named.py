@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -37,19 +37,25 @@ from replayssm.spec import model_choices as choices
 from replayssm.spec.boundary import mamba_state_copy_boundary
 from replayssm.spec.generations.contract import LaunchClause, LaunchContract, RowView
 from replayssm.spec.generations.roles import MIGRATION_ROW, POSTPROCESS_ROW, GenerationRole, RoleLaunch, Step
-from replayssm.spec.geometry import Conventions
+from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import conj, disj, implies, ite
 
-from ..scenarios import GEOMETRIES, memory_facts, migration_case, postprocess_case
-from ..terms import lift
+from ..memory import SymbolicMemory
+from ..obligation import Claim
+from ..scenarios import GEOMETRIES, MigrationCase, PostprocessCase, Sizes, memory_facts, migration_case, postprocess_case
+from ..terms import Fact, Sym, Symbolic, lift
 from .cases import KernelCase, per_group_tables
-from .contracts import ABSENT, BufferArg, PointerTable, ProgramLaunch, ScalarArg, StrideArg
+from .contracts import ABSENT, ArgumentRole, BufferArg, PointerTable, ProgramLaunch, ScalarArg, StrideArg
 from .evaluator import run_program
 from .kmemory import KernelMemory
 from .registry import REFERENCE_CONTRACT, exclusive_live_slots
 from .roles import Frame, KernelRole, Replay
 from .source import is_constexpr, source_of
+
+if TYPE_CHECKING:
+    from .playback import ReplayView
+    from .source import Jit
 
 PER_ROW = ("idx_mapping", "query_metadata", "num_computed_tokens", "num_accepted_tokens", "live_cols", "src_cols",
            "dst_cols", "materialize_src_cols", "materialize_dst_cols", "materialize_token_counts",
@@ -72,7 +78,7 @@ def _conventions(contract: RoleLaunch) -> list[Conventions]:
             and (contract.post_step or not c.post_step)]
 
 
-def _small() -> list[tuple[str, Any]]:
+def _small() -> list[tuple[str, Geometry]]:
     """The small geometries (a serial loop over rows unrolls ``MAX_NUM_REQS`` times)."""
     return [(n, g) for n, g in GEOMETRIES.items() if g.max_num_reqs <= 8]
 
@@ -94,7 +100,7 @@ def postprocess_variants(contract: RoleLaunch, launched: Callable[[Conventions],
             for i, c in enumerate(dict.fromkeys(picks))]
 
 
-def _shapes(spec_mem: Any, geo: Any) -> dict:
+def _shapes(spec_mem: SymbolicMemory, geo: Geometry) -> dict:
     sz_groups = spec_mem.shapes["block_table"][0]
     shapes = dict(spec_mem.shapes)
     extent = {"rows": geo.max_num_reqs, "groups": sz_groups, "groups+1": sz_groups + 1}
@@ -103,7 +109,8 @@ def _shapes(spec_mem: Any, geo: Any) -> dict:
     return shapes
 
 
-def _argument(name: str, contract: RoleLaunch, spec_mem: Any, geo: Any, sizes: Any, group: Any) -> Any:
+def _argument(name: str, contract: RoleLaunch, spec_mem: SymbolicMemory, geo: Geometry, sizes: Sizes,
+              group: Sym) -> ArgumentRole:
     """What parameter ``name`` holds in this launch (a contract role)."""
     name = contract.inputs.get(name, name)
     group_scope = contract.scope.per_group
@@ -138,7 +145,7 @@ def _argument(name: str, contract: RoleLaunch, spec_mem: Any, geo: Any, sizes: A
     raise ValueError(f"no caller provides parameter {name!r}")
 
 
-def constexprs(conv: Conventions, geo: Any, layers: int) -> dict[str, Any]:
+def constexprs(conv: Conventions, geo: Geometry, layers: int) -> dict[str, int]:
     """Every constexpr any generation takes, by name (``review/harness.py``'s namespace)."""
     return {**conv.as_constexprs(), "QUERY_IS_CUMULATIVE": conv.cumulative, "NUM_COMPUTED_IS_AFTER": conv.post_step,
             "MAMBA_BLOCK_SIZE": geo.block_size, "LOGICAL_WINDOW": geo.window, "RING_BUFFER_LEN": geo.ring_len,
@@ -147,7 +154,7 @@ def constexprs(conv: Conventions, geo: Any, layers: int) -> dict[str, Any]:
             "NUM_RAND_SEEDS": 1, "NUM_LAYERS": layers, "MAX_LAYERS_PER_GROUP": layers}
 
 
-def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, Any]]:
+def caller_vectors(c: PostprocessCase, mem: SymbolicMemory, geo: Geometry, align: bool) -> list[Fact]:
     """The generation-only vectors at the program's row as the caller computes
     them (``review/arguments.py``): the prefix snapshot's live column,
     destination column and token count in align mode when the step crosses a
@@ -164,7 +171,8 @@ def caller_vectors(c: Any, mem: Any, geo: Any, align: bool) -> list[tuple[str, A
         (choices.CALLER_PASSES_PRE_STEP_COUNT.name, mem.initial("num_computed_before", (g.req,)) == g.computed_before)]
 
 
-def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, per_group: bool) -> list[tuple[str, Any]]:
+def group_facts(mem: SymbolicMemory, geo: Geometry, sizes: Sizes, group: Sym, layers: int,
+                per_group: bool) -> list[Fact]:
     """The group's layer count and tables as the caller lays them out (``per_group``: one launch per group)."""
     n, base = mem.initial("num_layers", (group,)), mem.initial("packed_base", (group,))
     # the group's rows of the [layer, batch] tables: the spec states it where it reads the base, the
@@ -179,7 +187,7 @@ def group_facts(mem: Any, geo: Any, sizes: Any, group: Any, layers: int, per_gro
             (choices.TRACKER_CAPACITIES_ARE_TRACKER_LENGTHS.name, mem.initial("tracker_capacities", (group,)) == sizes.num_slots)]
 
 
-def read_facts(mem: Any, sizes: Any) -> list[tuple[str, Any]]:
+def read_facts(mem: SymbolicMemory, sizes: Sizes) -> list[Fact]:
     """Caller assumptions at the generation-only vectors the kernel read."""
     out = []
     for r in mem.reads:
@@ -195,7 +203,7 @@ ROW_INPUT_FACTS = (env.COLUMNS_IN_TABLE.name, env.IDX_MAPPING_IN_RANGE.name)
 index): a padding row's entries are stale, so a padding program assumes none."""
 
 
-def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple,
+def padding_case(contract: RoleLaunch, role: str, jit: Jit, label: str, params: tuple,
                  beside: KernelCase | None = None, clauses: tuple[LaunchClause, ...] = ()) -> KernelCase:
     """A padding program of ``jit``: row ``num_reqs <= batch < max_num_reqs`` of a
     group, over the same symbolic memory as :func:`named_case`, with the launch's
@@ -220,8 +228,8 @@ def padding_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: 
                    cover=padding, padding=True, show={"batch": batch, "group": group, "num_reqs": sz.num_reqs})
 
 
-def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, program: str = "p",
-               spec: Any = None, clauses: tuple[LaunchClause, ...] = ()) -> KernelCase:
+def named_case(contract: RoleLaunch, role: str, jit: Jit, label: str, params: tuple, program: str = "p",
+               spec: ScenarioCase | None = None, clauses: tuple[LaunchClause, ...] = ()) -> KernelCase:
     """One program of ``jit`` for row ``batch_<program>`` of group ``group_<program>``, under the
     generation's launch-contract row ``clauses`` too (``spec/generations/contract.py``)."""
     conv, geo, layers = params
@@ -245,7 +253,7 @@ def named_case(contract: RoleLaunch, role: str, jit: Any, label: str, params: tu
                       {**conv.as_constexprs(), "geometry": geo, "layers": layers}, row=(batch, group))
 
 
-def commits_live_slot(case: KernelCase) -> Any:
+def commits_live_slot(case: KernelCase) -> Sym:
     """The rows whose live slot the caller keeps exclusive: decode rows, and a
     one-token prefill continuation, which vLLM's Mamba forward runs as a decode
     from the prior state (and the generations' kernels commit as one)."""
@@ -253,7 +261,7 @@ def commits_live_slot(case: KernelCase) -> Any:
     return disj(t.decode, conj(t.prefill, g.query_len == 1, g.computed_before > 0))
 
 
-def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[tuple[str, Any]]:
+def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[Fact]:
     """``fresh_distinct_destinations`` between two rows of one group that move
     their live column (``src_cols`` to ``dst_cols``, both columns of the row's
     block-table entries), as the migration's race claim states it."""
@@ -274,13 +282,13 @@ def fresh_destinations(p: KernelCase, q: KernelCase, pad: int) -> list[tuple[str
     return out
 
 
-def second_program(contract: RoleLaunch, params: tuple, p: KernelCase) -> Any:
+def second_program(contract: RoleLaunch, params: tuple, p: KernelCase) -> ScenarioCase:
     """The spec scenario of a program ``q`` over ``p``'s arrays and sizes (another program of its launch)."""
     conv, geo, _ = params
     return SCENARIOS[contract.step].case(conv, geo, "q", p.spec.mem.arrays, p.spec.sizes)
 
 
-def named_pair(contract: RoleLaunch, role: str, jit: Any, label: str, params: tuple, p: KernelCase,
+def named_pair(contract: RoleLaunch, role: str, jit: Jit, label: str, params: tuple, p: KernelCase,
                clauses: tuple[LaunchClause, ...] = ()) -> tuple:
     """A second program ``q`` of the same launch over ``p``'s arrays and sizes, with the spec's race assumptions."""
     geo = params[1]
@@ -297,7 +305,7 @@ def named_pair(contract: RoleLaunch, role: str, jit: Any, label: str, params: tu
     return p, q, spec_claim.assumptions + facts, spec_claim.cover
 
 
-def prepare_named(contract: RoleLaunch, jit: Any, v: Any) -> tuple:
+def prepare_named(contract: RoleLaunch, jit: Jit, v: ReplayView) -> tuple:
     """The replayed launch of group 0 (group scope) or of the model, every parameter bound by name."""
     import torch
 
@@ -392,54 +400,62 @@ def named_role(role: GenerationRole, generation: str, launches: LaunchContract =
                                                                       clauses)) if contract.padded else None)
 
 
-def _postprocess_race() -> Callable[..., Any]:
+def _postprocess_race() -> Callable[[str, PostprocessCase, PostprocessCase], Claim]:
     from ..postprocess_proofs import _race_claim
 
     return _race_claim
 
 
-def _migration_race() -> Callable[..., Any]:
+def _migration_race() -> Callable[[str, MigrationCase, MigrationCase], Claim]:
     from ..migration_proofs import race_claim
 
     return race_claim
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """What the programs of a role are built on, for the caller's step they are one row of."""
+ScenarioCase = PostprocessCase | MigrationCase
+"""The spec scenario of one program of a caller step (``verify.scenarios``)."""
 
-    case: Callable[[Conventions, Any, str, Any, Any], Any]
+C = TypeVar("C", PostprocessCase, MigrationCase)
+
+
+@dataclass(frozen=True)
+class Scenario(Generic[C]):
+    """What the programs of a role are built on, for the caller's step they are one row of
+    (``C``: the step's spec scenario)."""
+
+    case: Callable[[Conventions, Geometry, str, dict | None, Sizes | None], C]
     """``case(conv, geo, program, arrays, sizes)``: the spec scenario of one program (arrays and sizes
     None: fresh ones)."""
-    row: Callable[[Any], tuple]
+    row: Callable[[C], tuple[Sym, Sym]]
     """``(batch, group)`` of a spec scenario."""
     variants: Callable[[RoleLaunch, Callable[[Conventions], bool]], list[tuple[str, tuple]]]
     """``variants(launch, launched)``: the constexpr variants proved, of those the host launches."""
-    req: Callable[[Any], Any]
+    req: Callable[[C], Sym]
     """The request index of a spec scenario's row (negative: a padded row)."""
-    caller_facts: Callable[[Any, Any, Any, Conventions], list[tuple[str, Any]]]
+    caller_facts: Callable[[C, SymbolicMemory, Geometry, Conventions], list[Fact]]
     """The caller's generation-only vectors at the program's row (``caller_facts(c, mem, geo, conv)``)."""
-    cover: Callable[[Any, Conventions], Any]
+    cover: Callable[[C, Conventions], Symbolic]
     """The non-vacuity witness's condition."""
-    race: Callable[[], Callable[..., Any]]
+    race: Callable[[], Callable[[str, C, C], Claim]]
     """The spec's race claim between two programs (imported when used: the proofs' modules import this one)."""
-    pair_facts: Callable[[KernelCase, KernelCase], list[tuple[str, Any]]]
+    pair_facts: Callable[[KernelCase, KernelCase], list[Fact]]
     """What the caller keeps apart between two rows beyond the spec's race assumptions."""
 
 
-SCENARIOS: dict[Step, Scenario] = {
-    POSTPROCESS_ROW: Scenario(
+SCENARIOS: dict[Step, Scenario[Any]] = {
+    POSTPROCESS_ROW: Scenario[PostprocessCase](
         case=lambda conv, geo, program, arrays, sizes: postprocess_case(conv, geo, program=program)
         if arrays is None else postprocess_case(conv, geo, program=program, arrays=arrays, sizes=sizes),
         row=lambda c: (c.trace.batch, c.trace.group), variants=postprocess_variants, req=lambda c: c.ghost.req,
         caller_facts=lambda c, mem, geo, conv: caller_vectors(c, mem, geo, conv.materialize_prefixes),
         cover=lambda c, conv: c.trace.wants_materialize if conv.materialize_prefixes else c.trace.decode,
         race=_postprocess_race, pair_facts=lambda p, q: exclusive_live_slots(p, q, commits_live_slot)),
-    MIGRATION_ROW: Scenario(
+    MIGRATION_ROW: Scenario[MigrationCase](
         case=lambda conv, geo, program, arrays, sizes: migration_case(conv.has_idx_mapping, geo, program=program)
         if arrays is None else migration_case(conv.has_idx_mapping, geo, program=program, arrays=arrays, sizes=sizes),
         row=lambda c: (c.batch, c.group), variants=migration_variants, req=lambda c: c.trace.req,
         caller_facts=lambda c, mem, geo, conv: [],
         cover=lambda c, conv: c.trace.changed, race=_migration_race, pair_facts=lambda p, q: []),
 }
-"""Each caller step's scenario, by the step record a role's launch names."""
+"""Each caller step's scenario, by the step record a role's launch names (``Any``: which scenario, so
+which case type, a role's step picks is known at run time only)."""

@@ -34,18 +34,30 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from replayssm.spec.geometry import Conventions, Geometry
 from replayssm.spec.launch import allocate, compact_launch, migrate_launch, next_power_of_2, postprocess_launch
 from replayssm.spec.memory import MemoryFault, ValueOverflow
 
 from .frame import FrameViolation, replay_violations
+from .roles import KernelRole, Registry
+
+if TYPE_CHECKING:
+    import torch
+    from triton.runtime.interpreter import TensorHandle
+
+    from replayssm.base.host_faults import TargetFault, TargetGone
+    from replayssm.base.remote import RemoteModule
+
+    from .source import Jit
 
 GUARD = 8
 """Guard elements around each buffer and after each block-table row."""
@@ -97,34 +109,34 @@ class PlaybackArena:
 
     def __init__(self) -> None:
         self.regions: list[tuple[int, int, int, str]] = []
-        self.tensors: list[Any] = []
+        self.tensors: list[torch.Tensor] = []
 
-    def _region(self, tensor: Any, name: str) -> None:
+    def _region(self, tensor: torch.Tensor, name: str) -> None:
         start = tensor.data_ptr()
         self.regions.append((start, start + tensor.numel() * tensor.element_size(), tensor.element_size(), name))
 
-    def flat(self, name: str, values: Any, dtype: Any) -> Any:
+    def flat(self, name: str, values: npt.ArrayLike, dtype: torch.dtype) -> torch.Tensor:
         import torch
 
-        values = np.asarray(values).reshape(-1)
+        entries = np.asarray(values).reshape(-1)
         fill = False if dtype == torch.bool else POISON
-        big = torch.full((values.size + 2 * GUARD,), fill, dtype=dtype)
+        big = torch.full((entries.size + 2 * GUARD,), fill, dtype=dtype)
         self.tensors.append(big)
-        view = big[GUARD:GUARD + values.size]
-        view.copy_(torch.from_numpy(values.astype(np.bool_ if dtype == torch.bool else np.int64)).to(dtype))
+        view = big[GUARD:GUARD + entries.size]
+        view.copy_(torch.from_numpy(entries.astype(np.bool_ if dtype == torch.bool else np.int64)).to(dtype))
         self._region(view, name)
         return view
 
-    def rows(self, name: str, values: Any) -> Any:
+    def rows(self, name: str, values: npt.ArrayLike) -> torch.Tensor:
         """A 2-D int32 table whose rows are each followed by guard columns."""
         import torch
 
-        values = np.asarray(values, dtype=np.int64)
-        rows, cols = values.shape
+        table = np.asarray(values, dtype=np.int64)
+        rows, cols = table.shape
         big = torch.full((rows + 1, cols + GUARD), POISON, dtype=torch.int32)
         self.tensors.append(big)
         view = big[1:, :cols]
-        view.copy_(torch.from_numpy(values).to(torch.int32))
+        view.copy_(torch.from_numpy(table).to(torch.int32))
         for r in range(rows):
             self._region(view[r], f"{name}[{r}]")
         return view
@@ -154,10 +166,11 @@ def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: lis
 
     builder = interp.interpreter_builder
 
-    def exact(name: str, op: Any) -> Any:
+    def exact(name: str, op: Callable[[np.ndarray, np.ndarray], np.ndarray]
+              ) -> Callable[[TensorHandle, TensorHandle], TensorHandle]:
         original = getattr(builder, name)
 
-        def run(lhs: Any, rhs: Any) -> Any:
+        def run(lhs: TensorHandle, rhs: TensorHandle) -> TensorHandle:
             out = original(lhs, rhs)
             result = np.asarray(out.data)
             if result.dtype.kind == "i":
@@ -170,7 +183,7 @@ def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: lis
 
         return run
 
-    def narrowing(src: Any, dst_type: Any, is_signed: Any) -> Any:
+    def narrowing(src: TensorHandle, dst_type: object, is_signed: bool) -> TensorHandle:
         out = original_cast(src, dst_type, is_signed)
         before, after = np.asarray(src.data), np.asarray(out.data)
         if before.dtype.kind == after.dtype.kind == "i" and np.any(before.astype(object) != after.astype(object)):
@@ -178,7 +191,7 @@ def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: lis
             overflows.append(f"cast in program {program}: {before.reshape(-1)[0]} becomes {after.reshape(-1)[0]}")
         return out
 
-    def check(kind: str, ptrs: Any, mask: Any, value: Any = None) -> Any:
+    def check(kind: str, ptrs: TensorHandle, mask: TensorHandle, value: TensorHandle | None = None) -> TensorHandle:
         addresses = np.asarray(ptrs.data).reshape(-1)
         on = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.asarray(ptrs.data).shape).reshape(-1).copy()
         values = None if value is None else np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).reshape(-1)
@@ -198,10 +211,10 @@ def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: lis
                               f"{program} with values {sorted(vs)}" for cell, vs in written.items() if len(vs) > 1)
         return interp.TensorHandle(on.reshape(np.asarray(ptrs.data).shape), mask.dtype)
 
-    def load(ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+    def load(ptrs: TensorHandle, mask: TensorHandle, other: TensorHandle | None, *rest: object) -> TensorHandle:
         return original_load(ptrs, check("read", ptrs, mask), other, *rest)
 
-    def store(ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+    def store(ptrs: TensorHandle, value: TensorHandle, mask: TensorHandle, *rest: object) -> None:
         return original_store(ptrs, value, check("write", ptrs, mask, value), *rest)
 
     original_load, original_store = builder.create_masked_load, builder.create_masked_store
@@ -218,7 +231,7 @@ def watched(arena: PlaybackArena, log: list, out_of_bounds: list, overflows: lis
 
 
 @contextmanager
-def watched_launch(regions: list, relocate: Any) -> Iterator[dict]:
+def watched_launch(regions: list, relocate: Callable[[int], int]) -> Iterator[dict]:
     """:func:`watched` in the target's process (an :class:`~replayssm.base.isolation.ImportRef`
     of :meth:`~replayssm.base.isolation.TargetHost.launch`): ``regions`` are
     the judging process's, ``relocate`` moves an address of its to this
@@ -296,11 +309,11 @@ class ReplayView:
         self.picks = trace["actions"][1]["picks"]
         self.num_reqs = self.picks["num_reqs"]
         self.groups = len(self.layers)
-        self._flat: dict[str, Any] = {}
-        self._trackers: dict[str, list] | None = None
-        self._tables: list | None = None
+        self._flat: dict[str, torch.Tensor] = {}
+        self._trackers: dict[str, list[torch.Tensor]] | None = None
+        self._tables: list[torch.Tensor] | None = None
 
-    def flat(self, name: str, dtype: Any = None) -> Any:
+    def flat(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Buffer ``name`` as one guarded tensor (int32 unless ``dtype``)."""
         import torch
 
@@ -308,22 +321,22 @@ class ReplayView:
             self._flat[name] = self.arena.flat(name, self.buffers[name], dtype or torch.int32)
         return self._flat[name]
 
-    def per_request(self, name: str, dtype: Any = None) -> Any:
+    def per_request(self, name: str, dtype: torch.dtype | None = None) -> torch.Tensor | None:
         """The launch input ``name`` when the trace carries it, else None."""
         return self.flat(name, dtype) if name in self.picks else None
 
-    def table(self, name: str, values: list[int]) -> Any:
+    def table(self, name: str, values: list[int]) -> torch.Tensor:
         import torch
 
         return self.arena.flat(name, np.asarray(values, dtype=np.int64), torch.int64)
 
-    def block_tables(self) -> list:
+    def block_tables(self) -> list[torch.Tensor]:
         if self._tables is None:
             self._tables = [self.arena.rows(f"block_table[{g}]", self.buffers["block_table"][g])
                             for g in range(self.groups)]
         return self._tables
 
-    def trackers(self, buffer: str) -> list:
+    def trackers(self, buffer: str) -> list[torch.Tensor]:
         """Group ``g``'s ``ring_start`` or ``num_committed`` row, each its own guarded tensor."""
         import torch
 
@@ -332,15 +345,15 @@ class ReplayView:
                                   for g in range(self.groups)] for b in ("ring_start", "num_committed")}
         return self._trackers[buffer]
 
-    def pointers(self, buffer: str) -> Any:
+    def pointers(self, buffer: str) -> torch.Tensor:
         """The int64 table of each group's ``block_table`` / tracker row address."""
         rows = self.block_tables() if buffer == "block_table" else self.trackers(buffer)
         return self.table(f"{buffer}_ptrs", [t.data_ptr() for t in rows])
 
-    def strides(self) -> Any:
+    def strides(self) -> torch.Tensor:
         return self.table("block_table_strides", [t.stride(0) for t in self.block_tables()])
 
-    def packed(self, buffer: str) -> Any:
+    def packed(self, buffer: str) -> torch.Tensor:
         """Each group's address of its first entry of the packed ``buffer``."""
         flat = self.flat(buffer)
         return self.table(f"{buffer}_ptrs", [flat.data_ptr() + int(b) * 4 for b in self.buffers["packed_base"]])
@@ -354,12 +367,13 @@ class ReplayView:
         return out
 
 
-def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any,
-                remote: Any = None) -> tuple[dict[str, np.ndarray], Playback, list]:
+def _kernel_run(trace: dict, module: ModuleType | None, buffers: dict, role: KernelRole,
+                remote: RemoteModule | None = None) -> tuple[dict[str, np.ndarray], Playback, list]:
     """The launch on ``module``'s kernel, or with ``remote`` (a
     :class:`~replayssm.base.remote.RemoteModule`) on its kernel in its
     process, ``module`` (its source's kernels, or None) binding the parameters."""
-    view, log, result = ReplayView(trace, buffers), [], Playback()
+    view, result = ReplayView(trace, buffers), Playback()
+    log: list[tuple] = []
     found = (role.jit(module) if module is not None else None) or (role.jit(remote) if remote is not None else None)
     if found is None:
         raise ValueError(f"the target has no kernel of role {role.name} ({', '.join(role.jits)})")
@@ -380,7 +394,7 @@ def _kernel_run(trace: dict, module: Any, buffers: dict, role: Any,
     return view.finals(outputs), result, log
 
 
-def prepare_compaction(jit: Any, v: ReplayView) -> tuple:
+def prepare_compaction(jit: Jit, v: ReplayView) -> tuple:
     """The compaction kernel's one program over the plan's flush counts."""
     from .cases import COMPACTION_ARGS
     from .source import is_constexpr, source_of
@@ -393,7 +407,7 @@ def prepare_compaction(jit: Any, v: ReplayView) -> tuple:
     return (1,), args, kwargs, t
 
 
-def prepare_migration(jit: Any, v: ReplayView) -> tuple:
+def prepare_migration(jit: Jit, v: ReplayView) -> tuple:
     """The reference migration kernel on grid ``(num_reqs, groups)``."""
     idx = v.per_request("idx_mapping") if v.conv.has_idx_mapping else None
     args = [idx, v.per_request("src_cols"), v.per_request("dst_cols"), v.pointers("block_table"),
@@ -422,13 +436,13 @@ def _postprocess_constexprs(v: ReplayView) -> dict:
             "RING_BUFFER_LEN": g.ring_len, "PAD_SLOT_ID": g.pad_slot, **v.conv.as_constexprs()}
 
 
-def prepare_postprocess(jit: Any, v: ReplayView) -> tuple:
+def prepare_postprocess(jit: Jit, v: ReplayView) -> tuple:
     """The reference postprocess kernel on grid ``(num_reqs, groups)``."""
     args = _postprocess_args(v) + [v.strides(), v.flat("num_layers")]
     return (v.num_reqs, v.groups), args, _postprocess_constexprs(v), {b: v.flat(b) for b in PLAN}
 
 
-def prepare_blocked(jit: Any, v: ReplayView) -> tuple:
+def prepare_blocked(jit: Jit, v: ReplayView) -> tuple:
     """The row-blocked kernel: ``cdiv(num_reqs, rows) + compact`` row blocks per group."""
     meta = v.trace["#meta"]
     rows, compact = int(meta["rows_per_program"]), bool(meta["compact"])
@@ -457,7 +471,7 @@ def spec_compaction(buffers: dict, trace: dict) -> None:
     compact_launch(buffers, geo, trace["actions"][1]["picks"]["num_reqs"])
 
 
-def trace_role(trace: dict, roles: Any) -> Any:
+def trace_role(trace: dict, roles: Registry) -> KernelRole:
     """The role a kernel-proof trace names (``#meta.role``; an older trace: the role whose jit is its kernel)."""
     meta = trace.get("#meta", {})
     for r in roles:
@@ -467,7 +481,8 @@ def trace_role(trace: dict, roles: Any) -> Any:
                      f"{', '.join(r.name for r in roles)}")
 
 
-def playback(trace: dict, module: Any, roles: Any = None, remote: Any = None) -> Playback:
+def playback(trace: dict, module: ModuleType | None, roles: Registry | None = None,
+             remote: RemoteModule | None = None) -> Playback:
     """Run the trace's launch on ``module``'s kernel and, where its role has
     one, on the spec program; compare (``roles``: the registry the trace's
     role is looked up in; default the reference API's and ours; ``remote``:
@@ -475,8 +490,8 @@ def playback(trace: dict, module: Any, roles: Any = None, remote: Any = None) ->
     return _played(trace, module, roles, remote)[1]
 
 
-def _played(trace: dict, module: Any, roles: Any = None,
-            remote: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
+def _played(trace: dict, module: ModuleType | None, roles: Registry | None = None,
+            remote: RemoteModule | None = None) -> tuple[dict[str, np.ndarray], Playback]:
     """:func:`playback`, with the buffers the kernel left (its outputs)."""
     if remote is None and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("kernel playback needs Triton's interpreter: set TRITON_INTERPRET=1 before triton loads")
@@ -511,13 +526,14 @@ def _played(trace: dict, module: Any, roles: Any = None,
     return final, result
 
 
-def _default_roles() -> Any:
+def _default_roles() -> Registry:
     from .registry import ROLES
 
     return ROLES
 
 
-def kernel_outputs(trace: dict, module: Any, role: Any, remote: Any = None) -> tuple[dict[str, np.ndarray], Playback]:
+def kernel_outputs(trace: dict, module: ModuleType | None, role: KernelRole,
+                   remote: RemoteModule | None = None) -> tuple[dict[str, np.ndarray], Playback]:
     """The buffers ``module``'s kernel of ``role`` leaves on the trace's
     launch, and its playback (compared with the spec where the role has
     one), for comparing two versions: one launch of the kernel serves both
@@ -526,17 +542,17 @@ def kernel_outputs(trace: dict, module: Any, role: Any, remote: Any = None) -> t
     return _played(trace, module, [role], remote)
 
 
-def fault_of(error: BaseException) -> Any:
+def fault_of(error: TargetFault | TargetGone) -> TargetFault:
     """The :class:`~replayssm.base.isolation.TargetFault` a launch in the
     target's process raised (itself, or the one a ``TargetGone`` carries)."""
-    return getattr(error, "fault", error)
+    return error.fault if hasattr(error, "fault") else error
 
 
 REPLAY_SECONDS = 60.0
 """The launch watchdog of ``replay`` of a kernel-proof trace (``--watchdog`` overrides)."""
 
 
-def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Any = None,
+def replay_kernel_trace(trace: dict, impl: str | None, device: str = "cpu", roles: Registry | None = None,
                         watchdog: float | None = None) -> tuple[bool, str]:
     """``replay`` for a kernel-proof trace: ``(True, report)`` when the kernel
     shows none of the failure the proof found (``roles``: the registry its

@@ -19,11 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replayssm.spec.generations.roles import DeclaredOutput
 
 from ..obligation import TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from replayssm.base.remote import RemoteModule
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class KernelRole:
     duty: str = ""
     """What the kernel does, alike across generations (empty: its name); the kernel diff matches by it."""
 
-    def jit(self, module: ModuleType) -> tuple[str, Any] | None:
+    def jit(self, module: ModuleType | RemoteModule) -> tuple[str, Any] | None:
         """``(name, jit)`` of this role's kernel in ``module``, or None."""
         for name in self.jits:
             fn = getattr(module, name, None)

@@ -7,7 +7,14 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+Jit: TypeAlias = "JITFunction | InterpretedFunction"
+"""A ``@triton.jit`` function (under ``TRITON_INTERPRET=1`` an ``InterpretedFunction``)."""
 
 
 class Unsupported(Exception):
