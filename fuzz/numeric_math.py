@@ -175,22 +175,34 @@ def replay(state: torch.Tensor, rows: Tokens, a: torch.Tensor, heads_per_group: 
 
 
 def replay_bound(s: torch.Tensor, x: torch.Tensor, b: torch.Tensor, coeff: torch.Tensor, total: torch.Tensor,
-                 state_dtype: torch.dtype, result: torch.Tensor) -> torch.Tensor:
+                 state_dtype: torch.dtype | None, result: torch.Tensor, *, u_scaled: float = 2.0**-8,
+                 dt_rel: torch.Tensor | None = None, decay_rel: torch.Tensor | None = None) -> torch.Tensor:
     """Elementwise bound on ``|computed - exact|`` of one replay of ``K`` rows
     from ``s`` (``docs/gpu.md``): the decay factor's float32 error (scan of
     ``K`` terms plus ``exp``: ``(2 K |T| + 4) u``), each scaled B row's
-    bfloat16 rounding (``u_bf16``) and float32 coefficient error, the float32
-    sum of ``K + 1`` terms (``(K + 2) u`` of the absolute terms), the
-    rounding to the state dtype and its subnormal step."""
+    rounding to the input dtype (``u_scaled``: ``u_bf16`` by default) and float32
+    coefficient error, the float32 sum of ``K + 1`` terms (``(K + 2) u`` of the
+    absolute terms), the rounding to the state dtype and its subnormal step
+    (none for ``state_dtype`` None: a float32 value that is not stored).
+    ``dt_rel`` (H, K) and ``decay_rel`` (H,): further relative errors of each
+    coefficient and of the decay factor, from ``dt`` values the kernel
+    computes itself (``fuzz/release_numeric_math.py``)."""
     k = coeff.shape[1]
     s_abs, x_abs, b_abs, c_abs = s.double().abs(), x.double().abs(), b.double().abs(), coeff.double().abs()
     t_abs = total.double().abs()
     decay = torch.exp(total.double())[:, None, None]
     decay_err = (2 * k * t_abs + 4)[:, None, None] * U_F32
+    if decay_rel is not None:
+        decay_err = decay_err + decay_rel.double()[:, None, None]
+    weights = c_abs if dt_rel is None else c_abs * (1 + dt_rel.double())
     terms = torch.einsum("hkd,hkn->hdn", x_abs, b_abs * c_abs[:, :, None])
-    coeff_err = (2.0**-8 + (2 * k * t_abs + 6) * U_F32)[:, None, None]
-    sum_err = (k + 2) * U_F32 * (s_abs * decay + terms * (1 + 2.0**-8))
-    before_rounding = s_abs * decay * decay_err + terms * coeff_err + sum_err
+    coeff_err = (u_scaled + (2 * k * t_abs + 6) * U_F32)[:, None, None]
+    extra = 0.0 if dt_rel is None else torch.einsum("hkd,hkn->hdn", x_abs, b_abs * (c_abs * dt_rel.double())[:, :, None])
+    sum_err = (k + 2) * U_F32 * (s_abs * decay + torch.einsum("hkd,hkn->hdn", x_abs, b_abs * weights[:, :, None])
+                                 * (1 + u_scaled))
+    before_rounding = s_abs * decay * decay_err + terms * coeff_err + extra * (1 + coeff_err) + sum_err
+    if state_dtype is None:
+        return before_rounding
     return before_rounding + _rounding(state_dtype, result.double().abs() + before_rounding)
 
 

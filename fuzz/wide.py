@@ -17,6 +17,7 @@ buffers, stops the run with that ``fault`` (never a run without discrepancies).
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,7 @@ from .actions import Migrate, Postprocess
 from .guards import GuardViolation
 from .launcher import KernelSide, Setup, SpecSide, compare
 from .target import load_target
+from .wide_start import WATCHDOG_SECONDS, close_pending
 
 
 @dataclass
@@ -193,35 +195,32 @@ WIDE_LAYERS = (2, 1)
 """Layers per cache group."""
 
 
-WATCHDOG_SECONDS = {"cpu": 120.0, "cuda": 300.0}
-"""A wide launch's watchdog by device (many rows per launch under the interpreter on CPU)."""
-
-
 def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0,
-             watchdog: float | None = None) -> WideResult:
+             watchdog: float | None = None, target: Future | None = None) -> WideResult:
     """Verify ``steps`` steps of a ``rows``-request system (block size 8, W = 16,
     R = 20, 8 columns, :data:`WIDE_CONVENTIONS`), each launch within
-    ``watchdog`` seconds (None: :data:`WATCHDOG_SECONDS`); returns the counts
-    and the target's ``fault``, if any (the steps counted are those it finished)."""
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda: this torch sees no CUDA device")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        raise ValueError(f"rows must be an int >= 1, got {rows!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    ``watchdog`` seconds (None: :data:`.wide_start.WATCHDOG_SECONDS`); returns the counts
+    and the target's ``fault``, if any (the steps counted are those it finished).
+    ``target``: ``impl`` already loading (:func:`.wide_start.start_target`); this
+    process makes its CUDA context while it loads, and ends it on bad arguments."""
+    try:
+        _check_arguments(device, rows, steps, seed, watchdog)
+    except ValueError:
+        if target is not None:
+            close_pending(target)
+        raise
     geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
     setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
-    if watchdog is not None and not watchdog > 0:
-        raise ValueError(f"watchdog must be a number of seconds > 0, got {watchdog!r}")
     bad, done, fault, kernel_seconds, start_up = 0, 0, None, 0.0, 0.0
     start = time.perf_counter()
     module, system = None, None
     try:
-        module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device])
+        if target is not None:
+            if device == "cuda":
+                torch.zeros(1, device="cuda")  # this process's CUDA context, while the target loads
+            module = target.result()
+        else:
+            module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device])
         system = WideSystem(setup, module, torch.device(device), seed)
         start_up = time.perf_counter() - start
         for _ in range(steps):
@@ -237,3 +236,18 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
             module.close()
     parts = {k: round(v, 4) for k, v in system.parts.items()} if system is not None else {}
     return WideResult(done, done * rows, time.perf_counter() - start, kernel_seconds, bad, fault, start_up, parts)
+
+
+def _check_arguments(device: str, rows: int, steps: int, seed: int, watchdog: float | None) -> None:
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: this torch sees no CUDA device")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows must be an int >= 1, got {rows!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    if watchdog is not None and not watchdog > 0:
+        raise ValueError(f"watchdog must be a number of seconds > 0, got {watchdog!r}")

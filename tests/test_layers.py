@@ -295,6 +295,9 @@ TARGET_LOADERS = {
     "base/target_host.py": "the target's own process: it imports the target and launches its kernels",
     "verify/kernels/source_module.py": "reads a target's kernels from its source; imports only our own "
                                        "kernels (a replayssm. module), as any module of this package",
+    "fuzz/release_numeric_target.py": "is itself a target, named by fuzz/release_numeric.py and imported by "
+                                      "base/target_host.py alone: it executes the released vLLM files there "
+                                      "(tests/fuzz/test_release_numeric.py: no module imports it)",
 }
 """The modules that may load code by name, and why: nowhere else does a
 process of ours import, execute or load a module it is given (a target)."""

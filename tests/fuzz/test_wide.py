@@ -11,7 +11,8 @@ from replayssm.fuzz.wide import WIDE_CONVENTIONS, run_wide
 
 
 def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str | None) -> None:
-    assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed", "watchdog"]
+    assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed", "watchdog",
+                                                           "target"]
     assert WIDE_CONVENTIONS.materialize_prefixes  # its model of FlashInfer's view is align mode's
     r = run_wide(impl_target, "cpu", 3, 20, seed=1)
     assert (r.steps, r.request_steps, r.discrepancies) == (20, 60, 0)
@@ -53,6 +54,28 @@ def test_wide_runner_catches_a_wrong_view_of_flashinfer(monkeypatch: pytest.Monk
 def test_wide_runner_rejects_bad_sizes(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         run_wide(**{"impl": None, "device": "cpu", "rows": 2, "steps": 1, **kwargs})
+
+
+def test_a_run_whose_target_loads_while_the_harness_imports_verifies_the_same() -> None:
+    """``wide_start.run_started``: the target's load started first (a thread), the
+    same steps and verdict as :func:`run_wide` loading it itself."""
+    from replayssm.fuzz.wide_start import run_started
+
+    r, imports = run_started(None, "cpu", 3, 12, seed=1)
+    plain = run_wide(None, "cpu", 3, 12, seed=1)
+    assert (r.steps, r.request_steps, r.discrepancies, r.fault) == (plain.steps, plain.request_steps, 0, None)
+    assert imports >= 0
+
+
+def test_bad_sizes_end_a_target_that_already_loads() -> None:
+    """A pending target is closed when the run's own arguments are refused (no process left behind)."""
+    from replayssm.fuzz.wide_start import start_target
+
+    pending = start_target(None, "cpu")
+    with pytest.raises(ValueError, match="rows must be an int >= 1"):
+        run_wide(None, "cpu", 0, 1, target=pending)
+    module = pending.result()
+    assert module._host.process is None or module._host.process.poll() is not None
 
 
 def test_a_target_that_ends_its_process_in_a_wide_launch_is_the_run_s_fault(tmp_path) -> None:
