@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from replayssm.spec.boundary import mamba_state_copy_boundary
-from replayssm.spec.flashinfer import kernel_checkpoints, kernel_window_after
+from replayssm.spec.flashinfer import executed_rows, kernel_checkpoints, kernel_window_after
 from replayssm.spec.postprocess import running_position
 
 if TYPE_CHECKING:
@@ -32,11 +32,12 @@ def advance(callers: Callers, batch_rows: list) -> None:
             callers.saw("multi-column prefill reset", callers.align and plan.live_col > before // bs)
         else:
             pnat = before - r.checkpoint_pos
-            if kernel_checkpoints(pnat, plan.query_len, W):
+            width = executed_rows(plan.query_len, callers.setup.executed_width)
+            if kernel_checkpoints(pnat, width, W):
                 callers.saw("ring wrap", r.ring_start + pnat >= R)
                 callers.saw("checkpoint")
                 plan.checkpointed = True
-            r.ring_start, committed = kernel_window_after(r.ring_start, pnat, plan.query_len, plan.accepted, W, R)
+            r.ring_start, committed = kernel_window_after(r.ring_start, pnat, width, plan.accepted, W, R)
             r.computed = before + plan.accepted
             r.checkpoint_pos = r.computed - committed
         r.live_col = plan.live_col

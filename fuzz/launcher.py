@@ -35,7 +35,9 @@ class Setup:
     request (``None``: ``num_cols * block_size``, the table full); a mode-none
     table has one live column whatever its length (``model_fits_table``).
     ``cache_mode`` is vLLM's cache mode (``None``: the one ``conventions``
-    serve by default): all mode runs with either host's flags."""
+    serve by default): all mode runs with either host's flags. ``executed_width``:
+    the fixed width FlashInfer executes every decode row at, passed to the
+    kernels as ``EXECUTED_QUERY_WIDTH`` (0: each row at its own length)."""
 
     geometry: Geometry
     conventions: Conventions
@@ -44,6 +46,7 @@ class Setup:
     num_slots: int
     max_model_len: int | None = None
     cache_mode: str | None = None
+    executed_width: int = 0
 
     def __post_init__(self) -> None:
         if self.max_model_len is None:
@@ -73,6 +76,7 @@ class Setup:
             "num_slots": self.num_slots,
             "max_model_len": self.max_model_len,
             **({"cache_mode": self.cache_mode} if self.cache_mode != c.mode else {}),
+            **({"executed_width": self.executed_width} if self.executed_width else {}),
         }
 
     @classmethod
@@ -80,7 +84,7 @@ class Setup:
         """A trace's setup (one written before ``max_model_len`` was recorded: the table full)."""
         return cls(Geometry(**d["geometry"]).validated(), Conventions(**d["conventions"]),
                    tuple(d["layers_per_group"]), d["num_cols"], d["num_slots"], d.get("max_model_len"),
-                   d.get("cache_mode"))
+                   d.get("cache_mode"), d.get("executed_width", 0))
 
 
 def copy_trackers(copies: list, trackers: Callable[[str, int], Any]) -> None:

@@ -54,7 +54,7 @@ from replayssm.spec.generations import Api
 from .arguments import CallerStep
 from .ghost import Ghost
 from .harness import Harness
-from .host_modes import launched_by
+from .host_modes import launched_by, launches_executed_width
 from .lifecycle import PropertyBroken, expectation, review_callers, run_step
 
 MODEL_BLOCKS = 10
@@ -122,6 +122,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     geometries: tuple[Geometry, ...] = GEOMETRIES
     model_blocks: int = MODEL_BLOCKS
     dropped: frozenset[str] = frozenset()
+    executed_width: bool = False
+    """Every version's host may run FlashInfer at a fixed executed width (``host_modes.launches_executed_width``):
+    some examples then do."""
     known: frozenset[tuple[str, str]] = frozenset()
     """Failures already found, as ``(kind, property)``: an example that breaks one is rejected."""
     tally: Tally = Tally()
@@ -141,8 +144,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
+        executed = self.executed_width and data.draw(st.booleans(), label="executed width")
         self.callers, self.record = review_callers(
-            Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48), features, self.dropped)
+            Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48), features, self.dropped,
+            executed)
         self.setup = self.callers.kernel_setup
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
@@ -341,6 +346,7 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             seen = frozenset((f.kind, f.prop) for f in found) | {("finding", p) for p in known}
             attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
                      "geometries": geometries, "model_blocks": model_blocks, "dropped": dropped, "known": seen,
+                     "executed_width": all(launches_executed_width(v.api, v.module) for v in versions),
                      "tally": tally, "last_trace": None, "first_failure": None, "progress": progress,
                      "shrinking": shrinking, "notes": notes}
             machine = hypothesis_seed(example_seed(seed, turn))(type("Review", (LifecycleMachine,), attrs))

@@ -151,7 +151,7 @@ class Harness:
         ns.update(QUERY_IS_CUMULATIVE=conv.cumulative, NUM_COMPUTED_IS_AFTER=conv.post_step,
                   MAMBA_BLOCK_SIZE=geo.block_size, LOGICAL_WINDOW=geo.window, RING_BUFFER_LEN=geo.ring_len,
                   PAD_SLOT_ID=geo.pad_slot, MAX_NUM_REQS=geo.max_num_reqs,
-                  BLOCK_SIZE=next_power_of_2(geo.max_num_reqs), EXECUTED_QUERY_WIDTH=0, GDN_STP=False,
+                  BLOCK_SIZE=next_power_of_2(geo.max_num_reqs), EXECUTED_QUERY_WIDTH=setup.executed_width, GDN_STP=False,
                   rand_seeds=self.rand_seeds, NUM_RAND_SEEDS=1,
                   max_num_reqs=geo.max_num_reqs, num_groups=len(setup.layers_per_group),
                   block_table_stride_req=self.tables[0].stride(0), slot_table_stride_layer=plan.src_slots.stride(0),

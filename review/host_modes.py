@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from replayssm.spec.generations.api import Api
-from replayssm.spec.generations.contract import publishing_modes
+from typing import Any
+
+from replayssm.spec.generations.api import Api, kernel_params
+from replayssm.spec.generations.contract import EXECUTED_WIDTH_PARAM, publishing_modes
 from replayssm.spec.geometry import Conventions
 
 
@@ -40,6 +42,16 @@ def launched_by(api: Api, source: str) -> Callable[[Conventions], bool]:
     combination: its generation's launch contract for the modes the host publishes prefixes in."""
     publishing = version_publishing_modes(source)
     return lambda conv: api.contract.launches(conv, publishing)
+
+
+def launches_executed_width(api: Api, module: Any) -> bool:
+    """Whether the host of a version (its loaded ``module``, of generation ``api``) may run FlashInfer's
+    decode at a fixed width wider than a row and tell its postprocess: its generation's contract says
+    the host passes the width, and the version's postprocess kernel takes it."""
+    if api.contract.executed_width is None:
+        return False
+    return any(EXECUTED_WIDTH_PARAM in (kernel_params(module, launch.kernel) or [])
+               for launch in api.phases["postprocess"].launches)
 
 
 def describe(modes: tuple[str, ...] | None) -> str:

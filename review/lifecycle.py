@@ -31,7 +31,7 @@ pair ``TABLE_SHORT_BY_ONE`` (a block table one column short).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from replayssm.fuzz.caller_policy import CallerPolicy
@@ -39,6 +39,8 @@ from replayssm.fuzz.caller_shapes import Features
 from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
+from replayssm.spec.flashinfer import executed_rows
+from replayssm.spec.system.rows import RowRule
 
 from .arguments import CallerStep, Row
 from .ghost import Ghost
@@ -127,13 +129,19 @@ def review_policy(record: StepRecord) -> CallerPolicy:
         scheduled=record.scheduled)
 
 
-def review_callers(setup: Setup, features: Features, dropped: frozenset[str]) -> tuple[Callers, StepRecord]:
+def review_callers(setup: Setup, features: Features, dropped: frozenset[str],
+                   executed_width: bool = False) -> tuple[Callers, StepRecord]:
     """The fuzz callers of a review campaign (:func:`review_policy`) and the record they keep of
     each step; of ``dropped``, at most one per-request assumption, which some rows then break as
-    ``fuzz --drop`` does (a ``ValueError`` for more)."""
+    ``fuzz --drop`` does (a ``ValueError`` for more). With ``executed_width``, FlashInfer runs
+    every decode row at the longest decode row's width, as a host that passes the width does
+    (``spec/generations/contract.py`` ``EXECUTED_WIDTH_PASSED``)."""
     per_request = sorted(dropped & {a.name for a in env.per_request_drops()})
     if len(per_request) > 1:
         raise ValueError(f"one per-request assumption at a time, got {per_request}")
+    if executed_width:
+        setup = replace(setup, executed_width=RowRule(setup.geometry, setup.conventions, 0, setup.cache_mode)
+                        .longest_decode)
     record = StepRecord(dropped)
     callers = Callers(setup, features, policy=review_policy(record), drop=per_request[0] if per_request else None)
     return callers, record
@@ -193,7 +201,8 @@ def run_step(h: Harness, ghost: Ghost, step: CallerStep, expect: dict, *, state_
                 p = ghost.prefill(g, src, live, row.stream, row.computed_before, row.query_len)
             else:
                 p = ghost.decode(g, live, h.trackers(g, live), row.stream, row.computed_before,
-                                 row.query_len, row.accepted if not row.prefilling else row.query_len)
+                                 executed_rows(row.query_len, setup.executed_width),
+                                 row.accepted if not row.prefilling else row.query_len)
             if p:
                 problems.append(("forward", f"request {row.rid} (batch row {b}) group {g}: {p}"))
     _materialize(h, ghost, "postprocess", step, real, problems)

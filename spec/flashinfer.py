@@ -17,6 +17,14 @@ def kernel_checkpoints(pnat: Value, row_len: Value, max_window: Value) -> Cond:
     return pnat + row_len > max_window
 
 
+def executed_rows(query_len: int, fixed_width: int) -> int:
+    """The ring rows FlashInfer's decode appends for a row of ``query_len``
+    tokens: a launch of fixed width ``fixed_width`` (0: none, each row at its
+    own length) executes every row that runs a token at that width, the real
+    tokens then placeholders; a row of no token is no work."""
+    return max(query_len, fixed_width) if query_len > 0 else 0
+
+
 def materialize_ring_row(start: Value, k: Value, ring_len: Value) -> Value:
     """Ring row ``k`` rows after ``start``, by one conditional subtraction (exact
     only while ``start + k < 2R``): the rows a replay reads and the rows the

@@ -15,7 +15,11 @@ generation's :class:`LaunchContract` holds two kinds:
 - facts about one launched row (:attr:`LaunchClause.row`, written in the
   spec's vocabulary over a :class:`RowView`): which rows are scheduled, what
   a padded row holds, the columns a scheduled row names. The kernel proofs
-  state them as named hypotheses of every program of the generation's roles.
+  state them as named hypotheses of every program of the generation's roles;
+- whether its host may run FlashInfer's decode at a fixed executed width
+  wider than a row and tell the kernels (:attr:`LaunchContract.executed_width`:
+  a version whose postprocess takes :data:`EXECUTED_WIDTH_PARAM`); the review's
+  campaigns then run some systems so (``fuzz.launcher.Setup.executed_width``).
 
 A counterexample outside a guaranteed clause is never a finding. A clause
 vLLM does not guarantee is proved both ways: a kernel correct only under it
@@ -32,7 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..geometry import CACHE_MODES, Conventions
-from ..provenance import A4, C1, T1, T2, T4, Provenance, cite, cite_flashinfer, guaranteed, not_guaranteed
+from ..provenance import (
+    A4, C1, RELEASE_MIXER, T1, T2, T4, Provenance, cite, cite_flashinfer, guaranteed, not_guaranteed,
+)
 from ..vocab import Cond, Value, conj, implies
 
 BUILT_IN = ("spec/generations/contract.py",)
@@ -91,6 +97,10 @@ class LaunchContract:
     """Per cache mode, how it is launched; empty: every combination may reach the kernels."""
     rows: tuple[LaunchClause, ...] = ()
     """Facts about every launched row."""
+    executed_width: LaunchClause | None = None
+    """The host may launch FlashInfer's decode at a fixed width wider than a row's
+    query length, passing it as :data:`EXECUTED_WIDTH_PARAM` to a version whose
+    postprocess takes it (None: every row runs at its own length)."""
 
     def launches(self, conv: Conventions, publishing: tuple[str, ...] | None) -> bool:
         """Whether a host publishing prefixes in the modes ``publishing`` (None:
@@ -103,7 +113,8 @@ class LaunchContract:
 
     def clauses(self) -> tuple[LaunchClause, ...]:
         """Every clause with a record: the modes' and the rows'."""
-        return tuple(dict.fromkeys([m.clause for m in self.modes if m.clause is not None] + list(self.rows)))
+        widths = [self.executed_width] if self.executed_width is not None else []
+        return tuple(dict.fromkeys([m.clause for m in self.modes if m.clause is not None] + list(self.rows) + widths))
 
     def unguaranteed(self) -> tuple[LaunchClause, ...]:
         """The row clauses vLLM does not guarantee (a proof that needs one is latent)."""
@@ -158,6 +169,26 @@ MODE_NONE_LIVE_COL_IS_ZERO = LaunchClause(
         cite(T4, "LIVE_COL_IS_ZERO=True,",
              "and the test of the executed-width versions, for Mamba2 layers (GDN_STP off; its GDN launches "
              "pass live columns)."),
+    ),
+)
+
+EXECUTED_WIDTH_PARAM = "EXECUTED_QUERY_WIDTH"
+"""The postprocess parameter through which a host tells the kernel FlashInfer's executed width."""
+
+EXECUTED_WIDTH_PASSED = LaunchClause(
+    "executed_width_passed_to_the_postprocess",
+    "generation A's host passes a layer's executed width (the mixer's replayssm_executed_query_width, 0 when unset) "
+    "as EXECUTED_QUERY_WIDTH to a postprocess that takes it; FlashInfer's decode then runs every decode row at that "
+    "width, appending as many ring rows (the real tokens, then placeholders), whatever the row's query length",
+    guaranteed(
+        cite(A4, 'getattr(first, "replayssm_executed_query_width", 0) or 0',
+             "A4's host reads the mixer's executed width ..."),
+        cite(A4, "EXECUTED_QUERY_WIDTH=self.executed_query_width,", "... and launches the postprocess with it."),
+        cite(T4, "def test_gdn_replayssm_postprocess_uses_executed_width(",
+             "vLLM's test runs decode rows of query_len 1 at executed widths 4 and 8 and expects the checkpoint of "
+             "the executed width."),
+        cite(RELEASE_MIXER, "spec_query_len = 1 + self.num_spec",
+             "vLLM's MTP decode launches FlashInfer with a width of 1 + num_speculative_tokens."),
     ),
 )
 
@@ -232,7 +263,7 @@ def unread_work_list_tail(active: list[int]) -> list[int]:
 
 
 ALL: tuple[LaunchClause, ...] = (MODE_NONE_LIVE_COL_IS_ZERO, SCHEDULED_COLUMNS_ALLOCATED,
-                                 QUERY_START_LOC_NON_DECREASING, WORK_LIST_READ_TO_FIRST_END)
+                                 QUERY_START_LOC_NON_DECREASING, WORK_LIST_READ_TO_FIRST_END, EXECUTED_WIDTH_PASSED)
 """Every launch clause, for ``spec.contract.RECORDS``."""
 
 

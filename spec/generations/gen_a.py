@@ -14,7 +14,7 @@ are bound by name.
 """
 
 from .api import Api, Launch, Phase
-from .contract import A_MODES, LaunchContract
+from .contract import A_MODES, EXECUTED_WIDTH_PASSED, LaunchContract
 from .roles import (
     GROUP, MIGRATION_ROW, POSTPROCESS_ROW, DeclaredOutput, GenerationRole, RoleFrame, RoleLaunch, SharedRole,
 )
@@ -48,6 +48,6 @@ API = Api(
     },
     work_list=True,
     roles=ROLES,
-    contract=LaunchContract(modes=A_MODES),
+    contract=LaunchContract(modes=A_MODES, executed_width=EXECUTED_WIDTH_PASSED),
 )
 

@@ -9,7 +9,10 @@ versions that handle it are not.
 
 - a decode row that runs no token (``row_nonempty``'s breaker; not guaranteed
   absent: a probe): A4 and A5 skip it (``valid_query = query_len > 0``), A1-A3
-  commit a token the row never ran.
+  commit a token the row never ran;
+- FlashInfer running decode rows at a fixed executed width wider than the
+  row (generation A's host passes it as ``EXECUTED_QUERY_WIDTH``, T4): in the
+  campaigns of every version whose postprocess takes the width (A4, A5).
 """
 
 from __future__ import annotations
@@ -93,4 +96,41 @@ def test_a_kernel_that_commits_a_decode_row_of_no_token_relies_on_row_nonempty(t
     planted = _planted(tmp_path, "A4", "valid_query = query_len > 0", "valid_query = query_len >= 0")
     summary = _probe(_version(planted, "A4_planted"), env.ROW_NONEMPTY.name, tmp_path)
     assert summary["outcome"] == "latent" and summary["property"] == "refinement", summary
-    assert "committed 1" in summary["message"], summary
+
+
+@needs_corpus
+def test_only_a_host_that_passes_the_executed_width_is_run_at_one(tmp_path: Path) -> None:
+    from replayssm.review.host_modes import launches_executed_width
+
+    for label, passes in (("A3", False), ("A4", True), ("A5", True), ("B1", False), ("D1", False)):
+        v = _version(version_path(label), label)
+        assert launches_executed_width(v.api, v.module) == passes, label
+
+
+def _campaign(version, tmp_path: Path):
+    from replayssm.fuzz.caller_shapes import GEOMETRIES
+    from replayssm.review.campaign import campaign
+
+    geo = next(g for g in GEOMETRIES if (g.block_size, g.window, g.ring_len) == (4, 4, 8))  # widths 1..4
+    return campaign((version,), budget=600, seed=0, out_dir=tmp_path, tag=version.label, examples=16,
+                    shrink=False, geometries=(geo,))
+
+
+@needs_corpus
+@pytest.mark.parametrize("label", ["A4", "A5"])
+def test_a4_and_a5_checkpoint_on_the_executed_width(label: str, tmp_path: Path) -> None:
+    outcome = _campaign(_version(version_path(label), label), tmp_path)
+    assert outcome.failures == [] and outcome.tally.steps > 0
+
+
+@needs_corpus
+def test_a_kernel_that_checkpoints_on_the_row_length_under_an_executed_width_is_a_finding(tmp_path: Path) -> None:
+    """Teeth: A4 deciding its checkpoint on query_len while FlashInfer ran the row at the executed width
+    keeps rows FlashInfer folded: the live slot's trackers count a token twice (refinement)."""
+    import json
+
+    planted = _planted(tmp_path, "A4", "executed_query_len = EXECUTED_QUERY_WIDTH", "executed_query_len = query_len")
+    outcome = _campaign(_version(planted, "A4_planted"), tmp_path)
+    assert [f.prop for f in outcome.failures] == ["refinement"], outcome.failures
+    trace = json.loads(Path(outcome.failures[0].trace).read_text())
+    assert trace["params"]["executed_width"] == 4  # the trace replays at the width it ran
