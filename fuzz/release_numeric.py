@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -269,6 +270,7 @@ class Campaign:
         t0 = time.perf_counter()
         try:
             for _ in range(self.c.passes):
+                self.m.forget()  # the last pass's tensors stop being shared (every request syncs those it shares)
                 self.out.passes += 1
                 if self.c.backend == "triton":
                     self._triton_pass()
@@ -466,6 +468,12 @@ def run(configs: list[ReleaseNumericConfig]) -> list[Outcome]:
 
     for config in configs:
         config.check()
+    if any(c.backend == "flashinfer" and c.stand_in is None for c in configs):
+        # FlashInfer's import sets CUTE_DSL_CACHE_DIR when it is unset (prims_ts/utils.py
+        # configure_cute_dsl_cache_dir), which the target's process would report as a changed
+        # environment: it gets the value FlashInfer would pick from the start.
+        base = os.path.expanduser(os.environ.get("FLASHINFER_WORKSPACE_BASE", os.path.expanduser("~")))
+        os.environ.setdefault("CUTE_DSL_CACHE_DIR", os.path.join(base, ".cache", "flashinfer", "cute_dsl"))
     module = load_isolated(TARGET, "--release", cuda=configs[0].device == "cuda")
     try:
         if any(c.backend == "flashinfer" for c in configs):

@@ -4,6 +4,7 @@
 # FlashInfer's checkpointing_ssu, many passes against float64, over the configurations 0.33.0 accepts;
 # the two planted faults (each must fail); compute-sanitizer memcheck over short runs of both paths.
 #   bash scripts/gpu_release_numeric.sh [LOGDIR] [PASSES]      (carry .gpu, with .gpu/reference)
+# PARTS (default "triton flashinfer plants memcheck"): which of the four to run.
 # Logs under LOGDIR/release: one .jsonl per process (a line per campaign, then a summary line), .err,
 # memcheck_*.log, and release.txt (the summary table). Exit 1 when a campaign failed or a plant passed.
 set -uo pipefail
@@ -23,34 +24,41 @@ run() {  # run NAME ARGS...: one process, its campaigns' JSON lines in NAME.json
   echo "$name: exit $?" >>"$LOG/exits.txt"
 }
 rm -f "$LOG/exits.txt"
+PARTS=" ${PARTS:-triton flashinfer plants memcheck} "
 SECONDS=0
+if [[ $PARTS == *" flashinfer "* ]]; then
 # FlashInfer: one process per checkpointing_ssu specialization (each JIT-builds its own, in parallel).
 run fi_t4_w16_f32 --backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32 --passes "$PASSES" &
 run fi_t4_w16_bf16 --backend flashinfer --query-len 4 --buffer-len 16 --state-dtype bfloat16 --passes "$PASSES" &
 run fi_t2_w4_f32 --backend flashinfer --query-len 2 --buffer-len 4 --state-dtype float32 --passes "$PASSES" &
 run fi_t1_w16_f32 --backend flashinfer --query-len 1 --buffer-len 16 --state-dtype float32 --passes "$PASSES" &
+fi
+if [[ $PARTS == *" triton "* ]]; then
 # Triton: every state dtype, buffer lengths 1, 5 and 16, modes none and align (blocks of 12).
 run triton_f32 --backend triton --state-dtype float32 --buffer-len 1,5,16 --cache-mode none,align \
   --block-size 12 --passes "$PASSES" &
 run triton_half --backend triton --state-dtype bfloat16,float16 --buffer-len 1,5,16 --cache-mode none,align \
   --block-size 12 --passes "$PASSES" &
+fi
 wait
 echo "campaigns: ${SECONDS}s"
 SECONDS=0
+if [[ $PARTS == *" plants "* ]]; then
 run plant_flush_late --backend triton --state-dtype bfloat16 --buffer-len 16 --passes "$PASSES" \
   --plant "flush one step late" &
 run plant_commit_short --backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32 \
   --passes "$PASSES" --plant "commit one token short" &
+fi
 wait
 echo "plants: ${SECONDS}s"
 SECONDS=0
-if command -v compute-sanitizer >/dev/null; then
+if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; then
   for path in "triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12" \
               "flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"; do
     name=memcheck_${path%% *}
     # shellcheck disable=SC2086
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --target-processes all \
-      $RN --backend $path --passes 8 >"$LOG/$name.log" 2>&1
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-150}" compute-sanitizer --tool memcheck --target-processes all \
+      $RN --backend $path --passes "${MEMCHECK_PASSES:-6}" >"$LOG/$name.log" 2>&1
     echo "$name: exit $?, $(grep -E 'ERROR SUMMARY' "$LOG/$name.log" | sort | uniq -c | tr '\n' ' ')" | tee -a "$LOG/exits.txt"
   done
 fi
