@@ -100,6 +100,11 @@ def write_sarif(path: str, issues: list[Issue]) -> None:
 # ---------------------------------------------------------------- review
 
 
+def _impact(entry: dict) -> str:
+    """A review entry's impact sentence (``review/impact.py``), on a line of its own."""
+    return f"\nimpact: {entry['impact']['sentence']}" if entry.get("impact") else ""
+
+
 def review_issues(document: dict) -> list[Issue]:
     """A review's ``--json`` document: each finding, each kernel finding and each
     regression (errors), and each latent reliance (a warning), at its ``location``."""
@@ -107,7 +112,8 @@ def review_issues(document: dict) -> list[Issue]:
     for v in document.get("verdicts", []):
         issues += [Issue(k["property"].split("@")[0], f"{v['version']}: kernel finding ({k['property']}, proved)"
                          + (f" in {where['kernel']}" if (where := k.get("location") or {}).get("kernel") else "")
-                         + f": {k.get('message', '')}" + (f"\nreplay: {k['replay']}" if k.get("replay") else ""),
+                         + f": {k.get('message', '')}" + _impact(k)
+                         + (f"\nreplay: {k['replay']}" if k.get("replay") else ""),
                          where.get("file") or v.get("source", ""), where.get("line"),
                          f"kernel obligation {k['property'].split('@')[0]} failed, its counterexample replayed")
                    for k in v.get("kernel_findings", [])]
@@ -119,8 +125,8 @@ def review_issues(document: dict) -> list[Issue]:
             rule = e.get("property") or what
             head = (f"{v['version']}: {what} ({rule})" + (f" in {where['kernel']}" if where.get("kernel") else "")
                     + (f", relying on {e['assumption']}, which vLLM does not guarantee" if what == "latent" else ""))
-            issues.append(Issue(rule, f"{head}: {e.get('message', '')}" + (f"\nreplay: {e['replay']}"
-                                                                          if e.get("replay") else ""),
+            issues.append(Issue(rule, f"{head}: {e.get('message', '')}" + _impact(e)
+                                + (f"\nreplay: {e['replay']}" if e.get("replay") else ""),
                                 where.get("file") or v.get("source", ""), where.get("line"),
                                 f"lifecycle property {rule} broken", "warning" if what == "latent" else "error"))
     return issues

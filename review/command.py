@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -360,6 +360,7 @@ def review_version(parts: ReviewParts, v: Version, args: argparse.Namespace, bas
     first failure as first seen, its trace saved)."""
     from .campaign import campaign
     from .differential import differences
+    from .impact import with_impact
     from .kernel_proofs import kernel_proofs
     from .kernel_proofs import summary as kernel_summary
     from .probe_runs import probe_outcomes
@@ -379,7 +380,9 @@ def review_version(parts: ReviewParts, v: Version, args: argparse.Namespace, bas
             if e.partial is not None:  # else the campaign had not started: nothing was judged
                 parts.lifecycle = lifecycle_result(e.partial, v.source, interrupted=True)
             raise
-        parts.lifecycle = lifecycle_result(main, v.source, interrupted=False)
+        life = lifecycle_result(main, v.source, interrupted=False)
+        parts.lifecycle = replace(life, counterexamples=tuple(with_impact(c, v, args.device)
+                                                              for c in life.counterexamples))
         parts.done.append(LIFECYCLE)
         said = "; ".join(f.message for f in main.failures) or "every property held"
         print(f"  lifecycle: {main.tally.request_steps} request-steps in {main.seconds:.1f} s: {said}", file=out,

@@ -40,6 +40,7 @@ def probe_outcomes(v: Version, args: argparse.Namespace, traces: Path, out: Text
     the version breaks with every assumption kept (a probe looks for the
     others). Each is said on ``out`` as it ends (prefixed with the version's
     label unless ``quiet_label``)."""
+    from .impact import with_impact
     from .probes import not_probed, probes, run_probe, share
 
     planned = sorted((p for p in probes() if not (only_latent_able and p.guaranteed)), key=lambda p: p.guaranteed)
@@ -56,7 +57,12 @@ def probe_outcomes(v: Version, args: argparse.Namespace, traces: Path, out: Text
             raise
         own = None
         if independent:  # what the schedule breaks with the assumption restored on its rows
-            own = Counterexample.of(independent.prop, independent.message, independent.trace, v.source, shrunk=False)
+            own = with_impact(Counterexample.of(independent.prop, independent.message, independent.trace, v.source,
+                                                shrunk=False), v, args.device)
+        elif summary.get("relied_on") and result.trace is not None:  # what goes wrong when vLLM breaks it
+            relied = with_impact(Counterexample.of(str(result.prop), str(result.failure), result.trace, v.source,
+                                                   shrunk=False), v, args.device)
+            summary["impact"] = relied.impact.as_json() if relied.impact else None
         said = {"latent": f"LATENT: relied on ({result.prop}, {result.trace})",
                 "relies on a guarantee": f"relied on a guarantee ({result.prop}, {result.trace})",
                 "finding": f"a finding that does not depend on it ({independent.trace if independent else ''})",

@@ -18,10 +18,14 @@ holds it (``as_json``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replayssm.base.reports import replay_command
+
+from .impact import Impact, of_kernel_launch
 
 if TYPE_CHECKING:
     from .campaign import CampaignOutcome
@@ -44,6 +48,8 @@ class Counterexample:
     trace: str | None
     shrunk: bool
     replay: str | None
+    impact: Impact | None = None
+    """Whose state goes wrong and what the next forward pass computes (:mod:`.impact`)."""
 
     @classmethod
     def of(cls, prop: str, message: str, trace: str, source: str, shrunk: bool) -> Counterexample:
@@ -52,7 +58,7 @@ class Counterexample:
 
     def as_json(self) -> dict:
         return {"property": self.property, "message": self.message, "trace": self.trace, "shrunk": self.shrunk,
-                "replay": self.replay}
+                "replay": self.replay, "impact": self.impact.as_json() if self.impact else None}
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,13 @@ class KernelFinding:
     trace: str
     replay: str
     explanation: str
+    impact: Impact | None = None
+    """Whose state goes wrong and what the next forward pass computes (:func:`.impact.of_kernel_launch`)."""
 
     def as_json(self) -> dict:
         return {"property": self.property, "evidence": "proved", "case": self.case, "violated": self.violated,
                 "replayed": self.replayed, "message": self.message, "trace": self.trace, "replay": self.replay,
-                "explanation": self.explanation}
+                "explanation": self.explanation, "impact": self.impact.as_json() if self.impact else None}
 
 
 def kernel_findings(kernel_proofs: dict | None) -> tuple[KernelFinding, ...]:
@@ -140,8 +148,17 @@ def kernel_findings(kernel_proofs: dict | None) -> tuple[KernelFinding, ...]:
                  f"{r['fault']['report']}")
         out.append(KernelFinding(r["obligation"], r["case"], r["violated"], r["replayed"],
                                  f"{r['obligation']} failed ({r['case']}: {r['violated']}); {shown}",
-                                 r["trace"], r["replay"], r.get("explanation", "")))
+                                 r["trace"], r["replay"], r.get("explanation", ""), _kernel_impact(r["trace"])))
     return tuple(out)
+
+
+def _kernel_impact(path: str) -> Impact | None:
+    """A kernel finding's impact, from its saved launch (None: the launch cannot be read)."""
+    try:
+        trace = json.loads(Path(path).read_text())
+        return of_kernel_launch(trace, trace["#meta"]["property"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import TextIO
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.reports import JunitCase, replay_command, write_json, write_junit, write_reports
 
+from .impact import Impact
 from .verdict_parts import (
     ContractNote,
     Counterexample,
@@ -33,6 +34,9 @@ KERNEL_PROOFS = "kernel proofs"
 DIFFERENTIAL = "against the base (differential)"
 """The parts of a version's review besides its probes (``probe without NAME``),
 as :attr:`Verdict.unfinished` and the JUnit test cases name them."""
+
+UNREAD = "held where read (deviates where nobody reads)"
+"""A property broken only where no consumer reads (its impact, ``review/impact.py``): a note."""
 
 SUITE = "replayssm-verify review"
 """The JUnit test suite's name."""
@@ -72,7 +76,7 @@ class Verdict:
     def latent(self) -> list[dict]:
         """The probes whose counterexample needs an assumption vLLM does not guarantee."""
         return [{"assumption": p.name, "property": p.property, "message": p.message, "trace": p.trace,
-                 "replay": replay_command(str(p.trace), self.source)}
+                 "replay": replay_command(str(p.trace), self.source), "impact": p.summary.get("impact")}
                 for p in self.probes if p.outcome == "latent"]
 
     @property
@@ -113,15 +117,32 @@ def build_verdict(label: str, source: str, api: str, summary: str, parts: Review
     life = parts.lifecycle
     found = [*([parts.fault] if parts.fault else []), *(life.counterexamples if life else ()),
              *(p.independent for p in parts.probes if p.independent is not None)]
+    unread = [f for f in found if f.impact is not None and not f.impact.read]
+    found = [f for f in found if f not in unread]
     findings = [f for n, f in enumerate(found) if f.property not in {g.property for g in found[:n]}]
     properties = dict(life.properties) if life else {}
     properties.update({f.property: "broken" for f in findings})
+    properties.update({f.property: UNREAD for f in unread if f.property not in {g.property for g in findings}})
+    kernel = kernel_findings(parts.kernel_proofs)
+    unread_kernel = [k for k in kernel if k.impact is not None and not k.impact.read]
+    notes = (*(life.notes if life else ()), *(_unread(f.property, f.message, f.trace, f.replay, f.impact)
+                                              for f in unread),
+             *(_unread(k.property, k.message, k.trace, k.replay, k.impact) for k in unread_kernel))
     return Verdict(label, source, api, summary, properties=properties, findings=tuple(findings),
                    probes=tuple(parts.probes), base_probes=tuple(parts.base_probes),
-                   kernel_proofs=parts.kernel_proofs, kernel_findings=kernel_findings(parts.kernel_proofs),
+                   kernel_proofs=parts.kernel_proofs,
+                   kernel_findings=tuple(k for k in kernel if k not in unread_kernel),
                    campaign={**(life.campaign if life else {}), **parts.timings},
                    differences=tuple(parts.differences), coverage_shortfall=life.coverage_shortfall if life else (),
-                   notes=life.notes if life else (), strict=strict, unfinished=tuple(p for p in planned if p not in parts.done), locations=locations)
+                   notes=notes, strict=strict, unfinished=tuple(p for p in planned if p not in parts.done),
+                   locations=locations)
+
+
+def _unread(prop: str, message: str, trace: str | None, replay: str | None, impact: Impact | None) -> ContractNote:
+    """A property broken where no consumer reads (its impact says whose): a note, a finding with ``--strict``."""
+    assert impact is not None
+    return ContractNote(f"{prop}: {impact.whose}, nobody reads it", f"{message} ({impact.sentence})", trace or "",
+                        replay or "")
 
 
 def verdict_json(v: Verdict) -> dict:
@@ -145,6 +166,24 @@ def verdict_json(v: Verdict) -> dict:
             "coverage_shortfall": [*v.coverage_shortfall, *v.probes_not_finished],
             "notes": [n.as_json() for n in v.notes], "unfinished": list(v.unfinished),
             "locations": v.locations}
+
+
+CLOCK_FIELDS = ("seconds", "cpu_seconds", "total_seconds", "differential_seconds", "budget_seconds")
+"""The fields of a verdict the clock decides (every other one the seed and the options decide)."""
+
+
+def timeless(verdicts: list[dict], traces: str) -> list[dict]:
+    """A ``--json`` report's ``verdicts`` without what the clock decides (the fields ending in
+    :data:`CLOCK_FIELDS`) and with the ``--traces`` folder ``traces`` named ``TRACES``: two reviews
+    with the same seed and options give equal results."""
+    def strip(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not k.endswith(CLOCK_FIELDS)}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x.replace(traces, "TRACES") if isinstance(x, str) else x
+
+    return strip(verdicts)  # type: ignore[return-value]
 
 
 def _counterexample(finding: dict) -> str:
@@ -283,6 +322,18 @@ def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+    for v in verdicts:
+        for what, prop, impact in impacts(v):
+            print(f"impact: {v.label} {what} ({prop}): {impact['sentence']}", file=out)
+
+
+def impacts(v: Verdict) -> list[tuple[str, str, dict]]:
+    """Each finding's, kernel finding's and latent reliance's impact (the JSON's ``impact``) as
+    ``(what, property, impact)``, those whose impact is known."""
+    out = [("finding", f.property, f.impact.as_json()) for f in v.findings if f.impact is not None]
+    out += [("kernel finding", k.property, k.impact.as_json()) for k in v.kernel_findings if k.impact is not None]
+    out += [(f"latent on {x['assumption']}", str(x["property"]), x["impact"]) for x in v.latent if x.get("impact")]
+    return out
 
 
 def interrupted_summary(e: Interrupted, verdicts: list[Verdict], not_reviewed: list[str]) -> str:

@@ -43,19 +43,11 @@ def test_the_watchdog_cuts_a_campaign_and_says_so(tmp_path: Path) -> None:
     assert outcome.cut and outcome.tally.examples == 0 and not outcome.failures
 
 
-TIMING = ("seconds", "cpu_seconds", "total_seconds", "differential_seconds", "budget_seconds")
-
-
 def _verdicts(path: Path, traces: Path) -> list[dict]:
     """The report's verdicts without what the clock decides (``*seconds``) and with the traces folder named alike."""
-    def strip(x):
-        if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if not k.endswith(TIMING)}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x.replace(str(traces), "TRACES") if isinstance(x, str) else x
+    from replayssm.review.verdicts import timeless
 
-    return strip(json.loads(path.read_text())["verdicts"])
+    return timeless(json.loads(path.read_text())["verdicts"], str(traces))
 
 
 def test_the_comparison_sees_a_changed_verdict(tmp_path: Path) -> None:

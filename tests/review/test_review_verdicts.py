@@ -97,7 +97,7 @@ def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guara
     assert (case.kind if case.failure is not None else None) == junit
     if outcome == "latent":
         assert v.latent == [{"assumption": TRACKERS, "property": "forward", "message": "forward: decode reads ...",
-                             "trace": "t.json", "replay": "replayssm-verify replay t.json --impl x.py"}]
+                             "trace": "t.json", "replay": "replayssm-verify replay t.json --impl x.py", "impact": None}]
         assert case.failure.startswith(f"latent: relies on {TRACKERS}, which vLLM does not guarantee")
     print_table([v], None)
     table = capsys.readouterr().out.splitlines()

@@ -1,0 +1,120 @@
+"""Each finding's impact in vLLM's terms (issue 36 item 3, ``review/impact.py``): whose state goes wrong,
+what the next forward pass computes, which input shape reaches it; read from the finding's own evidence
+(the trace run again, the kernel counterexample's launch). A deviation nobody reads is a note."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replayssm.base.isolation import load_isolated
+from replayssm.base.sarif import review_issues
+from replayssm.fuzz.launcher import Setup
+from replayssm.review.arguments import CallerStep, Row
+from replayssm.review.attribution import restore_rows
+from replayssm.review.campaign import Version
+from replayssm.review.impact import Impact, _frame, of_kernel_launch, of_trace
+from replayssm.review.target import detect
+from replayssm.review.verdict_parts import Counterexample, LifecycleResult, ReviewParts
+from replayssm.review.verdicts import UNREAD, build_verdict, print_table, verdict_json
+
+from review_corpus import needs_corpus, version_path
+
+TRACES = Path(__file__).resolve().parents[2] / "docs" / "review_traces"
+PARAMS = {"geometry": {"max_num_reqs": 3, "block_size": 4, "window": 4, "ring_len": 6, "pad_slot": 0},
+          "conventions": {"cumulative": False, "post_step": False, "has_idx_mapping": False,
+                          "materialize_prefixes": False, "live_col_is_zero": False},
+          "layers_per_group": [1], "num_cols": 1, "num_slots": 8}
+
+
+def _launch(num_reqs: int, query: list[int]) -> dict:
+    maxr = PARAMS["geometry"]["max_num_reqs"]
+    return {"params": PARAMS, "#meta": {"property": "memory_safety"}, "actions": [{"name": "launch", "picks": {
+        "num_reqs": num_reqs, "block_table": [[[b + 1] for b in range(maxr)]],
+        "query_metadata": query + [0] * (maxr - len(query)), "num_computed_tokens": [0] * maxr,
+        "num_accepted_tokens": [0] * maxr, "is_prefilling": [True] * maxr, "live_cols": [0] * maxr}}]}
+
+
+def test_a_prefill_past_its_one_column_row_resets_the_next_rows_request() -> None:
+    hit = of_kernel_launch(_launch(2, [9, 1]), "memory_safety")  # 9 tokens of 4-token blocks: 3 columns, 1 held
+    assert (hit.whose, hit.read) == ("another request", True) and hit.who == "request 1 (batch row 1)"
+    assert "request 0's row a prefill chunk of 9 token(s)" in hit.shape and "1-column block table" in hit.shape
+    stale = of_kernel_launch(_launch(1, [5]), "frame")
+    assert stale.whose == "another request" and "past the batch" in stale.next_pass
+    beyond = of_kernel_launch(_launch(3, [1, 1, 5]), "memory_safety")  # the last row of the table
+    assert beyond.whose == "memory outside the buffers"
+    inside = of_kernel_launch(_launch(2, [4, 1]), "equivalence")
+    assert inside.whose == "this request" and inside.who.startswith("request 0")
+
+
+class _Trackers:
+    """The harness's tracker arrays (what ``_frame`` reads of it)."""
+
+    def __init__(self, start: np.ndarray, committed: np.ndarray) -> None:
+        self.arrays = (start, committed)
+
+    def tracker_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.arrays
+
+
+class _Slots:
+    group_layers = [[0]]
+    state: dict = {}
+
+
+@pytest.mark.parametrize("held, whose, read", [(False, "a free block", False), (True, "another request", True)])
+def test_a_block_no_row_names_changed_is_nobody_s_when_free_and_a_request_s_when_held(held: bool, whose: str,
+                                                                                     read: bool) -> None:
+    """Teeth: the same frame change (slot 5's trackers) is a note on a free block, a finding on a held one."""
+    setup = Setup.from_json(PARAMS)
+    before = (np.zeros((1, 8), dtype=np.int64), np.zeros((1, 8), dtype=np.int64))
+    after = (before[0].copy(), before[1].copy())
+    after[1][0, 5] = 2
+    row = Row(0, 0, 0, 4, 1, 1, False, 0, 0)
+    step = CallerStep([row], [[[3], [0], [0]]], [], {}, {})
+    running = [[0, 0, 5, 0, [[3]]]] + ([[1, 1, 8, 0, [[5]]]] if held else [])
+    impact = _frame(setup, _Trackers(*after), _Slots(), step, {"running": running, "published": []},  # type: ignore[arg-type]
+                    before, {}, lambda focus: "shape", "frame")
+    assert (impact.whose, impact.read) == (whose, read) and "slot 5" in impact.who
+
+
+def _finding(whose: str) -> Counterexample:
+    return Counterexample("frame", "frame: group 0 slot 5 ...", "t.json", True, "replay t.json",
+                          Impact(whose, "slot 5", "what the next pass computes", "the shape"))
+
+
+@pytest.mark.parametrize("whose, status, strict_status", [("a free block", "note", "finding"),
+                                                          ("another request", "finding", "finding")])
+def test_a_finding_nobody_reads_is_a_note_and_strict_makes_it_a_finding(whose: str, status: str,
+                                                                        strict_status: str, capsys) -> None:
+    life = LifecycleResult({"request_steps": 100}, {"frame": "broken"}, (_finding(whose),), (), 1.0)
+    v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=life))
+    assert v.status == status
+    assert build_verdict("X", "x.py", "A", "gen A", ReviewParts(lifecycle=life), strict=True).status == strict_status
+    doc = verdict_json(v)
+    entries = doc["findings"] if status == "finding" else doc["notes"]
+    assert len(entries) == 1 and ("slot 5" in json.dumps(entries[0]))
+    if status == "finding":
+        assert doc["findings"][0]["impact"]["whose"] == whose and doc["findings"][0]["impact"]["read"] is True
+        issue = review_issues({"verdicts": [doc]})[0]
+        assert "impact: slot 5 (another request): what the next pass computes" in issue.message
+        print_table([v], None)
+        assert "impact: X finding (frame): slot 5 (another request)" in capsys.readouterr().out
+    else:
+        assert doc["properties"]["frame"] == UNREAD and doc["findings"] == []
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["row_nonempty", "decode_within_block"])
+def test_the_d2_refinement_finding_says_whose_state_goes_wrong_and_by_how_many_tokens(name: str) -> None:
+    trace = next(TRACES.glob(f"D2-refinement-without-{name}-*.json"))
+    kept = restore_rows(json.loads(trace.read_text()), frozenset({name}))
+    module = load_isolated(str(version_path("D2")), "--impl", cuda=False, launch_seconds=120)
+    impact = of_trace(kept, Version("D2", str(version_path("D2")), module, detect(module, None)))
+    assert impact is not None and (impact.whose, impact.read) == ("this request", True)
+    assert impact.who.startswith("request 1 (live slot")
+    assert "its next decode: it starts from the state at" in impact.next_pass and "missing" in impact.next_pass
+    assert impact.shape.startswith("cache mode none") and "request 1's row a decode of" in impact.shape
