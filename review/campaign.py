@@ -121,6 +121,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     conventions: tuple[Conventions, ...] = tuple(Conventions.all())
     geometries: tuple[Geometry, ...] = GEOMETRIES
     model_blocks: int = MODEL_BLOCKS
+    cache_mode: str | None = None
+    """The systems' cache mode (None: the one each convention combination serves by default)."""
+    group_counts: tuple[int, int] = (1, 3)
+    """The fewest and most Mamba cache groups a system has."""
     dropped: frozenset[str] = frozenset()
     executed_width: bool = False
     """Every version's host may run FlashInfer at a fixed executed width (``host_modes.launches_executed_width``):
@@ -141,13 +145,14 @@ class LifecycleMachine(RuleBasedStateMachine):
     def build_system(self, data: Any) -> None:
         geo = data.draw(st.sampled_from(self.geometries), label="geometry")
         conv = data.draw(st.sampled_from(self.conventions), label="conventions")
-        layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3), label="layers per group"))
+        fewest, most = self.group_counts
+        layers = tuple(data.draw(st.lists(st.integers(1, 3), min_size=fewest, max_size=most), label="layers per group"))
         features = Features(*(data.draw(st.booleans(), label=f) for f in
                               ("prefix_hits", "padding_rows", "block_copies", "null_columns")))
         executed = self.executed_width and data.draw(st.booleans(), label="executed width")
         self.callers, self.record = review_callers(
-            Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48), features, self.dropped,
-            executed)
+            Setup.sized(geo, conv, layers, model_blocks=self.model_blocks, num_slots=48, cache_mode=self.cache_mode),
+            features, self.dropped, executed)
         self.setup = self.callers.kernel_setup
         self.sides = [(v, Harness(self.setup, v.module, v.api, self.device),
                        Ghost(layers, geo.ring_len, geo.window, geo.pad_slot)) for v in self.versions]
@@ -314,12 +319,15 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
              examples: int, device: str = "cpu", dropped: frozenset[str] = frozenset(), max_steps: int = 10,
              examples_per_turn: int = 2, where: Callable[[Conventions], bool] | None = None,
              geometries: tuple[Geometry, ...] = GEOMETRIES, model_blocks: int = MODEL_BLOCKS, shrink: bool = True,
-             known: frozenset[str] = frozenset(), progress: TextIO | None = None) -> CampaignOutcome:
+             known: frozenset[str] = frozenset(), progress: TextIO | None = None, cache_mode: str | None = None,
+             group_counts: tuple[int, int] = (1, 3)) -> CampaignOutcome:
     """Run ``examples`` examples of the lifecycle machine, in turns of
     ``examples_per_turn`` (``where``, ``geometries``, ``model_blocks``: the
     systems drawn, by default every convention combination and fuzzed geometry
     with requests of up to :data:`MODEL_BLOCKS` blocks; a probe narrows them to
-    where its callers can break its assumption), keeping each distinct failure
+    where its callers can break its assumption; ``cache_mode`` and
+    ``group_counts``: one serving configuration's systems, for ``review
+    --matrix``), keeping each distinct failure
     (``known``: properties already found elsewhere, not looked for again;
     ``shrink``: let Hypothesis shrink each failure, :data:`SHRINKS` steps at
     most, before it is saved; ``progress``: where to say that a counterexample
@@ -345,7 +353,8 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
             conv = combos[(seed + turn) % len(combos)]
             seen = frozenset((f.kind, f.prop) for f in found) | {("finding", p) for p in known}
             attrs = {"versions": versions, "device": torch.device(device), "conventions": (conv,),
-                     "geometries": geometries, "model_blocks": model_blocks, "dropped": dropped, "known": seen,
+                     "geometries": geometries, "model_blocks": model_blocks, "cache_mode": cache_mode,
+                     "group_counts": group_counts, "dropped": dropped, "known": seen,
                      "executed_width": all(launches_executed_width(v.api, v.module) for v in versions),
                      "tally": tally, "last_trace": None, "first_failure": None, "progress": progress,
                      "shrinking": shrinking, "notes": notes}

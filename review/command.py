@@ -46,6 +46,7 @@ from replayssm.base.reports import (
 )
 
 from .host_modes import describe, version_publishing_modes
+from .matrix_command import DEFAULT as MATRIX_DEFAULT
 from .probe_runs import CAMPAIGN_SHARE
 from .verdict_parts import Counterexample, ReviewParts
 from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, build_verdict, interrupted_summary, print_table, write_verdicts
@@ -67,7 +68,9 @@ OUTPUTS = """outputs:
   the verdict table, with progress lines, on standard output (standard error with --json -)
   each finding's trace in --traces DIR (default out/review): replayssm-verify replay FILE
     re-runs it on the version, replayssm-verify explain FILE draws a kernel-proof trace
-  --json, --junit, --sarif, --html: written when the review ends or is interrupted"""
+  --json, --junit, --sarif, --html: written when the review ends or is interrupted
+  with --matrix: the hazard matrix on standard output (120 columns; --wide: every detail), each failing
+    configuration's trace in --traces DIR, --json/--markdown/--html the matrix (schema replayssm-review-matrix/1)"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,6 +117,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "regression at the kernel line it is located at")
     p.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: verdicts, each finding's "
                    "lifecycle timeline with ring diagrams, the assumptions relied on and their provenance")
+    p.add_argument("--matrix", nargs="?", type=int, const=MATRIX_DEFAULT, metavar="N",
+                   help="the hazard matrix of one HEAD (or --vllm PATH): its verdict per serving configuration it "
+                   "distinguishes (cache mode, speculative tokens, async scheduling, cache groups, runner), N "
+                   "examples per campaign of each (default 4; --vllm: forward passes, default 80); printed, and "
+                   "written with --json, --markdown, --html (review/matrix.py)")
+    p.add_argument("--wide", action="store_true", help="print tables with every detail (full lists, traces), "
+                   "wider than 120 columns")
 
 
 def _absolute(source: str) -> str:
@@ -158,6 +168,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     the worker processes are stopped, the verdicts so far printed and
     written with ``"interrupted": true`` and the parts not finished named,
     every finding's trace kept, and the status is 130 or 143."""
+    if args.matrix is not None:
+        from .matrix_command import run_matrix
+
+        return run_matrix(args, out)
     if args.repo is not None:
         from .pr_check import run_pr_check
 
@@ -173,7 +187,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return EXIT_USAGE
     for option in ("pr_head", "markdown", "report_url"):
         if getattr(args, option) is not None:
-            print(f"error: --{option.replace('pr_', '').replace('_', '-')} needs --repo PATH", file=sys.stderr)
+            print(f"error: --{option.replace('pr_', '').replace('_', '-')} needs --repo PATH (--markdown: or "
+                  "--matrix)", file=sys.stderr)
             return EXIT_USAGE
     check_output_file(args.json, "--json", stdout_ok=True)
     check_output_file(args.junit, "--junit")

@@ -21,12 +21,14 @@ time is ``not finished``, never a pass.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumption_record import Reach
+from replayssm.spec.geometry import Conventions, Geometry
 
 from . import campaign as campaigns  # by module: a test's stand-in campaign reaches the probes too
 from .attribution import restore_rows
@@ -159,16 +161,25 @@ def outcome_of(probe: Probe, result: CampaignOutcome, relied: bool, independent:
 
 
 def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Path, device: str,
-              examples: int, known: frozenset[str] = frozenset()) -> tuple[dict, CampaignOutcome, Failure | None]:
+              examples: int, known: frozenset[str] = frozenset(),
+              within: Callable[[Conventions], bool] | None = None, geometries: tuple[Geometry, ...] = GEOMETRIES,
+              cache_mode: str | None = None, group_counts: tuple[int, int] = (1, 3), tag: str = ""
+              ) -> tuple[dict, CampaignOutcome, Failure | None]:
     """One probe of ``v`` within ``budget`` seconds: ``(summary, campaign outcome,
     independent trace)``, the summary as the JSON's ``assumptions`` entry holds it;
-    ``known``: the properties the version breaks with every assumption kept, not looked for again.
+    ``known``: the properties the version breaks with every assumption kept, not looked for again;
+    ``within``, ``geometries``, ``cache_mode``, ``group_counts``: one serving configuration's systems
+    (``review --matrix``; the probe's reach narrows them further), ``tag`` its name in the traces'.
     An :class:`~replayssm.base.interrupts.Interrupted` passes with the campaign so far."""
-    result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir, tag=f"{v.label}-without-{probe.name}",
-                                device=device, dropped=frozenset(probe.assumptions), where=probe.reach.conventions,
-                                geometries=tuple(g for g in GEOMETRIES if probe.reach.geometry(g)),
+    reach = probe.reach
+    result = campaigns.campaign((v,), budget=budget, seed=seed, out_dir=out_dir,
+                                tag=f"{v.label}{tag}-without-{probe.name}", device=device,
+                                dropped=frozenset(probe.assumptions),
+                                where=reach.conventions if within is None else
+                                (lambda c: reach.conventions(c) and within(c)),
+                                geometries=tuple(g for g in geometries if reach.geometry(g)),
                                 model_blocks=probe.model_blocks, shrink=False, examples=examples,
-                                known=known)
+                                known=known, cache_mode=cache_mode, group_counts=group_counts)
     relied, independent = (False, None) if result.trace is None else confirm(result.trace, probe, v, device)
     outcome = outcome_of(probe, result, relied, independent)
     summary = {"assumptions": list(probe.assumptions), "guaranteed": probe.guaranteed, "outcome": outcome,
