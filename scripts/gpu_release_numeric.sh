@@ -56,10 +56,16 @@ if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; th
   for path in "triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12" \
               "flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"; do
     name=memcheck_${path%% *}
+    # Each process's report in a file of its own (%p: its pid): the target's process writes its
+    # standard output to its own folder, which goes with it.
     # shellcheck disable=SC2086
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-150}" compute-sanitizer --tool memcheck --target-processes all \
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-150}" compute-sanitizer --tool memcheck \
+      --target-processes all --log-file "$LOG/${name}_%p.log" \
       $RN --backend $path --passes "${MEMCHECK_PASSES:-6}" >"$LOG/$name.log" 2>&1
-    echo "$name: exit $?, $(grep -E 'ERROR SUMMARY' "$LOG/$name.log" | sort | uniq -c | tr '\n' ' ')" | tee -a "$LOG/exits.txt"
+    status=$?
+    echo "$name: exit $status, $(ls "$LOG/${name}"_*.log 2>/dev/null | wc -l) processes checked:" \
+      "$(cat "$LOG/${name}"_*.log 2>/dev/null | grep -E 'ERROR SUMMARY' | sort | uniq -c | tr '\n' ' ')" \
+      | tee -a "$LOG/exits.txt"
   done
 fi
 echo "memcheck: ${SECONDS}s"
