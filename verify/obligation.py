@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
 import z3
@@ -75,6 +75,29 @@ class Claim:
             self.goal = [("goal", self.goal)]
         if self.strategy not in STRATEGIES:
             raise ValueError(f"a claim's strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+
+
+class LazyClaim(Claim):
+    """A case whose claim is built on first use: ``prove`` skips the cases
+    another shard takes without building them (a kernel case's programs, a
+    system step shape's claim), so a shard builds only the cases it proves."""
+
+    _HEAVY = frozenset(f.name for f in fields(Claim)) - {"case"}
+    """Every field of a claim but its case label: reading one builds it."""
+
+    def __init__(self, case: str, make: Callable[[], Claim]) -> None:  # noqa: D107 - no dataclass init
+        object.__setattr__(self, "case", case)
+        object.__setattr__(self, "_make", make)
+        object.__setattr__(self, "_built", None)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in LazyClaim._HEAVY:
+            built = object.__getattribute__(self, "_built")
+            if built is None:
+                built = object.__getattribute__(self, "_make")()
+                object.__setattr__(self, "_built", built)
+            return getattr(built, name)
+        return object.__getattribute__(self, name)
 
 
 @dataclass(frozen=True)
@@ -226,12 +249,24 @@ def fact_vector(facts: Iterable[Any]) -> Facts:
     return Facts(tuple(lift(f) for f in facts))
 
 
+def translated(facts: Facts, context: z3.Context | None) -> Facts:
+    """``facts`` in ``context`` (None: as they are), translated once: the
+    solvers :func:`new_solver` makes in that context then assert them as they
+    are (a case of an ``isolated`` obligation asks for a solver per goal part,
+    and translating its few hundred facts for each cost as much as a tenth
+    of the row-blocked kernel's proofs)."""
+    if context is None:
+        return facts
+    return Facts(tuple(t if t.ctx is context else t.translate(context) for t in facts.terms))
+
+
 def new_solver(facts: Facts, *extra: Any, preprocess: bool = False, timeout_ms: int | None = None,
                context: z3.Context | None = None) -> z3.Solver:
     """A fresh solver asserting ``facts`` in order, then each of ``extra`` (a
     term or :class:`Facts`): the assertions ``s.add`` would make, in that
     order; with ``context``, a solver of that Z3 context, every term
-    translated into it (the caller's stay in theirs)."""
+    translated into it (the caller's stay in theirs; those already of that
+    context, as :func:`translated` makes them, are asserted as they are)."""
     if context is None:
         s = PREPROCESS.solver() if preprocess else z3.Solver()
     else:
@@ -240,7 +275,7 @@ def new_solver(facts: Facts, *extra: Any, preprocess: bool = False, timeout_ms: 
     ctx, solver = s.ctx.ref(), s.solver
     for group in (facts, *extra):
         for t in group.terms if isinstance(group, Facts) else (z3.BoolSort().cast(lift(group)),):
-            z3.Z3_solver_assert(ctx, solver, (t if context is None else t.translate(context)).as_ast())
+            z3.Z3_solver_assert(ctx, solver, (t if context is None or t.ctx is context else t.translate(context)).as_ast())
     return s
 
 
@@ -314,12 +349,17 @@ def _raised(ob: Obligation, case: str, e: Exception, names: list[str], cases: in
 
 def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obligation] = (),
           take: Callable[[], int] | None = None, cache: ProofCache | None = None,
-          case_done: Callable[[], None] | None = None) -> Result:
+          case_done: Callable[[], None] | None = None, steal: Callable[[int], int | None] | None = None) -> Result:
     """Discharge every case of ``ob``; stop at the first failing (or, with
     ``every_case``, vacuous) case. With
     ``shard=(i, n)`` only the cases whose index is ``i`` modulo ``n``, or with
     ``take`` the indices it hands out (increasing, shared with the other
     shards); the non-vacuity verdict is then left to :func:`merge_shards`.
+    With ``steal`` as well, once the cases are listed to their end,
+    ``steal(count)`` hands out indices below ``count`` that the other shards'
+    ``take`` has not handed out yet, one at a time, None when there is none
+    left (``verify.runner``: each shard takes its own cases first, those its
+    process may have built for another obligation, then helps the others).
     ``lemmas`` are obligations already proved: parts they state verbatim are
     not re-solved (the non-vacuity check still runs). A case whose exact
     query ``cache`` holds as proved is not solved again. An exception while
@@ -329,40 +369,56 @@ def prove(ob: Obligation, shard: tuple[int, int] = (0, 1), lemmas: Iterable[Obli
     this process's CPU time over the call."""
     part_of, shards = shard
     start, cpu = time.perf_counter(), time.process_time()
-    result = _prove(ob, part_of, shards, lemmas, take, cache, case_done, start)
+    result = _prove(ob, part_of, shards, lemmas, take, steal, cache, case_done, start)
     result.cpu_seconds = time.process_time() - cpu
     return result if shards > 1 or result.status != "proved" else merge_shards([result])
 
 
 def _prove(ob: Obligation, part_of: int, shards: int, lemmas: Iterable[Obligation], take: Callable[[], int] | None,
-           cache: ProofCache | None, case_done: Callable[[], None] | None, start: float) -> Result:
+           steal: Callable[[int], int | None] | None, cache: ProofCache | None,
+           case_done: Callable[[], None] | None, start: float) -> Result:
     """:func:`prove`'s cases, its result before the shards are merged."""
     names: list[str] = []
     covered = False
     cases = reused = 0
     case = ""
+
+    def one(claim: Claim) -> Result | None:
+        nonlocal case, cases, reused, covered
+        case = claim.case
+        cases += 1
+        for n, _ in claim.assumptions:
+            if n not in names:
+                names.append(n)
+        parts = proved.open_parts(claim)
+        reused += len(claim.goal) - len(parts)
+        verdict = _prove_case(ob, claim, parts, covered, cache)
+        if isinstance(verdict, Result):
+            verdict.seconds, verdict.assumptions, verdict.cases = time.perf_counter() - start, names, cases
+            return verdict
+        covered = covered or verdict
+        if case_done is not None:
+            case_done()
+        return None
+
     try:
         proved = ProvedParts(lemmas)
+        listed: list[Claim] = []
         mine = take() if take is not None else None
         for index, claim in enumerate(ob.build()):
+            if steal is not None:
+                listed.append(claim)
             if take is None and index % shards != part_of or take is not None and index != mine:
                 continue
-            case = claim.case
-            cases += 1
-            for n, _ in claim.assumptions:
-                if n not in names:
-                    names.append(n)
-            parts = proved.open_parts(claim)
-            reused += len(claim.goal) - len(parts)
-            verdict = _prove_case(ob, claim, parts, covered, cache)
-            if isinstance(verdict, Result):
-                verdict.seconds, verdict.assumptions, verdict.cases = time.perf_counter() - start, names, cases
-                return verdict
-            covered = covered or verdict
-            if case_done is not None:
-                case_done()
+            failure = one(claim)
+            if failure is not None:
+                return failure
             if take is not None:
                 mine = take()
+        while steal is not None and (other := steal(len(listed))) is not None:
+            failure = one(listed[other])
+            if failure is not None:
+                return failure
     except Exception as e:  # noqa: BLE001 - the spec's own failure (MemoryFault first) is this obligation's finding
         return _raised(ob, case, e, names, cases, time.perf_counter() - start)
     return Result(ob.name, "proved", time.perf_counter() - start, names, cases, covered=covered, reused=reused,
@@ -383,8 +439,8 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
         kept = cache.proved_case(key, ob.name, claim.case)
         if kept is not None and (kept["covered"] is not None or covered and not ob.every_case):
             return bool(kept["covered"])
-    vector = fact_vector(facts)
     context = z3.Context() if ob.isolated else None
+    vector = translated(fact_vector(facts), context)
     failure = _solve_parts(ob, claim, parts, vector, context)
     if failure is not None:
         return failure

@@ -63,9 +63,16 @@ def default_jobs() -> int:
     return min(usable_cpus(), DEFAULT_JOBS_CAP)
 
 
-_NEXT_CASE: dict[str, Any] = {}
-"""Per shardable obligation of a :func:`discharge` run, the index of the next
-case a shard takes: shared memory the forked workers inherit."""
+_NEXT_CASE: dict[str, tuple[Any, ...]] = {}
+"""Per shardable obligation of a :func:`discharge` run, one counter per
+shard's share (the cases ``i`` with ``i % shards == k`` are share ``k``: the
+counter holds the next index of its share not yet taken) and one flag per
+share, set once a shard has made it its own: shared memory the forked
+workers inherit."""
+
+_WORKER: dict[str, int] = {}
+"""This worker's number (``"id"``: 0, 1, ... in the order the pool started
+its workers), set by :func:`_worker_init`; absent in the main process."""
 
 _PROGRESS: dict[str, Any] = {}
 """Per obligation of a :func:`discharge` run, a pair of shared values: when
@@ -73,29 +80,63 @@ its first shard began (``time.time()``, 0 before), and how many of its cases
 are done: what the progress lines report."""
 
 NO_CASE_LEFT = 2**31 - 1
-"""The counter's value once a shard has failed: past every case index."""
+"""A share's counter once a shard has failed: past every case index."""
 
 
-def next_case_counter(name: str) -> Callable[[], int]:
-    """The ``take`` of obligation ``name``'s shards in this run: each call
-    hands out the next case index, once."""
-    counter = _NEXT_CASE[name]
+@dataclass(frozen=True)
+class CaseShare:
+    """How one shard of an obligation takes its cases (:func:`case_share`):
+    ``take`` hands out the next index of its own share, ``steal(count)`` an
+    index below ``count`` of another share not taken yet (None: none left)."""
+
+    take: Callable[[], int]
+    steal: Callable[[int], int | None]
+
+
+def case_share(name: str, shards: int) -> CaseShare:
+    """Obligation ``name``'s cases for a shard of this process: its share is
+    the one numbered as this worker (the same share of every obligation, so
+    a worker proves the cases whose programs it built for the obligation
+    before, as the row-blocked kernel's four obligations share their cases),
+    or the first no other shard has made its own. Each case index is handed
+    out once, by its share's counter."""
+    counters, owned = _NEXT_CASE[name]
+    order = [(_WORKER.get("id", 0) + k) % shards for k in range(shards)]
+    with owned.get_lock():
+        home = next(k for k in order if not owned[k])
+        owned[home] = 1
+
+    def next_of(k: int, count: int) -> int | None:
+        """The next index of share ``k`` below ``count``, taken; None when there is none (or a shard failed)."""
+        counter = counters[k]
+        with counter.get_lock():
+            index = counter.value
+            if index >= min(count, NO_CASE_LEFT):
+                return None
+            counter.value = index + shards
+            return index
 
     def take() -> int:
-        with counter.get_lock():
-            counter.value += 1
-            return counter.value - 1
+        index = next_of(home, NO_CASE_LEFT)
+        return NO_CASE_LEFT if index is None else index
 
-    return take
+    def steal(count: int) -> int | None:
+        for k in order:
+            if k != home and (index := next_of(k, count)) is not None:
+                return index
+        return None
+
+    return CaseShare(take, steal)
 
 
-def share_cases(names: list[str]) -> None:
-    """Give each shardable obligation of ``names`` a fresh case counter in
-    shared memory, and each obligation its progress values, for the workers
-    forked after this call."""
+def share_cases(names: list[str], shards: int = 2) -> None:
+    """Give each shardable obligation of ``names`` its ``shards`` share
+    counters in shared memory (:data:`_NEXT_CASE`), and each obligation its
+    progress values, for the workers forked after this call."""
     context = multiprocessing.get_context("fork")
     _NEXT_CASE.clear()
-    _NEXT_CASE.update({n: context.Value("i", 0) for n in names if REGISTRY[n].shardable})
+    _NEXT_CASE.update({n: (tuple(context.Value("i", k) for k in range(shards)), context.Array("b", shards))
+                       for n in names if REGISTRY[n].shardable})
     _PROGRESS.clear()
     _PROGRESS.update({n: (context.Value("d", 0.0), context.Value("i", 0)) for n in names})
 
@@ -133,19 +174,20 @@ def progress_line(finished: set[str], now: float | None = None) -> str | None:
 def prove_named(name: str, shard: tuple[int, int] = (0, 1), lemmas: tuple[str, ...] = (),
                 shared_cases: bool = False, cache: str | None = None) -> Result:
     """Prove shard ``shard = (i, n)`` of the registered obligation ``name``
-    (with ``shared_cases``, the cases its counter hands out: see
-    :func:`share_cases`), reusing the parts the proved obligations ``lemmas``
+    (with ``shared_cases``, the cases of its :func:`case_share`), reusing the parts the proved obligations ``lemmas``
     state and the cases the proof cache in folder ``cache`` holds. A failure
     stops the obligation's other shards taking cases."""
     from .catalog import obligations
 
     obligations()
-    take = next_case_counter(name) if shared_cases else None
-    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], take,
-                   ProofCache(cache) if cache is not None else None, case_done=_begun(name))
+    share = case_share(name, shard[1]) if shared_cases else None
+    result = prove(REGISTRY[name], shard, [REGISTRY[n] for n in lemmas], share.take if share else None,
+                   ProofCache(cache) if cache is not None else None, case_done=_begun(name),
+                   steal=share.steal if share else None)
     if shared_cases and result.status != "proved":
-        with _NEXT_CASE[name].get_lock():
-            _NEXT_CASE[name].value = NO_CASE_LEFT
+        for counter in _NEXT_CASE[name][0]:
+            with counter.get_lock():
+                counter.value = NO_CASE_LEFT
     return result
 
 
@@ -153,9 +195,13 @@ class LemmaCycle(ValueError):
     """Obligations that wait on each other's lemmas, so none can start."""
 
 
-def _worker_signals() -> None:
-    """A worker leaves interrupts to the main process (a terminal's Ctrl-C
-    reaches the whole foreground group) and ends on SIGTERM."""
+def _worker_init(started: Any) -> None:
+    """A worker takes its number from the shared count of ``started``
+    workers (:data:`_WORKER`), leaves interrupts to the main process (a
+    terminal's Ctrl-C reaches the whole foreground group) and ends on SIGTERM."""
+    with started.get_lock():
+        _WORKER["id"] = started.value
+        started.value += 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -217,12 +263,13 @@ def discharge(names: list[str], jobs: int, cache: str | Path | None = None,
             if r is not None:
                 started.add(n)
                 yield finished(r)
-    share_cases(names)
+    share_cases(names, max(jobs, 1))
     if jobs <= 1:
         yield from _in_this_process(names, status, ready, stuck, finished, folder, progress)
         return
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_signals)
+    fork = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=fork, initializer=_worker_init,
+                               initargs=(fork.Value("i", 0),))
     try:
         futures: dict = {}
         shards_of: dict[str, list[Result]] = {}

@@ -12,6 +12,7 @@ dropped caller assumption are ``verify.system_probes``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import z3
@@ -32,8 +33,9 @@ from replayssm.spec.system import (
 from replayssm.spec.geometry import has_prefix_cache
 from replayssm.spec.vocab import Cond, conj, disj, implies
 
-from .obligation import Claim, PartName, obligation
+from .obligation import Claim, LazyClaim, PartName, obligation
 from .system_steps import (
+    StepCase,
     Transition,
     case_pins,
     case_transition,
@@ -140,24 +142,36 @@ def shape_claim(t: Transition[StepPicks], cover: Callable[[Transition[StepPicks]
     one non-vacuity check serve every caller and order of the shape (about
     27% less solving than a claim per caller); their covers must be the same
     term too."""
-    if t.case is None or reference_of(t) is not None:
-        raise ValueError("shape_claim: a claim of one step shape needs the case_transition of a shape proved directly")
+    label, lead = shape_label(t), direct_case(t)
     direct = world_label(t.p)
     callers = [caller for caller, ref in REFERENCE_CALLER.items() if ref == direct]
-    orders = t.case.reorderings()
-    label = f"step {' + '.join([direct, *callers])}: {t.case.label}{', in either batch order' if orders else ''}"
     claim = preservation_claim(t, label, cover=cover(t))
     for caller in [direct, *callers]:
-        for case in [t.case, *orders]:
-            if (caller, case) == (direct, t.case):
+        for case in [lead, *lead.reorderings()]:
+            if (caller, case) == (direct, lead):
                 continue
             follower = case_transition(world_params(caller), case)
-            name = caller if case == t.case else f"{caller} {case.label}"
+            name = caller if case == lead else f"{caller} {case.label}"
             if lift(cover(follower)).get_id() != lift(claim.cover).get_id():
                 raise ValueError(f"{label}: {name} covers another situation than {direct}; prove it on its own")
             claim.goal += [(f"{name}: {n}", x) for n, x in reference_claim(follower, label).goal]
             claim.show.update({f"{name} {k}": v for k, v in follower.show().items() if k.startswith("post.")})
     return claim
+
+
+def direct_case(t: Transition[StepPicks]) -> StepCase:
+    """The shape ``t`` narrows the step to, when it is proved directly (not through another: :func:`reference_of`)."""
+    if t.case is None or reference_of(t) is not None:
+        raise ValueError("shape_claim: a claim of one step shape needs the case_transition of a shape proved directly")
+    return t.case
+
+
+def shape_label(t: Transition[StepPicks]) -> str:
+    """The case name of :func:`shape_claim`'s claim of ``t``: the callers and
+    the batch orders it proves, and the shape."""
+    case, direct = direct_case(t), world_label(t.p)
+    callers = [caller for caller, ref in REFERENCE_CALLER.items() if ref == direct]
+    return f"step {' + '.join([direct, *callers])}: {case.label}{', in either batch order' if case.reorderings() else ''}"
 
 
 def check_callers_share_shapes(rows: tuple[int, ...]) -> None:
@@ -222,7 +236,8 @@ def _preserves(action: str, cover: Callable[[Transition[Any]], Cond] = lambda t:
             check_callers_share_shapes(rows)
             for _, t in transitions(action, DIRECT, rows):
                 if t.case is not None and t.case == t.case.lead:  # the other orders are proved in its claim
-                    yield shape_claim(t, cover)
+                    # built when a shard takes it: each shard builds only its own shapes' claims
+                    yield LazyClaim(shape_label(t), partial(shape_claim, t, cover))
             return
         yield from distinct_claims(preservation_claim(t, label, cover=cover(t))
                                    for label, t in transitions(action, rows=rows))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from replayssm.verify.obligation import REGISTRY, Claim, Obligation, merge_shards, prove
-from replayssm.verify.runner import LemmaCycle, discharge, prove_named, share_cases
+from replayssm.verify import runner
+from replayssm.verify.obligation import REGISTRY, Claim, LazyClaim, Obligation, merge_shards, prove
+from replayssm.verify.runner import LemmaCycle, case_share, discharge, prove_named, share_cases
 from replayssm.verify.terms import named_int
 
 X = named_int("test.x")
@@ -54,6 +55,43 @@ def test_after_a_shard_fails_the_others_take_no_further_case(monkeypatch: pytest
     second = prove_named(bad.name, (1, 2), (), True)
     assert (first.status, first.cases) == ("failed", 1)
     assert (second.status, second.cases) == ("proved", 0)
+
+
+def _recorded(count: int, built: list[int]):
+    """``count`` lazy cases that record, in ``built``, the order they are built in."""
+    def make(i: int) -> Claim:
+        built.append(i)
+        return Claim([("above -5", X > -5)], [("x positive", X > 0)], True, f"case {i}")
+
+    return lambda: [LazyClaim(f"case {i}", lambda i=i: make(i)) for i in range(count)]
+
+
+def test_a_shard_takes_its_worker_s_share_first_then_helps_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker 1's shard builds cases 1 and 3 (those worker 1 built for the
+    obligation before, as the row-blocked kernel's four obligations share
+    their cases), then the share of the shard that has not begun."""
+    built: list[int] = []
+    ob = Obligation("t.shares", "t", "", _recorded(5, built), shardable=True)
+    monkeypatch.setitem(REGISTRY, ob.name, ob)
+    monkeypatch.setitem(runner._WORKER, "id", 1)
+    share_cases([ob.name], 2)
+    first = prove_named(ob.name, (0, 2), (), True)
+    assert built == [1, 3, 0, 2, 4] and (first.status, first.cases) == ("proved", 5)
+    second = prove_named(ob.name, (1, 2), (), True)  # share 1 is taken: it gets share 0, emptied
+    assert second.cases == 0 and built == [1, 3, 0, 2, 4]
+
+
+def test_shares_hand_out_each_case_once_whoever_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    ob = Obligation("t.shares", "t", "", _recorded(5, []), shardable=True)
+    monkeypatch.setitem(REGISTRY, ob.name, ob)
+    share_cases([ob.name], 2)
+    monkeypatch.setitem(runner._WORKER, "id", 0)
+    a = case_share(ob.name, 2)
+    monkeypatch.setitem(runner._WORKER, "id", 1)
+    b = case_share(ob.name, 2)
+    handed = [a.take(), b.take(), a.take(), b.steal(5), a.take(), a.steal(5), b.steal(5), a.steal(5), b.take()]
+    # a take past the last case (6, 5) is the shard finding its share at an end
+    assert handed == [0, 1, 2, 4, 6, 3, None, None, 5]
 
 
 def test_a_merge_with_no_covered_shard_is_vacuous() -> None:

@@ -60,6 +60,7 @@ from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, memory_facts, 
 from ..terms import lift, named_int
 from .cases import KernelCase, postprocess_launch, run_kernel
 from .contracts import BufferArg, LaneSample, ProgramLaunch, ScalarArg
+from .evaluator import _subterms, occurs
 
 ROWS = 2
 """Rows per program of the kernel-level launch (``replayssm_utils_blocked``):
@@ -139,16 +140,10 @@ def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, siz
                                 for p, r in zip(positions, rows)])
     a = [("rows_of_the_block", placed), ("sampled_lanes", lane_positions(sample))]
     for r, on in zip(rows, launched):
-        a += [(n, implies(on, t) if _mentions(t, r.trace.batch) else t) for n, t in r.assumptions]
+        a += [(n, implies(on, t) if occurs(t, r.trace.batch) else t) for n, t in r.assumptions]
     a.append((env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(block * width, group, sz.num_reqs, sz.groups,
                                                              geo.max_num_reqs)))
     return BlockSpec(rows, launched, block, group, sample, a)
-
-
-def _mentions(term: Any, symbol: Any) -> bool:
-    """Whether ``symbol`` occurs in ``term`` (a substitution in Z3's C code: no walk in Python)."""
-    t, s = lift(term), lift(symbol)
-    return not z3.substitute(t, (s, z3.FreshInt("absent"))).eq(t)
 
 
 def lane_positions(sample: LaneSample) -> Any:
@@ -207,14 +202,13 @@ def realigned_hit(w: Any, cell: tuple) -> Any:
 
 def _offset(term: Any, k: Any) -> Any:
     """``e`` when ``term`` reads an array at an innermost index ``e + k`` (``e`` free of ``k``)."""
-    from .evaluator import _subterms
-
     for t in _subterms(term):
         if z3.is_select(t):
             last = t.children()[-1]
-            rest = z3.simplify(last - k)
-            if any(x.eq(k) for x in _subterms(last)) and not any(x.eq(k) for x in _subterms(rest)):
-                return rest
+            if occurs(last, k):
+                rest = z3.simplify(last - k)
+                if not occurs(rest, k):
+                    return rest
     return None
 
 

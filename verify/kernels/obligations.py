@@ -19,7 +19,7 @@ that its readers look up by the obligation's name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from replayssm.spec import assumptions as env
 from replayssm.spec.vocab import conj, implies, negate
 
-from ..obligation import REGISTRY, Claim, obligation
+from ..obligation import REGISTRY, Claim, LazyClaim, obligation
 from ..scenarios import INVARIANT_TRACKER_RANGE
 from ..terms import Sym, lift, named_int
 from . import blocked
@@ -351,28 +351,6 @@ def register(module: ModuleType, target: str = "", roles: Registry = ROLES) -> l
                        timeout_ms=role.timeout_ms, isolated=role.isolated)(_builder(module, role, prop))
             names.append(name)
     return names
-
-
-class LazyClaim(Claim):
-    """A case whose claim is built on first use: ``prove`` skips the cases
-    another shard takes without building their programs."""
-
-    _HEAVY = frozenset(f.name for f in fields(Claim)) - {"case"}
-    """Every field of a claim but its case label: reading one builds it."""
-
-    def __init__(self, case: str, make: Callable[[], Claim]) -> None:  # noqa: D107 - no dataclass init
-        object.__setattr__(self, "case", case)
-        object.__setattr__(self, "_make", make)
-        object.__setattr__(self, "_built", None)
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in LazyClaim._HEAVY:
-            built = object.__getattribute__(self, "_built")
-            if built is None:
-                built = object.__getattribute__(self, "_make")()
-                object.__setattr__(self, "_built", built)
-            return getattr(built, name)
-        return object.__getattribute__(self, name)
 
 
 def _builder(module: ModuleType, role: KernelRole, prop: str) -> Callable[[], Iterator[Claim]]:
