@@ -106,6 +106,9 @@ class CallerPolicy:
     """One of :data:`ONE_TOKEN_CONTINUATIONS`."""
     table_short_by: int = 0
     """How many columns narrower than the callers' rows the kernels' block table is."""
+    state_copies: bool = True
+    """The scheduler's block copy of a moved live column carries its state and ring (what a
+    review's forward pass reads: ``review/lifecycle.py``; the fuzz callers' spec side copies them always)."""
     scheduled: Scheduled | None = None
     """Told each step's batch rows (see :data:`Scheduled`), if given."""
 

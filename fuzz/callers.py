@@ -218,9 +218,8 @@ class Callers:
         if (ones == "often" and plan.prefilling and r.computed > 0
                 and 1 in rule.chunk_lens(r.computed, r.prompt_len) and boolean(draw)):
             plan.query_len, plan.live_col = 1, rule.live_col(r.computed, 1)
-        if ones == "never" and not env.PREFILL_CONTINUATION_LONGER_THAN_ONE(
-                self.geo, GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid)):
-            return None
+        if ones == "never" and plan.prefilling and r.computed > 0 and plan.query_len == 1:
+            return None  # a one-token continuation chunk: not this step
         return plan
 
     def _tail_as_decode(self, draw: Draw, r: Request) -> DrawnRow | None:

@@ -46,7 +46,6 @@ from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
 from replayssm.base.interrupts import Interrupted, signal_first
 from replayssm.base.traces import REVIEW_ID
-from replayssm.spec import assumptions as env
 from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
 from replayssm.spec.geometry import Conventions, Geometry
 
@@ -55,7 +54,7 @@ from .arguments import CallerStep
 from .ghost import Ghost
 from .harness import Harness
 from .host_modes import launched_by, launches_executed_width
-from .lifecycle import PropertyBroken, expectation, review_callers, run_step
+from .lifecycle import PropertyBroken, expectation, review_callers, run_step, state_copies
 
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
@@ -108,7 +107,7 @@ def _inputs(action: Any) -> dict:
 
 
 def _state_copies(dropped: frozenset[str]) -> bool:
-    return env.LIVE_MOVE_COPIES_STATE.name not in dropped
+    return state_copies(dropped)
 
 
 class LifecycleMachine(RuleBasedStateMachine):

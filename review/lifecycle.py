@@ -23,10 +23,10 @@ ghost slot contents:
 (:func:`review_policy`): it records each step's rows and which caller
 assumptions each step broke (:class:`StepRecord`), with the assumptions of
 :mod:`replayssm.spec.assumptions` a review probe drops (:mod:`.probes`):
-those this caller model breaks (``caller_model_drops``: no tracker copy, no
-state copy on a live-column move, one-token continuation chunks scheduled),
-those one row breaks as ``fuzz --drop`` does (``per_request_drops``) and the
-pair ``TABLE_SHORT_BY_ONE`` (a block table one column short).
+those this caller model breaks, each as its record's ``caller_breaks`` says
+(``caller_model_breaks``: the policy's decisions kept and dropped, the rows
+that break it; no module here knows an assumption by name), and those one
+row breaks as ``fuzz --drop`` does (``per_request_drops``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from replayssm.fuzz.caller_shapes import Features
 from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
+from replayssm.spec.assumption_record import ScheduledRow
+from replayssm.spec.ghost_row import GhostRow
 from replayssm.spec.flashinfer import executed_rows
 from replayssm.spec.system.rows import RowRule
 
@@ -47,12 +49,6 @@ from .ghost import Ghost
 from .harness import Harness
 
 PROPERTIES = ("refinement", "canonical", "forward", "materialize", "frame", "memory")
-
-TABLE_SHORT = frozenset(env.TABLE_SHORT_BY_ONE.names)
-"""Dropped together (``spec.assumptions.TABLE_SHORT_BY_ONE``): the kernels see
-a block table one column narrower than the callers' rows, so a request grows
-into a live column past the table."""
-
 
 class PropertyBroken(AssertionError):
     """A lifecycle property broken at some step: ``prop`` names it."""
@@ -77,12 +73,9 @@ class StepRecord:
     """Per batch row of the last step, the dropped assumptions that row broke
     (what a probe restores on the row: ``review/attribution.py``)."""
 
-    def holds(self, assumption: env.Assumption) -> bool:
-        return assumption.name not in self.dropped
-
     def scheduled(self, callers: Callers, batch_rows: list) -> None:
         """Record a step's batch rows (None: padding), as they are before its forward pass."""
-        self.row_breaks = [[] if row is None else self._breaks(callers, [row]) for row in batch_rows]
+        self.row_breaks = [[] if row is None else self._breaks(callers, row) for row in batch_rows]
         self.breaks = sorted({name for names in self.row_breaks for name in names})
         self.rows = [None if row is None else
                      Row(row[0].rid, row[0].stream, callers.req_index(b, row[0]), row[0].computed,
@@ -90,43 +83,41 @@ class StepRecord:
                          callers.source_col(row[0]))
                      for b, row in enumerate(batch_rows)]
 
-    def _breaks(self, callers: Callers, batch_rows: list) -> list[str]:
-        """The dropped assumptions ``batch_rows`` break."""
-        out: set[str] = set()
-        pad = callers.geo.pad_slot
-        for row in batch_rows:
-            if row is None:
-                continue
-            r, plan = row
-            if plan.breaks:
-                out.add(plan.breaks)
-            src = callers.source_col(r)
-            if src >= 0 and src != plan.live_col and pad not in (r.cols[0][src], r.cols[0][plan.live_col]):
-                if not self.holds(env.LIVE_MOVE_COPIES_STATE):
-                    out.add(env.LIVE_MOVE_COPIES_STATE.name)
-                if not plan.copied and not self.holds(env.BLOCK_COPY_MOVES_TRACKERS):
-                    out.add(env.BLOCK_COPY_MOVES_TRACKERS.name)
-            if plan.prefilling and r.computed > 0 and plan.query_len == 1:
-                out.add(env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name)
-            if plan.live_col >= callers.table_cols:
-                out |= TABLE_SHORT
+    def _breaks(self, callers: Callers, row: tuple) -> list[str]:
+        """The dropped assumptions one scheduled ``row`` breaks: the one its plan breaks on
+        purpose, and those whose record's caller-model break (``caller_breaks``) it meets."""
+        r, plan = row
+        out = {plan.breaks} if plan.breaks else set()
+        src, pad = callers.source_col(r), callers.geo.pad_slot
+        view = ScheduledRow(
+            GhostRow(r.computed, plan.query_len, plan.accepted, plan.prefilling, plan.live_col, r.rid),
+            moves_between_blocks=src >= 0 and src != plan.live_col and pad not in (r.cols[0][src],
+                                                                                   r.cols[0][plan.live_col]),
+            trackers_copied=plan.copied, past_table=plan.live_col >= callers.table_cols)
+        for names, how in env.caller_model_breaks():
+            if how.broken_by(view):
+                out |= names
         return sorted(out & self.dropped)
 
 
 def review_policy(record: StepRecord) -> CallerPolicy:
     """The fuzz callers' decisions in a review campaign that drops ``record.dropped``
-    and records each step in ``record``: the trackers of every moved live column
-    copied (none with :data:`~replayssm.spec.assumptions.BLOCK_COPY_MOVES_TRACKERS`
-    dropped: the block copy moves state and ring only); with
-    :data:`~replayssm.spec.assumptions.PREFILL_CONTINUATION_LONGER_THAN_ONE` kept, a
-    one-token continuation chunk is not scheduled, dropped, half the continuation
-    chunks that may be one token long are; the kernels' block table one column
-    short with :data:`TABLE_SHORT` dropped."""
-    return CallerPolicy(
-        tracker_copies="every" if record.holds(env.BLOCK_COPY_MOVES_TRACKERS) else "none",
-        one_token_continuations="never" if record.holds(env.PREFILL_CONTINUATION_LONGER_THAN_ONE) else "often",
-        table_short_by=int(TABLE_SHORT <= record.dropped),
-        scheduled=record.scheduled)
+    and records each step in ``record``: for each way the caller model breaks
+    assumptions (``spec.assumptions.caller_model_breaks``), its record's decisions
+    while they are kept or, all of them dropped, while dropped (the trackers of
+    every moved live column copied or none, one-token continuation chunks never
+    or often, the state copied on a live move or not, the kernels' block table
+    one column short or not)."""
+    decisions: dict[str, Any] = {}
+    for names, how in env.caller_model_breaks():
+        decisions.update(how.dropped if names <= record.dropped else how.kept)
+    return CallerPolicy(**decisions, scheduled=record.scheduled)
+
+
+def state_copies(dropped: frozenset[str]) -> bool:
+    """Whether a review run that drops ``dropped`` copies a moved live column's state and ring
+    (its callers' policy: :func:`review_policy`)."""
+    return review_policy(StepRecord(dropped)).state_copies
 
 
 def review_callers(setup: Setup, features: Features, dropped: frozenset[str],

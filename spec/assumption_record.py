@@ -7,7 +7,9 @@ how it reads on one scheduled row (``on_row``), the rows that break it
 (``breaker``, on the :class:`~.ghost_row.GhostRow`, choosing through a
 :class:`Chooser`), where a caller can break it (:class:`Reach`), whether the
 kernels' equivalence obligation leaves it out (``behavioural``), and how the
-system's caller model breaks it when a review drops it (``caller_breaks``).
+system's caller model breaks it when a review drops it (``caller_breaks``, a
+:class:`CallerBreak`: the caller's decisions kept and dropped, and which
+scheduled rows break it), so no module needs to know an assumption by name.
 An :class:`AssumptionSet` is a set of them needed only jointly.
 
 Every list of assumptions a command uses (``fuzz --drop``'s choices, the
@@ -80,6 +82,37 @@ EVERYWHERE = Reach()
 
 
 @dataclass(frozen=True)
+class ScheduledRow:
+    """One scheduled row of a step as the review's caller model ran it: the row
+    (``row``, a :class:`~.ghost_row.GhostRow`) and what the scheduler did around it."""
+
+    row: GhostRow
+    moves_between_blocks: bool
+    """Its live column moves from one real block to another (in the first cache group)."""
+    trackers_copied: bool
+    """The scheduler's block copy of that move carried the trackers."""
+    past_table: bool
+    """Its live column is past the block table the kernels see."""
+
+
+Decisions = tuple[tuple[str, Any], ...]
+"""Decisions of the callers' policy, as ``(field, value)`` pairs of ``fuzz/caller_policy.CallerPolicy``."""
+
+
+@dataclass(frozen=True)
+class CallerBreak:
+    """How the review's caller model breaks an assumption (or a set needed only
+    jointly) when a probe drops it: ``statement`` in vLLM's terms, the callers'
+    policy decisions while it is ``kept`` and while it is ``dropped``
+    (:data:`Decisions`), and ``broken_by``, whether one scheduled row broke it."""
+
+    statement: str
+    broken_by: Callable[[ScheduledRow], bool]
+    kept: Decisions = ()
+    dropped: Decisions = ()
+
+
+@dataclass(frozen=True)
 class Assumption:
     """A named caller obligation: ``holds`` is a vocabulary predicate and
     ``provenance`` says whether vLLM guarantees it, and where. ``built_in``
@@ -109,9 +142,9 @@ class Assumption:
     behavioural: bool = False
     """The kernels' equivalence obligation does not assume it: a kernel equal
     to the spec only under it is reported with it."""
-    caller_breaks: str = ""
+    caller_breaks: CallerBreak | None = None
     """How the system's caller model (a review campaign) breaks it when it is
-    dropped, in vLLM's terms; empty when it cannot."""
+    dropped; None when it cannot."""
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -125,7 +158,7 @@ class Assumption:
     @property
     def droppable(self) -> bool:
         """A caller can break it on purpose: one row (a breaker) or the caller model."""
-        return self.breaker is not None or bool(self.caller_breaks)
+        return self.breaker is not None or self.caller_breaks is not None
 
 
 @dataclass(frozen=True)
@@ -135,7 +168,7 @@ class AssumptionSet:
     ``caller_breaks`` and ``reach`` as for one :class:`Assumption`."""
 
     members: tuple[Assumption, ...]
-    caller_breaks: str
+    caller_breaks: CallerBreak
     reach: Reach = EVERYWHERE
 
     @property

@@ -8,8 +8,8 @@ is the registry; every list a command needs is a function of it, read when
 asked (a record added to :data:`ALL` shows in each view with no other
 edit): :func:`per_request_drops` (``fuzz --drop``'s choices),
 :func:`checked_on_rows` (what the fuzz callers check on every row),
-:func:`caller_model_drops` and :data:`SETS` (what a review's caller model
-breaks), :func:`behavioural` (what the kernels' equivalence obligation
+:func:`caller_model_drops`, :data:`SETS` and :func:`caller_model_breaks` (what a
+review's caller model breaks, and how), :func:`behavioural` (what the kernels' equivalence obligation
 leaves out). The proofs name the records they assume directly.
 
 :class:`GhostRow`, :func:`encode_row` (``spec/ghost_row.py``) and
@@ -19,7 +19,7 @@ half, which proofs and generators import from this module.
 
 from __future__ import annotations
 
-from .assumption_record import Assumption, AssumptionSet
+from .assumption_record import Assumption, AssumptionSet, CallerBreak
 from .ghost_row import GhostRow, RowContext, encode_row, last_scheduled_block
 from .launch_assumptions import (
     BATCH_IN_LAUNCH, COLUMNS_IN_TABLE, GEOMETRY_SUPPORTED, IDX_MAPPING_IN_RANGE, MODEL_FITS_TABLE,
@@ -92,7 +92,15 @@ def checked_on_rows() -> list[Assumption]:
 def caller_model_drops() -> list[Assumption]:
     """The assumptions a review's caller model breaks when a probe drops one
     (those with ``caller_breaks``)."""
-    return [a for a in ALL if a.caller_breaks]
+    return [a for a in ALL if a.caller_breaks is not None]
+
+
+def caller_model_breaks() -> list[tuple[frozenset[str], CallerBreak]]:
+    """Each way the review's caller model breaks assumptions, with the names it
+    breaks together: every record's (:func:`caller_model_drops`), then every
+    set's (:data:`SETS`), in that order."""
+    singles = [(frozenset({a.name}), a.caller_breaks) for a in ALL if a.caller_breaks is not None]
+    return singles + [(frozenset(s.names), s.caller_breaks) for s in SETS]
 
 
 def behavioural() -> list[str]:

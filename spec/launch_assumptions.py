@@ -8,7 +8,7 @@ every launch, and the fuzz callers build launches that keep them.
 
 from __future__ import annotations
 
-from .assumption_record import Assumption, AssumptionSet, Reach
+from .assumption_record import Assumption, AssumptionSet, CallerBreak, Reach
 from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry, has_prefix_cache
 from .provenance import HOST_README, PAGE, T1, T2, T3, VERSIONS_README, cite, cite_flashinfer, guaranteed, not_guaranteed
 from .vocab import INT32_MAX, Cond, Value, conj, disj
@@ -218,8 +218,8 @@ def _publishing_host_with_live_columns(c: Conventions) -> bool:
 
 TABLE_SHORT_BY_ONE = AssumptionSet(
     (COLUMNS_IN_TABLE, MODEL_FITS_TABLE),
-    "the kernels see a block table one column narrower than the callers' rows, so a request grows into a live "
-    "column past the table",
+    CallerBreak("the kernels see a block table one column narrower than the callers' rows, so a request grows into "
+                "a live column past the table", lambda s: s.past_table, dropped=(("table_short_by", 1),)),
     Reach(_publishing_host_with_live_columns, model_blocks=3),
 )
 """Needed only jointly: each of the pair implies the table is wide enough

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .assumption_record import PER_REQUEST, Assumption, Chooser, Reach
+from .assumption_record import PER_REQUEST, Assumption, CallerBreak, Chooser, Reach
 from .geometry import Conventions, Geometry, chunks_on_boundary, moves_live_column
 from .ghost_row import GhostRow, RowContext, last_scheduled_block
 from .provenance import A1, A4, HOST_README, PAGE, RELEASE_ATTN, T1, T2, T3, T5, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed
@@ -358,5 +358,8 @@ PREFILL_CONTINUATION_LONGER_THAN_ONE = Assumption(
              "A1's kernel turns such a flag of 1 back into a decode."),
     ),
     scope=PER_REQUEST,
-    caller_breaks="half the prefill continuation chunks that may be one token long are scheduled with one token",
+    caller_breaks=CallerBreak(
+        "half the prefill continuation chunks that may be one token long are scheduled with one token",
+        lambda s: bool(s.row.prefilling and s.row.computed_before > 0 and s.row.query_len == 1),
+        kept=(("one_token_continuations", "never"),), dropped=(("one_token_continuations", "often"),)),
 )

@@ -9,7 +9,7 @@ probe drops them (``caller_breaks``).
 
 from __future__ import annotations
 
-from .assumption_record import SYSTEM, Assumption, Reach
+from .assumption_record import SYSTEM, Assumption, CallerBreak, Reach, ScheduledRow
 from .geometry import Conventions
 from .provenance import C1, HOST, PAGE, T1, T5, T6, cite, contradicted, guaranteed, not_guaranteed
 from .vocab import Cond, Value, conj, disj, implies
@@ -113,6 +113,10 @@ def _publishing_host(c: Conventions) -> bool:
     return c.materialize_prefixes
 
 
+def _move_without_trackers(s: ScheduledRow) -> bool:
+    return s.moves_between_blocks and not s.trackers_copied
+
+
 def _moved_block_carries(moved: Cond, carried: Cond) -> Cond:
     return implies(moved, carried)
 
@@ -131,8 +135,9 @@ LIVE_MOVE_COPIES_STATE = Assumption(
     ("spec/system/step.py",),
     scope=SYSTEM,
     reach=Reach(_publishing_host),
-    caller_breaks="a live column that moves to another real block keeps that block's old state and ring: no "
-                  "state copy on the move",
+    caller_breaks=CallerBreak(
+        "a live column that moves to another real block keeps that block's old state and ring: no state copy on "
+        "the move", lambda s: s.moves_between_blocks, dropped=(("state_copies", False),)),
 )
 
 
@@ -151,5 +156,7 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
     ("spec/system/step.py",),
     scope=SYSTEM,
     reach=Reach(_publishing_host),
-    caller_breaks="the scheduler's block copy of a moved live block carries its state and ring, not its trackers",
+    caller_breaks=CallerBreak(
+        "the scheduler's block copy of a moved live block carries its state and ring, not its trackers",
+        _move_without_trackers, kept=(("tracker_copies", "every"),), dropped=(("tracker_copies", "none"),)),
 )

@@ -208,3 +208,41 @@ def test_the_not_guaranteed_assumptions_no_review_probe_drops_are_these() -> Non
     gap = {a.name: a.scope for a in env.ALL if not a.provenance.is_guaranteed and a.name not in probed}
     assert gap == UNPROBED_NOT_GUARANTEED, "a probe was added (remove it here) or a record lost its own"
     assert all(not env.named(n).droppable for n in gap)
+
+
+RECORD_CONSTANTS = {name for name, value in vars(env).items()
+                    if isinstance(value, (env.Assumption, env.AssumptionSet))}
+"""The names the registry module gives its records (``env.ROW_NONEMPTY`` ...)."""
+
+STILL_BRANCHING = {"review/probes.py": {"BLOCK_COPY_MOVES_TRACKERS", "LIVE_MOVE_COPIES_STATE"}}
+"""Modules of review/ and fuzz/ that still pick out a record by its constant: ``probes.restored``
+rewrites a trace's block copies for those two (issue 42's gap; a ratchet: it may only shrink)."""
+
+
+def records_named(root: Path, packages: tuple[str, ...] = ("review", "fuzz")) -> dict[str, set[str]]:
+    """Per module of ``packages``, the record constants it reads as ``env.NAME``: a module that
+    does so treats that assumption apart from the others, by its name."""
+    out: dict[str, set[str]] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Attribute) and node.attr in RECORD_CONSTANTS \
+                        and isinstance(node.value, ast.Name) and node.value.id == "env":
+                    out.setdefault(str(path.relative_to(root)), set()).add(node.attr)
+    return out
+
+
+def test_no_review_or_fuzz_module_picks_out_an_assumption_by_its_record() -> None:
+    """How the review's caller model breaks an assumption is a field of its record
+    (``caller_breaks``): ``review/lifecycle.py`` and the fuzz callers read the views only."""
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "review" / "lifecycle.py").is_file(), "is the scan reading the tree?"
+    assert records_named(root) == STILL_BRANCHING
+
+
+def test_a_planted_branch_on_a_record_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "review").mkdir()
+    (tmp_path / "fuzz").mkdir()
+    (tmp_path / "review" / "x.py").write_text("if record.holds(env.LIVE_MOVE_COPIES_STATE):\n    pass\n"
+                                             "for a in env.ALL:\n    pass\n")
+    assert records_named(tmp_path) == {"review/x.py": {"LIVE_MOVE_COPIES_STATE"}}

@@ -20,7 +20,7 @@ from replayssm.fuzz.callers import Callers
 from replayssm.fuzz.launcher import Setup
 from replayssm.fuzz.bulk_choices import rows_of
 from replayssm.fuzz.lockstep import LOCKSTEP_POLICY
-from replayssm.review.lifecycle import TABLE_SHORT, StepRecord, review_callers, review_policy
+from replayssm.review.lifecycle import StepRecord, review_callers, review_policy, state_copies
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import Conventions
 
@@ -28,6 +28,8 @@ ALIGN = tuple(c for c in Conventions.all() if c.materialize_prefixes and not c.l
 """Conventions whose live column moves (tracker copies, multi-column tables)."""
 
 QUICK = settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+TABLE_SHORT = frozenset(env.TABLE_SHORT_BY_ONE.names)
 
 
 def _run(data: Any, callers: Callers, steps: int = 8, draw: Any = None) -> list[list]:
@@ -186,18 +188,21 @@ def test_the_default_policy_is_the_fuzz_campaigns() -> None:
     assert (DEFAULT.tracker_copies, DEFAULT.one_token_continuations) == ("drawn", "drawn")
 
 
-@pytest.mark.parametrize("dropped, copies, ones, short_by", [
-    (frozenset(), "every", "never", 0),
-    (frozenset({env.BLOCK_COPY_MOVES_TRACKERS.name}), "none", "never", 0),
-    (frozenset({env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name}), "every", "often", 0),
-    (TABLE_SHORT, "every", "never", 1),
-    (frozenset({env.COLUMNS_IN_TABLE.name}), "every", "never", 0),
+@pytest.mark.parametrize("dropped, copies, ones, short_by, state", [
+    (frozenset(), "every", "never", 0, True),
+    (frozenset({env.BLOCK_COPY_MOVES_TRACKERS.name}), "none", "never", 0, True),
+    (frozenset({env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name}), "every", "often", 0, True),
+    (TABLE_SHORT, "every", "never", 1, True),
+    (frozenset({env.COLUMNS_IN_TABLE.name}), "every", "never", 0, True),
+    (frozenset({env.LIVE_MOVE_COPIES_STATE.name}), "every", "never", 0, False),
 ])
 def test_reviews_policy_follows_what_it_drops(dropped: frozenset[str], copies: str, ones: str,
-                                              short_by: int) -> None:
+                                              short_by: int, state: bool) -> None:
+    """The decisions come from the records' ``caller_breaks`` (kept, or all its names dropped)."""
     record = StepRecord(dropped)
     policy = review_policy(record)
     assert (policy.tracker_copies, policy.one_token_continuations, policy.table_short_by) == (copies, ones, short_by)
+    assert policy.state_copies == state == state_copies(dropped)
     assert policy.scheduled == record.scheduled
 
 

@@ -14,7 +14,6 @@ import pytest
 from replayssm.cli import main
 from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.review import probes as pr
-from replayssm.review.lifecycle import TABLE_SHORT
 from replayssm.review.verdict_parts import ContractNote, Counterexample, LifecycleResult, ProbeOutcome, ReviewParts
 from replayssm.review.verdicts import build_verdict, junit_cases, print_table
 from replayssm.spec import assumptions as env
@@ -29,6 +28,8 @@ PLANT = ("needs_copy = valid_mapping & (src_slot != dst_slot)",
 """D2 planted: its copy kernel never plans the live slot's copy into a reassigned
 block, so the version relies on the scheduler's block copy carrying state,
 ring and trackers (``live_move_copies_state``, ``block_copy_moves_trackers``)."""
+
+TABLE_SHORT = frozenset(env.TABLE_SHORT_BY_ONE.names)
 
 
 def test_every_droppable_assumption_and_joint_set_has_a_probe_that_can_break_it() -> None:
