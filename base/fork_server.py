@@ -53,6 +53,9 @@ from .sandbox import protect_judge
 START_SECONDS = 120.0
 """How long the server may take to import torch and triton and answer its first request."""
 
+FOLDER_PREFIX = "replayssm-hosts-"
+"""The name of the server's temporary folder begins so (its hosts' folders are in it)."""
+
 MAX_REQUEST = 1 << 22
 """The largest request (a host's folder, environment and ``sys.path``, as JSON)."""
 
@@ -108,7 +111,7 @@ def _prepare() -> _Server:
     if _SERVER is not None and not _SERVER.ended():
         return _SERVER
     protect_judge()
-    folder = os.path.realpath(tempfile.mkdtemp(prefix="replayssm-hosts-"))
+    folder = os.path.realpath(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     try:
         wrapper = sandbox.command(folder)
     except HostFault:
@@ -120,8 +123,10 @@ def _prepare() -> _Server:
     listener.listen(64)
     owner_end, server_end = socket.socketpair()
     info_r, info_w = os.pipe()  # bwrap says there which process is the sandbox's init
-    if wrapper:
-        wrapper = [*wrapper, "--info-fd", str(info_w)]
+    if wrapper:  # in the sandbox the folder is a mount point, which the server cannot remove: a shell outside
+        # does once the sandbox has ended (also when the judge was SIGKILLed and never could)
+        wrapper = ["/bin/sh", "-c", '"$@"; code=$?; rm -rf -- "$0"; exit $code', folder,
+                   *wrapper, "--info-fd", str(info_w)]
     env = dict(os.environ)
     env["TRITON_INTERPRET"] = "1"  # its hosts run on CPU, under Triton's interpreter
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p or ".") for p in sys.path)
@@ -475,16 +480,9 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-        folder = os.getcwd()
-        for name in ("server.sock", "server.txt"):
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
-        try:
-            os.rmdir(folder)
-        except OSError:
-            pass
+        folder = os.getcwd()  # its own folder, with any host folder left in it: nothing stays behind, also when
+        if os.path.basename(folder).startswith(FOLDER_PREFIX):  # the judge was SIGKILLed and could not remove it
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import signal
 
+from .escape import one_line, printable
+
 
 class TargetFault(Exception):
     """The target did something a conforming target does not: a finding of the
     target. ``kind``: ``crash`` (it ended its process), ``hang`` (a watchdog
     ran out), ``exception`` (it raised), ``tampering`` (it changed its
     process); ``phase``: ``import`` or the kernel launched; ``output``: the
-    tail of what it printed."""
+    tail of what it printed. Its texts come from the target: their control
+    characters (a terminal's ``ESC``, a NUL) are kept as visible escapes
+    (:func:`.escape.printable`), for the terminal, the JSON and the JUnit
+    file; the reason is one line (its newlines escaped too: a line of its
+    own cannot pass for the tool's)."""
 
     def __init__(self, kind: str, phase: str, reason: str, output: str = "", detail: str = "") -> None:
+        reason, output, detail = one_line(reason), printable(output), printable(detail)
         super().__init__(reason)
         self.kind, self.phase, self.reason, self.output, self.detail = kind, phase, reason, output, detail
         self.kernel = phase

@@ -4,8 +4,9 @@ In the sandbox (:mod:`.sandbox`) a target cannot write the tool's
 installation: the file system is read-only there. Without it (no ``bwrap``,
 or ``$REPLAYSSM_SANDBOX=off``) a target runs as this user and could append
 to ``fuzz/launcher.py`` or drop a ``.pth`` file into ``site-packages``,
-changing every later run. So each command remembers its installation before
-any target runs (:func:`remember`, from :func:`replayssm.cli.main`), and
+changing every later run. So each command whose targets run outside the
+sandbox remembers its installation before any target runs
+(:func:`remember`, from :func:`replayssm.cli.main`), and
 before its reports are written and its exit status given
 (:mod:`.reports`) looks again (:func:`changed`): a changed file makes the
 run a finding (exit 1), said in its JSON (``installation_changed``), its
@@ -26,6 +27,8 @@ import os
 import site
 import sys
 from pathlib import Path
+
+from . import sandbox
 
 PACKAGES = ("replayssm", "replayssm.spec", "replayssm.base", "replayssm.verify", "replayssm.fuzz",
             "replayssm.review", "replayssm.impl")
@@ -82,10 +85,19 @@ def snapshot() -> Snapshot:
     return files
 
 
-def remember() -> None:
-    """Take the installation as it is before any target runs (each command's start)."""
+def exposed(device: str | None) -> bool:
+    """Whether a target of a command on ``device`` could write the tool's
+    files: its hosts run outside the sandbox (it is off, or cannot start
+    here, or the device is CUDA, whose hosts it does not cover)."""
+    return device == "cuda" or sandbox.setting() == "off" or sandbox.unavailable() is not None
+
+
+def remember(device: str | None = None) -> None:
+    """Take the installation as it is before any target runs (each
+    command's start), where a target could write it (:func:`exposed`): in
+    the sandbox it cannot, and a file a person edits during a run is no finding."""
     global _REMEMBERED
-    _REMEMBERED = snapshot()
+    _REMEMBERED = snapshot() if exposed(device) else None
     _SAID.clear()
 
 

@@ -7,15 +7,19 @@ reads them all the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
+
+from .escape import one_line, printable
 
 EXIT_PASSED = 0
 """Everything asked for was checked and holds."""
@@ -112,17 +116,76 @@ def check_output_folder(path: str, option: str) -> None:
     _writable_folder(ancestor, option, path)
 
 
+MAX_NAME_BYTES = 255
+"""The longest file name (in bytes) the usual file systems take."""
+
+
+def fitting_name(name: str) -> str:
+    """``name`` when a file system takes it, else its start, a digest of the
+    whole name and its suffix, within :data:`MAX_NAME_BYTES` (a trace named
+    after a version's file of 244 bytes is still saved)."""
+    raw = name.encode(errors="surrogateescape")
+    if len(raw) <= MAX_NAME_BYTES:
+        return name
+    suffix = Path(name).suffix if len(Path(name).suffix) <= 16 else ""
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    keep = MAX_NAME_BYTES - len(suffix.encode(errors="surrogateescape")) - len(digest) - 1
+    return raw[:keep].decode(errors="ignore") + "-" + digest + suffix
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _partial(folder: Path, text: str) -> Path:
+    """``text`` written to a new hidden file in ``folder`` (a short name of its
+    own); removed again when the write fails (a full disk): nothing 0-byte is left."""
+    fd, name = tempfile.mkstemp(prefix=".replayssm-", suffix=".partial", dir=folder)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as an ordinary new file (mkstemp's are 0600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except BaseException:
+        os.unlink(name)
+        raise
+    return Path(name)
+
+
 def write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` (``-``: standard output) through a
-    temporary file beside it, so a reader never sees half a report."""
+    temporary file beside it, so a reader never sees half a report, and a
+    write that fails (a full disk) leaves the file as it was and nothing else."""
     if path == STDOUT:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
         return
     target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(text)
-    partial.replace(target)
+    partial = _partial(target.parent, text)
+    try:
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def write_new(folder: Path, name: str, text: str) -> Path:
+    """Write ``text`` to a new file in ``folder`` (made if needed) named
+    ``name`` or, when that exists, ``name`` with a counter, shortened where too
+    long (:func:`fitting_name`); never overwrites, never leaves a partial or
+    0-byte file (it appears whole or not at all). Its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem, n = name.removesuffix(".json"), 0
+    partial = _partial(folder, text)
+    try:
+        while True:
+            path = folder / fitting_name(name if n == 0 else f"{stem}-{n}.json")
+            try:
+                os.link(partial, path)
+                return path
+            except FileExistsError:
+                n += 1
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _installation_changed() -> list[str]:
@@ -175,6 +238,9 @@ def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> 
     skipped = sum(c.failure is not None and c.kind == "skipped" for c in cases)
     seconds = sum(c.seconds for c in cases)
     tests = len(cases) + int(interrupted)  # the "interrupted" case below is one of them
+    cases = [JunitCase(one_line(c.name), c.seconds, None if c.failure is None else printable(c.failure), c.kind)
+             for c in cases]  # a name or message from a target: no character XML 1.0 cannot hold
+    suite = one_line(suite)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f"<testsuites tests={quoteattr(str(tests))} failures={quoteattr(str(failures))} "
              f"errors={quoteattr(str(errors))} time={quoteattr(f'{seconds:.3f}')}>",

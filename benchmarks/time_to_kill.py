@@ -1,7 +1,8 @@
 """Time to kill: seconds from starting ``fuzz`` to its first finding, per planted kernel.
 
     python3 -P benchmarks/time_to_kill.py [--seeds 0] [--jobs 2] [--only NAME] [--systems K]
-        [--tree LABEL=PYTHON --tree LABEL=PYTHON] [--out docs/results/time_to_kill.json]
+        [--tree LABEL=PYTHON --tree LABEL=PYTHON | --sandbox off --sandbox require]
+        [--out docs/results/time_to_kill.json]
 
 Each planted kernel is a copy of ``impl/kernels.py`` with a one-line change,
 written to a temporary folder and fuzzed as an ``--impl`` file with the ci
@@ -20,12 +21,18 @@ install), the trees alternating within each (kernel, seed) and their order
 turning from one to the next, so that a load that comes and goes falls on
 every tree alike; the report then has each tree's median, maximum and
 kernels not killed (``trees``). The planted kernels are this tree's.
+
+With ``--sandbox SETTING`` (twice or more: ``off``, ``auto``, ``require``)
+the same alternation compares this tree under each ``$REPLAYSSM_SANDBOX``
+(``base/sandbox.py``): what the sandbox costs (each setting a "tree" of the
+report, labelled ``sandbox=SETTING``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -64,6 +71,9 @@ PLANTED = {
 memory bugs are those of tests/fuzz/test_guards.py, the faults those of
 tests/fuzz/test_faults.py, the last three the bugs planted before them."""
 
+SANDBOX_SETTINGS = ("off", "auto", "require")
+"""``$REPLAYSSM_SANDBOX``'s values (``base/sandbox.CHOICES``)."""
+
 GOAL_MEDIAN_SECONDS = 10.0
 GOAL_MAX_SECONDS = 60.0
 
@@ -80,8 +90,10 @@ def planted_file(folder: Path, name: str) -> Path:
     return path
 
 
-def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1, python: str = sys.executable) -> dict:
-    """One campaign against one planted kernel, timed from the process's start (``python``'s tree)."""
+def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1, python: str = sys.executable,
+            env: dict[str, str] | None = None) -> dict:
+    """One campaign against one planted kernel, timed from the process's start (``python``'s tree; ``env``:
+    variables set for it)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         impl = planted_file(folder, name)
@@ -91,7 +103,8 @@ def run_one(name: str, seed: int, jobs: int, limit: float, systems: int = 1, pyt
                    str(folder / "failures"), "--systems", str(systems)]
         start = time.perf_counter()
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=limit)
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=limit,
+                                  env={**os.environ, **(env or {})})
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = None
@@ -138,6 +151,8 @@ def main() -> int:
     p.add_argument("--systems", type=int, default=1, help="fuzz --systems K: small systems per launch (default 1)")
     p.add_argument("--tree", action="append", default=[], metavar="LABEL=PYTHON",
                    help="a tree to time, by the interpreter that imports it (give two or more; default: this one)")
+    p.add_argument("--sandbox", action="append", default=[], choices=SANDBOX_SETTINGS,
+                   help="a $REPLAYSSM_SANDBOX setting to time this tree under (give two or more, not with --tree)")
     args = p.parse_args()
     names = [n for n in PLANTED if args.only is None or args.only in n]
     if not names:
@@ -153,6 +168,12 @@ def main() -> int:
     trees = parse_trees(args.tree) if args.tree else {"": sys.executable}
     if error is None and isinstance(trees, str):
         error = trees
+    if error is None and args.sandbox:
+        error = ("error: --sandbox and --tree are not given together (compare trees, or settings of this one)"
+                 if args.tree else "error: give --sandbox at least twice, each setting once (e.g. --sandbox off "
+                 "--sandbox require)" if len(set(args.sandbox)) < 2 or len(set(args.sandbox)) != len(args.sandbox)
+                 else None)
+        trees = {f"sandbox={s}": sys.executable for s in args.sandbox}
     if error:
         print(error, file=sys.stderr)
         return 2
@@ -166,7 +187,8 @@ def main() -> int:
             order = list(trees.items())
             turn = len(runs) // len(order) % len(order)
             for label, python in order[turn:] + order[:turn]:
-                runs.append({**run_one(name, seed, args.jobs, args.limit, args.systems, python),
+                env = {"REPLAYSSM_SANDBOX": label.removeprefix("sandbox=")} if args.sandbox else None
+                runs.append({**run_one(name, seed, args.jobs, args.limit, args.systems, python, env),
                              **({"tree": label} if label else {})})
                 r = runs[-1]
                 print(f"{label + ' ' if label else ''}{name:<40} seed {seed}: {r['seconds']:6.1f} s  "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from replayssm.base.escape import one_line
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
 from replayssm.base.traces import TRACE_ID
 from replayssm.spec.geometry import Conventions
@@ -210,7 +211,7 @@ def _start(config: CampaignConfig, pool: RayPool | None, out: TextIO,
            start: float) -> tuple[_Campaign, Supervisor | RayPool, Progress]:
     """Announce the campaign and start its workers (processes, or Ray tasks on ``pool``)."""
     examples = examples_per_combination(config.examples) * len(Conventions.all())
-    print(f"fuzzing {config.impl or DEFAULT_TARGET} ({config.level} level) on {config.device}: {examples} examples "
+    print(f"fuzzing {one_line(config.impl or DEFAULT_TARGET)} ({config.level} level) on {config.device}: {examples} examples "
           f"x <= {config.max_steps} steps, seed {config.seed}, {config.jobs} process(es), "
           f"{config.watchdog_seconds:g} s watchdog per launch", file=out, flush=True)
     if config.drop:

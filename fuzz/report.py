@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from replayssm.base.reports import EXIT_STATUS, replay_command
+from replayssm.base.reports import EXIT_STATUS, replay_command, write_new
 
 SUMMARY_SCHEMA = "replayssm-fuzz/1"
 """The JSON summary's format; its major version changes when a field changes meaning."""
@@ -110,21 +110,6 @@ def unique_name(campaign: str, kind: str, seed: int, combination: int) -> str:
     return f"fuzz-{campaign}-{kind.replace(' ', '-')}-seed{seed}-c{combination}.json"
 
 
-def _write_new(folder: Path, name: str, text: str) -> Path:
-    """Write ``text`` to a file in ``folder`` named ``name`` or, when that
-    exists, ``name`` with a counter; never overwrites."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stem, n = name.removesuffix(".json"), 0
-    while True:
-        path = folder / (name if n == 0 else f"{stem}-{n}.json")
-        try:
-            with path.open("x") as f:
-                f.write(text)
-            return path
-        except FileExistsError:
-            n += 1
-
-
 def save_trace(trace: dict, folder: str, name: str, out: TextIO) -> str | None:
     """Save a finding's trace in ``folder``; when that fails, in the
     temporary folder; when that fails too, print it on ``out``. Returns the
@@ -132,7 +117,7 @@ def save_trace(trace: dict, folder: str, name: str, out: TextIO) -> str | None:
     text = json.dumps(trace)
     for where in (Path(folder), Path(tempfile.gettempdir()) / "replayssm-failures"):
         try:
-            path = _write_new(where, name, text)
+            path = write_new(where, name, text)
         except OSError as e:
             print(f"warning: cannot save the finding's trace in {where}: {e}", file=out)
             continue

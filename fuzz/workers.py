@@ -29,6 +29,7 @@ every child the same way and end the supervision early (a caller then raises
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -90,13 +91,29 @@ class Reporter:
             self.send("stats", counts())
 
 
-def _child_main(body: Callable[..., Any], args: tuple, conn: Connection) -> None:
-    """Entry point of a child: its own process group, default signal
-    dispositions, ``body(*args, reporter)``'s value sent as the result."""
+def _end_with(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent ``parent`` ends
+    (``PR_SET_PDEATHSIG``): a child leads a process group of its own, so a
+    parent SIGKILLed with its group (a CI job's time-out) would leave it
+    running, holding the fork server open and its hosts and folders with it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it ended before the request took effect
+        os._exit(1)
+
+
+def _child_main(body: Callable[..., Any], args: tuple, conn: Connection, parent: int | None = None) -> None:
+    """Entry point of a child: its own process group, ended with its parent
+    (the pid ``parent``), default signal dispositions, ``body(*args,
+    reporter)``'s value sent as the result."""
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
+    if parent is not None:
+        _end_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     reporter = Reporter(conn)
@@ -201,7 +218,7 @@ class Supervisor:
         if self.context.get_start_method() == "fork":  # the children's target hosts: from one fork server
             fork_server.prepare()
         parent_end, child_end = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=_child_main, args=(body, args, child_end), daemon=True)
+        process = self.context.Process(target=_child_main, args=(body, args, child_end, os.getpid()), daemon=True)
         process.start()
         child_end.close()
         try:

@@ -65,8 +65,8 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    installation.remember()  # before any target runs: its files are checked again before a verdict
     try:
+        installation.remember(getattr(args, "device", None))  # before any target runs: checked before a verdict
         status = args.run(args)
         if installation.changed():  # a target wrote the tool's files (outside the sandbox): its finding
             installation.say(installation.changed())

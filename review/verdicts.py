@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from replayssm.base.escape import one_line
 from replayssm.base.interrupts import Interrupted
 from replayssm.base.reports import JunitCase, replay_command, write_json, write_junit, write_reports
 
@@ -319,8 +320,9 @@ def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
         unread = ", ".join(n.clause for n in v.notes) or "-"
         rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, unread, evidence(v),
                      "; ".join(notes) or "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
+    cells = [[one_line(c) for c in r] for r in rows]  # a newline in a file name cannot start a row
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
+    for r in cells:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
     for v in verdicts:
         for what, prop, impact in impacts(v):

@@ -134,3 +134,57 @@ def test_in_the_sandbox_the_installation_and_the_cache_cannot_be_written(tmp_pat
     (finding,) = summary["findings"]
     assert "Read-only file system" in finding["reason"] and "installation_changed" not in summary, finding
     assert not list(cache.iterdir())
+
+
+def test_a_targets_messages_and_file_name_are_escaped_everywhere(tmp_path: Path) -> None:
+    """A target named with a newline and a terminal escape, whose import
+    prints and raises text with ``ESC``, NUL and a forged ``PASSED`` line:
+    nothing of it reaches the terminal raw, the JUnit file parses, the JSON
+    keeps the escapes visible, and no output line starts with ``PASSED``."""
+    import xml.etree.ElementTree as ElementTree
+
+    target = tmp_path / "evil\n\x1b[2J.py"
+    target.write_text('print("\\x1b]0;owned\\x07\\x00 printed")\n'
+                      'raise ValueError("\\x1b[2J\\x00 cleared\\nPASSED: 0 findings\\r")\n')
+    out, junit = tmp_path / "s.json", tmp_path / "s.xml"
+    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
+                           "--examples", "2", "--failures", str(tmp_path / "f"), "--json", str(out),
+                           "--junit", str(junit)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    printed = proc.stdout + proc.stderr
+    assert "\x1b" not in printed and "\x00" not in printed and "\r" not in printed, repr(printed)
+    assert not any(line.startswith("PASSED") for line in printed.splitlines()), printed
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert "\\x1b[2J\\x00 cleared" in finding["reason"] and "\x1b" not in json.dumps(finding, ensure_ascii=False)
+    case = ElementTree.parse(junit).getroot().find("testsuite/testcase/failure")
+    assert case is not None and "\\x1b[2J" in (case.text or "")
+
+
+def test_a_killed_run_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """``fuzz`` SIGKILLed with its process group (a CI job's time-out) while
+    its target loops at import: the fork server, left alone, ends its hosts
+    and removes its folder with theirs (before, every such run left a
+    ``replayssm-hosts-*`` folder with a ``replayssm-target-*`` in it)."""
+    import os
+    import signal
+    import time
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary), "REPLAYSSM_TARGET_LOAD_SECONDS": "600"}
+    proc = subprocess.Popen([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl",
+                             str(REPO / "tests" / "targets" / "loops_at_import.py"), "--jobs", "1", "--examples", "2",
+                             "--failures", str(tmp_path / "f")], env=env, cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(temporary.glob("replayssm-hosts-*/replayssm-target-*")):  # the host has started
+            assert proc.poll() is None and time.monotonic() < deadline, "the target's host never started"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 120
+    while list(temporary.iterdir()):
+        assert time.monotonic() < deadline, f"left behind: {[p.name for p in temporary.iterdir()]}"
+        time.sleep(0.2)

@@ -104,7 +104,11 @@ def test_review_time_and_latency_check_their_options_before_any_run(script: str,
                                            (["--tree", "a=/no/python", "--tree", "b=" + sys.executable],
                                             "--tree 'a=/no/python': /no/python is not an executable"),
                                            (["--tree", "nolabel", "--tree", "b=" + sys.executable],
-                                            "--tree 'nolabel': give LABEL=PYTHON")])
+                                            "--tree 'nolabel': give LABEL=PYTHON"),
+                                           (["--sandbox", "off"], "give --sandbox at least twice"),
+                                           (["--sandbox", "off", "--sandbox", "off"], "each setting once"),
+                                           (["--sandbox", "off", "--sandbox", "require", "--tree", "a=" + sys.executable,
+                                             "--tree", "b=" + sys.executable], "--sandbox and --tree are not given together")])
 def test_time_to_kill_names_the_bad_option_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _run(str(BENCHMARKS / "time_to_kill.py"), *argv, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
