@@ -425,6 +425,36 @@ def _prove(ob: Obligation, part_of: int, shards: int, lemmas: Iterable[Obligatio
                   cases_cached=cache.hits if cache is not None else 0)
 
 
+class Satisfiable:
+    """The covers this process found satisfiable, each with the assumptions
+    it was checked under: a cover with a subset of those assumptions is
+    satisfiable too (a model of more facts is a model of fewer), so its
+    non-vacuity check is answered without a solver. The row-blocked kernel's
+    memory safety and int32 cases state the same assumptions and cover, and
+    its equivalence cases a subset of them (without the behavioural
+    assumptions); a worker proves the same cases of each (``verify.runner``).
+    Terms are compared by id, and every term recorded is kept, so no id is
+    reused for another term while the record lives."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, list[tuple[frozenset[int], tuple]]] = {}
+
+    def implied(self, facts: list[Any], cover: Any) -> bool:
+        """Whether ``cover`` was found satisfiable under a superset of ``facts``."""
+        ids = frozenset(lift(f).get_id() for f in facts)
+        return any(ids <= seen for seen, _ in self.known.get(lift(cover).get_id(), ()))
+
+    def add(self, facts: list[Any], cover: Any) -> None:
+        """Record that ``cover`` is satisfiable under ``facts``."""
+        terms = tuple(lift(f) for f in facts)
+        self.known.setdefault(lift(cover).get_id(), []).append(
+            (frozenset(t.get_id() for t in terms), (terms, lift(cover))))
+
+
+SATISFIABLE = Satisfiable()
+"""This process's :class:`Satisfiable` record."""
+
+
 def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]], covered: bool,
                 cache: ProofCache | None) -> Result | bool:
     """Prove one case's open ``parts`` and, unless an earlier case was covered
@@ -445,7 +475,9 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
     if failure is not None:
         return failure
     cover: bool | None = None
-    if ob.every_case or not covered:
+    if (ob.every_case or not covered) and SATISFIABLE.implied(facts, claim.cover):
+        cover = True
+    elif ob.every_case or not covered:
         w = new_solver(vector, claim.cover, preprocess=claim.strategy == "preprocess", timeout_ms=ob.timeout_ms,
                        context=context)
         verdict = w.check()
@@ -456,6 +488,8 @@ def _prove_case(ob: Obligation, claim: Claim, parts: list[tuple[PartName, Any]],
             return Result(ob.name, "unknown", 0, [], 0,
                           detail=f"{claim.case}: non-vacuity check unknown: {w.reason_unknown()}")
         cover = verdict == z3.sat if verdict != z3.unknown else None
+        if cover:
+            SATISFIABLE.add(facts, claim.cover)
     if cache is not None and key is not None:
         cache.keep_case(key, ob.name, claim.case, cover)
     return bool(cover)

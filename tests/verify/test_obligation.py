@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replayssm.verify import runner
+from replayssm.verify import obligation, runner
 from replayssm.verify.obligation import REGISTRY, Claim, LazyClaim, Obligation, merge_shards, prove
 from replayssm.verify.runner import LemmaCycle, case_share, discharge, prove_named, share_cases
 from replayssm.verify.terms import named_int
@@ -92,6 +92,32 @@ def test_shares_hand_out_each_case_once_whoever_asks(monkeypatch: pytest.MonkeyP
     handed = [a.take(), b.take(), a.take(), b.steal(5), a.take(), a.steal(5), b.steal(5), a.steal(5), b.take()]
     # a take past the last case (6, 5) is the shard finding its share at an end
     assert handed == [0, 1, 2, 4, 6, 3, None, None, 5]
+
+
+def test_a_cover_satisfiable_under_more_assumptions_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-vacuity check answered by an earlier one under a superset of the
+    assumptions asks no solver; one under other assumptions still does, and
+    a vacuous case is still reported."""
+    monkeypatch.setattr(obligation, "SATISFIABLE", obligation.Satisfiable())
+    both, one = [("x positive", X > 0), ("x small", X < 10)], [("x positive", X > 0)]
+    cover = X == 3
+
+    def ob(name: str, assumptions: list) -> Obligation:
+        return Obligation(name, "t", "", lambda: [Claim([("above -1", X > -1)], assumptions, cover, "case")],
+                          every_case=True)
+
+    assert prove(ob("t.more", both)).status == "proved"
+    real, calls = obligation.new_solver, []
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(obligation, "new_solver", counting)
+    assert prove(ob("t.fewer", one)).status == "proved"
+    assert len(calls) == 1  # the goal's query; the cover was satisfiable under more assumptions
+    vacuous = prove(ob("t.vacuous", [("x positive", X > 0), ("x big", X > 20)]))
+    assert vacuous.status == "failed" and "vacuous case" in vacuous.detail and len(calls) == 3
 
 
 def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
@@ -206,7 +232,7 @@ def test_an_obligation_running_past_the_interval_gets_progress_lines(jobs: int,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A line naming the obligation still running, its seconds and its cases
     done; none for one that finished at once."""
-    from replayssm.verify import runner
+    from replayssm.verify import obligation, runner
 
     obs = [Obligation("t.slow", "t", "", _slow_claims, shardable=True), Obligation("t.quick", "t", "", _claims(BASE))]
     for ob in obs:
