@@ -14,29 +14,45 @@ pending target to :func:`.wide.run_wide`.
 
 from __future__ import annotations
 
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 WATCHDOG_SECONDS = {"cpu": 120.0, "cuda": 300.0}
 """A wide launch's watchdog by device (many rows per launch under the interpreter on CPU)."""
 
 
+THREAD = "wide-target"
+"""The name of the thread that starts the target's process."""
+
+
 def start_target(impl: str | None, device: str, watchdog: float | None = None) -> Future:
     """The target ``impl`` loading in its own process (:func:`.target.load_target`),
     from a thread of this one; its launches under ``watchdog`` seconds (None:
     :data:`WATCHDOG_SECONDS`). The future's result is the loaded target, or the
-    exception its load raised."""
+    exception its load raised. The thread lives as long as this process: a CUDA
+    target's process dies with the thread that started it (``base/target_host.py``
+    sets ``PR_SET_PDEATHSIG``, which Linux fires when that *thread* ends: on the
+    H100, 2026-12-06, every launch of a target started from a pool thread that had
+    finished was a SIGKILL)."""
     from .target import load_target
 
     if device not in WATCHDOG_SECONDS:
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    pool = ThreadPoolExecutor(1, thread_name_prefix="wide-target")
-    try:
-        return pool.submit(load_target, impl, cuda=device == "cuda",
-                           launch_seconds=watchdog or WATCHDOG_SECONDS[device])
-    finally:
-        pool.shutdown(wait=False)
+    future: Future = Future()
+
+    def body() -> None:
+        try:
+            future.set_result(load_target(impl, cuda=device == "cuda",
+                                          launch_seconds=watchdog or WATCHDOG_SECONDS[device]))
+        except BaseException as e:  # noqa: BLE001 - the load's own error, raised by future.result()
+            future.set_exception(e)
+            return
+        threading.Event().wait()  # never set: the target's process lives as long as this thread
+
+    threading.Thread(target=body, name=THREAD, daemon=True).start()
+    return future
 
 
 def close_pending(target: Future) -> None:

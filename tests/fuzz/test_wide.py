@@ -67,6 +67,23 @@ def test_a_run_whose_target_loads_while_the_harness_imports_verifies_the_same() 
     assert imports >= 0
 
 
+def test_the_thread_that_started_the_target_outlives_its_load() -> None:
+    """Regression (H100, 2026-12-06): a CUDA target's process dies with the thread
+    that started it (``PR_SET_PDEATHSIG``), so that thread must not end after the
+    load, as a pool's thread did (every launch was then a SIGKILL)."""
+    import threading
+
+    from replayssm.fuzz.wide_start import THREAD, start_target
+
+    pending = start_target(None, "cpu")
+    module = pending.result()
+    try:
+        starters = [t for t in threading.enumerate() if t.name == THREAD]
+        assert starters and all(t.is_alive() for t in starters)
+    finally:
+        module.close()
+
+
 def test_bad_sizes_end_a_target_that_already_loads() -> None:
     """A pending target is closed when the run's own arguments are refused (no process left behind)."""
     from replayssm.fuzz.wide_start import start_target
