@@ -52,7 +52,9 @@ def advance(callers: Callers, batch_rows: list) -> None:
                 callers.saw("live == destination publish")
             if not plan.prefilling:
                 callers.saw("boundary with checkpoint" if plan.checkpointed else "boundary without checkpoint")
-            if all(s != callers.geo.pad_slot for s in slots):
+            if r.rid in callers.lost:  # its state in some group is lost: no prefix to register
+                callers.saw("boundary of a request whose state is lost")
+            elif all(s != callers.geo.pad_slot for s in slots):
                 callers.published.setdefault((r.stream, dst), slots)
             else:
                 callers.saw("null destination")

@@ -106,6 +106,10 @@ class CallerPolicy:
     """One of :data:`ONE_TOKEN_CONTINUATIONS`."""
     table_short_by: int = 0
     """How many columns narrower than the callers' rows the kernels' block table is."""
+    null_live_groups: bool = False
+    """A live column allocated for a request gets, half the time where there are several cache groups,
+    the null block in one of them (drawn) and real blocks in the others; the request leaves at the next
+    step, its state in that group lost (a review probe of ``groups_agree_on_null``)."""
     state_copies: bool = True
     """The scheduler's block copy of a moved live column carries its state and ring (what a
     review's forward pass reads: ``review/lifecycle.py``; the fuzz callers' spec side copies them always)."""
@@ -118,6 +122,8 @@ class CallerPolicy:
         if self.one_token_continuations not in ONE_TOKEN_CONTINUATIONS:
             raise ValueError(f"one_token_continuations must be one of {ONE_TOKEN_CONTINUATIONS}, "
                              f"got {self.one_token_continuations!r}")
+        if not isinstance(self.null_live_groups, bool):
+            raise ValueError(f"null_live_groups must be a bool, got {self.null_live_groups!r}")
         if isinstance(self.table_short_by, bool) or not isinstance(self.table_short_by, int) \
                 or self.table_short_by < 0:
             raise ValueError(f"table_short_by must be an int >= 0, got {self.table_short_by!r}")

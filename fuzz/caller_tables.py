@@ -52,11 +52,18 @@ def ensure_blocks(callers: Callers, draw: Draw, r: Request, live_col: int) -> bo
             needed.append(c)
     if any(len(f) < len(needed) for f in callers.free):
         return False
+    groups = len(callers.free)
     for c in needed:
         null = callers.features.null_columns and c != live_col and (callers.features.shared_prompts or boolean(draw))
-        for g in range(len(callers.free)):
-            r.cols[g][c] = callers.geo.pad_slot if null else alloc(callers, g)
+        # the policy's groups disagreeing on the null block: one group's live block null, the others' real
+        lost = (integer(draw, 0, groups - 1) if c == live_col and callers.policy.null_live_groups and groups > 1
+                and boolean(draw) else -1)
+        for g in range(groups):
+            r.cols[g][c] = callers.geo.pad_slot if null or g == lost else alloc(callers, g)
         callers.saw("null column", null)
+        if lost >= 0:
+            callers.lost.add(r.rid)
+            callers.saw("live column null in one group")
     return True
 
 

@@ -90,6 +90,9 @@ class Callers:
     """(group, slot) named by a violator's block-table row."""
     fresh_slots: set[tuple[int, int]] = field(default_factory=set)
     """(group, slot) allocated during the current step."""
+    lost: set[int] = field(default_factory=set)
+    """Requests whose live column got the null block in some cache group only
+    (``CallerPolicy.null_live_groups``): their state there is lost, they leave at the next step."""
 
     def __post_init__(self) -> None:
         groups = len(self.setup.layers_per_group)
@@ -273,6 +276,11 @@ class Callers:
         """One model-runner step: block copies, migration, postprocess."""
         geo, conv = self.geo, self.setup.conventions
         self.fresh_slots.clear()
+        for rid in sorted(self.lost & set(self.requests)):
+            self.finish(rid, preempt=True)
+        self.lost.clear()
+        if not self.requests:
+            return []
         if self.features.shared_prompts and len(self.requests) < geo.max_num_reqs and boolean(draw):
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)

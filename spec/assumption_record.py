@@ -93,6 +93,8 @@ class ScheduledRow:
     """The scheduler's block copy of that move carried the trackers."""
     past_table: bool
     """Its live column is past the block table the kernels see."""
+    live_null_in_some_groups: bool = False
+    """Its live column holds the null block in some cache groups and a real block in others."""
 
 
 Decisions = tuple[tuple[str, Any], ...]

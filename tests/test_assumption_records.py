@@ -196,7 +196,7 @@ def test_the_architecture_docs_trace_of_one_assumption_lists_the_modules_that_na
 
 UNPROBED_NOT_GUARANTEED = {
     "batch_in_launch": "launch", "packed_tables_match_layers": "launch", "positions_in_model": "per-request",
-    "distinct_slots_in_row": "system", "fresh_slot_is_free": "system", "groups_agree_on_null": "system",
+    "distinct_slots_in_row": "system", "fresh_slot_is_free": "system",
 }
 """The assumptions vLLM does not guarantee that no review probe drops yet, with
 their scope (issue 36 item 2 asks for a probe of each): no record has a row

@@ -12,7 +12,12 @@ versions that handle it are not.
   commit a token the row never ran;
 - FlashInfer running decode rows at a fixed executed width wider than the
   row (generation A's host passes it as ``EXECUTED_QUERY_WIDTH``, T4): in the
-  campaigns of every version whose postprocess takes the width (A4, A5).
+  campaigns of every version whose postprocess takes the width (A4, A5);
+- cache groups that disagree on the null block (``groups_agree_on_null``'s
+  caller break; not guaranteed: a probe): a request's live column null in one
+  group and real in the others. Per-group generations serve the other groups
+  as if alone (A4); the model-wide D1 and D2 write a request's flush plan from
+  group 0 only and reset the other groups' published live slot without it.
 """
 
 from __future__ import annotations
@@ -134,3 +139,39 @@ def test_a_kernel_that_checkpoints_on_the_row_length_under_an_executed_width_is_
     assert [f.prop for f in outcome.failures] == ["refinement"], outcome.failures
     trace = json.loads(Path(outcome.failures[0].trace).read_text())
     assert trace["params"]["executed_width"] == 4  # the trace replays at the width it ran
+
+
+def _without_groups_agreeing(version, tmp_path: Path):
+    from replayssm.fuzz.caller_shapes import GEOMETRIES
+    from replayssm.review.campaign import campaign
+
+    geo = next(g for g in GEOMETRIES if g.block_size == 1)  # every token a boundary: publishes in place
+    return campaign((version,), budget=600, seed=0, out_dir=tmp_path, tag=version.label, examples=32,
+                    shrink=False, geometries=(geo,), dropped=frozenset({env.GROUPS_AGREE_ON_NULL.name}))
+
+
+def test_groups_agree_on_null_is_broken_by_the_review_caller_model() -> None:
+    from replayssm.review import probes as pr
+    from replayssm.review.lifecycle import StepRecord, review_policy
+
+    assert env.GROUPS_AGREE_ON_NULL.caller_breaks is not None
+    assert pr.Probe((env.GROUPS_AGREE_ON_NULL.name,)) in pr.probes()
+    assert review_policy(StepRecord(frozenset({env.GROUPS_AGREE_ON_NULL.name}))).null_live_groups
+    assert not review_policy(StepRecord()).null_live_groups
+
+
+@needs_corpus
+def test_a_per_group_version_serves_the_other_groups_when_one_holds_the_null_block(tmp_path: Path) -> None:
+    outcome = _without_groups_agreeing(_version(version_path("A4"), "A4"), tmp_path)
+    assert outcome.failures == [] and outcome.tally.broken_steps >= 3, outcome.tally
+
+
+@needs_corpus
+def test_d1_resets_another_groups_live_slot_without_its_flush_when_group_0_holds_the_null_block(
+        tmp_path: Path) -> None:
+    """Teeth (a corpus version that mishandles it): D1's plan is written by group 0 only
+    (``valid_materialize & (group_idx == 0)``), but every group resets its published slot's
+    trackers; with group 0's live block null, group 1's live slot loses its committed rows."""
+    outcome = _without_groups_agreeing(_version(version_path("D1"), "D1"), tmp_path)
+    assert [f.prop for f in outcome.failures] == ["refinement"], outcome.failures
+    assert "group 0 " not in outcome.failures[0].message and "committed 0" in outcome.failures[0].message
