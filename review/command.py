@@ -65,7 +65,8 @@ DEFAULT_WATCHDOG = 600.0
 NAME = "review"
 HELP = "review versions of vLLM's ReplaySSM kernels (any launch API) against the lifecycle; with --base, differentially"
 OUTPUTS = """outputs:
-  the verdict table, with progress lines, on standard output (standard error with --json -)
+  the verdict table, with progress lines, on standard output (standard error with --json -), within 120
+    columns: a row of counts per version, then its lists; --wide: one line per version with every list
   each finding's trace in --traces DIR (default out/review): replayssm-verify replay FILE
     re-runs it on the version, replayssm-verify explain FILE draws a kernel-proof trace
   --json, --junit, --sarif, --html: written when the review ends or is interrupted
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         stop_interrupting()  # the work is over: a signal must not cut the report short
         done = {v.label for v in verdicts}
         not_reviewed = list(args.head) if versions is None else [v.label for v in versions if v.label not in done]
-        print_table(verdicts, out)
+        print_table(verdicts, out, wide=args.wide)
         if interrupted is not None:
             print(interrupted_summary(interrupted, verdicts, not_reviewed), file=out, flush=True)
         heads = {v.label: v for v in versions or [] if not isinstance(v, Faulted)}

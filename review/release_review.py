@@ -199,13 +199,13 @@ def kernel_parts(located: Located, out: Any) -> list[ReviewPart]:
 
 
 def print_verdict(v: ReleaseVerdict, out: Any) -> None:
-    """The verdict table."""
-    rows = [("vllm", "version", "generation", "verdict", "relies on (provenance)")]
+    """The verdict table (within 120 columns, :mod:`.text_table`), then each failing part's trace."""
+    from .text_table import layout
+
     rely = ", ".join(p.relies_on for p in v.parts if p.relies_on) or "-"
-    rows.append((v.located.place, v.located.version, v.located.generation, v.status, rely))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4], file=out)
+    rows = [["vllm", "version", "generation", "verdict", "relies on (provenance)"],
+            [v.located.place, v.located.version, v.located.generation, v.status, rely]]
+    print("\n".join(layout(rows)), file=out)
     for p in v.parts:
         if p.trace:
             print(f"  {p.name}: trace {p.trace}", file=out)

@@ -292,11 +292,15 @@ def kernel_evidence(kp: dict | None) -> str:
             + (f" ({'; '.join(failed)})" if failed else ""))
 
 
-def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
+def print_table(verdicts: list[Verdict], out: TextIO | None, wide: bool = False) -> None:
     """The verdict table: version, API, properties, verdict, the assumptions
     relied on (latent: vLLM does not guarantee them; guaranteed: information),
-    probes not finished, evidence (proved or sampled, per claim), and the
-    findings' (kernel findings' too) and differences' traces."""
+    probes not finished, notes, evidence (proved or sampled, per claim), the
+    findings' (kernel findings' too) and differences' traces, and each
+    finding's impact. Every line within 120 columns: one row per version with
+    the counts (cells wrap in their columns: :mod:`.text_table`), then the
+    version's lists, one per line, wrapped. ``wide``: one line per version
+    with every list in its column, as wide as they are."""
     rows = [("version", "API", "properties", "verdict", "latent (not guaranteed)", "relies on (guaranteed)",
              "probes not finished", "notes (nobody reads)", "evidence", "findings / traces")]
     for v in verdicts:
@@ -321,12 +325,33 @@ def print_table(verdicts: list[Verdict], out: TextIO | None) -> None:
         rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, unread, evidence(v),
                      "; ".join(notes) or "-"))
     cells = [[one_line(c) for c in r] for r in rows]  # a newline in a file name cannot start a row
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
-    for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
-    for v in verdicts:
+    if wide:
+        widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
+        for r in cells:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+        for v in verdicts:
+            for what, prop, impact in impacts(v):
+                print(f"impact: {v.label} {what} ({prop}): {impact['sentence']}", file=out)
+        return
+    from .text_table import layout, wrapped
+
+    head = ["version", "API", "verdict", "properties", "latent", "relies on", "unfinished", "notes"]
+    counts = [[r[0], r[1], r[3], r[2], *(str(len(x.split(", "))) if x not in ("-", "not probed") else x
+                                       for x in (r[4], r[5])), r[6], str(len(v.notes))]
+              for v, r in zip(verdicts, cells[1:])]
+    lines = layout([head, *counts])
+    for v, r in zip(verdicts, cells[1:]):
+        lines += wrapped(f"{r[0]} latent (not guaranteed): {r[4]}", indent="") if r[4] not in ("-",) else []
+        lines += wrapped(f"{r[0]} relies on (guaranteed): {r[5]}", indent="") if r[5] != "-" else []
+        lines += wrapped(f"{r[0]} notes (nobody reads): {r[7]}", indent="") if r[7] != "-" else []
+        lines += wrapped(f"{r[0]} evidence: {r[8]}", indent="")
+        traces = [] if r[9] == "-" else r[9].split("; ")
+        lines += [f"{r[0]} findings / traces ({len(traces)}):"] if traces else []
+        for t in traces:
+            lines += wrapped(t)
         for what, prop, impact in impacts(v):
-            print(f"impact: {v.label} {what} ({prop}): {impact['sentence']}", file=out)
+            lines += wrapped(one_line(f"impact: {v.label} {what} ({prop}): {impact['sentence']}"), indent="")
+    print("\n".join(lines), file=out)
 
 
 def impacts(v: Verdict) -> list[tuple[str, str, dict]]:
