@@ -200,7 +200,14 @@ UNPROBED_NOT_GUARANTEED = {
 }
 """The assumptions vLLM does not guarantee that no review probe drops yet, with
 their scope (issue 36 item 2 asks for a probe of each): no record has a row
-breaker or a caller-model break for them. A ratchet: it may only shrink."""
+breaker or a caller-model break for them. A ratchet: it may only shrink. Why
+each is left (docs/assumptions.md, "Assumptions of the review's caller
+model"): the two launch ones are the grid and the packed layout the host
+builds itself, no caller row breaks them; positions_in_model's row past the
+table is the columns_in_table+model_fits_table probe's; fresh_slot_is_free and
+distinct_slots_in_row are the block pool's and table's own promises, which
+every version relies on alike (distinct_slots_in_row is contradicted by T5:
+to be drawn by the campaigns, not probed)."""
 
 
 def test_the_not_guaranteed_assumptions_no_review_probe_drops_are_these() -> None:
