@@ -117,7 +117,7 @@ class ReleaseNumericConfig:
 
 
 @dataclass
-class Request:
+class NumericRequest:
     """One running request: its stream, tokens so far, slot and what the slot holds."""
 
     stream: int
@@ -131,7 +131,7 @@ class Request:
 
 
 @dataclass
-class Outcome:
+class ReleaseNumericOutcome:
     """What a campaign checked, its worst ratio of error to bound, and its first failure."""
 
     config: dict[str, Any]
@@ -150,8 +150,9 @@ class Outcome:
         self.events[event] = self.events.get(event, 0) + 1
 
 
-class Failure(Exception):
-    """A numeric check failed: the message says which request, token and value."""
+class BoundExceeded(Exception):
+    """A check failed (a value outside its bound, a block that must not change did): the message says
+    which request, layer, token and value."""
 
 
 class Campaign:
@@ -165,15 +166,16 @@ class Campaign:
         self.sdt, self.idt = DTYPES[config.state_dtype], DTYPES[config.input_dtype]
         self.rng = random.Random(config.seed)
         self.slots = config.requests * (3 if config.cache_mode == "align" else 2) + 2
-        self.streams = ReleaseStreams(self.dims, config.layers, 4 * config.requests + 8, config.passes * config.query_len
-                                      + 80, config.seed, self.idt, config.device)
+        length = config.passes * config.query_len + 80
+        self.streams = ReleaseStreams(self.dims, config.layers, 4 * config.requests + 8, length, config.seed, self.idt,
+                                      config.device)
         d, r = self.dims, config.ring_len
         self.caches = [self._layer_caches(d, r) for _ in range(config.layers)]
         self.trackers = [torch.zeros(self.slots, dtype=torch.int32, device=self.dev) for _ in range(3)]
-        self.requests: list[Request] = []
+        self.requests: list[NumericRequest] = []
         self.published: dict[int, int] = {}
         self.made = 0
-        self.out = Outcome({k: v for k, v in vars(config).items()})
+        self.out = ReleaseNumericOutcome({k: v for k, v in vars(config).items()})
 
     def _layer_caches(self, d: Dims, ring: int) -> dict[str, torch.Tensor]:
         g = torch.Generator().manual_seed(self.c.seed + 7)
@@ -192,7 +194,7 @@ class Campaign:
             free = [oldest]
         return self.rng.choice(free) if free else None
 
-    def _admit(self, resume: Request | None = None) -> Request | None:
+    def _admit(self, resume: NumericRequest | None = None) -> NumericRequest | None:
         slot = self._free_slot()
         if slot is None:
             return None
@@ -210,13 +212,13 @@ class Campaign:
             truth = self.streams.truth(layer, stream, n)
             cache["state"][slot] = truth.to(self.sdt)
             bounds.append(stored_bound(truth, self.sdt))
-        req = Request(stream, n, base, slot, n, bounds)
+        req = NumericRequest(stream, n, base, slot, n, bounds)
         self.out.count("resume" if resume else "admit")
         return req
 
-    def _lifecycle(self) -> list[Request]:
+    def _lifecycle(self) -> list[NumericRequest]:
         """Finish, preempt and admit requests; the new ones (prefilled in this pass)."""
-        new: Request | None = None
+        new: NumericRequest | None = None
         if self.requests and self.rng.random() < 0.08:
             gone = self.requests.pop(self.rng.randrange(len(self.requests)))
             self.out.count("finish")
@@ -240,20 +242,15 @@ class Campaign:
             self.out.worst_state = max(self.out.worst_state, ratio)
         if not ratio <= 1.0:
             diff = float((got.double() - truth).abs().max())
-            raise Failure(f"{what}: {kind} off its float64 truth by up to {diff:.3g}, {ratio:.3g} times its bound")
-
-    def _check_state(self, req: Request, layer: int, where: str) -> None:
-        truth = self.streams.truth(layer, req.stream, req.ckpt)
-        self._check(f"pass {self.out.passes}: {where}, request on stream {req.stream} (slot {req.slot}), layer "
-                    f"{layer}: its state after token {req.ckpt}", self.caches[layer]["state"][req.slot], truth,
-                    req.bounds[layer], "state")
+            raise BoundExceeded(f"{what}: {kind} off its float64 truth by up to {diff:.3g}, "
+                                f"{ratio:.3g} times its bound")
 
     def _frames(self, before: list[dict[int, torch.Tensor]]) -> None:
         for layer, kept in enumerate(before):
             for slot, value in kept.items():
                 if not torch.equal(self.caches[layer]["state"][slot], value):
                     what = "the null block" if slot == NULL else f"published block slot {slot}"
-                    raise Failure(f"pass {self.out.passes}: layer {layer}: {what} changed")
+                    raise BoundExceeded(f"pass {self.out.passes}: layer {layer}: {what} changed")
 
     def _kept(self) -> list[dict[int, torch.Tensor]]:
         return [{s: cache["state"][s].clone() for s in (NULL, *self.published)} for cache in self.caches]
@@ -266,7 +263,7 @@ class Campaign:
         return (lay.a[:, None, None].expand(d.heads, d.dim, d.dstate), lay.skip[:, None].expand(d.heads, d.dim),
                 lay.bias[:, None].expand(d.heads, d.dim))
 
-    def run(self) -> Outcome:
+    def run(self) -> ReleaseNumericOutcome:
         t0 = time.perf_counter()
         try:
             for _ in range(self.c.passes):
@@ -276,13 +273,13 @@ class Campaign:
                     self._triton_pass()
                 else:
                     self._flashinfer_pass()
-        except Failure as e:
+        except BoundExceeded as e:
             self.out.failure = str(e)
         self.out.seconds = round(time.perf_counter() - t0, 3)
         return self.out
 
     # -- Triton --------------------------------------------------------------------------------------
-    def _cursor(self, req: Request) -> tuple[int, bool]:
+    def _cursor(self, req: NumericRequest) -> tuple[int, bool]:
         c = self.c
         cur = decode_cursor(req.n, 1, req.decode_base, c.buffer_len, c.block_size, c.cache_mode == "align")
         write_pos, flush = int(cur.write_pos), bool(cur.is_flush)
@@ -326,7 +323,7 @@ class Campaign:
                     self.out.flushes += 1
                 self._align_move(r, flush)
 
-    def _triton_row(self, r: Request, layer: int, token: dict[str, torch.Tensor], out: torch.Tensor,
+    def _triton_row(self, r: NumericRequest, layer: int, token: dict[str, torch.Tensor], out: torch.Tensor,
                     cursor: tuple[int, bool]) -> None:
         s = self.streams
         history = s.slice(layer, r.stream, r.ckpt + 1, r.n - r.ckpt)
@@ -338,8 +335,8 @@ class Campaign:
         after = s.truth(layer, r.stream, r.n + 1)
         y = output_truth(s, layer, after, data)
         e0 = r.bounds[layer]
-        where = f"pass {self.out.passes}: request on stream {r.stream} (slot {r.slot}), layer {layer}, token {r.n + 1} " \
-                f"(write_pos {cursor[0]}{', flush' if flush else ''})"
+        where = f"pass {self.out.passes}: request on stream {r.stream} (slot {r.slot}), layer {layer}, " \
+                f"token {r.n + 1} (write_pos {cursor[0]}{', flush' if flush else ''})"
         self._check(where, out, y, output_bound(s, layer, s0, e0, data, u, 0.0, self.idt, y),
                     "output")
         if flush:
@@ -348,7 +345,7 @@ class Campaign:
         else:
             self._check(where, stored, s0, e0, "state")
 
-    def _align_move(self, r: Request, flushed: bool) -> None:
+    def _align_move(self, r: NumericRequest, flushed: bool) -> None:
         """Align mode: a request that completed a block continues in a fresh slot (the align copy)."""
         if self.c.cache_mode != "align" or r.n % self.c.block_size or not flushed:
             return
@@ -382,8 +379,8 @@ class Campaign:
                 short = 1 if c.plant == "commit one token short" else 0
                 accepted = torch.tensor([max(r.accepted - short, 0) for r in rows] + [1] * pads, dtype=torch.int32,
                                         device=self.dev)
-                self.m.commit_replayssm_ring_trackers(*self.trackers, indices, accepted, qsl, logical_window=c.buffer_len,
-                                                      ring_buffer_len=c.ring_len)
+                self.m.commit_replayssm_ring_trackers(*self.trackers, indices, accepted, qsl,
+                                                      logical_window=c.buffer_len, ring_buffer_len=c.ring_len)
             scratch = self.m.allocate_scratch(len(indices), d.heads, c.query_len, c.buffer_len, c.input_dtype, c.device)
             accepts = [self.rng.randint(1, q) for q in queries]
             before = [cache["state"].clone() for cache in self.caches]
@@ -420,7 +417,7 @@ class Campaign:
             self.m.reset_replayssm_ring_trackers(*self.trackers, torch.tensor([r.slot for r in new], dtype=torch.int32,
                                                                               device=self.dev))
 
-    def _query(self, layer: int, r: Request, q: int, accepted: int) -> dict[str, torch.Tensor]:
+    def _query(self, layer: int, r: NumericRequest, q: int, accepted: int) -> dict[str, torch.Tensor]:
         """The query's tokens: its accepted prefix (the stream's next tokens), then rejected drafts."""
         real = self.streams.slice(layer, r.stream, r.n + 1, accepted)
         if q == accepted:
@@ -428,7 +425,7 @@ class Campaign:
         junk = self.streams.garbage(q - accepted)
         return {k: torch.cat([real[k], junk[k]]) for k in real}
 
-    def _flashinfer_row(self, r: Request, layer: int, query: dict[str, torch.Tensor], out: torch.Tensor,
+    def _flashinfer_row(self, r: NumericRequest, layer: int, query: dict[str, torch.Tensor], out: torch.Tensor,
                         before: torch.Tensor) -> None:
         s = self.streams
         state = self.caches[layer]["state"][r.slot]
@@ -461,7 +458,7 @@ class Campaign:
                         bound, "output")
 
 
-def run(configs: list[ReleaseNumericConfig]) -> list[Outcome]:
+def run(configs: list[ReleaseNumericConfig]) -> list[ReleaseNumericOutcome]:
     """Load the release's kernels once in a process of their own (CUDA for a CUDA campaign), set
     FlashInfer up there when a campaign uses it, and run the campaigns one after the other."""
     from replayssm.base.isolation import load_isolated

@@ -173,7 +173,8 @@ def output_bound(streams: ReleaseStreams, layer: int, s0: torch.Tensor, e0: torc
     return before + u / (1 - u) * (y.abs() + before) + TINY_OUT[out_dtype]
 
 
-def output_truth(streams: ReleaseStreams, layer: int, state: torch.Tensor, data: dict[str, torch.Tensor]) -> torch.Tensor:
+def output_truth(streams: ReleaseStreams, layer: int, state: torch.Tensor,
+                 data: dict[str, torch.Tensor]) -> torch.Tensor:
     """``C . S + D x`` (H, D) in float64 for the last token of ``data``, ``state`` the float64 state after it."""
     d, lay = streams.dims, streams.layers[layer]
     c = data["C"][-1].double().repeat_interleave(d.heads_per_group, dim=0)
@@ -185,7 +186,8 @@ def stored_bound(truth: torch.Tensor, state_dtype: torch.dtype) -> torch.Tensor:
     return _rounding(state_dtype, truth.abs())
 
 
-def advance_exact(streams: ReleaseStreams, layer: int, state: torch.Tensor, data: dict[str, torch.Tensor]) -> torch.Tensor:
+def advance_exact(streams: ReleaseStreams, layer: int, state: torch.Tensor,
+                  data: dict[str, torch.Tensor]) -> torch.Tensor:
     """``state`` (float64) advanced by the tokens ``data`` in float64."""
     rows, _ = streams.rows(layer, data)
     return replay_exact(state, rows, streams.layers[layer].a, streams.dims.heads_per_group)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.corpus
 STAND_IN = "replayssm.fuzz.release_numeric_math:checkpointing_ssu_stand_in"
 
 
-def _one(**kw) -> rn.Outcome:
+def _one(**kw) -> rn.ReleaseNumericOutcome:
     return rn.run([rn.ReleaseNumericConfig(**kw)])[0]
 
 
