@@ -39,14 +39,20 @@ def _command(versions: list[str], seed: int, examples: int | None, out: Path) ->
     return cmd + (["--examples", str(examples)] if examples is not None else [])
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _finish(proc: subprocess.Popen, start: float, cpu_before: float, out: Path) -> dict:
+    """One run's result once it ends; ``cpu_before``: the children's CPU seconds before it was
+    waited for (a child's time counts once it is waited for, so runs waited for in turn never mix)."""
     proc.wait()
     wall = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = out / "review.json"
     doc = json.loads(report.read_text()) if report.is_file() else {"verdicts": []}
     return {"exit_code": proc.returncode, "wall_seconds": round(wall, 1),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime - cpu_before, 1),
+            "cpu_seconds": round(_cpu() - cpu_before, 1),
             "versions": {v["version"]: {"status": v["status"], "seconds": v["campaign"].get("total_seconds")}
                          for v in doc["verdicts"]},
             "verdicts": timeless(doc["verdicts"], str(out / "traces"))}
@@ -70,16 +76,16 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="review-twice-"))
     outs = [work / "r1", work / "r2"]
     runs: list[dict] = []
-    started: list[tuple[subprocess.Popen, float, float, Path]] = []
+    started: list[tuple[subprocess.Popen, float, Path]] = []
     for out in outs:
         out.mkdir()
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.Popen(_command(args.versions, args.seed, args.examples, out),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started.append((proc, time.perf_counter(), usage.ru_utime + usage.ru_stime, out))
+        started.append((proc, time.perf_counter(), out))
         if not args.at_once:
-            runs.append(_finish(*started.pop()))
-    runs += [_finish(*s) for s in started]
+            proc_, start, where = started.pop()
+            runs.append(_finish(proc_, start, _cpu(), where))
+    runs += [_finish(proc_, start, _cpu(), where) for proc_, start, where in started]
     first, second = (r.pop("verdicts") for r in runs)
     differ = sorted({a["version"] for a, b in zip(first, second) if a != b} | (
         {v["version"] for v in first + second} if len(first) != len(second) else set()))

@@ -86,6 +86,8 @@ def test_kernel_proof_times_passes_a_bad_impl_on_as_exit_2(tmp_path: Path) -> No
     ("review_time.py", ["--budget", "0"], "--budget must be > 0, got 0.0"),
     ("review_time.py", ["--repeat", "0"], "--repeat must be >= 1, got 0"),
     ("review_time.py", ["--json", "/no/such/folder/r.json"], "--json's folder /no/such/folder does not exist"),
+    ("review_twice.py", ["--examples", "0"], "--examples must be >= 1, got 0"),
+    ("review_twice.py", ["--keep", "/no/such/folder/keep"], "--keep's folder /no/such/folder does not exist"),
     ("latency.py", ["--device", "cpu", "--check-only", "--repeat", "0"], "--repeat must be >= 1, got 0"),
     ("latency.py", ["--device", "cpu", "--check-only", "--json", "/no/such/folder/l.json"], "--json's folder"),
 ])
