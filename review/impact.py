@@ -243,16 +243,29 @@ def _past_the_row(setup: Setup, rows: list[Row | None], table: list, shape) -> I
                   "a store outside its buffer lands in whatever tensor vLLM allocated beside it", shape(None))
 
 
-def of_kernel_launch(trace: dict, prop: str) -> Impact:
+def of_kernel_launch(trace: dict, prop: str, cell: list | None = None) -> Impact:
     """The impact of a kernel obligation ``prop`` (``memory_safety``, ``frame``, ``conflicts``,
-    ``equivalence``, ``int32``) failing on the launch of a kernel trace (``verify/kernels/report.py``)."""
+    ``equivalence``, ``int32``) failing on the launch of a kernel trace (``verify/kernels/report.py``);
+    ``cell``: the index its violated part names (for ``frame``, a tracker store's ``[group, slot]``)."""
     setup = Setup.from_json(trace["params"])
     launch = next(a["picks"] for a in trace["actions"] if a["name"] == "launch")
     rows = _launch_rows(setup, launch)
     table = launch["block_table"]
     shape = lambda focus: describe_shape(setup, rows, focus)  # noqa: E731
+    if prop == "frame" and cell is not None and len(cell) == 2 and cell[1] == setup.geometry.pad_slot:
+        return Impact("the null block", f"the null block (slot {cell[1]}, cache group {cell[0]})",
+                      "nothing: a kernel program stores to the null block's trackers, which no request's state "
+                      "is read from (FlashInfer skips PAD_SLOT_ID)", shape(next((r for r in rows if r), None)))
     if prop in ("memory_safety", "frame"):
-        return _past_the_row(setup, rows, table, shape)
+        past = _past_the_row(setup, rows, table, shape)
+        if past.whose != "memory outside the buffers" or cell is None or len(cell) != 2 or prop != "frame":
+            return past
+        g, slot = cell
+        owner = next((b for b, r in enumerate(rows) if r is not None and slot in table[g][b]), None)
+        who = (f"request {rows[owner].rid} (batch row {owner}, slot {slot})" if owner is not None  # type: ignore[union-attr]
+               else f"slot {slot} of cache group {g}, named by no row of this launch (a request not scheduled in it)")
+        return Impact("another request", who, "a kernel program stores to trackers outside its own row's blocks: "
+                      "that request's next decode starts from trackers it did not write", shape(None))
     if prop == "conflicts":
         real = [r for r in rows if r is not None]
         return Impact("another request", f"the requests in batch rows {', '.join(str(b) for b, r in enumerate(rows) if r)}",

@@ -103,7 +103,7 @@ def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, cas
     if path is None or finding.trace is None:
         return {"replayed": "no small launch", "explanation": finding.text}
     saved = {"trace": str(path), "replay": replay_command(str(path), source),
-             "explanation": finding.text}
+             "explanation": finding.text, "cell": finding.details.get("index")}
     try:
         seen = playback(finding.trace, module, roles, remote)
     except (TargetFault, TargetGone) as e:

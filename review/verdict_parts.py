@@ -148,15 +148,17 @@ def kernel_findings(kernel_proofs: dict | None) -> tuple[KernelFinding, ...]:
                  f"{r['fault']['report']}")
         out.append(KernelFinding(r["obligation"], r["case"], r["violated"], r["replayed"],
                                  f"{r['obligation']} failed ({r['case']}: {r['violated']}); {shown}",
-                                 r["trace"], r["replay"], r.get("explanation", ""), _kernel_impact(r["trace"])))
+                                 r["trace"], r["replay"], r.get("explanation", ""),
+                                 _kernel_impact(r["trace"], r.get("cell"))))
     return tuple(out)
 
 
-def _kernel_impact(path: str) -> Impact | None:
-    """A kernel finding's impact, from its saved launch (None: the launch cannot be read)."""
+def _kernel_impact(path: str, cell: list | None) -> Impact | None:
+    """A kernel finding's impact, from its saved launch and the cell its violated part names
+    (None: the launch cannot be read)."""
     try:
         trace = json.loads(Path(path).read_text())
-        return of_kernel_launch(trace, trace["#meta"]["property"])
+        return of_kernel_launch(trace, trace["#meta"]["property"], cell)
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return None
 

@@ -46,6 +46,10 @@ def test_a_prefill_past_its_one_column_row_resets_the_next_rows_request() -> Non
     assert stale.whose == "another request" and "past the batch" in stale.next_pass
     beyond = of_kernel_launch(_launch(3, [1, 1, 5]), "memory_safety")  # the last row of the table
     assert beyond.whose == "memory outside the buffers"
+    null = of_kernel_launch(_launch(1, [1]), "frame", [0, 0])  # a store to slot 0, the null block: a note
+    assert (null.whose, null.read) == ("the null block", False)
+    real = of_kernel_launch(_launch(1, [1]), "frame", [0, 2])  # teeth: the same store to a real slot
+    assert (real.whose, real.read) == ("another request", True) and "slot 2" in real.who
     inside = of_kernel_launch(_launch(2, [4, 1]), "equivalence")
     assert inside.whose == "this request" and inside.who.startswith("request 0")
 
