@@ -38,20 +38,22 @@ body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px au
 background:#fff;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #d0d4d9;padding:4px 8px;
-text-align:left;vertical-align:top}th{background:#f2f4f7}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%}th,td{border:1px solid #d0d4d9;
+padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}th{background:#f2f4f7}
 .status-finding,.status-failed,.status-regression{color:#b00020;font-weight:600}
 .status-pass,.status-passed,.status-proved{color:#1b7f3b;font-weight:600}
 .status-coverage-shortfall,.status-interrupted,.status-coverage,.status-latent,.status-not-guaranteed{color:#a15c00;font-weight:600}
 .status-guaranteed{color:#1b7f3b}.status-contradicted{color:#b00020;font-weight:600}
 code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;background:#f6f8fa;border-radius:4px}
-code{padding:1px 4px}pre{padding:8px;overflow-x:auto;white-space:pre-wrap}
+code{padding:1px 4px;overflow-wrap:anywhere}pre{padding:8px;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}
 section.finding{border:1px solid #e3b7bd;border-left:5px solid #b00020;border-radius:6px;padding:8px 16px;
 margin:16px 0;background:#fffafa}
 .where{font-weight:600}.muted{color:#666}.step{border-top:1px dashed #ccc;padding:6px 0}
 .step.broke{background:#fff0f0}.rings{display:flex;flex-wrap:wrap;gap:8px}
 figure{margin:0;text-align:center;font-size:11px}figcaption{max-width:190px}
 .legend span{display:inline-block;width:12px;height:12px;border:1px solid #888;vertical-align:middle;margin:0 4px}
+figure.broke{outline:3px solid #b00020;border-radius:6px;background:#fff0f0}figure.broke figcaption{color:#b00020;
+font-weight:600}mark.changed{background:#ffe08a;padding:0 2px}table.slots td,table.slots th{font-size:12px;padding:2px 6px}
 """
 
 SCRIPT = """
@@ -81,11 +83,12 @@ def token(t: Any) -> str | None:
 
 
 def ring_svg(ring_len: int, ring_start: int, committed: int, rows: list[str | None], center: str,
-             caption: str) -> str:
+             caption: str, changed: frozenset[int] = frozenset(), broke: bool = False) -> str:
     """One slot's ring as an SVG figure: ``ring_len`` sectors clockwise from
     the top, the ``committed`` rows from ``ring_start`` filled dark, other
     rows holding a token light, the rest blank; a marker at ``ring_start``;
-    ``center`` (the checkpoint) in the middle."""
+    ``center`` (the checkpoint) in the middle; the rows in ``changed`` (the
+    step wrote them) outlined; ``broke``: the slot a finding names, framed red."""
     size, outer, inner = 180, 80, 52
     c = size / 2
     cells = {(ring_start + j) % ring_len for j in range(max(0, min(committed, ring_len)))} if ring_len else set()
@@ -103,8 +106,10 @@ def ring_svg(ring_len: int, ring_start: int, committed: int, rows: list[str | No
         big = 1 if a1 - a0 > math.pi else 0
         parts.append(f'<path class="row{" committed" if i in cells else ""}" d="M{at(outer, a0)} A{outer},{outer} 0 '
                      f'{big} 1 {at(outer, a1)} L{at(inner, a1)} A{inner},{inner} 0 {big} 0 {at(inner, a0)} Z" '
-                     f'fill="{fill}" stroke="#777" stroke-width="0.6"><title>row {i}: {_e(label or "garbage")}'
-                     f'{" (committed)" if i in cells else ""}</title></path>')
+                     f'fill="{fill}" stroke="{"#e08a00" if i in changed else "#777"}" '
+                     f'stroke-width="{2.5 if i in changed else 0.6}"><title>row {i}: {_e(label or "garbage")}'
+                     f'{" (committed)" if i in cells else ""}{" (written this step)" if i in changed else ""}'
+                     f'</title></path>')
         if label is not None:
             mid = (a0 + a1) / 2
             parts.append(f'<text x="{c + (outer + inner) / 2 * math.cos(mid):.1f}" '
@@ -117,30 +122,61 @@ def ring_svg(ring_len: int, ring_start: int, committed: int, rows: list[str | No
     parts.append(f'<text x="{c}" y="{c - 4}" font-size="10" text-anchor="middle">{_e(center)}</text>'
                  f'<text x="{c}" y="{c + 10}" font-size="9" text-anchor="middle" fill="#555">'
                  f'rs={ring_start} nc={committed}</text></svg>')
-    return f'<figure>{"".join(parts)}<figcaption>{_e(caption)}</figcaption></figure>'
+    frame = ' class="broke"' if broke else ""
+    return f'<figure{frame}>{"".join(parts)}<figcaption>{_e(caption)}</figcaption></figure>'
 
 
 LEGEND = (f'<p class="legend muted">Ring rows clockwise from the top, row 0 first: <span style="background:'
           f'{COMMITTED}"></span>committed (replayed on the checkpoint) <span style="background:{HELD}"></span>'
-          f'holds a token, not committed <span style="background:{EMPTY}"></span>garbage; the red marker is '
-          f'<code>ring_start</code>; tokens are &lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the '
+          f'holds a token, not committed <span style="background:{EMPTY}"></span>garbage; rows outlined '
+          f'<span style="border:2px solid #e08a00"></span>were written in that step, and <mark class="changed">'
+          f'marked</mark> cells changed; the red marker is <code>ring_start</code>; a slot framed red is the one the '
+          f'finding names, as it broke; tokens are &lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the '
           f'centre is the checkpoint.</p>')
 
 
 # ---------------------------------------------------------------- timelines
 
 
-def _review_step(step: dict) -> str:
-    rings = []
-    for s in step["slots"]:
-        for layer in s["layers"]:
-            rings.append(ring_svg(s["ring_len"], s["ring_start"], s["committed"], [token(r) for r in layer["rows"]],
-                                  f"ckpt {token(layer['checkpoint']) or 'none'}",
-                                  f"group {s['group']} slot {s['slot']} layer {layer['layer']}: trackers "
-                                  f"({s['ring_start']}, {s['committed']})"))
-    broke = f'<p class="status-finding">broke: {_e(step["finding"])}</p>' if step.get("finding") else ""
-    return (f'<div class="step{" broke" if broke else ""}"><b>step {step["step"]}</b>: {_e(step["rows"])}{broke}'
-            f'<div class="rings">{"".join(rings)}</div></div>')
+def _mark(value: Any, changed: bool) -> str:
+    return f'<mark class="changed">{_e(value)}</mark>' if changed else _e(value)
+
+
+def _review_steps(steps: list[dict]) -> list[str]:
+    """A review timeline step by step: the rows; per slot its trackers, checkpoint and ring rows, each cell the
+    step changed marked (against the slot as last drawn) and outlined on its ring; the slot a finding names
+    (``broke``) drawn as it broke, framed."""
+    seen: dict[tuple[int, int, int], tuple[Any, Any, Any, list]] = {}
+    out = []
+    for step in steps:
+        rings, rows = [], []
+        for s in step["slots"]:
+            for layer in s["layers"]:
+                key = (s["group"], s["slot"], layer["layer"])
+                now = (s["ring_start"], s["committed"], layer["checkpoint"], list(layer["rows"]))
+                was = seen.get(key)
+                seen[key] = now
+                diff = [was is None or was[i] != now[i] for i in range(3)]
+                changed = frozenset(i for i, r in enumerate(now[3]) if was is None and r is not None
+                                    or was is not None and (i >= len(was[3]) or was[3][i] != r))
+                rings.append(ring_svg(s["ring_len"], s["ring_start"], s["committed"],
+                                      [token(r) for r in layer["rows"]], f"ckpt {token(layer['checkpoint']) or 'none'}",
+                                      ("as it broke: " if s.get("broke") else "")
+                                      + f"group {s['group']} slot {s['slot']} layer {layer['layer']}: trackers "
+                                      f"({s['ring_start']}, {s['committed']})" + (f"; {s['note']}" if s.get("note") else ""),
+                                      changed, bool(s.get("broke"))))
+                rows.append(f"<tr><td>{'<b>broke</b> ' if s.get('broke') else ''}g{s['group']} slot {s['slot']} "
+                            f"L{layer['layer']}</td><td>{_mark(s['ring_start'], diff[0])}</td>"
+                            f"<td>{_mark(s['committed'], diff[1])}</td>"
+                            f"<td>{_mark(token(layer['checkpoint']) or 'none', diff[2])}</td>"
+                            f"<td>{_e(', '.join(f'{i}: {token(now[3][i]) or chr(8212)}' for i in sorted(changed)) or '-')}"
+                            "</td></tr>")
+        table = ('<table class="slots"><tr><th>slot</th><th>ring_start</th><th>num_committed</th><th>checkpoint</th>'
+                 f'<th>ring rows written</th></tr>{"".join(rows)}</table>') if rows else ""
+        broke = f'<p class="status-finding">broke: {_e(step["finding"])}</p>' if step.get("finding") else ""
+        out.append(f'<div class="step{" broke" if broke else ""}"><b>step {step["step"]}</b>: {_e(step["rows"])}'
+                   f'{broke}{table}<div class="rings">{"".join(rings)}</div></div>')
+    return out
 
 
 def _system_step(step: dict) -> str:
@@ -188,7 +224,7 @@ def timeline_html(data: dict | None) -> str:
     elif data.get("steps") and "slots" in data["steps"][0] and "action" in data["steps"][0]:
         steps = [_system_step(s) for s in data["steps"]]
     else:
-        steps = [_review_step(s) for s in data.get("steps", [])]
+        steps = _review_steps(data.get("steps", []))
     system = data.get("system") or data.get("params") or {}
     return (f'<h3>Lifecycle timeline</h3><p class="muted">{_e(_system_line(system))}</p>{LEGEND}'
             + "".join(steps))
@@ -282,50 +318,6 @@ def page(title: str, summary: str, body: str) -> str:
 
 
 # ---------------------------------------------------------------- per command
-
-
-def review_html(document: dict, timelines: dict[str, dict]) -> str:
-    """A review's page from its ``--json`` document and its findings' timelines (by trace path)."""
-    rows, sections, shown = [], [], set()
-    for v in document.get("verdicts", []):
-        broken = [p for p, s in v.get("properties", {}).items() if s == "broken"]
-        relied = [a for a, r in v.get("assumptions", {}).items() if r.get("relied_on") and r.get("outcome") != "latent"]
-        latent = [x["assumption"] for x in v.get("latent", [])]
-        rows.append([_e(v["version"]), _e(v.get("api")), _status(v["status"]),
-                     _e(f"{len(v.get('properties', {})) - len(broken)}/{len(v.get('properties', {}))} held"
-                        + (f"; broken: {', '.join(broken)}" if broken else "")),
-                     _e(", ".join(latent) or "-"), _e(", ".join(relied) or "-"), _e(len(v.get("findings", []))),
-                     _e(len(v.get("kernel_findings", [])))])
-    body = "<h2>Verdicts</h2>" + _table(["version", "API", "verdict", "properties", "latent (not guaranteed)",
-                                         "relies on (guaranteed)", "findings", "kernel findings (proved)"], rows)
-    for v in document.get("verdicts", []):
-        for f in v.get("findings", []):
-            sections.append(finding_html(f"{v['version']}: {f.get('property')} broken", f,
-                                         timelines.get(f.get("trace", "")), shown))
-        for k in v.get("kernel_findings", []):
-            sections.append(finding_html(f"{v['version']}: {k['property']} failed (proved, {k.get('replayed')} "
-                                         "on the real kernel)",
-                                         {**k, "message": "\n\n".join(filter(None, (k.get("message"),
-                                                                                   k.get("explanation"))))}, None))
-        for x in v.get("latent", []):
-            sections.append(finding_html(f"{v['version']}: latent {x.get('property')}: relies on {x['assumption']}, "
-                                         "which vLLM does not guarantee", x, timelines.get(x.get("trace", "")), shown))
-        for d in v.get("differences", []):
-            if d.get("kind") in ("regression", "fix") or (d.get("kernel_diff") or {}).get("distinction"):
-                sections.append(finding_html(f"{v['version']}: {d['kind']} ({d.get('evidence', 'sampled')}): "
-                                             f"{d.get('property')}", d, timelines.get(d.get("trace", "")), shown))
-    body += "<h2>Findings</h2>" + ("".join(sections) or "<p>none</p>")
-    for v in document.get("verdicts", []):
-        notes = {}
-        for probe, r in v.get("assumptions", {}).items():
-            said = r.get("outcome") or ("relied on" if r.get("relied_on") else "not relied on"
-                                        if r.get("relied_on") is False else r.get("why", "not probed"))
-            for name in r.get("assumptions") or [probe]:
-                notes[name] = f"probe {probe}: {said}" if probe != name else said
-        body += f"<h2>Assumptions of {_e(v['version'])}</h2>" + assumptions_html(list(notes), notes)
-    statuses = [v["status"] for v in document.get("verdicts", [])]
-    return page("replayssm-verify review", f"{len(statuses)} version(s): "
-                + ", ".join(_status(s) for s in statuses), body)
 
 
 def prove_html(document: dict, timelines: dict[str, dict]) -> str:

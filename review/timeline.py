@@ -5,12 +5,16 @@ after each, records the rows the step scheduled, and for every slot a
 scheduled row names: the trackers the version left (``ring_start``,
 ``num_committed``) and what the slot's bytes stand for on the ghost (per
 layer, the checkpoint and each ring row as ``(stream, position)``), then the
-finding at the step where a property broke.
+finding at the step where a property broke, with the slots its message names
+marked ``broke`` and drawn as they are after that step (the guards' poison
+slot too: the trackers past the array, where a store through a slot id read
+past a block-table row lands, :func:`broken_slots`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -31,8 +35,33 @@ def _slots(setup: Setup, step: CallerStep) -> list[tuple[int, int]]:
                    for g in range(len(setup.layers_per_group)) for slot in step.table[g][b] if slot != pad})
 
 
+_NAMED = (re.compile(r"\b(?:ring_start|num_committed)\.g(?P<g>\d+)\[(?P<s>\d+)\]"),
+          re.compile(r"\bgroup (?P<g>\d+) (?:live )?slot (?P<s>\d+)"),
+          re.compile(r"\bslot (?P<s>\d+) of group (?P<g>\d+)"))
+"""How a finding's message names a slot: a tracker entry (``ring_start.g0[48]``), ``group G [live] slot S``,
+``slot S of group G`` (``review/lifecycle.py``, ``fuzz/guards.py``)."""
+
+
+def broken_slots(message: str) -> list[tuple[int, int]]:
+    """The (group, slot) pairs a finding's message names, in order, each once."""
+    found = [(int(m["g"]), int(m["s"])) for pattern in _NAMED for m in pattern.finditer(message)]
+    return list(dict.fromkeys(found))
+
+
+def _poison_trackers(h: Harness, g: int) -> tuple[int, int] | None:
+    """The guards' poison slot's trackers of group ``g`` (the words right after each tracker array; None unguarded)."""
+    arena = h.arena
+    if not arena.guarded or arena.flat is None:
+        return None
+    words = [arena.regions[f"{t}.g{g}"] for t in ("ring_start", "num_committed")]
+    return int(arena.flat[words[0].start + words[0].shape[0]]), int(arena.flat[words[1].start + words[1].shape[0]])
+
+
 def _slot(h: Harness, ghost: Ghost, g: int, slot: int) -> dict:
-    start, committed = h.trackers(g, slot)
+    if slot == h.setup.num_slots:  # the poison slot: past the tracker arrays
+        start, committed = _poison_trackers(h, g) or (0, 0)
+    else:
+        start, committed = h.trackers(g, slot)
     return {"group": g, "slot": slot, "ring_len": ghost.R, "ring_start": start, "committed": committed,
             "layers": [{"layer": layer, "checkpoint": ghost.state.get((layer, slot)),
                         "rows": list(ghost.ring.get((layer, slot), [None] * ghost.R))}
@@ -57,9 +86,20 @@ def timeline(path: str, version: Version, device: str = "cpu") -> dict:
             run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
         except PropertyBroken as f:
             finding = str(f)
-        steps.append({"step": n, "rows": describe_rows(step) or "no request",
-                      "slots": [_slot(harness, ghost, g, slot) for g, slot in _slots(setup, step)],
-                      "finding": finding})
+        slots = [_slot(harness, ghost, g, slot) for g, slot in _slots(setup, step)]
+        if finding is not None:
+            groups = len(setup.layers_per_group)
+            for g, slot in broken_slots(finding):
+                if g >= groups or not 0 <= slot <= setup.num_slots:
+                    continue
+                drawn = next((x for x in slots if (x["group"], x["slot"]) == (g, slot)), None)
+                if drawn is None:
+                    drawn = _slot(harness, ghost, g, slot)
+                    slots.append(drawn)
+                drawn["broke"] = True
+                if slot == setup.num_slots:
+                    drawn["note"] = "the guards' poison slot, past the tracker array: no request holds it"
+        steps.append({"step": n, "rows": describe_rows(step) or "no request", "slots": slots, "finding": finding})
         if finding is not None:
             break
     system = {"geometry": trace["params"]["geometry"],

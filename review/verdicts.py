@@ -384,7 +384,8 @@ def write_verdicts(args: argparse.Namespace, verdicts: list[Verdict], interrupte
     page). One that cannot be written (its folder removed during the review)
     is reported, naming the option, the others still written; returns whether
     every one was."""
-    from replayssm.base.html_report import review_html, write_html
+    from replayssm.base.html_report import write_html
+    from replayssm.base.html_review import review_html
     from replayssm.base.sarif import review_issues, write_sarif
 
     document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,

@@ -69,3 +69,24 @@ def colours(png: Path) -> int:
 
     with Image.open(png) as im:
         return len(im.convert("RGB").getcolors(1 << 24) or [])
+
+
+WIDTH_PROBE = ("<script>addEventListener('load', function () {var w = Math.max("
+               "document.documentElement.scrollWidth, document.body.scrollWidth);var p = document.createElement('pre');"
+               "p.id = 'measured-width'; p.textContent = 'page width ' + w + ' px'; document.body.appendChild(p);});"
+               "</script>")
+"""Put into a copy of a page: after it laid out, the page's width as the browser measured it, in the DOM."""
+
+
+def measured_width(page: Path, out: Path, width: int = 1400, height: int = 2400) -> tuple[int, Rendered]:
+    """``page`` rendered in a window ``width`` px wide: the width its content takes (more than ``width``: it
+    overflows, and the reader scrolls sideways), and the render (its screenshot of the window)."""
+    import re
+
+    copy = out / f"measured-{page.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    copy.write_text(page.read_text().replace("</body>", WIDTH_PROBE + "</body>"))
+    shown = render(copy, out, width, height)
+    found = re.search(r"page width (\d+) px", shown.dom)
+    assert found, "the width probe did not run"
+    return int(found.group(1)), shown

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from report_checks import render, sarif_errors
 
-from replayssm.base import html_report, sarif
+from replayssm.base import html_report, html_review, sarif
 from replayssm.verify.traces import timeline
 
 
@@ -83,7 +83,7 @@ def test_a_latent_reliance_is_a_sarif_warning_and_a_section_of_the_page() -> Non
     (result,) = log["runs"][0]["results"]
     assert result["level"] == "warning" and result["locations"][0]["physicalLocation"]["region"]["startLine"] == 42
     assert "which vLLM does not guarantee" in result["message"]["text"]
-    page = html_report.review_html(document, {})
+    page = html_review.review_html(document, {})
     assert "latent refinement: relies on live_move_copies_state" in page and "status-latent" in page
 
 
@@ -120,7 +120,7 @@ def test_a_kernel_finding_is_a_sarif_error_on_its_kernel_line_and_a_section_of_t
     assert result["ruleId"] == "kernel.A.postprocess.frame" and result["level"] == "error"
     assert where["artifactLocation"]["uri"] == "vllm/head.py" and where["region"]["startLine"] == 57
     assert "replayssm-verify replay t/kernel.json" in result["message"]["text"]
-    page = html_report.review_html(document, {})
+    page = html_review.review_html(document, {})
     assert page.count('<section class="finding">') == 1
     assert "head: kernel.A.postprocess.frame@head failed (proved, reproduced on the real kernel)" in page
     assert "vllm/head.py:57 in <code>_postprocess</code>" in page and "program ids: batch 1" in page
