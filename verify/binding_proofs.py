@@ -16,7 +16,7 @@ from replayssm.spec import binding as spec
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from .obligation import Claim, obligation
-from .terms import named_bool, named_int
+from .terms import Fact, Sym, Symbolic, named_bool, named_int
 
 LAYER_COUNTS = (1, 2, 3, 4)
 
@@ -27,12 +27,12 @@ class GroupCase:
 
     prefix: str
     layers: list[spec.GroupLayer]
-    num_blocks: Any
-    device: Any
-    fresh_start: Any
-    fresh_committed: Any
+    num_blocks: Sym
+    device: Sym
+    fresh_start: Symbolic
+    fresh_committed: Symbolic
     binding: spec.GroupBinding
-    assumptions: list[tuple[str, Any]]
+    assumptions: list[Fact]
 
     def show(self) -> dict[str, Any]:
         p = self.prefix
@@ -81,11 +81,11 @@ def group_case(n: int, prefix: str = "") -> GroupCase:
     return GroupCase(p, layers, num_blocks, device, fresh_start, fresh_committed, binding, assumptions)
 
 
-def _claim(c: GroupCase, goal: Any, cover: Any) -> Claim:
+def _claim(c: GroupCase, goal: Any, cover: Symbolic) -> Claim:
     return Claim(goal, list(c.assumptions), cover, f"{len(c.layers)} layers", c.show())
 
 
-def reusable(c: GroupCase) -> Any:
+def reusable(c: GroupCase) -> Symbolic:
     """The situation in which captured addresses must survive, stated on the
     inputs: the first layer's pair is long enough, on the state's device, and
     is every layer's pair."""
@@ -158,7 +158,7 @@ def single_planner() -> Iterator[Claim]:
         c = group_case(n)
         flags = c.binding.planner
         idx = [layer.layer_index for layer in c.layers]
-        count: Any = 0
+        count: Symbolic = 0
         for f in flags:
             count = count + ite(f, 1, 0)
         goal = [("exactly one planner", count == 1)]

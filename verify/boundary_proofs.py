@@ -12,7 +12,7 @@ from replayssm.spec.vocab import conj, implies
 
 from .obligation import Claim, obligation
 from .scenarios import GEOMETRIES
-from .terms import named_int
+from .terms import Fact, Sym, Symbolic, named_int
 
 
 def _block_sizes() -> list[int]:
@@ -25,19 +25,19 @@ class Interval:
     ``k * bs``, and the kernel's answer for block size ``bs``."""
 
     bs: int
-    running: Any = field(default_factory=lambda: named_int("running_pos"))
-    new: Any = field(default_factory=lambda: named_int("new_computed"))
-    k: Any = field(default_factory=lambda: named_int("k"))
+    running: Sym = field(default_factory=lambda: named_int("running_pos"))
+    new: Sym = field(default_factory=lambda: named_int("new_computed"))
+    k: Sym = field(default_factory=lambda: named_int("k"))
 
     def __post_init__(self) -> None:
         self.b = mamba_state_copy_boundary(self.running, self.new, self.bs)
 
     @property
-    def assumptions(self) -> list[tuple[str, Any]]:
+    def assumptions(self) -> list[Fact]:
         return [("positions_nonnegative", conj(self.running >= 0, self.new >= 0, self.running <= self.new + 1))]
 
     @property
-    def k_inside(self) -> Any:
+    def k_inside(self) -> Symbolic:
         """The candidate boundary lies in the interval."""
         return conj(self.k >= 0, self.k * self.bs >= self.running, self.k * self.bs <= self.new)
 

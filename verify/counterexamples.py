@@ -17,13 +17,13 @@ import z3
 
 from replayssm.base.traces import COUNTEREXAMPLE_ID
 
-from .terms import lift
+from .terms import Symbolic, lift
 
 if TYPE_CHECKING:
     from .obligation import Claim, Result
 
 
-def _value(model: z3.ModelRef, term: Any) -> Any:
+def _value(model: z3.ModelRef, term: Symbolic) -> int | bool | str:
     """``term``'s value in ``model``: an int, a bool, or its text."""
     v = model.eval(lift(term), model_completion=True)
     if z3.is_int_value(v):

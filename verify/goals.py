@@ -7,24 +7,30 @@ of two programs of one launch.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
-from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies, negate
+import z3
 
-from .memory import SymbolicMemory
-from .terms import Sym, lift
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN, Cond, conj, implies, negate
+
+from .memory import Access, SymbolicMemory
+from .terms import Sym, Symbolic, lift
+
+if TYPE_CHECKING:
+    from .obligation import PartName
 
 TRACKERS = ("ring_start", "num_committed")
 
 
-_TEXT: dict[int, tuple[Any, str]] = {}
+_TEXT: dict[int, tuple[z3.ExprRef, str]] = {}
 """Per Z3 term (by id), the term and its text: Z3's printer takes tens of
 milliseconds a term, and the cases of one obligation name the same index
 and intermediate terms many times over (``postprocess.int32``: 612 parts,
 116 distinct terms). The term is held so that its id is not reused."""
 
 
-def term_text(term: Any) -> str:
+def term_text(term: Symbolic) -> str:
     """``str`` of ``term`` lifted to Z3, printed once per term and process."""
     z = lift(term)
     kept = _TEXT.get(z.get_id())
@@ -37,24 +43,45 @@ def show_index(index: tuple) -> str:
     return "[" + ", ".join(term_text(i) for i in index) + "]"
 
 
-def in_bounds(mem: SymbolicMemory) -> list[tuple[Any, Any]]:
+GoalPart: TypeAlias = "tuple[PartName, Symbolic]"
+"""One part of a proof goal (``obligation.Claim.goal``): its name, or a function that prints it when a report
+needs it, and its condition."""
+
+
+def in_bounds(mem: SymbolicMemory) -> list[GoalPart]:
     """Every access of ``mem`` lies inside its buffer."""
-    return [(lambda a=a: f"{a.kind} {a.buffer}{show_index(a.index)}", mem.in_bounds(a)) for a in mem.accesses]
+    return [(_access_name(a), mem.in_bounds(a)) for a in mem.accesses]
 
 
-def within_int32(intermediates: list) -> list[tuple[Any, Any]]:
+def _access_name(access: Access) -> Callable[[], str]:
+    """The part's name, printed when a report needs it (the access is the default of its one parameter)."""
+    def name(a: Access = access) -> str:
+        return f"{a.kind} {a.buffer}{show_index(a.index)}"
+
+    return name
+
+
+def _int32_name(term: z3.ArithRef) -> Callable[[], str]:
+    """The part's name, printed when a report needs it (the term is the default of its one parameter)."""
+    def name(x: z3.ArithRef = term) -> str:
+        return f"int32: {term_text(x)}"
+
+    return name
+
+
+def within_int32(intermediates: list) -> list[GoalPart]:
     """Every recorded integer intermediate fits int32 where it is computed."""
-    return [(lambda x=x: f"int32: {term_text(x)}", implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
+    return [(_int32_name(x), implies(conj(*where), conj(Sym(x) >= INT32_MIN, Sym(x) <= INT32_MAX)))
             for x, where in intermediates]
 
 
-def race_free(p: SymbolicMemory, q: SymbolicMemory, read_buffers: tuple[str, ...] = TRACKERS) -> list[tuple[Any, Any]]:
+def race_free(p: SymbolicMemory, q: SymbolicMemory, read_buffers: tuple[str, ...] = TRACKERS) -> list[GoalPart]:
     """Two programs of one launch: stores to one entry carry one value, and
     neither reads an entry of ``read_buffers`` the other stores to."""
-    def same_entry(a: Any, b: Any) -> Any:
+    def same_entry(a: Access, b: Access) -> Cond:
         return conj(a.guard, b.guard, *[x == y for x, y in zip(a.index, b.index)])
 
-    parts: list[tuple[Any, Any]] = []
+    parts: list[GoalPart] = []
     for wp in p.writes:
         for wq in q.writes:
             if wp.buffer == wq.buffer:

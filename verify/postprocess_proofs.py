@@ -20,6 +20,7 @@ from replayssm.spec.postprocess import packed_offset
 from replayssm.spec.vocab import conj, disj, implies, ite, negate
 
 from .goals import TRACKERS, in_bounds, race_free, within_int32
+from .memory import Access
 from .obligation import Claim, obligation
 from .scenarios import (
     GEOMETRIES,
@@ -30,7 +31,7 @@ from .scenarios import (
     postprocess_case,
     program_pair,
 )
-from .terms import Sym, lift, named_int
+from .terms import Fact, Sym, Symbolic, lift, named_int
 
 
 
@@ -70,7 +71,8 @@ def _cases(when: Callable[[Conventions], bool] = lambda c: True) -> Iterator[tup
                 yield f"{gname} {mode_label(conv, mode)}", _CACHE[key]
 
 
-def _claim(label: str, c: PostprocessCase, goal: Any, cover: Any = True, extra: list | None = None,
+def _claim(label: str, c: PostprocessCase, goal: Any, cover: Symbolic = True,
+           extra: list | None = None,
            strategy: str = "parts") -> Claim:
     start, committed = _live_before(c)
     show = {**c.show(), "live ring_start before": start, "live num_committed before": committed}
@@ -81,7 +83,7 @@ def _align(conv: Conventions) -> bool:
     return conv.materialize_prefixes
 
 
-def _before(c: PostprocessCase, buffer: str, slot: Any) -> Sym:
+def _before(c: PostprocessCase, buffer: str, slot: Symbolic) -> Sym:
     """``buffer[group, slot]`` in the memory before the step: what FlashInfer's
     decode kernel read there. The value is not the program's own load, so a
     program that loads a tracker from the wrong buffer or into the other
@@ -98,19 +100,19 @@ def _live_before(c: PostprocessCase) -> tuple[Sym, Sym]:
     return _before(c, "ring_start", c.trace.live_slot), _before(c, "num_committed", c.trace.live_slot)
 
 
-def _window_after(c: PostprocessCase) -> tuple[Any, Any]:
+def _window_after(c: PostprocessCase) -> tuple[Symbolic, Symbolic]:
     """Where FlashInfer's decode kernel leaves the live slot's window, from the
     trackers in memory before the step and the row's true length and accepted count."""
     start, committed = _live_before(c)
     return kernel_window_after(start, committed, c.ghost.query_len, c.ghost.accepted, c.geo.window, c.geo.ring_len)
 
 
-def _in_place(c: PostprocessCase) -> Any:
+def _in_place(c: PostprocessCase) -> Symbolic:
     """The row publishes into its own live slot (its trackers end (0, 0))."""
     return conj(c.trace.materialize, c.trace.dst_slot == c.trace.live_slot)
 
 
-def _refinement(c: PostprocessCase) -> tuple[Any, list]:
+def _refinement(c: PostprocessCase) -> tuple[Symbolic, list[Fact]]:
     """The live slot's checkpoint position after the step (``P = N - committed``
     before it, by refinement, advanced past the folded rows when FlashInfer
     checkpoints), from the memory before the step, with the refinement assumed
@@ -123,12 +125,12 @@ def _refinement(c: PostprocessCase) -> tuple[Any, list]:
     return after_step, [(INVARIANT_LIVE_REFINES, implies(t.decode, position >= 0))]
 
 
-def _decode_after(c: PostprocessCase) -> Any:
+def _decode_after(c: PostprocessCase) -> Symbolic:
     """A decode row's true position after the step, ``N' = N + accepted``."""
     return c.ghost.computed_before + c.ghost.accepted
 
 
-def _const_value(value: Any) -> int | None:
+def _const_value(value: Symbolic) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -169,7 +171,7 @@ def _store_names(c: PostprocessCase) -> dict[int, str]:
     return names
 
 
-def _writes(c: PostprocessCase) -> list[tuple[str, Any]]:
+def _writes(c: PostprocessCase) -> list[tuple[str, Access]]:
     """The program's stores with their names (:func:`_store_names`), in program order."""
     names = _store_names(c)
     return [(names[i], c.mem.accesses[i]) for i in sorted(names)]

@@ -33,7 +33,7 @@ from replayssm.spec.vocab import conj, ite, within
 from .goals import in_bounds, race_free
 from .memory import SymbolicMemory
 from .obligation import Claim, PartName, obligation
-from .terms import named_int
+from .terms import Fact, Sym, Symbolic, named_int
 
 GEOMETRIES = {
     "W16 T4 R20": ReleaseGeometry(16, 4, 20),
@@ -66,10 +66,10 @@ class LaneCase:
     geo: ReleaseGeometry
     mem: SymbolicMemory
     trace: TrackerTrace
-    offset: Any
-    before: tuple[Any, Any, Any]
+    offset: Sym
+    before: tuple[Sym, Sym, Sym]
     ghost: RingGhost
-    assumptions: list[tuple[str, Any]]
+    assumptions: list[Fact]
 
     def show(self) -> dict[str, Any]:
         t = self.trace
@@ -93,7 +93,7 @@ def lane_case(transition: str, geo: ReleaseGeometry, program: str = "p", arrays:
     before = tuple(mem.initial(b, (slot,)) for b in trackers.TRACKERS)
     rows = tuple(named_int(f"ring_row_{program}_{k}") for k in range(geo.ring_len))
     ghost = RingGhost(named_int(f"checkpoint_{program}"), named_int(f"position_{program}"), rows)
-    a: list[tuple[str, Any]] = [
+    a: list[Fact] = [
         ("release_launch", conj(offset >= 0, n >= 1, states >= 1,
                                 *[shapes[b][0] >= states for b in trackers.TRACKERS])),
     ]
@@ -103,14 +103,14 @@ def lane_case(transition: str, geo: ReleaseGeometry, program: str = "p", arrays:
     return LaneCase(geo, mem, trace, offset, before, ghost, a)  # type: ignore[arg-type]
 
 
-def _rest(c: LaneCase) -> list[tuple[str, Any]]:
+def _rest(c: LaneCase) -> list[Fact]:
     """The pre-state invariant of the lane's slot: trackers in range and the refinement."""
     start, prev, pending = c.before
     return [("inv(pre): trackers in range", trackers_in_range(start, prev, pending, c.geo)),
             ("inv(pre): refinement", refines(c.ghost, start, prev, c.geo))]
 
 
-def _after(c: LaneCase, g: RingGhost) -> list[tuple[PartName, Any]]:
+def _after(c: LaneCase, g: RingGhost) -> list[tuple[PartName, Symbolic]]:
     t = c.trace
     return [("ring_start in [0, R) and prev_num_accepted in [0, W]",
              trackers_in_range(t.next_start, t.next_prev, 0, c.geo)),
@@ -142,7 +142,7 @@ def commit_claims(geo_cases: dict[str, ReleaseGeometry] = GEOMETRIES) -> Iterato
                                                caller.QUERY_IN_WINDOW(current, geo.query_len))),
             (caller.COMMIT_BEFORE_LAYERS.name, caller.COMMIT_BEFORE_LAYERS()),
         ]
-        goal: list[tuple[PartName, Any]] = _after(c, after) + [
+        goal: list[tuple[PartName, Symbolic]] = _after(c, after) + [
             ("prev_query_len is the current query's length", t.next_pending == current),
             ("no committed rows without a pending query", pending_consistent(t.next_prev, t.next_pending)),
             ("FlashInfer's next read is inside its contract", flashinfer_reads_ok(t.next_start, t.next_prev, current,
@@ -152,7 +152,7 @@ def commit_claims(geo_cases: dict[str, ReleaseGeometry] = GEOMETRIES) -> Iterato
         yield Claim(goal, hyps, cover, label, c.show(), [c.mem], strategy="preprocess_parts")
 
 
-def _pass_or_rest(g: RingGhost, start: Any, prev: Any, pending: Any, geo: ReleaseGeometry) -> RingGhost:
+def _pass_or_rest(g: RingGhost, start: Symbolic, prev: Symbolic, pending: Symbolic, geo: ReleaseGeometry) -> RingGhost:
     """The slot's ghost after the pending query's pass, or unchanged when none is pending."""
     ran = flashinfer_pass(g, start, prev, pending, geo)
     some = pending > 0
@@ -180,7 +180,7 @@ def advance_claims(geo_cases: dict[str, ReleaseGeometry] = STP_GEOMETRIES) -> It
             (caller.STP_ONE_TOKEN.name, caller.STP_ONE_TOKEN(1)),
             (caller.ADVANCE_AFTER_LAYERS.name, caller.ADVANCE_AFTER_LAYERS()),
         ]
-        goal: list[tuple[PartName, Any]] = _after(c, after) + [("prev_query_len unchanged", c.mem.final("prev_query_len", (t.slot,)) == c.before[2])]
+        goal: list[tuple[PartName, Symbolic]] = _after(c, after) + [("prev_query_len unchanged", c.mem.final("prev_query_len", (t.slot,)) == c.before[2])]
         yield Claim(goal, hyps, conj(t.valid, kernel_checkpoints(prev, 1, geo.window)), label, c.show(), [c.mem])
 
 
@@ -202,7 +202,7 @@ def reset_claims(geo_cases: dict[str, ReleaseGeometry] = GEOMETRIES) -> Iterator
         final = [c.mem.final(b, (t.slot,)) for b in trackers.TRACKERS]
         hyps = c.assumptions + [("release_ghost", t.valid),
                                 (caller.RESET_ON_PREFILL.name, caller.RESET_ON_PREFILL())]
-        goal: list[tuple[PartName, Any]] = [("ring_start in [0, R) and prev_num_accepted in [0, W]",
+        goal: list[tuple[PartName, Symbolic]] = [("ring_start in [0, R) and prev_num_accepted in [0, W]",
                  trackers_in_range(final[0], final[1], final[2], geo)),
                 ("the committed ring rows stand for the request's position", refines(after, final[0], final[1], geo)),
                 ("no speculative query pending after a prefill", final[2] == 0),
@@ -258,7 +258,7 @@ def triton_claims(cases: tuple[tuple[int, int, bool], ...] = TRITON_CASES, curso
                 (caller.DECODE_BASE_AT_ADMISSION.name, caller.DECODE_BASE_AT_ADMISSION()),
                 ("inv(pre): the Triton buffer refines the request",
                  triton_refines(ghost, nc, base, buffer_len, block_size, align))]
-        goal: list[tuple[PartName, Any]] = [("the cursor is a row of the buffer", within(cur.write_pos, 0, buffer_len - 1)),
+        goal: list[tuple[PartName, Symbolic]] = [("the cursor is a row of the buffer", within(cur.write_pos, 0, buffer_len - 1)),
                 ("the decode reads the state of the tokens before it", triton_reads_ok(ghost, cur, nc)),
                 ("the buffer refines the request after the token",
                  triton_refines(after, nc + 1, base, buffer_len, block_size, align))]

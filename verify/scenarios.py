@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.assumptions import GhostRow, encode_row
@@ -22,7 +22,7 @@ from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_pr
 from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies, negate
 
 from .memory import SymbolicMemory
-from .terms import Sym, named_bool, named_int, recording
+from .terms import Fact, Sym, Symbolic, named_bool, named_int, recording
 
 INVARIANT_TRACKER_RANGE = "inv.tracker_range"
 INVARIANT_LIVE_REFINES = "inv.live_slot_refines_request"
@@ -86,10 +86,10 @@ def buffer_shapes(geo: Geometry, sz: Sizes, cumulative: bool) -> dict[str, tuple
     }
 
 
-def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[tuple[str, Any]]:
+def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[Fact]:
     """Assumptions on the sizes (int32, a pool holding at least the null
     block) and on what the program read: slot ids in capacity, trackers in range."""
-    facts: list[tuple[str, Any]] = [
+    facts: list[Fact] = [
         ("int32_sizes", conj(*[conj(n >= 0, n <= INT32_MAX) for n in (sz.num_reqs, sz.groups, sz.num_slots, sz.num_cols, sz.total_layers)])),
         # without it an empty pool makes a null-slot access a spurious out-of-bounds counterexample
         (env.POOL_HAS_NULL_BLOCK.name, env.POOL_HAS_NULL_BLOCK(sz.num_slots, geo.pad_slot)),
@@ -123,7 +123,7 @@ class PostprocessCase:
     ghost: GhostRow
     final_chunk: Sym
     intermediates: list = field(default_factory=list)
-    assumptions: list[tuple[str, Any]] = field(default_factory=list)
+    assumptions: list[Fact] = field(default_factory=list)
     mode: str = ""
     """The cache mode whose caller rules the assumptions follow (``spec.geometry.CACHE_MODES``)."""
 
@@ -164,7 +164,7 @@ def _row_setup(conv: Conventions, geo: Geometry, sz: Sizes, mem: SymbolicMemory,
         mem.initial(buf, idx) == v for buf, idx, v in encode_row(conv, batch, ghost)
     ])
     real = req >= 0
-    a: list[tuple[str, Any]] = [
+    a: list[Fact] = [
         (env.GEOMETRY_SUPPORTED.name, env.GEOMETRY_SUPPORTED(geo)),
         (env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(batch, group, sz.num_reqs, sz.groups, geo.max_num_reqs)),
         ("caller_encodes_row", encoded),
@@ -209,10 +209,10 @@ class DecodeCase:
     """Only the decoding of one row's inputs (and its live column read)."""
 
     row: RowStep
-    live_col: Any
+    live_col: Symbolic
     ghost: GhostRow
     mem: SymbolicMemory
-    assumptions: list[tuple[str, Any]]
+    assumptions: list[Fact]
 
 
 def decode_case(conv: Conventions, geo: Geometry) -> DecodeCase:
@@ -225,7 +225,7 @@ def decode_case(conv: Conventions, geo: Geometry) -> DecodeCase:
     return DecodeCase(row, live_col, ghost, mem, a + memory_facts(mem, geo, sz))
 
 
-def _distinct_slot_facts(mem: SymbolicMemory, t: PostprocessTrace, geo: Geometry) -> list[tuple[str, Any]]:
+def _distinct_slot_facts(mem: SymbolicMemory, t: PostprocessTrace, geo: Geometry) -> list[Fact]:
     """Distinctness of the row's slots, instantiated at the columns the program reads."""
     cols = [(t.live_col, t.live_slot), (t.boundary.dst_col, t.dst_slot)]
     cols += [(r.index[2], r.value) for r in mem.reads if r.buffer == "block_table" and r.loop_vars]
@@ -248,7 +248,7 @@ class MigrationCase:
     group: Sym
     has_idx_mapping: bool
     intermediates: list = field(default_factory=list)
-    assumptions: list[tuple[str, Any]] = field(default_factory=list)
+    assumptions: list[Fact] = field(default_factory=list)
 
     def show(self) -> dict[str, Any]:
         t = self.trace
@@ -266,7 +266,7 @@ def migration_case(
     batch, group = named_int(f"batch_{program}"), named_int(f"group_{program}")
     with recording() as intermediates:
         trace = migrate_program(mem, geo.pad_slot, has_idx_mapping, batch, group)
-    a: list[tuple[str, Any]] = [
+    a: list[Fact] = [
         (env.GEOMETRY_SUPPORTED.name, env.GEOMETRY_SUPPORTED(geo)),
         (env.BATCH_IN_LAUNCH.name, env.BATCH_IN_LAUNCH(batch, group, sz.num_reqs, sz.groups, geo.max_num_reqs)),
     ]
@@ -274,7 +274,10 @@ def migration_case(
     return MigrationCase(geo, sz, mem, trace, batch, group, has_idx_mapping, intermediates, a)
 
 
-def program_pair(build: Callable[..., Any]) -> tuple[Any, Any]:
+C = TypeVar("C", "PostprocessCase", "MigrationCase")
+
+
+def program_pair(build: Callable[..., C]) -> tuple[C, C]:
     """Two programs ``p`` and ``q`` of one launch: ``build(program=..., arrays=...,
     sizes=...)`` twice over the same initial memory and launch sizes."""
     arrays: dict = {}
@@ -282,6 +285,6 @@ def program_pair(build: Callable[..., Any]) -> tuple[Any, Any]:
     return p, build(program="q", arrays=arrays, sizes=p.sizes)
 
 
-def pair_show(p: Any, q: Any) -> dict[str, Any]:
+def pair_show(p: PostprocessCase | MigrationCase, q: PostprocessCase | MigrationCase) -> dict[str, Any]:
     """Both programs' shown values, prefixed ``p.`` and ``q.``."""
     return {**{f"p.{k}": v for k, v in p.show().items()}, **{f"q.{k}": v for k, v in q.show().items()}}

@@ -12,7 +12,7 @@ memories are comparable cell by cell.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replayssm.spec.compaction import compact_program
 from replayssm.spec.geometry import Conventions, Geometry
@@ -20,12 +20,15 @@ from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import INT32_MAX, INT32_MIN
 
 from ..memory import SymbolicMemory
-from ..scenarios import memory_facts, migration_case, postprocess_case
-from ..terms import named_int
+from ..scenarios import MigrationCase, PostprocessCase, memory_facts, migration_case, postprocess_case
+from ..terms import Fact, Sym, Symbolic, named_int
 from .contracts import ABSENT, BufferArg, PointerTable, ProgramLaunch, ScalarArg, StrideTable
 from .evaluator import KernelRun, run_program
 from .kmemory import KernelMemory
 from .source import Unsupported, is_constexpr, source_of
+
+if TYPE_CHECKING:
+    from .source import Jit
 
 
 @dataclass
@@ -36,13 +39,16 @@ class KernelCase:
     label: str
     spec_mem: SymbolicMemory
     run: KernelRun
-    assumptions: list
-    cover: Any
+    assumptions: list[Fact]
+    cover: Symbolic
     show: dict
     spec: Any = None
+    """The role's own spec program beside the kernel (a ``verify.scenarios`` case, a compaction trace,
+    None): each role's code reads its own kind, so to the type checker it is ``Any``."""
     constexprs: dict = field(default_factory=dict)
     block: Any = None
-    """The spec rows of a row-blocked program (``blocked.BlockSpec``)."""
+    """The spec rows of a row-blocked program (a ``blocked.BlockSpec``; None: not row-blocked). ``Any`` to
+    the type checker: the row-blocked obligations read it where they know it is set."""
     required: tuple = ()
     """Behavioural assumptions this case's equivalence needs as a precondition
     of the kernel's contract (not reported as optional)."""
@@ -64,7 +70,7 @@ def table_shapes(shapes: dict) -> dict[str, tuple]:
     return {n: (groups,) for n in names}
 
 
-def per_group_tables(spec_mem: SymbolicMemory) -> dict[str, Any]:
+def per_group_tables(spec_mem: SymbolicMemory) -> dict[str, PointerTable | StrideTable]:
     """The roles of the per-group tables: addresses of each group's block
     table and tracker rows, of its first packed entry, and the block table's row stride."""
     num_cols = spec_mem.shapes["block_table"][2]
@@ -120,7 +126,7 @@ COMPACTION_ARGS = {"plan_flush_count": "plan_flush_count", "active_request_indic
 (A5's ``num_active_ptr``: the count it also stores, a buffer the spec does not have)."""
 
 
-def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> ProgramLaunch:
+def compaction_launch(jit: Jit, cap: int, num_reqs: Sym) -> ProgramLaunch:
     """The compaction kernel's arguments bound by parameter name (``num_reqs`` the count)."""
     src = source_of(jit)
     args = []
@@ -134,13 +140,13 @@ def compaction_launch(jit: Any, cap: int, num_reqs: Any) -> ProgramLaunch:
     return ProgramLaunch(args, {"MAX_NUM_REQS": cap, "BLOCK_SIZE": next_power_of_2(cap)}, (0,))
 
 
-def run_kernel(jit: Any, launch: ProgramLaunch, spec_mem: SymbolicMemory, program: str) -> KernelRun:
+def run_kernel(jit: Jit, launch: ProgramLaunch, spec_mem: SymbolicMemory, program: str) -> KernelRun:
     """Run ``jit`` for ``launch`` on a memory sharing ``spec_mem``'s initial arrays."""
     return run_program(jit, launch, kernel_memory(spec_mem, program))
 
 
-def postprocess_kernel_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
-                            spec: Any = None) -> KernelCase:
+def postprocess_kernel_case(jit: Jit, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
+                            spec: PostprocessCase | None = None) -> KernelCase:
     """The postprocess kernel's program ``(batch_<program>, group_<program>)``."""
     c = spec if spec is not None else postprocess_case(conv, geo, program=program)
     run = run_kernel(jit, postprocess_launch(c.mem, conv, geo, program), c.mem, program)
@@ -150,8 +156,8 @@ def postprocess_kernel_case(jit: Any, conv: Conventions, geo: Geometry, label: s
                       {**conv.as_constexprs(), "geometry": geo}, row=(c.trace.batch, c.trace.group))
 
 
-def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label: str, *, program: str = "p",
-                          spec: Any = None) -> KernelCase:
+def migration_kernel_case(jit: Jit, has_idx_mapping: bool, geo: Geometry, label: str, *, program: str = "p",
+                          spec: MigrationCase | None = None) -> KernelCase:
     """The migration kernel's program ``(batch_<program>, group_<program>)``."""
     c = spec if spec is not None else migration_case(has_idx_mapping, geo, program=program)
     run = run_kernel(jit, migration_launch(c.mem, has_idx_mapping, geo, program), c.mem, program)
@@ -160,7 +166,7 @@ def migration_kernel_case(jit: Any, has_idx_mapping: bool, geo: Geometry, label:
                       {"HAS_IDX_MAPPING": has_idx_mapping, "geometry": geo}, row=(c.batch, c.group))
 
 
-def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:
+def compaction_kernel_case(jit: Jit, cap: int, label: str) -> KernelCase:
     """The compaction kernel's single program for capacity ``cap``."""
     num_reqs = named_int("num_reqs")
     spec_mem = SymbolicMemory({"plan_flush_count": (cap,), "active_request_indices": (cap,)}, {}, "spec")
@@ -168,7 +174,7 @@ def compaction_kernel_case(jit: Any, cap: int, label: str) -> KernelCase:
     run = run_program(jit, compaction_launch(jit, cap, num_reqs),
                       KernelMemory({**spec_mem.shapes, "num_active": (1,)}, spec_mem.arrays, "p"))
     flush = {f"plan_flush_count[{i}]": spec_mem.initial("plan_flush_count", (i,)) for i in range(cap)}
-    assume = [("num_reqs_in_capacity", (num_reqs >= 0) & (num_reqs <= cap))]
+    assume: list[Fact] = [("num_reqs_in_capacity", (num_reqs >= 0) & (num_reqs <= cap))]
     assume += [("int32_inputs", (v >= INT32_MIN) & (v <= INT32_MAX)) for v in flush.values()]
     return KernelCase("compaction", label, spec_mem, run, assume, trace.num_active >= 1,
                       {"num_reqs": num_reqs, **flush}, trace, {"MAX_NUM_REQS": cap})

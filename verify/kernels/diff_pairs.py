@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 import z3
 
 from replayssm.spec import assumptions as env
 
-from ..terms import lift, named_int
+from ..terms import Fact, lift, named_int
 from .cases import KernelCase
 from .obligations import Part, kernel_case
 from .roles import KernelRole
@@ -71,7 +70,7 @@ class PairCase:
         return self.head.padding
 
 
-def _facts(cases: list[KernelCase]) -> list[tuple[str, Any]]:
+def _facts(cases: list[KernelCase]) -> list[Fact]:
     out, seen = [], set()
     for c in cases:
         for name, term in c.assumptions:

@@ -16,8 +16,9 @@ row past ``num_reqs`` on a ``max_num_reqs`` grid) writes no tracker.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import z3
@@ -25,18 +26,25 @@ import z3
 from replayssm.spec.vocab import conj, implies
 
 from ..goals import TRACKERS
-from ..terms import Sym, lift
+from ..terms import Sym, Symbolic, lift
+
+if TYPE_CHECKING:
+    from ..memory import Access
+    from .cases import KernelCase
+    from .roles import Frame
+
+P = TypeVar("P")
 
 PLAN_ROWS = ("plan_ring_start", "plan_flush_count")
 SLOT_TABLES = ("src_slots", "dst_slots")
 WORK_LIST = ("active_request_indices", "num_active")
 
 
-def _block_table_entry(term: Any) -> bool:
+def _block_table_entry(term: z3.ExprRef) -> bool:
     return z3.is_select(term) and z3.is_const(term.arg(0)) and term.arg(0).decl().name() == "mem_block_table"
 
 
-def slot_of_row(slot: Any, batch: Any, group: Any, num_cols: Any, pad: int) -> Any:
+def slot_of_row(slot: Symbolic, batch: Symbolic, group: Symbolic, num_cols: Symbolic, pad: int) -> z3.BoolRef:
     """The condition that ``slot`` (a term) is a non-null entry the program read
     from block-table row ``(group, batch)``: false for any other origin."""
     t = lift(slot)
@@ -49,7 +57,7 @@ def slot_of_row(slot: Any, batch: Any, group: Any, num_cols: Any, pad: int) -> A
     return lift(False)
 
 
-def allowed(case: Any, frame: Any, write: Any) -> Any:
+def allowed(case: KernelCase, frame: Frame, write: Access) -> z3.BoolRef:
     """Whether the frame admits ``write`` (a term over the program's inputs)."""
     b = write.buffer
     out = frame.output(b)
@@ -77,7 +85,8 @@ def allowed(case: Any, frame: Any, write: Any) -> Any:
     return lift(False)
 
 
-def frame_parts(case: Any, frame: Any, part: Any, where: Any) -> list:
+def frame_parts(case: KernelCase, frame: Frame, part: Callable[..., P],
+                where: Callable[[KernelCase, int], tuple[str, int]]) -> list[P]:
     """One part per store: its guard implies the frame admits it (``part``
     builds the obligation's :class:`.obligations.Part`)."""
     out = []
@@ -109,7 +118,7 @@ class FrameViolation:
         return f"program {self.program} wrote {self.region} element {self.element}, outside its frame"
 
 
-def replay_violations(log: list, buffers: dict, frame: Any, pad: int, rows: int,
+def replay_violations(log: list, buffers: dict, frame: Frame, pad: int, rows: int,
                       num_reqs: int) -> list[FrameViolation]:
     """The frame read concretely on a replayed launch's log (``playback``):
     each write ``(program, "write", (region, element), value)`` whose cell the

@@ -27,9 +27,10 @@ from typing import Any
 from replayssm.spec import assumptions as env
 from replayssm.spec.vocab import conj, implies, negate
 
+from ..memory import Access
 from ..obligation import REGISTRY, Claim, LazyClaim, obligation
 from ..scenarios import INVARIANT_TRACKER_RANGE
-from ..terms import Sym, lift, named_int
+from ..terms import Sym, Symbolic, lift, named_int
 from . import blocked
 from .cases import KernelCase
 from .frame import frame_parts
@@ -74,11 +75,11 @@ class Part:
     """One goal part and what a report shows about it (terms evaluated in the model)."""
 
     name: str
-    term: Any
+    term: Symbolic
     where: tuple = ("", 0)
     program: str = ""
     terms: dict = field(default_factory=dict)
-    observable: Any = True
+    observable: Symbolic = True
     """When the part's failure shows in the whole launch (a replay sees it):
     the counterexample search prefers such a model."""
 
@@ -123,7 +124,7 @@ def kernel_case(module: ModuleType, role: KernelRole, label: str, params: tuple,
     return _CASES[key]
 
 
-def _at(case: KernelCase, i: int) -> tuple:
+def _at(case: KernelCase, i: int) -> tuple[str, int]:
     file, line = case.run.where.get(i, ("", 0))
     return Path(file).name, line
 
@@ -182,7 +183,7 @@ def equivalence_parts(case: KernelCase) -> list[Part]:
     return parts
 
 
-def _same_cell(a: Any, b: Any) -> Any:
+def _same_cell(a: Access, b: Access) -> Symbolic:
     return conj(a.guard, b.guard, *[x == y for x, y in zip(a.index, b.index)])
 
 
@@ -249,6 +250,13 @@ def _one(module: ModuleType, role: KernelRole, prop: str, label: str, params: tu
         return KernelClaim(role, prop, bad, [Part(str(e), lift(False), (Path(e.file).name, e.line))], [], [], e)
 
 
+def frame_obligation_parts(case: KernelCase, role: KernelRole) -> list[Part]:
+    """The frame obligation's parts (a role without a frame has no such obligation: asking is an error)."""
+    if role.frame is None:
+        raise ValueError(f"kernel role {role.name} has no frame obligation")
+    return frame_parts(case, role.frame, Part, _at)
+
+
 def padding_parts(case: KernelCase, role: KernelRole) -> list[Part]:
     """A padding program's memory safety and frame (:attr:`.cases.KernelCase.padding`: no tracker in it)."""
     parts = memory_safety_parts(case) + (frame_parts(case, role.frame, Part, _at) if role.frame is not None else [])
@@ -266,7 +274,7 @@ def _claim(module: ModuleType, role: KernelRole, prop: str, label: str, params: 
         claim = Claim([(x.name, x.term) for x in parts], assumptions, cover, label, strategy="preprocess")
         return KernelClaim(role, prop, claim, parts, [p, q], show=show)
     parts = {"memory_safety": memory_safety_parts, "int32": int32_parts, "equivalence": equivalence_parts,
-             "conflicts": lane_parts, "frame": lambda c: frame_parts(c, role.frame, Part, _at),
+             "conflicts": lane_parts, "frame": lambda c: frame_obligation_parts(c, role),
              "padding": lambda c: padding_parts(c, role)}[prop](case)
     if prop == "memory_safety" and case.block is not None:
         parts += [Part(n, t, _at(case, i), case.mem.program) for n, t, i in blocked.idle_lanes(case)]

@@ -10,7 +10,8 @@ the same :class:`.roles.KernelRole` records in :mod:`.generation_roles`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import z3
 
@@ -20,12 +21,15 @@ from replayssm.spec.vocab import conj, disj, implies
 
 from ..goals import TRACKERS
 from ..scenarios import GEOMETRIES, migration_case, postprocess_case
-from ..terms import lift
+from ..terms import Fact, Symbolic, lift
 from replayssm.impl.kernels_blocked import DEFAULT_ROWS_PER_PROGRAM
 
 from . import blocked, playback
 from .cases import KernelCase, compaction_kernel_case, migration_kernel_case, postprocess_kernel_case
 from .roles import WORK_LIST_FRAME, KernelRole, Replay
+
+if TYPE_CHECKING:
+    from .source import Jit
 
 REFERENCE_CONTRACT = tuple(a.name for a in env.ALL if a not in (
     env.LIVE_MOVE_COPIES_STATE, env.BLOCK_COPY_MOVES_TRACKERS, env.FRESH_SLOT_IS_FREE))
@@ -80,7 +84,8 @@ def blocked_variants() -> list[tuple[str, tuple]]:
     return rows + work
 
 
-def exclusive_live_slots(p: KernelCase, q: KernelCase, decode: Any = None) -> list[tuple[str, Any]]:
+def exclusive_live_slots(p: KernelCase, q: KernelCase, decode: Callable[[KernelCase], Symbolic] | None = None
+                         ) -> list[Fact]:
     """``exclusive_decode_live_slot`` instantiated at the kernel's own tracker
     stores: what the spec allows two programs to share, stated on the cells
     the kernel writes (the spec states it on the cells the spec writes);
@@ -100,7 +105,7 @@ def exclusive_live_slots(p: KernelCase, q: KernelCase, decode: Any = None) -> li
     return out
 
 
-def postprocess_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+def postprocess_pair(jit: Jit, label: str, params: tuple, p: KernelCase) -> tuple:
     """A second program ``q`` over ``p``'s initial arrays and launch sizes
     (the spec's ``program_pair``), with the spec's race assumptions."""
     from ..postprocess_proofs import _race_claim
@@ -113,7 +118,7 @@ def postprocess_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tupl
     return p, q, spec_claim.assumptions + facts + exclusive_live_slots(p, q), spec_claim.cover
 
 
-def migration_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+def migration_pair(jit: Jit, label: str, params: tuple, p: KernelCase) -> tuple:
     from ..migration_proofs import race_claim
 
     has_map, geo = params
@@ -124,7 +129,7 @@ def migration_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
     return p, q, spec_claim.assumptions + facts, spec_claim.cover
 
 
-def blocked_case(jit: Any, label: str, params: tuple) -> KernelCase:
+def blocked_case(jit: Jit, label: str, params: tuple) -> KernelCase:
     if params[0] == "rows":
         kind, conv, geo, width, compact = params
         return blocked.rows_case(jit, conv, geo, label, width=width, compact=compact)
@@ -132,7 +137,7 @@ def blocked_case(jit: Any, label: str, params: tuple) -> KernelCase:
     return blocked.compaction_case(jit, conv, geo, label, width)
 
 
-def blocked_pair(jit: Any, label: str, params: tuple, p: KernelCase) -> tuple:
+def blocked_pair(jit: Jit, label: str, params: tuple, p: KernelCase) -> tuple:
     """``p`` (a row block, or the work-list program) and a row block ``q``,
     with the spec's race assumptions between their rows, stated at each
     program's kernel stores."""

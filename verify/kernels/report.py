@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import z3
@@ -26,8 +26,13 @@ from replayssm.spec.vocab import conj, disj, implies
 
 from ..counterexamples import _value
 from ..obligation import TIMEOUT_MS, Facts, fact_vector, new_solver
-from ..terms import lift
+from ..memory import SymbolicMemory
+from ..terms import Symbolic, lift
+from .cases import KernelCase
 from .obligations import KERNEL_OBLIGATIONS, KernelClaim, kernel_claim
+
+if TYPE_CHECKING:
+    from replayssm.spec.geometry import Geometry
 
 STATE = ("ring_start", "num_committed", "plan_ring_start", "plan_flush_count", "src_slots", "dst_slots",
          "active_request_indices")
@@ -43,7 +48,7 @@ class KernelCaseReport:
     details: dict = field(default_factory=dict)
 
 
-def _solve(facts: Facts, extra: list, goal: Any) -> z3.ModelRef | None:
+def _solve(facts: Facts, extra: list, goal: Symbolic) -> z3.ModelRef | None:
     """A model of ``facts``, ``extra`` and not ``goal``, or None."""
     s = new_solver(facts, *extra, z3.Not(lift(goal)))
     return s.model() if s.check() == z3.sat else None
@@ -86,7 +91,7 @@ def _sampled_rows_only(kc: KernelClaim, groups: int, rows: int) -> list:
             for g in range(groups) for b in range(rows)] + _sampled_rows_exclusive(kc, sampled, sz.num_reqs)
 
 
-def _sampled_rows_exclusive(kc: KernelClaim, sampled: list, num_reqs: Any) -> list:
+def _sampled_rows_exclusive(kc: KernelClaim, sampled: list, num_reqs: Symbolic) -> list:
     """``exclusive_decode_live_slot`` between every two sampled rows of one group, in the spec's
     terms (each row's live slot, and its destination slot where it publishes). The proof states it
     at the cells the kernel under proof writes; a planted kernel that writes other cells leaves the
@@ -106,13 +111,13 @@ def _sampled_rows_exclusive(kc: KernelClaim, sampled: list, num_reqs: Any) -> li
     return out
 
 
-def _initial_memory(case: Any) -> Any:
+def _initial_memory(case: KernelCase) -> SymbolicMemory:
     """The memory holding the launch's initial arrays: the spec scenario's
     (for the row-blocked work list, the rows' one, not the compaction's)."""
     return case.spec.mem if hasattr(case.spec, "mem") else case.spec_mem
 
 
-def _every_cell(case: Any, groups: int, rows: int, cols: int) -> list:
+def _every_cell(case: KernelCase, groups: int, rows: int, cols: int) -> list:
     """The memory's part of the caller contract at every cell of the small
     launch, not only at the cells the proof's terms read: a loop's read is one
     symbolic iteration, so the other columns it reads on replay must be valid
@@ -191,7 +196,7 @@ def verdict(kc: KernelClaim) -> tuple[str, list]:
     return "differs from the spec even under every caller assumption", every
 
 
-def _eval(m: z3.ModelRef, t: Any) -> Any:
+def _eval(m: z3.ModelRef, t: Symbolic) -> int | bool | str:
     """``t``'s value in ``m``; a term the model leaves quantified (a loop
     store's "some iteration hits") is decided by a one-variable solve."""
     v = m.eval(lift(t), model_completion=True)
@@ -204,7 +209,15 @@ def _eval(m: z3.ModelRef, t: Any) -> Any:
     return _value(s.model(), y) if s.check() == z3.sat else str(v)
 
 
-def _array_table(m: z3.ModelRef, arr: Any) -> tuple[dict, Any] | None:
+def _size(m: z3.ModelRef, t: Symbolic) -> int:
+    """``t``'s value in ``m``, a size of the launch (an integer)."""
+    v = _eval(m, t)
+    if not isinstance(v, int):
+        raise ValueError(f"a launch size that the model leaves symbolic: {v}")
+    return v
+
+
+def _array_table(m: z3.ModelRef, arr: z3.ArrayRef) -> tuple[dict, z3.ExprRef] | None:
     """The model's value of an array as ``({index: value}, else value)``, or
     None when it is not a table of constants."""
     v = m.eval(arr, model_completion=True)
@@ -224,13 +237,13 @@ def _array_table(m: z3.ModelRef, arr: Any) -> tuple[dict, Any] | None:
     return None
 
 
-def _cells(m: z3.ModelRef, mem: Any, buffer: str, shape: tuple, default: np.ndarray | None) -> list:
+def _cells(m: z3.ModelRef, mem: SymbolicMemory, buffer: str, shape: tuple, default: np.ndarray | None) -> list:
     """Every entry of ``buffer`` in the model (int32 values; anything else 0)."""
     arr = mem.arrays.get(buffer)
     if arr is None:
         return default.tolist() if default is not None else np.zeros(shape, dtype=np.int64).tolist()
 
-    def number(v: Any) -> int:
+    def number(v: z3.ExprRef) -> int:
         value = v.as_long() if z3.is_int_value(v) else 0
         return value if -(2**31) <= value < 2**31 else 0
 
@@ -267,8 +280,8 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
     else:
         sz = case.spec.sizes
         geo = case.constexprs["geometry"]
-        groups, num_cols, num_slots = (_eval(m, x) for x in (sz.groups, sz.num_cols, sz.num_slots))
-        layers = [max(1, _eval(m, mem.initial("num_layers", (g,)))) for g in range(groups)] \
+        groups, num_cols, num_slots = (_size(m, x) for x in (sz.groups, sz.num_cols, sz.num_slots))
+        layers = [max(1, _size(m, mem.initial("num_layers", (g,)))) for g in range(groups)] \
             if replay.packed else [1] * groups
         conv = {k: bool(case.constexprs.get(c, False)) for k, c in (
             ("cumulative", "QUERY_METADATA_IS_CUMULATIVE"), ("post_step", "NUM_COMPUTED_IS_POST_STEP"),
@@ -296,7 +309,7 @@ def make_trace(kc: KernelClaim, m: z3.ModelRef, name: str, impl: str | None) -> 
     return {"params": params, "actions": [set_state, action], "#meta": meta}
 
 
-def _geometry(params: dict) -> Any:
+def _geometry(params: dict) -> Geometry:
     from replayssm.spec.geometry import Geometry
 
     return Geometry(**params["geometry"])

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from replayssm.spec.generations.roles import DeclaredOutput
 
 from ..obligation import TIMEOUT_MS
+from ..terms import Symbolic
 
 if TYPE_CHECKING:
     from replayssm.base.remote import RemoteModule
@@ -74,7 +75,7 @@ class Frame:
     of its batch row may write it, anywhere inside its extent). Any other buffer is outside the frame."""
 
     row: bool = True
-    work_list: Callable[[Any], Any] | None = None
+    work_list: Callable[[Symbolic], Symbolic] | None = None
     outputs: tuple[DeclaredOutput, ...] = ()
 
     def output(self, buffer: str) -> DeclaredOutput | None:

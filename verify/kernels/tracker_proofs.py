@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
 
 from replayssm.spec.generations import TRACKER_GENERATIONS, gen_p
 from replayssm.spec.generations.tracker_api import BUFFER, STRIDE, Param, TrackerRole
@@ -37,7 +37,7 @@ from replayssm.verify.kernels.obligations import obligation_name
 from replayssm.verify.kernels.source import Unsupported
 from replayssm.verify.memory import SymbolicMemory
 from replayssm.verify.obligation import REGISTRY, Claim, Obligation, PartName, Result, obligation, prove
-from replayssm.verify.terms import named_int
+from replayssm.verify.terms import Fact, Sym, Symbolic, named_int
 
 ROLES: tuple[TrackerRole, ...] = gen_p.API.roles
 """The tracker kernel roles proved, generation P's adapter's (``spec/generations/gen_p.py``)."""
@@ -66,13 +66,13 @@ def _argument(p: Param) -> BufferArg | StrideArg | ScalarArg:
     return ScalarArg(named_int(p.name))
 
 
-def _launch(role: TrackerRole, pid: Any, lanes: tuple) -> ProgramLaunch:
+def _launch(role: TrackerRole, pid: Sym, lanes: tuple) -> ProgramLaunch:
     return ProgramLaunch([_argument(p) for p in role.params], role.launch_constexprs(), (pid,),
                   lanes=LaneSample(role.block, lanes))
 
 
-def _two_lanes(role: TrackerRole, arrays: dict, kernels: list[tuple[Any, SymbolicMemory]]
-               ) -> tuple[SymbolicMemory, list[tuple[str, Any]], dict[str, Any], Any]:
+def _two_lanes(role: TrackerRole, arrays: dict, kernels: list[tuple[ModuleType, SymbolicMemory]]
+               ) -> tuple[SymbolicMemory, list[Fact], dict[str, Symbolic], Symbolic]:
     """One program of each kernel on its memory (over ``arrays``), the spec's
     programs of the two sampled lanes' rows; the spec memory, the hypotheses
     (the launch and the caller's clauses the role takes), what a counterexample shows, the cover."""
@@ -83,7 +83,7 @@ def _two_lanes(role: TrackerRole, arrays: dict, kernels: list[tuple[Any, Symboli
     for module, mem in kernels:
         run_program(getattr(module, role.jit), _launch(role, pid, lanes), mem)
     traces = [role.program(spec, geo, pid * block + lane, n, states) for lane in lanes]
-    hyps: list[tuple[str, Any]] = [
+    hyps: list[Fact] = [
         ("launch_facts", conj(pid >= 0, lanes[0] >= 0, lanes[0] < lanes[1], lanes[1] < block)),
         ("release_launch", conj(n >= 1, states >= 1, *[shapes[b][0] >= states for b in TRACKERS])),
     ]
@@ -94,13 +94,13 @@ def _two_lanes(role: TrackerRole, arrays: dict, kernels: list[tuple[Any, Symboli
     return spec, hyps, show, conj(traces[0].valid, traces[1].valid)
 
 
-def kernel_claims(module: Any, role: TrackerRole) -> dict[str, Claim]:
+def kernel_claims(module: ModuleType, role: TrackerRole) -> dict[str, Claim]:
     """The equivalence and memory-safety claims of ``role``'s kernel in ``module`` (read from source)."""
     arrays: dict = {}
     kernel = KernelMemory(_shapes(role), arrays, "kernel")
     spec, hyps, show, cover = _two_lanes(role, arrays, [(module, kernel)])
     entry = named_int("any_slot")
-    equal: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the spec leaves it", kernel.final(b, (entry,)) ==
+    equal: list[tuple[PartName, Symbolic]] = [(f"{b}[any_slot] as the spec leaves it", kernel.final(b, (entry,)) ==
                                           spec.final(b, (entry,))) for b in TRACKERS]
     show = {**show, "any_slot": entry}
     return {"equivalence": Claim(equal, hyps, cover, role.transition, show, [kernel, spec]),
@@ -112,7 +112,7 @@ def _one(claim: Claim) -> Callable[[], list[Claim]]:
     return lambda: [claim]
 
 
-def prove_kernels(module: Any) -> list[KernelProof]:
+def prove_kernels(module: ModuleType) -> list[KernelProof]:
     """Every property of every tracker kernel role of ``module`` (a version read
     from source); a kernel the evaluator cannot read is ``unknown`` for both
     properties, naming the construct (never a pass)."""
@@ -131,19 +131,19 @@ def prove_kernels(module: Any) -> list[KernelProof]:
     return out
 
 
-def diff_claims(base: Any, head: Any, role: TrackerRole) -> Claim:
+def diff_claims(base: ModuleType, head: ModuleType, role: TrackerRole) -> Claim:
     """``head``'s kernel of ``role`` leaves every tracker entry as ``base``'s does, on any input inside the
     caller's contract (both read from source, run on one symbolic memory)."""
     arrays: dict = {}
     mems: list[SymbolicMemory] = [KernelMemory(_shapes(role), arrays, name) for name in ("base", "head")]
     _, hyps, show, cover = _two_lanes(role, arrays, list(zip((base, head), mems)))
     entry = named_int("any_slot")
-    same: list[tuple[PartName, Any]] = [(f"{b}[any_slot] as the base leaves it", mems[1].final(b, (entry,)) ==
+    same: list[tuple[PartName, Symbolic]] = [(f"{b}[any_slot] as the base leaves it", mems[1].final(b, (entry,)) ==
                                          mems[0].final(b, (entry,))) for b in TRACKERS]
     return Claim(same, hyps, cover, role.transition, {**show, "any_slot": entry}, mems)
 
 
-def diff_kernels(base: Any, head: Any) -> list[KernelProof]:
+def diff_kernels(base: ModuleType, head: ModuleType) -> list[KernelProof]:
     """``review --vllm HEAD --base BASE``: each tracker kernel role of ``head`` against ``base``'s, by proof
     (``proved``: the same on every input inside the contract; ``failed``: a distinguishing input)."""
     out = []
@@ -159,11 +159,11 @@ def diff_kernels(base: Any, head: Any) -> list[KernelProof]:
     return out
 
 
-def _build(module: Any, role: TrackerRole, prop: str) -> Callable[[], list[Claim]]:
+def _build(module: ModuleType, role: TrackerRole, prop: str) -> Callable[[], list[Claim]]:
     return lambda: [kernel_claims(module, role)[prop]]
 
 
-def register(module: Any, target: str) -> list[str]:
+def register(module: ModuleType, target: str) -> list[str]:
     """``prove --kernels --impl``: when ``module`` (read from source) is a generation whose trackers the forward
     pass changes (``spec.generations.TRACKER_GENERATIONS``), each property of each of its roles registered as the
     obligation ``kernel.<role>.<property>@<target>`` of transition ``kernel <jit>``, named as every kernel
