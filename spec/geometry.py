@@ -28,7 +28,7 @@ functions below; ``docs/assumptions.md`` "Cache modes" says which evidence
 each rests on."""
 
 
-def check_cache_mode(mode: Any, conv: "Conventions") -> str:
+def check_cache_mode(mode: object, conv: "Conventions") -> str:
     """``mode`` if it is a cache mode the flags ``conv`` can serve, else a
     ``ValueError`` naming ``cache_mode`` and the allowed values: ``none``
     never publishes, ``align`` always does, and ``all`` moves its live
@@ -70,7 +70,7 @@ def prefill_writes_every_boundary(mode: str) -> bool:
     return mode == "all"
 
 
-def require_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+def require_int(name: str, value: object, lo: int, hi: int | None = None) -> None:
     """A ``ValueError`` naming ``name`` and the range ``[lo, hi]`` unless ``value`` is an int in it."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an int in [{lo}, {hi if hi is not None else 'inf'}], got {value!r}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
 
 import z3
 
@@ -51,7 +50,7 @@ PY_BITWISE = {"&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": op
 """The operators on constexprs (Python's, as Triton folds them at compile time)."""
 
 
-def _const(z: Any) -> int | None:
+def _const(z: z3.ExprRef) -> int | None:
     return z.as_long() if z3.is_int_value(z) else None
 
 
@@ -66,15 +65,15 @@ def _signed(bv: z3.BitVecRef) -> z3.ArithRef:
     return z3.BV2Int(bv, is_signed=True)
 
 
-def _through_bits(op: str, x: Any, y: Any, n: int) -> z3.ArithRef:
+def _through_bits(op: str, x: z3.ArithRef, y: z3.ArithRef, n: int) -> z3.ArithRef:
     bx, by = z3.Int2BV(x, n), z3.Int2BV(y, n)
     out = {"&": operator.and_, "|": operator.or_, "^": operator.xor, ">>": operator.rshift}[op](bx, by)
     return _signed(out)
 
 
-def _pow2(k: Any, n: int) -> z3.ArithRef:
+def _pow2(k: z3.ArithRef, n: int) -> z3.ArithRef:
     """``2**k`` for a runtime ``k`` in ``0 .. n - 1`` (0 outside: the noted amount fails there)."""
-    out: Any = lift(0)
+    out: z3.ArithRef = lift(0)
     for i in reversed(range(n)):
         out = z3.If(k == i, lift(2**i), out)
     return out
