@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from replayssm.spec import assumptions as env
 from replayssm.spec.vocab import conj, implies, negate
 
-from ..memory import Access
 from ..obligation import REGISTRY, Claim, LazyClaim, obligation
 from ..scenarios import INVARIANT_TRACKER_RANGE
 from ..terms import Sym, Symbolic, lift, named_int
@@ -37,6 +36,9 @@ from .frame import frame_parts
 from .registry import ROLES
 from .roles import KernelRole, Registry, by_name
 from .source import Unsupported
+
+if TYPE_CHECKING:
+    from ..memory import Access
 
 PROPERTIES = {
     "memory_safety": "every load and store whose mask is on lies inside its buffer as the launch gives it, "
