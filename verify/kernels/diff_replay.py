@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import z3
 
 from ..obligation import TIMEOUT_MS, Claim, Facts, fact_vector, new_solver
-from ..terms import lift
+from ..terms import Symbolic, lift
 from .diff_pairs import PairCase
 from .diff_results import BOTH_BREAK, CHANGE, FIX, REGRESSION, UNCONFIRMED, Distinction
 from .frame import FrameViolation
@@ -35,7 +34,7 @@ MINIMISE_MS = 5_000
 """The solver's time for one query of the minimisation (an unknown keeps the larger launch)."""
 
 
-def _model(facts: list | Facts, extra: list, goal: Any, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
+def _model(facts: list | Facts, extra: list, goal: Symbolic, timeout_ms: int = TIMEOUT_MS) -> z3.ModelRef | None:
     s = new_solver(facts if isinstance(facts, Facts) else fact_vector(f for _, f in facts), *extra,
                    z3.Not(lift(goal)), timeout_ms=timeout_ms)
     return s.model() if s.check() == z3.sat else None

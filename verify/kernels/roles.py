@@ -29,6 +29,9 @@ from ..terms import Symbolic
 if TYPE_CHECKING:
     from replayssm.base.remote import RemoteModule
 
+    from .cases import KernelCase
+    from .source import Jit
+
 
 @dataclass(frozen=True)
 class Replay:
@@ -51,7 +54,7 @@ class Replay:
     packed: bool = False
     """Per-group pointers into packed ``[layer, batch]`` slot tables (a small
     launch pins each group's base and layer count)."""
-    meta: Callable[[Any], dict] | None = None
+    meta: Callable[[KernelCase], dict] | None = None
     """Extra ``#meta`` entries of a trace, from its case."""
     one_group: bool = False
     """The replayed launch is one cache group's (a per-group launch API): small launches have one group."""
@@ -96,7 +99,7 @@ class KernelRole:
     """The jit names it matches in a target module (the first one present is used)."""
     variants: Callable[[], list[tuple[str, tuple]]]
     """``(label, params)`` of every constexpr variant proved."""
-    case: Callable[[Any, str, tuple], Any]
+    case: Callable[[Jit, str, tuple], KernelCase]
     """``case(jit, label, params)``: one program's :class:`.cases.KernelCase`
     under the caller contract."""
     replay: Replay
@@ -114,7 +117,7 @@ class KernelRole:
     """The cells a program may write (None: no frame obligation)."""
     properties: tuple[str, ...] = field(default=())
     """The obligations stated for it (empty: every one that applies)."""
-    padding: Callable[..., Any] | None = None
+    padding: Callable[..., KernelCase] | None = None
     """``padding(jit, label, params, beside=None)``: one *padding* program's
     case, a program past ``num_reqs`` of a launch whose grid spans
     ``max_num_reqs`` rows (its ``padding`` obligation: memory safety and its

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeAlias
+from types import FunctionType
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from triton.runtime.interpreter import InterpretedFunction
@@ -35,7 +37,7 @@ class Source:
     globals: dict
 
 
-def is_jit(obj: Any) -> bool:
+def is_jit(obj: object) -> bool:
     """A ``@triton.jit`` function: a ``JITFunction``, or under
     ``TRITON_INTERPRET=1`` an ``InterpretedFunction``."""
     import triton
@@ -44,7 +46,7 @@ def is_jit(obj: Any) -> bool:
     return isinstance(obj, (triton.runtime.jit.JITFunction, InterpretedFunction))
 
 
-def python_function(jit: Any) -> Any:
+def python_function(jit: Jit | Callable[..., object]) -> FunctionType:
     """The plain Python function behind a JIT object."""
     fn = getattr(jit, "fn", jit)
     if not inspect.isfunction(fn):
@@ -53,7 +55,7 @@ def python_function(jit: Any) -> Any:
 
 
 @lru_cache(maxsize=None)
-def _parse(fn: Any) -> tuple[ast.FunctionDef, str]:
+def _parse(fn: FunctionType) -> tuple[ast.FunctionDef, str]:
     lines, first = inspect.getsourcelines(fn)
     tree = ast.parse(textwrap.dedent("".join(lines)))
     ast.increment_lineno(tree, first - 1)
@@ -63,7 +65,7 @@ def _parse(fn: Any) -> tuple[ast.FunctionDef, str]:
     return node, inspect.getsourcefile(fn) or fn.__code__.co_filename
 
 
-def source_of(jit: Any) -> Source:
+def source_of(jit: Jit | Callable[..., object]) -> Source:
     """The parsed definition of ``jit`` (a JIT object or its function)."""
     fn = python_function(jit)
     node, file = _parse(fn)
