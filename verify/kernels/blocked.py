@@ -43,8 +43,9 @@ in group 0 and compacts the plan they leave; group 0 only writes it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import z3
 
@@ -55,12 +56,15 @@ from replayssm.spec.launch import next_power_of_2
 from replayssm.spec.vocab import conj, disj, implies, negate
 
 from ..goals import TRACKERS
-from ..memory import SymbolicMemory
-from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, memory_facts, postprocess_case
-from ..terms import lift, named_int
+from ..memory import Access, SymbolicMemory
+from ..scenarios import INVARIANT_TRACKER_RANGE, PostprocessCase, Sizes, memory_facts, postprocess_case
+from ..terms import Fact, Sym, Symbolic, lift, named_int
 from .cases import KernelCase, postprocess_launch, run_kernel
 from .contracts import BufferArg, LaneSample, ProgramLaunch, ScalarArg
-from .evaluator import _subterms, occurs
+from .evaluator import KernelRun, _subterms, occurs
+
+if TYPE_CHECKING:
+    from .source import Jit
 
 ROWS = 2
 """Rows per program of the kernel-level launch (``replayssm_utils_blocked``):
@@ -76,7 +80,7 @@ about the same to solve, and one sample serves every obligation.)"""
 KERNEL = "postprocess_replayssm_blocked_kernel"
 
 
-def hit(w: Any, cell: tuple) -> Any:
+def hit(w: Access, cell: tuple) -> z3.BoolRef:
     """Whether write ``w`` lands on ``cell``: the very term ``SymbolicMemory.final`` builds."""
     target = [lift(i) for i in cell]
     h = z3.And(lift(w.guard), *[lift(i) == t for i, t in zip(w.index, target)])
@@ -87,9 +91,9 @@ def hit(w: Any, cell: tuple) -> Any:
 class GuardedMemory(SymbolicMemory):
     """A memory whose every store also needs ``when`` (a program that writes only in group 0)."""
 
-    when: Any = True
+    when: Symbolic = True
 
-    def store(self, buffer: str, index: tuple, value: Any, guard: Any = True) -> None:
+    def store(self, buffer: str, index: tuple, value: Symbolic, guard: Symbolic = True) -> None:
         super().store(buffer, index, value, conj(guard, self.when))
 
 
@@ -99,14 +103,14 @@ class BlockSpec:
 
     rows: list[PostprocessCase]
     launched: list
-    block: Any
-    group: Any
+    block: Sym
+    group: Sym
     sample: LaneSample
     """The block's width and each spec row's lane position in it."""
     assumptions: list = field(default_factory=list)
 
 
-def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Any,
+def blocked_launch(spec_mem: SymbolicMemory, conv: Conventions, geo: Geometry, program_ids: tuple, num_reqs: Sym,
                    compact: bool, facts: tuple, rows: int = ROWS, sample: LaneSample | None = None) -> ProgramLaunch:
     """The blocked kernel's arguments: the reference postprocess kernel's, the
     work list after the plan, ``num_reqs`` last; its constexprs, ``rows`` per
@@ -118,7 +122,7 @@ def blocked_launch(spec_mem: Any, conv: Conventions, geo: Geometry, program_ids:
     return ProgramLaunch(args, constexprs, program_ids, facts=facts, lanes=sample)
 
 
-def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, sizes: Any = None,
+def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, sizes: Sizes | None = None,
                width: int = ROWS) -> BlockSpec:
     """The spec rows of the sampled lanes of block ``block_<program>`` (of
     ``width`` rows) in group ``group_<program>``: ``min(width, SAMPLE)``
@@ -146,7 +150,7 @@ def block_spec(conv: Conventions, geo: Geometry, program: str, arrays: dict, siz
     return BlockSpec(rows, launched, block, group, sample, a)
 
 
-def lane_positions(sample: LaneSample) -> Any:
+def lane_positions(sample: LaneSample) -> Symbolic:
     """The sampled lanes are distinct lanes of the block."""
     ps = sample.positions
     return conj(*[conj(p >= 0, p < sample.width) for p in ps],
@@ -168,7 +172,7 @@ class LaneMemory:
     lane: int
 
     @property
-    def shapes(self) -> Any:
+    def shapes(self) -> Mapping[str, tuple]:
         return self.mem.shapes
 
     @property
@@ -176,7 +180,7 @@ class LaneMemory:
         return [a for i, a in enumerate(self.mem.accesses)
                 if a.kind == "write" and self.lanes.get(i, self.lane) == self.lane]
 
-    def final(self, buffer: str, index: tuple) -> Any:
+    def final(self, buffer: str, index: tuple) -> z3.ExprRef:
         value = lift(self.mem.initial(buffer, index))
         for w in self.writes:
             if w.buffer == buffer:
@@ -184,7 +188,7 @@ class LaneMemory:
         return value
 
 
-def realigned_hit(w: Any, cell: tuple) -> Any:
+def realigned_hit(w: Access, cell: tuple) -> z3.BoolRef:
     """:func:`hit`, its loop variable ``k`` renamed to ``v - offset`` where the
     write reads a table at an innermost index ``offset + k`` (the lane's
     first column plus the iteration): the same set of iterations (a shift is
@@ -200,7 +204,7 @@ def realigned_hit(w: Any, cell: tuple) -> Any:
     return z3.Exists([k], z3.simplify(z3.substitute(body, (k, k - offset))))
 
 
-def _offset(term: Any, k: Any) -> Any:
+def _offset(term: z3.ExprRef, k: z3.ArithRef) -> z3.ArithRef | None:
     """``e`` when ``term`` reads an array at an innermost index ``e + k`` (``e`` free of ``k``)."""
     for t in _subterms(term):
         if z3.is_select(t):
@@ -212,7 +216,7 @@ def _offset(term: Any, k: Any) -> Any:
     return None
 
 
-def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict, Any]]:
+def lane_equivalence(case: KernelCase) -> list[tuple[str, Symbolic, dict, Symbolic]]:
     """Per lane ``i``: the kernel's writes of lane ``i`` leave the memory row
     ``i``'s spec program leaves (the initial memory when the row is past
     ``num_reqs``), at an arbitrary cell of every buffer either writes. With
@@ -241,7 +245,7 @@ def lane_equivalence(case: KernelCase) -> list[tuple[str, Any, dict, Any]]:
     return out
 
 
-def idle_lanes(case: KernelCase) -> list[tuple[str, Any, int]]:
+def idle_lanes(case: KernelCase) -> list[tuple[str, Symbolic, int]]:
     """A lane past ``num_reqs`` makes no access: every access tagged with it is masked off."""
     lanes, out = lane_of(case.run), []
     for i, a in enumerate(case.mem.accesses):
@@ -253,7 +257,7 @@ def idle_lanes(case: KernelCase) -> list[tuple[str, Any, int]]:
     return out
 
 
-def _alone(case: KernelCase, kernels: list, i: int, buffer: str, cell: tuple) -> Any:
+def _alone(case: KernelCase, kernels: list, i: int, buffer: str, cell: tuple) -> Symbolic:
     """Cell ``cell`` of ``buffer`` is written by no lane but ``i`` and by no other row's spec program."""
     before = lift(case.mem.initial(buffer, cell))
     others = [j for j in range(len(kernels)) if j != i]
@@ -264,7 +268,7 @@ def _alone(case: KernelCase, kernels: list, i: int, buffer: str, cell: tuple) ->
     return z3.And(*untouched) if untouched else z3.BoolVal(True)
 
 
-def lane_conflicts(case: KernelCase) -> list[tuple[str, Any, dict]]:
+def lane_conflicts(case: KernelCase) -> list[tuple[str, Symbolic, dict, int]]:
     """Two lanes of one program never meet in memory, whatever the statements:
     no cell written by both with different values, none read by one and
     written by the other (so the program equals its rows in any order)."""
@@ -304,13 +308,13 @@ def claimed(case: KernelCase, *lanes: int | None) -> bool:
                                 or case.run.reductions == 0)
 
 
-def lane_of(run: Any) -> dict[int, int]:
+def lane_of(run: KernelRun) -> dict[int, int]:
     """The lane of every access a load or store through a block of pointers
     made (its position in the block); accesses through a scalar pointer are every lane's."""
     return {i: lane for lanes in run.block_stores + run.block_loads for lane, i in enumerate(lanes)}
 
 
-def kernel_exclusive(spec: BlockSpec, run: Any, other_program: bool) -> list[tuple[str, Any]]:
+def kernel_exclusive(spec: BlockSpec, run: KernelRun, other_program: bool) -> list[Fact]:
     """``exclusive_decode_live_slot`` of each row of ``spec`` against the
     kernel tracker writes of another lane (``other_program``: of every lane
     of another program), at the cell each write designates."""
@@ -335,8 +339,8 @@ def _show(spec: BlockSpec) -> dict:
     return out
 
 
-def rows_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
-              arrays: dict | None = None, sizes: Any = None, width: int = ROWS, compact: bool = False) -> KernelCase:
+def rows_case(jit: Jit, conv: Conventions, geo: Geometry, label: str, *, program: str = "p",
+              arrays: dict | None = None, sizes: Sizes | None = None, width: int = ROWS, compact: bool = False) -> KernelCase:
     """A row block's program ``(block_<program>, group_<program>)`` (``block * width < num_reqs``) of a
     launch of ``width`` rows per program, with the work list (``compact``) or without, at sampled lanes."""
     spec = block_spec(conv, geo, program, arrays if arrays is not None else {}, sizes, width)
@@ -357,7 +361,7 @@ def rows_case(jit: Any, conv: Conventions, geo: Geometry, label: str, *, program
     return case
 
 
-def compaction_case(jit: Any, conv: Conventions, geo: Geometry, label: str, width: int = ROWS) -> KernelCase:
+def compaction_case(jit: Jit, conv: Conventions, geo: Geometry, label: str, width: int = ROWS) -> KernelCase:
     """The work-list program ``(cdiv(num_reqs, width), group)`` of a ``COMPACT`` launch of ``width`` rows per program."""
     arrays: dict = {}
     cap = geo.max_num_reqs

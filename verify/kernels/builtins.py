@@ -296,7 +296,7 @@ def zeros_like(x: Operand) -> Scalar | Block:
                     else Scalar(lift(False), "i1"), x)
 
 
-def loop_bounds(run: KernelRun, it: ast.expr, frame: Activation) -> tuple[KernelValue, KernelValue, int]:
+def loop_bounds(run: KernelRun, it: ast.expr, frame: Activation) -> tuple[Operand, Operand, int]:
     """``(lo, hi, step)`` of ``range``, ``tl.range`` or ``tl.static_range``."""
     if not isinstance(it, ast.Call):
         raise run.unsupported(f"for over {ast.unparse(it)}", it)

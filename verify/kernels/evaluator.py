@@ -17,17 +17,21 @@ from __future__ import annotations
 import ast
 import builtins as py_builtins
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import z3
 
 from ..memory import SymbolicMemory
-from ..terms import Sym, lift, mk_and, mk_ite, mk_not, mk_or
+from ..terms import Sym, Symbolic, lift, mk_and, mk_ite, mk_not, mk_or
 from .arith import LANE, KernelTypeError, binary, merge_pointers, unary
 from .bitwise import BITS, SHIFT
-from .contracts import ProgramLaunch
-from .source import Source, Unsupported, is_constexpr, source_of
-from .values import RANGES, Block, Pointer, Scalar, as_bool_term, as_int_term, as_scalar, concrete
+from .contracts import ArgumentRole, ProgramLaunch
+from .source import Jit, Source, Unsupported, is_constexpr, source_of
+from .values import (RANGES, Block, KernelValue, Operand, Pointer, Scalar, as_bool_term, as_int_term, as_scalar,
+                     concrete)
+
+T = TypeVar("T")
 
 BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|",
        ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
@@ -38,9 +42,9 @@ CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast
 class Intermediate:
     """An integer result, its element type, where it is computed and under which guard."""
 
-    term: Any
+    term: z3.ArithRef
     dtype: str
-    guard: Any
+    guard: z3.BoolRef
     line: int
     file: str
     lane: int | None = None
@@ -61,8 +65,10 @@ class Activation:
 
     source: Source
     vars: dict
-    done: Any = None
+    done: z3.BoolRef | None = None
+    """The condition under which the function has returned (None: it has not)."""
     result: Any = None
+    """What it returned: any value an expression can have (a tuple of them included)."""
 
 
 class _Return(Exception):
@@ -92,7 +98,7 @@ class KernelRun:
     file: str = ""
 
     # -- guards --------------------------------------------------------------
-    def guard(self, frame: Activation | None = None) -> Any:
+    def guard(self, frame: Activation | None = None) -> z3.BoolRef:
         from .builtins import both
 
         parts = list(self.guards)
@@ -100,7 +106,7 @@ class KernelRun:
             parts.append(mk_not(frame.done))
         return both(*parts)
 
-    def note(self, term: Any, dtype: str, what: str = "result") -> None:
+    def note(self, term: z3.ArithRef, dtype: str, what: str = "result") -> None:
         if dtype in ("i32", "i64"):
             self.intermediates.append(Intermediate(term, dtype, self.guard(self._frame), self.line, self.file,
                                                    LANE[-1] if LANE else None, what))
@@ -109,11 +115,11 @@ class KernelRun:
         return Unsupported(what, self.file, getattr(node, "lineno", self.line))
 
     # -- entry ---------------------------------------------------------------
-    def run(self, jit: Any) -> None:
+    def run(self, jit: Jit) -> None:
         """Execute the kernel ``jit`` for this launch's program."""
         src = source_of(jit)
         params = src.node.args.args
-        values: dict[str, Any] = {}
+        values: dict[str, ArgumentRole] = {}
         positional = iter(self.launch.args)
         for p in params:
             if is_constexpr(p):
@@ -129,7 +135,7 @@ class KernelRun:
         self.file = src.file
         self._body(src.node.body, self._frame)
 
-    def _argument(self, role: Any) -> Any:
+    def _argument(self, role: ArgumentRole) -> KernelValue:
         from .builtins import argument_value
 
         return argument_value(self, role)
@@ -222,7 +228,7 @@ class KernelRun:
             e = ed if ed is not None else lift(False)
             frame.done = mk_ite(c, t, e)
 
-    def _decided(self, c: Any) -> bool | None:
+    def _decided(self, c: z3.BoolRef) -> bool | None:
         """The branch the launch's facts leave for condition ``c``, or None
         when they leave both (no facts: always None)."""
         if not self.launch.facts:
@@ -260,7 +266,7 @@ class KernelRun:
             self._rewind(mark)
             self._unrolled(s, frame, lo, hi)
 
-    def _family(self, s: ast.For, frame: Activation, lo: Any, hi: Any) -> str:
+    def _family(self, s: ast.For, frame: Activation, lo: Operand, hi: Operand) -> str:
         """Run the body once for a symbolic iteration (every trip count at
         once); returns why that is not exact for this loop ("" when it is)."""
         before = dict(frame.vars)
@@ -291,7 +297,7 @@ class KernelRun:
         frame.vars = {k: v for k, v in frame.vars.items() if k in before and k != s.target.id}
         return ""
 
-    def _unrolled(self, s: ast.For, frame: Activation, lo: Any, hi: Any) -> None:
+    def _unrolled(self, s: ast.For, frame: Activation, lo: Operand, hi: Operand) -> None:
         """Iterations that depend on each other: unrolled ``launch.max_trips``
         times, each under "this iteration runs", with the bound noted for the
         memory-safety obligation (the loop must not run longer)."""
@@ -420,13 +426,13 @@ class KernelRun:
             return self._wrap(lambda: pointer_add(self, b, a), node)
         return self._wrap(lambda: binary(op, a, b, self.note), node)
 
-    def _wrap(self, thunk: Any, node: ast.AST) -> Any:
+    def _wrap(self, thunk: Callable[[], T], node: ast.AST) -> T:
         try:
             return thunk()
         except (KernelTypeError, TypeError) as err:
             raise self.unsupported(str(err), node) from err
 
-    def inline(self, jit: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+    def inline(self, jit: Jit, args: list, kwargs: dict, node: ast.AST) -> Any:
         """Call another jit function: run its body in a fresh frame here."""
         src = source_of(jit)
         params = [p.arg for p in src.node.args.args]
@@ -456,7 +462,7 @@ class KernelRun:
     _frame: Activation | None = None
 
 
-def merge(cond: Any, a: Any, b: Any, run: KernelRun, node: ast.AST) -> Any:
+def merge(cond: z3.BoolRef, a: Any, b: Any, run: KernelRun, node: ast.AST) -> Any:
     """The value ``a`` where ``cond`` holds, else ``b`` (variables after a runtime branch)."""
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
         return tuple(merge(cond, x, y, run, node) for x, y in zip(a, b))
@@ -478,15 +484,15 @@ def merge(cond: Any, a: Any, b: Any, run: KernelRun, node: ast.AST) -> Any:
     raise run.unsupported(f"merging {type(a).__name__} with {type(b).__name__} after a runtime branch", node)
 
 
-def _pointery(x: Any) -> bool:
+def _pointery(x: object) -> bool:
     return isinstance(x, Pointer) or _has_pointer(x)
 
 
-def _has_pointer(x: Any) -> bool:
+def _has_pointer(x: object) -> bool:
     return isinstance(x, Block) and any(isinstance(v, Pointer) for v in x.lanes)
 
 
-def occurs(term: Any, symbol: Any) -> bool:
+def occurs(term: Symbolic, symbol: Symbolic) -> bool:
     """Whether the constant ``symbol`` occurs in ``term``: a substitution in
     Z3's C code, where a walk of the term's subterms in Python cost about a
     tenth of the row-blocked kernel's proofs."""
@@ -494,7 +500,7 @@ def occurs(term: Any, symbol: Any) -> bool:
     return not z3.substitute(t, (s, z3.FreshConst(s.sort(), "absent"))).eq(t)
 
 
-def _subterms(term: Any) -> list:
+def _subterms(term: z3.ExprRef) -> list[z3.ExprRef]:
     out, todo, seen = [], [term], set()
     while todo:
         t = todo.pop()
@@ -539,7 +545,7 @@ def loop_carried(s: ast.For) -> set[str]:
     return carried
 
 
-def run_program(jit: Any, launch: ProgramLaunch, mem: SymbolicMemory) -> KernelRun:
+def run_program(jit: Jit, launch: ProgramLaunch, mem: SymbolicMemory) -> KernelRun:
     """Execute one program of ``jit`` for ``launch`` on ``mem``."""
     run = KernelRun(mem, launch)
     run.run(jit)
