@@ -218,7 +218,9 @@ class Supervisor:
         if self.context.get_start_method() == "fork":  # the children's target hosts: from one fork server
             fork_server.prepare()
         parent_end, child_end = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=_child_main, args=(body, args, child_end, os.getpid()), daemon=True)
+        # A fork server's child has the server for its parent, not this process: it is not asked to end with us.
+        parent = None if self.context.get_start_method() == "forkserver" else os.getpid()
+        process = self.context.Process(target=_child_main, args=(body, args, child_end, parent), daemon=True)
         process.start()
         child_end.close()
         try:
