@@ -58,7 +58,7 @@ font-weight:600}mark.changed{background:#ffe08a;padding:0 2px}table.slots td,tab
 
 SCRIPT = """
 document.addEventListener('DOMContentLoaded', function () {
-  var n = document.querySelectorAll('section.finding').length;
+  var n = document.querySelectorAll('section.finding, td.cell-finding').length;
   var out = document.getElementById('finding-count');
   if (out) { out.textContent = n + (n === 1 ? ' finding' : ' findings') + ' on this page'; }
 });

@@ -23,7 +23,7 @@ import pytest
 from replayssm.cli import main
 from replayssm.review import matrix_corpus as mc
 from replayssm.review.campaign import Version
-from replayssm.review.matrix import FINDING, LATENT, PASS, REFUSED, WIDTH, Cell, text
+from replayssm.review.matrix import FINDING, LATENT, PASS, REFUSED, WIDTH, Cell, Matrix, cells_of, text
 from replayssm.review.vllm_locator import SSU
 from replayssm.spec import corpus
 from replayssm.spec.generations import registry
@@ -208,10 +208,30 @@ def test_bad_matrix_input_exits_2_before_any_work(argv: list[str], message: str,
 
 
 def test_the_text_table_fits_120_columns_and_wide_gives_every_detail() -> None:
-    from replayssm.review.matrix import Dimension, Matrix
+    from replayssm.review.matrix import Dimension
 
     dims = [Dimension("cache mode", "mode", ("none",), True, "why"), Dimension("runner", "runner", ("V1",), True, "w")]
     m = Matrix("X", "x.py", "A", 0, 1, dims, cells=[Cell({"cache mode": "none", "runner": "V1"})])
     m.cells[0].worsen(FINDING, "memory: " + "a long reason " * 20, "/t/trace.json", "replayssm-verify replay x")
     assert all(len(line) <= WIDTH for line in text(m).splitlines())
     assert "a long reason " * 20 in text(m, wide=True) and "trace /t/trace.json" in text(m, wide=True)
+
+
+@pytest.mark.skipif(__import__("shutil").which("chromium") is None,
+                    reason="headless Chromium is not installed (bash scripts/setup.sh installs it)")
+def test_the_matrix_page_fits_1400_px_in_chromium_with_every_cell_long(tmp_path: Path) -> None:
+    from report_checks import measured_width
+
+    from replayssm.base.html_matrix import matrix_page
+    from replayssm.review.matrix_release import dimensions
+
+    dims = dimensions()
+    m = Matrix("0.33.0", "x.py", "P", 0, 80, dims, cells=cells_of(dims))
+    for n, c in enumerate(m.cells):
+        c.worsen(FINDING if n % 2 else LATENT, "refinement: request 3 (slot 2) " * 12, f"/a/long/path/{'x' * 90}.json",
+                 f"replayssm-verify replay /a/long/path/{'x' * 90}.json --impl /another/long/path/ssu_dispatch.py")
+    page = tmp_path / "matrix.html"
+    page.write_text(matrix_page(m.document()))
+    width, shown = measured_width(page, tmp_path / "r", 1400, 1200)
+    assert width <= 1400, f"the matrix page is {width} px wide"
+    assert f"{m.counts()[FINDING]} findings on this page" in shown.dom
