@@ -175,7 +175,8 @@ def test_a_kernel_finding_lands_in_the_cells_whose_host_launches_its_variant(tmp
     assert {tuple(c.config.values()) for c in decode if c.status == FINDING} == {("none", "k", "2", "V1")}
 
 
-def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_passes(tmp_path: Path) -> None:
+def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_passes_and_a_seed_repeats_it(
+        tmp_path: Path) -> None:
     from replayssm.base.isolation import load_isolated
     from replayssm.verify.kernels.source_module import kernel_module
 
@@ -192,6 +193,11 @@ def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_p
         held = Cell({"cache mode": "align", "speculative tokens": "k", "cache groups": "1", "runner": "V2"})
         mc.fill_cell(a1, held, args, 2, tmp_path, io.StringIO())
         assert held.status == PASS and held.examples > 0
+        again = Cell(dict(broken.config))  # the same seed, another folder: the same cell, the same trace
+        mc.fill_cell(a1, again, args, 2, tmp_path / "again", io.StringIO())
+        assert (again.status, again.detail, again.examples) == (broken.status, broken.detail, broken.examples)
+        assert [json.loads(Path(t).read_text())["steps"] for t in again.traces] == [
+            json.loads(Path(t).read_text())["steps"] for t in broken.traces]
     finally:
         module.close()
 
