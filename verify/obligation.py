@@ -403,7 +403,7 @@ def _prove(ob: Obligation, part_of: int, shards: int, lemmas: Iterable[Obligatio
 
     try:
         proved = ProvedParts(lemmas)
-        listed: list[Claim] = []
+        listed: list[Claim | None] = []  # with steal: every case, None once proved here (no built case kept)
         mine = take() if take is not None else None
         for index, claim in enumerate(ob.build()):
             if steal is not None:
@@ -413,10 +413,15 @@ def _prove(ob: Obligation, part_of: int, shards: int, lemmas: Iterable[Obligatio
             failure = one(claim)
             if failure is not None:
                 return failure
+            if steal is not None:
+                listed[index] = None
             if take is not None:
                 mine = take()
         while steal is not None and (other := steal(len(listed))) is not None:
-            failure = one(listed[other])
+            stolen, listed[other] = listed[other], None
+            if stolen is None:
+                raise ValueError(f"case {other} of {ob.name} was handed out twice")
+            failure = one(stolen)
             if failure is not None:
                 return failure
     except Exception as e:  # noqa: BLE001 - the spec's own failure (MemoryFault first) is this obligation's finding
