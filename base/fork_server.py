@@ -401,7 +401,10 @@ def _warm_up() -> None:
 
 def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
     """Fork hosts on request until the owner's socket closes; then kill the
-    hosts left (``sandboxed``: every process of the sandbox)."""
+    hosts left (``sandboxed``: every process of the sandbox). Non-dumpable,
+    as its hosts are (they inherit it): a host, without ``CAP_SYS_PTRACE``
+    in the sandbox, cannot attach to it (``gdb -p``) or to another host."""
+    protect_judge()
     import numpy  # noqa: F401 - imported once here, by every host
     import torch  # noqa: F401
     import triton  # noqa: F401

@@ -92,9 +92,10 @@ def tool_command(*words: object) -> str:
     return shlex.join(["replayssm-verify", *(str(w) for w in words)])
 
 
-def replay_command(trace: str, impl: str | None = None) -> str:
-    """The ``replayssm-verify replay`` command line of ``trace`` (with ``--impl``), quoted for a shell."""
-    return tool_command("replay", trace, *(["--impl", impl] if impl else []))
+def replay_command(trace: str, impl: str | None = None, recorded: bool = False) -> str:
+    """The ``replayssm-verify replay`` command line of ``trace`` (with ``--impl``; ``recorded``: with
+    ``--recorded``, for a trace of two versions whose first ``--impl`` does not name), quoted for a shell."""
+    return tool_command("replay", trace, *(["--impl", impl] if impl else []), *(["--recorded"] if recorded else []))
 
 
 def check_output_folder(path: str, option: str) -> None:

@@ -120,16 +120,18 @@ class _Campaign:
             print(f"warning: the spec cannot run this trace ({type(e).__name__}: {e}); saved without states",
                   file=self.out)
         c = self.config
-        impl = c.impl or DEFAULT_TARGET
-        if impl.endswith(".py"):
-            impl = str(Path(impl).resolve())
-        trace["#meta"].update({"seed": found["seed"], "combination": found["combination"], "impl": impl,
+        trace["#meta"].update({"seed": found["seed"], "combination": found["combination"], "impl": self.impl(),
                                "level": c.level, "device": c.device, "failure": found["kind"],
                                "error": found.get("error", found["reason"]), "shrunk": found["shrunk"],
                                "deterministic": found.get("deterministic", True)})
         if "lockstep" in found:
             trace["#meta"]["lockstep"] = found["lockstep"]
         return save_trace(trace, c.failures_dir, name, self.out)
+
+    def impl(self) -> str:
+        """The target as a trace records it (a file by its absolute path)."""
+        impl = self.config.impl or DEFAULT_TARGET
+        return str(Path(impl).resolve()) if impl.endswith(".py") else impl
 
     def record(self, found: dict) -> None:
         """Save a finding's trace (and, when it was shrunk, its run as it first
@@ -148,7 +150,8 @@ class _Campaign:
         finding.deterministic = found.get("deterministic", True)
         finding.seconds = round(time.perf_counter() - self.start, 3)
         self.findings.append(finding)
-        print("\n".join(finding.lines()), file=self.out, flush=True)
+        print("\n".join(finding.lines(None if self.impl() == DEFAULT_TARGET else self.impl())), file=self.out,
+              flush=True)
         if log["params"] is None and found.get("error", found["reason"]) != found["reason"]:  # the target's words
             print("\n".join(f"    {line}" for line in found["error"].splitlines()), file=self.out, flush=True)
 

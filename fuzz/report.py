@@ -87,13 +87,13 @@ class CampaignFinding:
     def as_json(self) -> dict:
         return asdict(self)
 
-    def lines(self) -> list[str]:
-        """The finding in a few console lines."""
+    def lines(self, impl: str | None = None) -> list[str]:
+        """The finding in a few console lines (``impl``: the target its replay command names, None for ours)."""
         out = [f"FINDING ({self.kind}) in {self.kernel}: {self.reason}"]
         out += [f"    {c}" for c in self.cells[:4]]
         length = f"{self.actions} launch actions" + (", shrunk" if self.shrunk else ", not shrunk")
         out.append(f"    trace: {length}; seed {self.seed}, combination {self.combination}")
-        out.append(f"    saved to {self.trace}  ({replay_command(self.trace)})" if self.trace
+        out.append(f"    saved to {self.trace}  ({replay_command(self.trace, impl)})" if self.trace
                    else "    no trace saved (no launch had started, or it is printed above)")
         if self.first_seen:
             out.append(f"    as it first failed, before shrinking: {self.first_seen}")

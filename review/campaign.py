@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, reject, settings
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as hypothesis_engine
@@ -45,6 +45,7 @@ from replayssm.fuzz.caller_shapes import GEOMETRIES, Features
 from replayssm.fuzz.campaign_config import example_seed
 from replayssm.fuzz.launcher import Setup
 from replayssm.base.interrupts import Interrupted, signal_first
+from replayssm.base.reports import fitting_name, write_text
 from replayssm.base.traces import REVIEW_ID
 from replayssm.spec.generations.contract import ALL as LAUNCH_CLAUSES
 from replayssm.spec.geometry import Conventions, Geometry
@@ -369,6 +370,18 @@ def campaign(versions: tuple[Version, ...], *, budget: float, seed: int, out_dir
                 found.append(Failure(_kind(e), _prop(e), str(e), path, shrink))
             except Unsatisfiable:  # every example of the turn broke a property already found: nothing new
                 pass
+            except Flaky as e:  # it failed, then passed when Hypothesis repeated the run (a target that only
+                if machine.first_failure is None:  # sometimes fails): kept as first seen, not a crash of the review;
+                    if progress is not None:  # with none seen (data drawn differently on a repeat): the campaign
+                        print(f"    the campaign stops: Hypothesis could not repeat a run ({type(e).__name__}); "
+                              f"{turn - 1} of {turns} turns ran", file=progress, flush=True)
+                    cut = True  # stops there, cut short, and says so
+                    break
+                trace, error = machine.first_failure
+                path = _save(trace, error, out_dir, f"{tag}-seed{example_seed(seed, turn - 1)}-first-seen")
+                found.append(Failure(_kind(error), _prop(error), f"{error} (non-deterministic: the same run "
+                                     "passed when Hypothesis repeated it; the trace is the run as it first failed)",
+                                     path, False))
             finally:
                 hypothesis_engine.MAX_SHRINKS, hypothesis_engine.MAX_SHRINKING_SECONDS = saved
     except Interrupted as e:
@@ -397,8 +410,8 @@ def _save(trace: dict | None, error: Exception, out_dir: Path, name: str) -> str
         raise RuntimeError(f"the review harness failed before recording a trace: {error}") from error
     trace["#meta"]["failure"] = str(error)[:4000]
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"review-{name.replace('/', '_')}.json"
-    path.write_text(json.dumps(trace))
+    path = out_dir / fitting_name(f"review-{name.replace('/', '_')}.json")  # a version's file name of 244 bytes
+    write_text(str(path), json.dumps(trace))  # whole or not at all
     return str(path)
 
 

@@ -44,13 +44,13 @@ def differences(base: Version, head: Version, args: argparse.Namespace, traces: 
     seen: set = set()
 
     def sampled(kind: str, prop: str | None, message: str, trace: str,
-                assumption: str | None = None) -> Iterator[Difference]:
+                assumption: str | None = None, both: bool = False) -> Iterator[Difference]:
         if (kind, prop, assumption) in seen:
             return
         seen.add((kind, prop, assumption))
         print(f"  {kind}: {message} ({trace})", file=out, flush=True)
         yield Difference(kind, "sampled", message, prop, assumption, trace,
-                         replay_command(trace, base.source if kind == "fix" else head.source))
+                         replay_command(trace, base.source if kind == "fix" else head.source, recorded=both))
 
     neutral_steps = 0
     try:
@@ -75,11 +75,12 @@ def differences(base: Version, head: Version, args: argparse.Namespace, traces: 
                 neutral_steps += e.partial.tally.request_steps
                 for f in e.partial.failures:
                     yield from sampled(f.kind, f.prop, f.message if f.shrunk else
-                                       f"{f.message} (as first seen: interrupted while shrinking)", f.trace)
+                                       f"{f.message} (as first seen: interrupted while shrinking)", f.trace,
+                                       both=True)
             raise
         neutral_steps += both.tally.request_steps
         for f in both.failures:
-            yield from sampled(f.kind, f.prop, f.message, f.trace)
+            yield from sampled(f.kind, f.prop, f.message, f.trace, both=True)
     finally:
         yield Difference("neutral", "sampled", "request-steps on which base and head both conform",
                          request_steps=neutral_steps)

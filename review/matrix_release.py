@@ -111,7 +111,7 @@ def _flashinfer(cell: Cell, runs: Runs, kernel_findings: list[tuple[str, str]]) 
     spec, on = cell.config["speculative tokens"], cell.config["async scheduling"] == "on"
     run, trace = runs.run(spec, "current_rows")
     cell.examples += run.passes
-    replay = replay_command(trace) if trace else None
+    replay = replay_command(trace, str(runs.located.file)) if trace else None
     if run.finding:
         cell.worsen(FINDING, f"FlashInfer: {run.finding.message}", trace, replay)
     if on and spec != "0":
@@ -119,7 +119,7 @@ def _flashinfer(cell: Cell, runs: Runs, kernel_findings: list[tuple[str, str]]) 
         cell.examples += run.passes
         if run.finding:
             cell.worsen(LATENT, f"FlashInfer relies on {ASYNC.name} (not guaranteed): {run.finding.message}",
-                        trace, replay_command(str(trace)))
+                        trace, replay_command(str(trace), str(runs.located.file)))
     roles = ("commit", "reset") if spec != "0" else ("advance", "reset")
     for name, detail in kernel_findings:
         if any(r in name for r in roles):

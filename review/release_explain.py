@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from replayssm.base.escape import one_line
 from replayssm.spec.memory import VectorMemory
 from replayssm.spec.release_trackers import PROGRAMS, TRACKERS, ReleaseGeometry
 
@@ -88,5 +89,6 @@ def explain_release(trace: dict[str, Any]) -> str:
             lines.append("  FlashInfer decodes " + ", ".join(
                 f"{n}: {q} token{'s' if q != 1 else ''}, {a} accepted" for n, q, a in
                 zip(decode["requests"], decode["query_lens"], decode["accepted"])))
-    lines.append(f"replay it on a version: replayssm-verify replay FILE (runs {trace.get('file', 'the version')})")
+    lines.append("replay it on a version: replayssm-verify replay FILE --impl VERSION_FILE (or --recorded: the one it "
+                 f"names, {one_line(str(trace.get('file', 'not named')))})")
     return "\n".join(lines)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from replayssm.base.escape import one_line
 from replayssm.base.interrupts import Interrupted
-from replayssm.base.reports import EXIT_FINDING, EXIT_PASSED, EXIT_USAGE
+from replayssm.base.reports import EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, replay_command
+from replayssm.base.targets import DEFAULT_TARGET
 
 from . import DEVICES, interpreter_for, seconds
 
@@ -21,12 +23,35 @@ OUTPUTS = """outputs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace this tool wrote: a fuzz failure, a system trace, a review trace "
                         "or a kernel-proof trace (*.kernel-trace.json)")
-    parser.add_argument("--impl", metavar="MODULE_OR_FILE", help="default: the trace's #meta.impl, else "
-                        "replayssm.impl.replayssm_utils")
+    parser.add_argument("--impl", metavar="MODULE_OR_FILE", help="the implementation to run (default: "
+                        "replayssm.impl.replayssm_utils; the trace's #meta.impl only with --recorded)")
+    parser.add_argument("--recorded", action="store_true",
+                        help="run the code the trace names (its #meta.impl, a review trace's versions, a release "
+                        "trace's file) where --impl names none: a trace from elsewhere can name any module")
     parser.add_argument("--device", choices=DEVICES, help="default: the trace's #meta.device, else cpu")
     parser.add_argument("--level", choices=["kernel", "context"], help="default: the trace's #meta.level, else kernel")
     parser.add_argument("--watchdog", type=seconds, metavar="SECONDS",
                         help="a launch running longer is a reproduced hang (default: the ci profile's for the device)")
+
+
+OURS = (DEFAULT_TARGET, "replayssm.impl")
+"""The tool's own implementation (the second, as traces saved before it was named in full): run unasked."""
+
+
+def recorded_targets(kind: str, trace: dict, impl: str | None) -> list[str]:
+    """The code a replay of ``trace`` (of ``kind``) would run that the trace
+    names and ``--impl`` (``impl``) does not: a fuzz launch or kernel trace's
+    ``#meta.impl``, a review trace's versions (``--impl`` stands for the
+    last), a release trace's ``file``; the tool's own implementation aside."""
+    meta = trace.get("#meta", {})
+    if kind == "review":
+        versions = meta.get("versions", [])
+        named = versions[:-1] if impl else versions
+        return [str(v[1]) for v in named if isinstance(v, list) and len(v) > 1 and v[1] not in OURS]
+    if kind == "release":
+        return [] if impl or not trace.get("file") else [str(trace["file"])]
+    recorded = meta.get("impl") if kind in ("launch", "kernel") else None  # a system trace's is not read
+    return [] if impl or not recorded or recorded in OURS else [str(recorded)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_trace(args.file)
     except (ValueError, OSError) as e:
         print(f"error: cannot replay {args.file}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    unnamed = recorded_targets(loaded.kind, loaded.trace, args.impl)
+    if unnamed and not args.recorded:
+        how = f"give it with --impl ({replay_command(args.file, unnamed[0])}) or " if len(unnamed) == 1 else ""
+        print(f"error: cannot replay {one_line(args.file)}: the trace names the code it would run "
+              f"({', '.join(repr(one_line(t)) for t in unnamed)}), and replay runs only code you name: {how}"
+              f"confirm the trace's with --recorded", file=sys.stderr)
         return EXIT_USAGE
     recorded = loaded.trace.get("#meta", {}).get("device")
     # Triton picks interpreter or compiler when it is imported: before the replay modules are

@@ -20,6 +20,20 @@ from fuzz_processes import REPO
 WHY = sandbox.unavailable()
 needs_sandbox = pytest.mark.skipif(WHY is not None, reason=f"no sandbox on this machine: {WHY}")
 
+def fuzz(tmp_path: Path, target: Path, label: str = "s", **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``fuzz --impl target`` (2 examples) in a process of its own, with
+    ``env`` set; what it printed and its JSON (``label.json``, beside its
+    JUnit file ``label.xml``)."""
+    import os
+
+    out, junit = tmp_path / f"{label}.json", tmp_path / f"{label}.xml"
+    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
+                           "--examples", "2", "--failures", str(tmp_path / "f"), "--json", str(out),
+                           "--junit", str(junit)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, **env})
+    return proc, json.loads(out.read_text())
+
+
 SIGNAL_THE_PARENT = '''
 import os, signal
 
@@ -58,12 +72,9 @@ def test_a_fault_at_import_is_the_targets_finding(tmp_path: Path) -> None:
     its JSON; an ``ImportError`` is still bad input (exit 2)."""
     target = tmp_path / "nameerror.py"
     target.write_text("import os\nundefined_name_at_import\n")
-    out = tmp_path / "s.json"
-    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
-                           "--examples", "4", "--failures", str(tmp_path / "f"), "--json", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc, summary = fuzz(tmp_path, target)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    (finding,) = json.loads(out.read_text())["findings"]
+    (finding,) = summary["findings"]
     assert finding["kind"] == "exception" and "NameError" in finding["reason"], finding
     missing = tmp_path / "missing.py"
     missing.write_text("import a_module_that_is_not_installed_anywhere\n")
@@ -94,15 +105,6 @@ def _write_the_installation(tmp_path: Path, cache: Path) -> Path:
     return target
 
 
-def _fuzz(tmp_path: Path, target: Path, sandbox_setting: str, cache: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    out, junit = tmp_path / f"{sandbox_setting}.json", tmp_path / f"{sandbox_setting}.xml"
-    env = {**__import__("os").environ, "REPLAYSSM_SANDBOX": sandbox_setting, "REPLAYSSM_VERIFY_CACHE": str(cache)}
-    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
-                           "--examples", "2", "--failures", str(tmp_path / "f"), "--json", str(out),
-                           "--junit", str(junit)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
-    return proc, json.loads(out.read_text())
-
-
 def test_a_target_that_writes_the_installation_without_the_sandbox_is_a_finding(tmp_path: Path) -> None:
     """Outside the sandbox the target can write the tool's files: the judge
     looks at them again before its verdict (``base/installation.py``), so the
@@ -110,7 +112,8 @@ def test_a_target_that_writes_the_installation_without_the_sandbox_is_a_finding(
     ``finding`` naming the file, its JUnit file a failed ``installation`` case."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    proc, summary = _fuzz(tmp_path, _write_the_installation(tmp_path, cache), "off", cache)
+    proc, summary = fuzz(tmp_path, _write_the_installation(tmp_path, cache), "off", REPLAYSSM_SANDBOX="off",
+                         REPLAYSSM_VERIFY_CACHE=str(cache))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert summary["status"] == "finding" and summary["exit_code"] == 1 and not summary["findings"], summary
     assert summary["installation_changed"] == [str(REPO / "fuzz" / "launcher.py")]
@@ -129,7 +132,7 @@ def test_in_the_sandbox_the_installation_and_the_cache_cannot_be_written(tmp_pat
     target = _write_the_installation(tmp_path, cache)
     target.write_text(target.read_text().replace("for _path in (", "for _path in (" + repr(str(cache / "first.json"))
                                                   + ", "))  # the cache first: both refused
-    proc, summary = _fuzz(tmp_path, target, "require", cache)
+    proc, summary = fuzz(tmp_path, target, REPLAYSSM_SANDBOX="require", REPLAYSSM_VERIFY_CACHE=str(cache))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (finding,) = summary["findings"]
     assert "Read-only file system" in finding["reason"] and "installation_changed" not in summary, finding
@@ -146,15 +149,13 @@ def test_a_targets_messages_and_file_name_are_escaped_everywhere(tmp_path: Path)
     target = tmp_path / "evil\n\x1b[2J.py"
     target.write_text('print("\\x1b]0;owned\\x07\\x00 printed")\n'
                       'raise ValueError("\\x1b[2J\\x00 cleared\\nPASSED: 0 findings\\r")\n')
-    out, junit = tmp_path / "s.json", tmp_path / "s.xml"
-    proc = subprocess.run([sys.executable, "-m", "replayssm.cli", "fuzz", "--impl", str(target), "--jobs", "1",
-                           "--examples", "2", "--failures", str(tmp_path / "f"), "--json", str(out),
-                           "--junit", str(junit)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc, summary = fuzz(tmp_path, target)
+    junit = tmp_path / "s.xml"
     assert proc.returncode == 1, proc.stdout + proc.stderr
     printed = proc.stdout + proc.stderr
     assert "\x1b" not in printed and "\x00" not in printed and "\r" not in printed, repr(printed)
     assert not any(line.startswith("PASSED") for line in printed.splitlines()), printed
-    (finding,) = json.loads(out.read_text())["findings"]
+    (finding,) = summary["findings"]
     assert "\\x1b[2J\\x00 cleared" in finding["reason"] and "\x1b" not in json.dumps(finding, ensure_ascii=False)
     case = ElementTree.parse(junit).getroot().find("testsuite/testcase/failure")
     assert case is not None and "\\x1b[2J" in (case.text or "")
@@ -188,3 +189,87 @@ def test_a_killed_run_leaves_no_temporary_folder(tmp_path: Path) -> None:
     while list(temporary.iterdir()):
         assert time.monotonic() < deadline, f"left behind: {[p.name for p in temporary.iterdir()]}"
         time.sleep(0.2)
+
+
+def test_replay_runs_only_the_code_the_user_names(tmp_path: Path, capsys) -> None:
+    """A trace from elsewhere whose ``#meta.impl`` names a module: ``replay
+    FILE`` runs nothing of it (exit 2, naming the module and the command that
+    would run it, quoted); ``--impl`` runs what it names (ours: no
+    discrepancy); ``--recorded`` runs the trace's (its ``SystemExit`` at
+    import, reproduced as its finding). A trace of our own implementation
+    replays unasked."""
+    from replayssm.cli import main
+
+    hostile = tmp_path / "$(touch pwned).py"
+    hostile.write_text('raise SystemExit("the recorded module ran")\n')
+    from replayssm.fuzz.system_traces import launch_trace
+
+    trace = launch_trace(json.loads((REPO / "docs" / "traces" / "row_nonempty.json").read_text()))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({**trace, "#meta": {**trace.get("#meta", {}), "impl": str(hostile)}}))
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "the trace names the code it would run" in err and "--recorded" in err
+    assert f"--impl '{hostile}'" in err and "the recorded module ran" not in err
+    assert main(["replay", str(path), "--impl", "replayssm.impl.replayssm_utils"]) == 0
+    assert main(["replay", str(path), "--recorded"]) == 1
+    assert "the recorded module ran" in capsys.readouterr().out
+    assert not (tmp_path / "pwned").exists()
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps({**trace, "#meta": {**trace.get("#meta", {}), "impl": "replayssm.impl.replayssm_utils"}}))
+    assert main(["replay", str(ours)]) == 0
+
+
+@needs_sandbox
+def test_a_target_that_signals_its_process_group_is_its_own_crash(tmp_path: Path) -> None:
+    """SIGTERM to its process group at import: in the sandbox that group is
+    the target's own host, so the
+    run is the target's ``crash`` finding, exit 1 with its JSON written,
+    never "interrupted" (143) or a set-up error (2)."""
+    target = tmp_path / "signals_its_group.py"
+    target.write_text("import os, signal\nos.killpg(0, signal.SIGTERM)\n")
+    proc, summary = fuzz(tmp_path, target)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (finding,) = summary["findings"]
+    assert summary["status"] == "finding" and not summary["interrupted"], summary
+    assert finding["kind"] == "crash" and "signal SIGTERM" in finding["reason"], finding
+
+
+PTRACE_THE_PARENT = '''
+import ctypes, errno, os, shutil, subprocess
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PARENT = os.getppid()
+_OUTCOMES = []
+if _libc.ptrace(16, _PARENT, 0, 0) == 0:  # PTRACE_ATTACH
+    _libc.ptrace(17, _PARENT, 0, 0)  # PTRACE_DETACH: never leave it stopped
+    _OUTCOMES.append("ptrace the parent: done")
+else:
+    _OUTCOMES.append(f"ptrace the parent: refused ({{errno.errorcode[ctypes.get_errno()]}})")
+if {gdb!r} and shutil.which("gdb"):
+    _done = subprocess.run(["gdb", "-p", str(_PARENT), "-batch", "-ex", "call (void)_exit(0)"], capture_output=True,
+                           text=True, timeout=120, stdin=subprocess.DEVNULL)
+    _OUTCOMES.append("gdb: " + ("refused" if "ptrace: Operation not permitted" in _done.stdout + _done.stderr
+                                else "attached"))
+raise SystemExit("; ".join(_OUTCOMES))
+'''
+
+
+@needs_sandbox
+def test_a_target_cannot_ptrace_the_process_it_runs_under(tmp_path: Path) -> None:
+    """``PTRACE_ATTACH`` of its parent (the fork server) and, where gdb is on
+    the machine, ``gdb -p PARENT -ex 'call (void)_exit(0)'``: refused
+    (``EPERM``: the server and its hosts are non-dumpable, and the sandbox
+    drops ``CAP_SYS_PTRACE``); before, gdb attached and stopped the server.
+    The next host starts from the same server."""
+    import shutil
+
+    target = tmp_path / "ptraces.py"
+    target.write_text(PTRACE_THE_PARENT.format(gdb=True))
+    with pytest.raises(TargetFault) as raised:
+        load_isolated(str(target))
+    assert "ptrace the parent: refused (EPERM)" in raised.value.reason, raised.value.reason
+    if shutil.which("gdb"):
+        assert "gdb: refused" in raised.value.reason, raised.value.reason
+    kernels = load_isolated(str(REPO / "impl" / "kernels.py"))
+    assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]

@@ -98,7 +98,7 @@ def test_a_fault_that_does_not_recur_is_kept_as_it_first_appeared(tmp_path: Path
     assert meta["failure"] == finding["kind"] and meta["deterministic"] is False and not meta["shrunk"]
     assert "migration launch 20" in meta["error"]
     capsys.readouterr()
-    assert main(["replay", finding["trace"]]) == 1
+    assert main(["replay", finding["trace"], "--recorded"]) == 1
     printed = capsys.readouterr().out
     assert "not reproduced, and not a pass" in printed and "migration launch 20" in printed, printed
     assert "no discrepancy" not in printed

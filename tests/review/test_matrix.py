@@ -68,7 +68,7 @@ def test_the_release_matrix_refuses_what_the_validator_refuses_and_is_latent_onl
         latent = cell(doc, mode="none", spec="3", asynchronous="on", runner=runner)
         assert latent["status"] == LATENT and "p_async_accepted_reach_next_step_by_row" in latent["detail"]
         [trace] = latent["traces"]
-        assert main(["replay", trace]) == 1  # the trace behind the cell reproduces
+        assert main(["replay", trace, "--recorded"]) == 1  # the trace behind the cell reproduces
         assert cell(doc, mode="none", spec="3", asynchronous="off", runner=runner)["status"] == PASS
         for asynchronous in ("off", "on"):
             assert cell(doc, mode="none", spec="0", asynchronous=asynchronous, runner=runner)["status"] == PASS
@@ -112,7 +112,7 @@ def test_teeth_a_commit_bug_planted_in_a_copy_is_a_finding_in_every_mtp_cell_and
         if c["status"] != REFUSED:
             assert (c["status"] == FINDING) == mtp, c
             if mtp:
-                assert c["traces"] and main(["replay", c["traces"][0]]) == 1
+                assert c["traces"] and main(["replay", c["traces"][0], "--recorded"]) == 1
 
 
 def test_every_citation_of_the_matrices_holds_in_the_corpus_and_a_wrong_one_fails() -> None:

@@ -173,7 +173,7 @@ def test_the_async_scheduling_trace_is_explained(capsys: pytest.CaptureFixture) 
 
 
 def test_the_async_scheduling_trace_replays_on_the_release(capsys: pytest.CaptureFixture) -> None:
-    assert main(["replay", str(ASYNC_TRACE)]) == 1
+    assert main(["replay", str(ASYNC_TRACE), "--recorded"]) == 1
     assert "reproduced: pass 12: req7 (slot 2)" in capsys.readouterr().out
 
 

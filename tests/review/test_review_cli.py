@@ -62,7 +62,7 @@ def test_planted_bug_is_found_and_its_trace_replays(label: str, tmp_path: Path, 
     assert "conventions: cumulative=" in failure.text
     probes = [c for n, c in cases.items() if ": probe without " in n]
     assert len(probes) == len(pr.probes()) and all(c.find("skipped") is None for c in probes)
-    assert main(["replay", trace]) == 1
+    assert main(["replay", trace, "--recorded"]) == 1
     assert "finding reproduced" in capsys.readouterr().out
     assert main(["replay", trace, "--impl", str(version_path(label))]) == 0
 

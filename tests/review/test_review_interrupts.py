@@ -87,7 +87,7 @@ def test_an_interrupt_ends_the_review_with_its_partial_report(signum: int, statu
         (finding,) = verdict["findings"]
         assert finding["shrunk"] is False and Path(finding["trace"]).exists()
         assert f"trace: {finding['trace']}" in cases[f"{label}: lifecycle campaign"].find("failure").text
-        assert main(["replay", finding["trace"]]) == 1
+        assert main(["replay", finding["trace"], "--recorded"]) == 1
     time.sleep(0.2)
     assert not _group(proc.pid), "a process of the review's group outlived it"
 

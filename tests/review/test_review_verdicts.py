@@ -149,7 +149,7 @@ def test_a_version_relying_on_an_unguaranteed_assumption_is_latent_not_pass(tmp_
     (latent,) = verdict["latent"]
     assert latent["assumption"] == TRACKERS and Path(latent["trace"]).exists()
     assert verdict["assumptions"][TRACKERS]["outcome"] == "latent"
-    assert main(["replay", latent["trace"]]) == 1  # the counterexample, with the assumption dropped
+    assert main(["replay", latent["trace"], "--recorded"]) == 1  # the counterexample, with the assumption dropped
     cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
     failure = cases[f"D2_planted: probe without {TRACKERS}"].find("failure")
     assert failure is not None and f"trace: {latent['trace']}" in failure.text

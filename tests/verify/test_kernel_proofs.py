@@ -103,7 +103,7 @@ def test_cli_counterexample_is_a_trace_replay_reproduces_on_the_bug_only(capsys,
     assert "read of block_table at" in out and "extent:" in out
     trace_file = folder / f"kernel.postprocess.memory_safety@{path.stem}.kernel-trace.json"
     assert trace_file.exists() and load_trace(trace_file).kind == "kernel"
-    assert main(["replay", str(trace_file)]) == 1
+    assert main(["replay", str(trace_file), "--recorded"]) == 1
     assert "failure reproduced: out of bounds" in capsys.readouterr().out
     ok, report = replay_kernel_trace(json.loads(trace_file.read_text()), "replayssm.impl.replayssm_utils")
     assert ok, report

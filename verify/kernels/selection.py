@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from replayssm.base.reports import replay_command
+
 from ..obligation import REGISTRY, Result
 from .obligations import register
 from .registry import ROLES
@@ -60,5 +62,5 @@ def describe_failure(result: Result, folder: Path, impl: str | None) -> list[str
         scenario.write_text(json.dumps(saved, indent=2, default=str))
     path = save_trace(finding, folder, result.name)
     if path is not None:
-        lines.append(f"    its launch saved to {path} (replayssm-verify replay FILE runs it on the real kernel)")
+        lines.append(f"    its launch saved to {path} ({replay_command(str(path), impl)} runs it on the real kernel)")
     return lines
