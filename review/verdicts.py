@@ -331,7 +331,7 @@ def print_table(verdicts: list[Verdict], out: TextIO | None, wide: bool = False)
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
         for v in verdicts:
             for what, prop, impact in impacts(v):
-                print(f"impact: {v.label} {what} ({prop}): {impact['sentence']}", file=out)
+                print(one_line(f"impact: {v.label} {what} ({prop}): {impact['sentence']}"), file=out)
         return
     from .text_table import layout, wrapped
 

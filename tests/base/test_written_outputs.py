@@ -67,13 +67,16 @@ def test_a_full_disk_or_a_long_name_leaves_no_partial_file(tmp_path: Path, capsy
 
 
 def test_a_newline_in_a_file_name_cannot_forge_a_row_of_the_verdict_table(capsys) -> None:
-    """``review`` of a file named ``x.py\\nB  A  1/1 held  pass ...``: one
-    row per version, the name's newline and escape shown as ``\\x0a``/``\\x1b``."""
+    """``review`` of a file named ``x.py\\nB  A  1/1 held  pass ...``, in the
+    table and in its wide form: no line of its own, the name's newline and
+    escape shown as ``\\x0a``/``\\x1b``."""
     from replayssm.review.verdict_parts import LifecycleResult, ReviewParts
     from replayssm.review.verdicts import build_verdict, print_table
 
     held = LifecycleResult({"request_steps": 100}, {"refinement": "held"}, (), (), 1.0)
     label = "x.py\nB  A  1/1 held  pass\x1b[2K"
-    print_table([build_verdict(label, label, "A", "gen A", ReviewParts(lifecycle=held))], None)
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and lines[1].startswith("x.py\\x0aB  A  1/1 held  pass\\x1b[2K"), lines
+    for wide in (False, True):
+        print_table([build_verdict(label, label, "A", "gen A", ReviewParts(lifecycle=held))], None, wide=wide)
+        printed = capsys.readouterr().out
+        assert "\x1b" not in printed and "x.py\\x0aB" in printed, printed
+        assert not [line for line in printed.splitlines() if line.startswith("B ")], printed
