@@ -3,7 +3,7 @@
 A :class:`Matrix` is a version's :class:`Dimension` records (cache mode,
 speculative tokens, async scheduling, Mamba cache groups, model runner), each
 *kept* with its values when the version's host branches on it, or *collapsed*
-to one column with the reason and its evidence, and one :class:`Cell` per
+to one column with the reason and its evidence, and one :class:`MatrixCell` per
 combination of the kept values: ``pass``, ``finding``, ``latent`` or ``not
 accepted by vLLM`` (the check that refuses it, cited into the corpus), with
 the traces behind it. The cells are filled by :mod:`.matrix_corpus` (a
@@ -61,7 +61,7 @@ class Dimension:
 
 
 @dataclass
-class Cell:
+class MatrixCell:
     """One serving configuration (the kept dimensions' values, by name) and its verdict:
     ``detail`` in one sentence, the traces and replay commands behind it, the
     citations of the check that refuses it (``not accepted by vLLM``), the
@@ -107,7 +107,7 @@ class Matrix:
     dimensions: list[Dimension]
     unit: str = "examples"
     """What ``examples`` counts per campaign (a released vLLM's campaigns count forward passes)."""
-    cells: list[Cell] = field(default_factory=list)
+    cells: list[MatrixCell] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the matrix rests on beside its cells (the kernel proofs, the spec's proofs)."""
 
@@ -132,13 +132,13 @@ class Matrix:
                 "notes": list(self.notes)}
 
 
-def cells_of(dimensions: list[Dimension]) -> list[Cell]:
+def cells_of(dimensions: list[Dimension]) -> list[MatrixCell]:
     """One empty cell per combination of the kept dimensions' values, in their order."""
     configs: list[dict[str, str]] = [{}]
     for d in dimensions:
         if d.kept:
             configs = [{**c, d.name: v} for c in configs for v in d.values]
-    return [Cell(c) for c in configs]
+    return [MatrixCell(c) for c in configs]
 
 
 def _fit(text: str, width: int) -> str:

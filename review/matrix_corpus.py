@@ -39,7 +39,7 @@ from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.spec.geometry import CACHE_MODES, Conventions, Geometry, check_cache_mode
 from replayssm.spec.provenance import T1, VERSIONS_README, Citation, cite
 
-from .matrix import FINDING, LATENT, Cell, Dimension, Matrix, cells_of
+from .matrix import FINDING, LATENT, MatrixCell, Dimension, Matrix, cells_of
 
 if TYPE_CHECKING:
     from .campaign import Version
@@ -169,7 +169,7 @@ def _kernel_system(trace: dict[str, Any]) -> tuple[Conventions, Geometry, int, b
     return conv, geo, len(p.get("layers_per_group", [1])), long_decode
 
 
-def place_kernel_findings(v: Version, cells: list[Cell], findings: list[dict[str, Any]]) -> None:
+def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[dict[str, Any]]) -> None:
     """Each kernel finding (the review's ``kernel_findings``) in every cell whose host launches its variant:
     its mode and runner by its conventions, its group count or more, and both speculative values unless a
     decode row of its launch is longer than one token."""
@@ -187,7 +187,7 @@ def place_kernel_findings(v: Version, cells: list[Cell], findings: list[dict[str
                          f["replay"])
 
 
-def fill_cell(v: Version, cell: Cell, args: argparse.Namespace, examples: int, traces: Path, out: TextIO) -> None:
+def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: int, traces: Path, out: TextIO) -> None:
     """Run ``cell``'s lifecycle campaign and its probes of the assumptions vLLM does not guarantee."""
     from .campaign import campaign
     from .probes import probes, run_probe

@@ -40,7 +40,7 @@ from replayssm.spec import release_caller as caller
 from replayssm.spec.provenance import RELEASE_CACHE, Citation, cite
 from replayssm.spec.release_trackers import ReleaseGeometry
 
-from .matrix import FINDING, LATENT, PASS, REFUSED, Cell, Dimension, Matrix, cells_of
+from .matrix import FINDING, LATENT, PASS, REFUSED, MatrixCell, Dimension, Matrix, cells_of
 from .release_campaign import Run, campaign
 from .vllm_locator import Located
 
@@ -105,7 +105,7 @@ class Runs:
         return self.done[key]
 
 
-def _flashinfer(cell: Cell, runs: Runs, kernel_findings: list[tuple[str, str]]) -> None:
+def _flashinfer(cell: MatrixCell, runs: Runs, kernel_findings: list[tuple[str, str]]) -> None:
     """An accepted FlashInfer configuration: its campaign (and with async scheduling and draft tokens, the
     run whose accepted counts come in the previous pass's row order), and the kernel findings of its roles."""
     spec, on = cell.config["speculative tokens"], cell.config["async scheduling"] == "on"

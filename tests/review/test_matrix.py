@@ -23,7 +23,7 @@ import pytest
 from replayssm.cli import main
 from replayssm.review import matrix_corpus as mc
 from replayssm.review.campaign import Version
-from replayssm.review.matrix import FINDING, LATENT, PASS, REFUSED, WIDTH, Cell, Matrix, cells_of, text
+from replayssm.review.matrix import FINDING, LATENT, PASS, REFUSED, WIDTH, MatrixCell, Matrix, cells_of, text
 from replayssm.review.vllm_locator import SSU
 from replayssm.spec import corpus
 from replayssm.spec.generations import registry
@@ -38,7 +38,7 @@ def release() -> Path:
 
 
 def versions() -> Path:
-    return corpus.root() / "vllm-versions"
+    return corpus.versions()
 
 
 def cell(doc: dict, **config: str) -> dict:
@@ -185,15 +185,15 @@ def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_p
     try:
         a1 = Version("A1", source, module, registry()["A"], kernel_module(source, "HEAD"))
         args = argparse.Namespace(budget=600.0, seed=0, device="cpu")
-        broken = Cell({"cache mode": "none", "speculative tokens": "k", "cache groups": "2", "runner": "V2"})
+        broken = MatrixCell({"cache mode": "none", "speculative tokens": "k", "cache groups": "2", "runner": "V2"})
         mc.fill_cell(a1, broken, args, 2, tmp_path, io.StringIO())
         assert broken.status == FINDING and "memory" in broken.detail, broken
         assert main(["replay", broken.traces[0], "--impl", source]) == 1
         assert main(["replay", broken.traces[0], "--impl", str(versions() / "A3.py")]) == 0  # A3 fixes it
-        held = Cell({"cache mode": "align", "speculative tokens": "k", "cache groups": "1", "runner": "V2"})
+        held = MatrixCell({"cache mode": "align", "speculative tokens": "k", "cache groups": "1", "runner": "V2"})
         mc.fill_cell(a1, held, args, 2, tmp_path, io.StringIO())
         assert held.status == PASS and held.examples > 0
-        again = Cell(dict(broken.config))  # the same seed, another folder: the same cell, the same trace
+        again = MatrixCell(dict(broken.config))  # the same seed, another folder: the same cell, the same trace
         mc.fill_cell(a1, again, args, 2, tmp_path / "again", io.StringIO())
         assert (again.status, again.detail, again.examples) == (broken.status, broken.detail, broken.examples)
         assert [json.loads(Path(t).read_text())["steps"] for t in again.traces] == [
@@ -217,7 +217,7 @@ def test_the_text_table_fits_120_columns_and_wide_gives_every_detail() -> None:
     from replayssm.review.matrix import Dimension
 
     dims = [Dimension("cache mode", "mode", ("none",), True, "why"), Dimension("runner", "runner", ("V1",), True, "w")]
-    m = Matrix("X", "x.py", "A", 0, 1, dims, cells=[Cell({"cache mode": "none", "runner": "V1"})])
+    m = Matrix("X", "x.py", "A", 0, 1, dims, cells=[MatrixCell({"cache mode": "none", "runner": "V1"})])
     m.cells[0].worsen(FINDING, "memory: " + "a long reason " * 20, "/t/trace.json", "replayssm-verify replay x")
     assert all(len(line) <= WIDTH for line in text(m).splitlines())
     assert "a long reason " * 20 in text(m, wide=True) and "trace /t/trace.json" in text(m, wide=True)

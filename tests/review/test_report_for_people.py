@@ -79,7 +79,7 @@ def a1_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from replayssm.spec import corpus
 
     out = tmp_path_factory.mktemp("a1-report")
-    status = main(["review", str(corpus.root() / "vllm-versions" / "A1.py"), "--examples", "4", "--seed", "0",
+    status = main(["review", str(corpus.versions() / "A1.py"), "--examples", "4", "--seed", "0",
                    "--traces", str(out / "traces"), "--json", str(out / "review.json"), "--html",
                    str(out / "review.html")])
     assert status == 1
