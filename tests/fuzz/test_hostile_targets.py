@@ -273,3 +273,32 @@ def test_a_target_cannot_ptrace_the_process_it_runs_under(tmp_path: Path) -> Non
         assert "gdb: refused" in raised.value.reason, raised.value.reason
     kernels = load_isolated(str(REPO / "impl" / "kernels.py"))
     assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
+
+
+STALL_ON_THE_SOCKET = '''
+import os, struct, time
+
+for _fd in os.listdir("/proc/self/fd"):  # the channel to the judge: the one socket the host has
+    try:
+        if os.readlink(f"/proc/self/fd/{_fd}").startswith("socket:"):
+            os.write(int(_fd), struct.pack("!i", 1000) + b'{"partial": ')  # a message begun, never finished
+            break
+    except OSError:
+        pass
+time.sleep(600)
+'''
+
+
+def test_a_message_begun_and_never_finished_is_the_targets_hang(tmp_path: Path) -> None:
+    """A target that writes the start of a 1000-byte message on its socket
+    and stalls: the judge's read has a deadline (the load watchdog, 5 s
+    here), so the run is the target's ``hang``, never a judge blocked for
+    ever in ``recv_bytes``; the next host starts."""
+    target = tmp_path / "stalls.py"
+    target.write_text(STALL_ON_THE_SOCKET)
+    with pytest.raises(TargetFault) as raised:
+        load_isolated(str(target), load_seconds=5)
+    assert raised.value.kind == "hang" and "began a message and did not finish it" in raised.value.reason, \
+        raised.value.reason
+    kernels = load_isolated(str(REPO / "impl" / "kernels.py"))
+    assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
