@@ -535,7 +535,7 @@ def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,
     """The target ``name`` imported in a :class:`TargetHost` of its own, as a
     :class:`RemoteModule`; a :class:`TargetFault` (a finding) or a
     ``ValueError`` (no usable input) as :meth:`TargetHost.load` raises."""
-    host = TargetHost(_absolute(name), label, cuda, load_seconds, launch_seconds)
+    host = TargetHost(absolute_target(name), label, cuda, load_seconds, launch_seconds)
     try:
         host.load()
     except TargetGone as e:
@@ -546,6 +546,13 @@ def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,
     return RemoteModule(host)
 
 
-def _absolute(name: str) -> str:
-    """A file target's absolute path (the host runs in another folder); a module name as it is."""
-    return str(Path(name).resolve()) if name.endswith((".py", ".txt")) else name
+def absolute_target(name: str) -> str:
+    """A file target's absolute path (the host runs in another folder), its
+    links followed where they can be (a loop of them: the path as given,
+    made absolute, which the host then says does not exist); a module name as it is."""
+    if not name.endswith((".py", ".txt")):
+        return name
+    try:
+        return str(Path(name).resolve())
+    except (RuntimeError, OSError):  # Python 3.11 says "Symlink loop" with a RuntimeError
+        return os.path.abspath(name)

@@ -48,6 +48,15 @@ STDOUT = "-"
 """The path that means standard output (for ``--json``)."""
 
 
+def _resolved(path: str, option: str) -> Path:
+    """``path`` with its symbolic links followed; a loop of them (or a name
+    too long) is a :class:`UsageError` naming ``option``."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as e:  # Python 3.11 says "Symlink loop" with a RuntimeError
+        raise UsageError(f"{option} {path!r} cannot be followed: {e}") from None
+
+
 def _writable_folder(folder: Path, option: str, path: str) -> None:
     if not folder.is_dir():
         raise UsageError(f"{option} {path!r}: the folder {str(folder)!r} does not exist")
@@ -68,7 +77,7 @@ def check_output_file(path: str | None, option: str, stdout_ok: bool = False) ->
     target = Path(path)
     if target.is_dir():
         raise UsageError(f"{option} {path!r} is a folder; give a file name")
-    _writable_folder(target.resolve().parent, option, path)
+    _writable_folder(_resolved(path, option).parent, option, path)
     if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path!r} exists and is not writable")
 
@@ -80,7 +89,7 @@ def check_distinct_outputs(outputs: dict[str, str | None]) -> None:
     for option, path in outputs.items():
         if path is None or path == STDOUT:
             continue
-        key = Path(path).resolve()
+        key = _resolved(path, option)
         if key in seen:
             raise UsageError(f"{seen[key]} and {option} name the same file {path!r}: give each report its own")
         seen[key] = option
@@ -103,7 +112,7 @@ def check_output_folder(path: str, option: str) -> None:
     be created (its nearest existing ancestor is a writable folder)."""
     if path == "":
         raise UsageError(f"{option} needs a folder name")
-    target = Path(path).resolve()
+    target = _resolved(path, option)
     if target.exists():
         if not target.is_dir():
             raise UsageError(f"{option} {path!r} is a file, not a folder")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from replayssm.base.isolation import absolute_target
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children, stop_interrupting
 from replayssm.base.reports import (
     EXIT_COVERAGE,
@@ -125,11 +126,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "written with --json, --markdown, --html (review/matrix.py)")
     p.add_argument("--wide", action="store_true", help="print tables with every detail (full lists, traces), "
                    "wider than 120 columns")
-
-
-def _absolute(source: str) -> str:
-    """A file's absolute path; a module name as it is."""
-    return str(Path(source).resolve()) if source.endswith((".py", ".txt")) else source
 
 
 def _expand(heads: list[str]) -> list[str]:
@@ -290,12 +286,12 @@ def _load(args: argparse.Namespace) -> tuple[list[Version | Faulted], Version | 
     watchdog = args.watchdog or WATCHDOG_SECONDS[args.device]["dev"]
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ReviewInputError("--device cuda: this torch sees no CUDA device")
-    heads = [_absolute(h) for h in _expand(args.head)]  # a trace names each file wherever it is replayed from
+    heads = [absolute_target(h) for h in _expand(args.head)]  # a trace names each file wherever it is replayed from
     if not heads:
         raise ReviewInputError(f"HEAD {args.head}: no .py files to review")
     if (args.base or args.base_ref) and len(heads) != 1:
         raise ReviewInputError(f"--base/--base-ref compare one HEAD, got {len(heads)}")
-    base_source = _absolute(args.base) if args.base else None
+    base_source = absolute_target(args.base) if args.base else None
     if args.base_ref or args.head_ref:
         repo, rel = _in_checkout(heads[0])
         if args.base_ref:

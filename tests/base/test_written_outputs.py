@@ -80,3 +80,24 @@ def test_a_newline_in_a_file_name_cannot_forge_a_row_of_the_verdict_table(capsys
         printed = capsys.readouterr().out
         assert "\x1b" not in printed and "x.py\\x0aB" in printed, printed
         assert not [line for line in printed.splitlines() if line.startswith("B ")], printed
+
+
+def test_a_symbolic_link_loop_is_exit_2_naming_the_option(tmp_path: Path, capsys) -> None:
+    """A loop of symbolic links given as a report, a folder or a target: exit
+    2 naming the option, no traceback (Python 3.11's ``resolve`` raised
+    ``RuntimeError: Symlink loop`` out of ``fuzz --json LOOP`` and ``fuzz
+    --impl LOOP.py``)."""
+    import os
+
+    from replayssm.cli import main
+
+    for name, to in (("a.json", "b.json"), ("b.json", "a.json"), ("a.py", "b.py"), ("b.py", "a.py")):
+        os.symlink(tmp_path / to, tmp_path / name)
+    loop, impl = str(tmp_path / "a.json"), str(tmp_path / "a.py")
+    cases = [(["fuzz", "--json", loop], "--json"), (["fuzz", "--failures", loop], "--failures"),
+             (["prove", "--junit", loop], "--junit"), (["fuzz", "--impl", impl, "--examples", "2"], "--impl"),
+             (["review", impl, "--examples", "1"], "HEAD")]
+    for argv, option in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert option in err and "Traceback" not in err, (argv, err)

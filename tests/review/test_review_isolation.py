@@ -68,9 +68,10 @@ def test_review_input_misuse_is_exit_2(tmp_path: Path, capsys) -> None:
 
 def test_two_versions_with_one_file_name_keep_their_own_labels(tmp_path: Path) -> None:
     from replayssm.base.reports import replay_command
-    from replayssm.review.command import _absolute, _labels
+    from replayssm.base.isolation import absolute_target
+    from replayssm.review.command import _labels
 
-    sources = [_absolute(str(tmp_path / d / "ssu_dispatch.py")) for d in ("co1", "co2")] + ["A1.py"]
+    sources = [absolute_target(str(tmp_path / d / "ssu_dispatch.py")) for d in ("co1", "co2")] + ["A1.py"]
     labels = _labels(sources)
     assert [labels[s] for s in sources] == ["co1/ssu_dispatch", "co2/ssu_dispatch", "A1"]
     assert all(Path(s).is_absolute() for s in sources[:2])
