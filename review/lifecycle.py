@@ -42,7 +42,6 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.assumption_record import ScheduledRow
 from replayssm.spec.ghost_row import GhostRow
 from replayssm.spec.flashinfer import executed_rows
-from replayssm.spec.system.rows import RowRule
 
 from .arguments import CallerStep, Row
 from .ghost import Ghost
@@ -127,14 +126,14 @@ def review_callers(setup: Setup, features: Features, dropped: frozenset[str],
     """The fuzz callers of a review campaign (:func:`review_policy`) and the record they keep of
     each step; of ``dropped``, at most one per-request assumption, which some rows then break as
     ``fuzz --drop`` does (a ``ValueError`` for more). With ``executed_width``, FlashInfer runs
-    every decode row at the longest decode row's width, as a host that passes the width does
+    every decode row at the widest width it allows (``min(W, R - W)``: at least every row's
+    length, rows longer than a block included), as a host that passes the width does
     (``spec/generations/contract.py`` ``EXECUTED_WIDTH_PASSED``)."""
     per_request = sorted(dropped & {a.name for a in env.per_request_drops()})
     if len(per_request) > 1:
         raise ValueError(f"one per-request assumption at a time, got {per_request}")
-    if executed_width:
-        setup = replace(setup, executed_width=RowRule(setup.geometry, setup.conventions, 0, setup.cache_mode)
-                        .longest_decode)
+    if executed_width:  # FlashInfer's widest: T <= W and R = W + T (decode_row_fits), whatever the block size
+        setup = replace(setup, executed_width=min(int(setup.geometry.window), int(setup.geometry.max_step)))
     record = StepRecord(dropped)
     callers = Callers(setup, features, policy=review_policy(record), drop=per_request[0] if per_request else None)
     return callers, record

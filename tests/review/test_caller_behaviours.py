@@ -175,3 +175,25 @@ def test_d1_resets_another_groups_live_slot_without_its_flush_when_group_0_holds
     outcome = _without_groups_agreeing(_version(version_path("D1"), "D1"), tmp_path)
     assert [f.prop for f in outcome.failures] == ["refinement"], outcome.failures
     assert "group 0 " not in outcome.failures[0].message and "committed 0" in outcome.failures[0].message
+
+
+def test_the_executed_width_is_flashinfers_widest_whatever_the_block_size() -> None:
+    """A fixed-width launch runs every row at one width, so no row may be longer: the width is
+    min(W, R - W) (decode_row_fits), not capped by the block (a row longer than a block exists
+    where decode_within_block is dropped)."""
+    from replayssm.fuzz.caller_shapes import GEOMETRIES, Features
+    from replayssm.fuzz.launcher import Setup
+    from replayssm.review.lifecycle import review_callers
+
+    geo = next(g for g in GEOMETRIES if (g.block_size, g.window, g.ring_len) == (2, 4, 7))
+    setup = Setup.sized(geo, Conventions.all()[-1], (1,), 3, 16)
+    callers, _ = review_callers(setup, Features(), frozenset(), executed_width=True)
+    assert callers.setup.executed_width == 3 > geo.block_size
+
+
+@needs_corpus
+def test_a_row_longer_than_a_block_under_the_executed_width_is_no_reliance_of_a4(tmp_path: Path) -> None:
+    """Regression: with the width capped by the block, decode_within_block's rows (3 tokens, blocks
+    of 2) ran longer than the width A4 was told, and A4 looked latent on it."""
+    summary = _probe(_version(version_path("A4"), "A4"), env.DECODE_WITHIN_BLOCK.name, tmp_path)
+    assert summary["outcome"] == "no counterexample", summary
