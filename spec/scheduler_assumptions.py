@@ -10,7 +10,7 @@ probe drops them (``caller_breaks``).
 from __future__ import annotations
 
 from .assumption_record import SYSTEM, Assumption, CallerBreak, Reach, ScheduledRow
-from .geometry import Conventions
+from .geometry import Conventions, Geometry
 from .provenance import C1, HOST, PAGE, T1, T5, T6, cite, contradicted, guaranteed, not_guaranteed
 from .vocab import Cond, Value, conj, disj, implies
 
@@ -69,6 +69,13 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
 )
 
 
+def _every_token_a_boundary(g: Geometry) -> bool:
+    """Blocks of one token: every decode publishes in place, so the step that gives a request's live
+    column the null block in one group also publishes it in the others, where a version that decides
+    a row's work from one group (D's flush plan, written by group 0) shows it."""
+    return g.block_size == 1
+
+
 def _groups_agree_on_null(null_in_group: list[Value]) -> Cond:
     return conj(*[x == 0 for x in null_in_group])
 
@@ -92,6 +99,7 @@ GROUPS_AGREE_ON_NULL = Assumption(
         "a request's newly allocated live column gets the null block in one cache group and real blocks in the "
         "others (its state in that group is lost: it leaves at the next step)",
         lambda s: s.live_null_in_some_groups, dropped=(("null_live_groups", True),)),
+    reach=Reach(geometry=_every_token_a_boundary),
 )
 
 
