@@ -12,6 +12,7 @@ says ``every_case``.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Union
@@ -439,10 +440,13 @@ class Satisfiable:
     its equivalence cases a subset of them (without the behavioural
     assumptions); a worker proves the same cases of each (``verify.runner``).
     Terms are compared by id, and every term recorded is kept, so no id is
-    reused for another term while the record lives."""
+    reused for another term while the record lives; past :data:`SATISFIABLE_KEPT`
+    records the oldest is forgotten (a long-lived process, the test suite,
+    would otherwise keep every case's terms)."""
 
     def __init__(self) -> None:
         self.known: dict[int, list[tuple[frozenset[int], tuple]]] = {}
+        self.order: deque[int] = deque()
 
     def implied(self, facts: list[Any], cover: Any) -> bool:
         """Whether ``cover`` was found satisfiable under a superset of ``facts``."""
@@ -451,9 +455,19 @@ class Satisfiable:
 
     def add(self, facts: list[Any], cover: Any) -> None:
         """Record that ``cover`` is satisfiable under ``facts``."""
-        terms = tuple(lift(f) for f in facts)
-        self.known.setdefault(lift(cover).get_id(), []).append(
-            (frozenset(t.get_id() for t in terms), (terms, lift(cover))))
+        terms, key = tuple(lift(f) for f in facts), lift(cover).get_id()
+        self.known.setdefault(key, []).append((frozenset(t.get_id() for t in terms), (terms, lift(cover))))
+        self.order.append(key)
+        if len(self.order) > SATISFIABLE_KEPT:
+            oldest = self.order.popleft()
+            self.known[oldest].pop(0)
+            if not self.known[oldest]:
+                del self.known[oldest]
+
+
+SATISFIABLE_KEPT = 4096
+"""The records a :class:`Satisfiable` keeps: more than a whole ``prove`` makes (one per satisfiable
+non-vacuity check: each case of an ``every_case`` obligation, one per shard of another)."""
 
 
 SATISFIABLE = Satisfiable()

@@ -120,6 +120,15 @@ def test_a_cover_satisfiable_under_more_assumptions_is_not_checked_again(monkeyp
     assert vacuous.status == "failed" and "vacuous case" in vacuous.detail and len(calls) == 3
 
 
+def test_the_satisfiable_record_forgets_its_oldest_past_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(obligation, "SATISFIABLE_KEPT", 1)
+    record = obligation.Satisfiable()
+    record.add([X > 0], X == 3)
+    assert record.implied([X > 0], X == 3)
+    record.add([X > 1], X == 4)
+    assert not record.implied([X > 0], X == 3) and record.implied([X > 1], X == 4)
+
+
 def test_a_merge_with_no_covered_shard_is_vacuous() -> None:
     never = Obligation("t.never", "t", "", _claims(BASE, cover=X < 0))
     merged = merge_shards([prove(never, (i, 2)) for i in range(2)])
