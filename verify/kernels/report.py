@@ -48,9 +48,20 @@ class KernelCaseReport:
     details: dict = field(default_factory=dict)
 
 
+SEARCH_RLIMIT = 200_000_000
+"""Z3's resource limit on each query of a report (about 12 s of one core of this project's 2-core
+machine, quiet): a count of the solver's steps, not a time, so that a report finds the same
+counterexample, or the same none, on a loaded machine as on a quiet one (a wall-clock limit made two
+reviews of one version with one seed explain a kernel finding differently under load)."""
+
+SEARCH_WATCHDOG_MS = 120_000
+"""The wall-clock limit on each query of a report: a watchdog only, far past :data:`SEARCH_RLIMIT`'s time."""
+
+
 def _solve(facts: Facts, extra: list, goal: Symbolic) -> z3.ModelRef | None:
-    """A model of ``facts``, ``extra`` and not ``goal``, or None."""
-    s = new_solver(facts, *extra, z3.Not(lift(goal)))
+    """A model of ``facts``, ``extra`` and not ``goal``, or None (none within :data:`SEARCH_RLIMIT`)."""
+    s = new_solver(facts, *extra, z3.Not(lift(goal)), timeout_ms=SEARCH_WATCHDOG_MS)
+    s.set("rlimit", SEARCH_RLIMIT)
     return s.model() if s.check() == z3.sat else None
 
 
