@@ -29,11 +29,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from replayssm.fuzz.launcher import Setup
-
 from .arguments import CallerStep, Row
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the launcher imports torch: loaded by the functions that read a trace, not by the CLI's start
+    from replayssm.fuzz.launcher import Setup
+
     from .campaign import Version
     from .ghost import Ghost
     from .harness import Harness
@@ -120,6 +120,8 @@ def of_trace(trace: dict, version: Version, device: str = "cpu") -> Impact | Non
     from .ghost import Ghost
     from .harness import Harness
     from .lifecycle import PropertyBroken, run_step
+
+    from replayssm.fuzz.launcher import Setup
 
     setup = Setup.from_json(trace["params"])
     geo = setup.geometry
@@ -247,6 +249,8 @@ def of_kernel_launch(trace: dict, prop: str, cell: list | None = None) -> Impact
     """The impact of a kernel obligation ``prop`` (``memory_safety``, ``frame``, ``conflicts``,
     ``equivalence``, ``int32``) failing on the launch of a kernel trace (``verify/kernels/report.py``);
     ``cell``: the index its violated part names (for ``frame``, a tracker store's ``[group, slot]``)."""
+    from replayssm.fuzz.launcher import Setup
+
     setup = Setup.from_json(trace["params"])
     launch = next(a["picks"] for a in trace["actions"] if a["name"] == "launch")
     rows = _launch_rows(setup, launch)
