@@ -124,11 +124,12 @@ def restored(trace: dict, probe: Probe) -> dict:
     them, up to the same failing step: block copies that carry the trackers, state copies on live
     moves, or (any other) each breaking row restored as :func:`.attribution.restore_rows` says."""
     dropped = frozenset(probe.assumptions)
-    if probe.assumptions not in ((env.BLOCK_COPY_MOVES_TRACKERS.name,), (env.LIVE_MOVE_COPIES_STATE.name,)):
+    how = next((how for names, how in env.caller_model_breaks() if names == dropped), None)
+    if how is None or how.restored_by != "copies":
         return restore_rows(trace, dropped)
     out = json.loads(json.dumps(trace))
     out["#meta"]["dropped"] = [d for d in out["#meta"].get("dropped", []) if d not in dropped]
-    if probe.assumptions == (env.BLOCK_COPY_MOVES_TRACKERS.name,):
+    if ("tracker_copies", "every") in how.kept:
         pad = out["params"]["geometry"]["pad_slot"]
         for step in out["steps"]:
             step["copies"] = _tracker_copies(step, pad)

@@ -106,12 +106,27 @@ class CallerBreak:
     """How the review's caller model breaks an assumption (or a set needed only
     jointly) when a probe drops it: ``statement`` in vLLM's terms, the callers'
     policy decisions while it is ``kept`` and while it is ``dropped``
-    (:data:`Decisions`), and ``broken_by``, whether one scheduled row broke it."""
+    (:data:`Decisions`), ``broken_by``, whether one scheduled row broke it, and
+    ``restored_by``, how a probe's counterexample is rewritten to keep it (one of
+    :data:`RESTORATIONS`)."""
 
     statement: str
     broken_by: Callable[[ScheduledRow], bool]
     kept: Decisions = ()
     dropped: Decisions = ()
+    restored_by: str = "rows"
+
+    def __post_init__(self) -> None:
+        if self.restored_by not in RESTORATIONS:
+            raise ValueError(f"restored_by must be one of {', '.join(RESTORATIONS)}; got {self.restored_by!r}")
+
+
+RESTORATIONS = {
+    "rows": "each row that broke it is rewritten to keep it (review/attribution.py)",
+    "copies": "the schedule is kept and the scheduler's copies are put back as the kept decisions make them "
+              "(the trackers a block copy carries, the state copied on a live move)",
+}
+"""How a probe's counterexample is rewritten to keep the assumption it dropped (:attr:`CallerBreak.restored_by`)."""
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,7 @@ LIVE_MOVE_COPIES_STATE = Assumption(
     reach=Reach(_publishing_host),
     caller_breaks=CallerBreak(
         "a live column that moves to another real block keeps that block's old state and ring: no state copy on "
-        "the move", lambda s: s.moves_between_blocks, dropped=(("state_copies", False),)),
+        "the move", lambda s: s.moves_between_blocks, dropped=(("state_copies", False),), restored_by="copies"),
 )
 
 
@@ -170,5 +170,6 @@ BLOCK_COPY_MOVES_TRACKERS = Assumption(
     reach=Reach(_publishing_host),
     caller_breaks=CallerBreak(
         "the scheduler's block copy of a moved live block carries its state and ring, not its trackers",
-        _move_without_trackers, kept=(("tracker_copies", "every"),), dropped=(("tracker_copies", "none"),)),
+        _move_without_trackers, kept=(("tracker_copies", "every"),), dropped=(("tracker_copies", "none"),),
+        restored_by="copies"),
 )

@@ -221,9 +221,8 @@ RECORD_CONSTANTS = {name for name, value in vars(env).items()
                     if isinstance(value, (env.Assumption, env.AssumptionSet))}
 """The names the registry module gives its records (``env.ROW_NONEMPTY`` ...)."""
 
-STILL_BRANCHING = {"review/probes.py": {"BLOCK_COPY_MOVES_TRACKERS", "LIVE_MOVE_COPIES_STATE"}}
-"""Modules of review/ and fuzz/ that still pick out a record by its constant: ``probes.restored``
-rewrites a trace's block copies for those two (issue 42's gap; a ratchet: it may only shrink)."""
+STILL_BRANCHING: dict[str, set[str]] = {}
+"""Modules of review/ and fuzz/ that still pick out a record by its constant (a ratchet: none)."""
 
 
 def records_named(root: Path, packages: tuple[str, ...] = ("review", "fuzz")) -> dict[str, set[str]]:
@@ -253,3 +252,11 @@ def test_a_planted_branch_on_a_record_is_reported(tmp_path: Path) -> None:
     (tmp_path / "review" / "x.py").write_text("if record.holds(env.LIVE_MOVE_COPIES_STATE):\n    pass\n"
                                              "for a in env.ALL:\n    pass\n")
     assert records_named(tmp_path) == {"review/x.py": {"LIVE_MOVE_COPIES_STATE"}}
+
+
+def test_a_caller_break_restores_by_rows_or_by_copies_only() -> None:
+    from replayssm.spec.assumption_record import CallerBreak
+
+    assert CallerBreak("x", lambda s: False, restored_by="copies").restored_by == "copies"
+    with pytest.raises(ValueError, match="restored_by must be one of rows, copies"):
+        CallerBreak("x", lambda s: False, restored_by="by hand")
