@@ -58,6 +58,7 @@ def layout(rows: list[list[str]], width: int = WIDTH, floors: dict[int, int] | N
 
 
 def wrapped(text: str, width: int = WIDTH, indent: str = "  ") -> list[str]:
-    """``text`` as lines of at most ``width`` columns, the later ones indented by ``indent`` more."""
+    """``text`` as lines of at most ``width`` columns, the later ones indented by ``indent`` more; a word
+    longer than a line (a trace's path, a command) stays whole on a line of its own, to be copied."""
     return textwrap.wrap(text, width, subsequent_indent=indent + "  ", initial_indent=indent,
-                         break_long_words=True, break_on_hyphens=False) or [indent]
+                         break_long_words=False, break_on_hyphens=False) or [indent]

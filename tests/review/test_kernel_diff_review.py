@@ -30,8 +30,9 @@ def test_a_planted_line_is_a_proved_regression_whose_launch_replays(tmp_path: Pa
     assert differences[-1]["kind"] == "neutral" and differences[-1]["evidence"] == "sampled"
     regression = proved["kernel migration"]
     assert regression["kernel_diff"]["distinction"]["replayed"]
-    assert "vs base proved: postprocess equal, migration regression, compaction equal" in out
-    assert "properties sampled" in out and f"regression (proved): {regression['trace']}" in out
+    flat = " ".join(out.split())  # the table's lines are wrapped at 120 columns
+    assert "vs base proved: postprocess equal, migration regression, compaction equal" in flat
+    assert "properties sampled" in flat and f"regression (proved): {regression['trace']}" in flat
     assert regression["message"] in junit.read_text()
     assert main(["replay", regression["trace"], "--impl", str(planted)]) == 1  # head differs from the spec there
     assert main(["replay", regression["trace"], "--impl", str(corpus.reference_page())]) == 0

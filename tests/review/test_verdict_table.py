@@ -66,3 +66,11 @@ def test_a_header_its_column_can_hold_is_not_wrapped_and_cells_wrap_in_their_col
     assert all(line[start:].startswith("item") for line in lines[1:]), lines
     assert layout(rows, width=1000) == [f"name  a long header  list{' ' * 0}".rstrip().ljust(0),
                                         "x     y              " + ", ".join(["item"] * 40)]
+
+
+def test_a_path_longer_than_a_line_stays_whole_to_be_copied() -> None:
+    from replayssm.review.text_table import wrapped
+
+    path = "/tmp/pytest-of-root/traces/" + "kernel-diff-vllm-replayssm_utils-vs-planted-migration" * 3 + ".json"
+    lines = wrapped(f"regression (proved): {path}", 60)
+    assert [line.strip() for line in lines] == ["regression (proved):", path]
