@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import z3
 
@@ -30,3 +32,23 @@ def test_teeth_a_search_within_its_step_limit_finds_its_model() -> None:
     facts = fact_vector([z3.And(x >= 0, x < 3) for x in xs])
     m = report._solve(facts, [], z3.Not(z3.Distinct(*xs)))  # a model where the three differ
     assert m is not None and {m.eval(x).as_long() for x in xs} == {0, 1, 2}
+
+
+def _claim_equal_only_if_distinct(holes: int) -> SimpleNamespace:
+    """A claim whose program equals the spec exactly when the pigeons sit in distinct holes: there are
+    more pigeons than holes, so it always does, which is hard for the solver to show."""
+    xs = [z3.Int(f"pigeon{i}") for i in range(holes + 1)]
+    bounds = [("in_a_hole", z3.And(x >= 0, x < holes)) for x in xs]
+    return SimpleNamespace(claim=SimpleNamespace(assumptions=bounds), parts=[SimpleNamespace(term=z3.BoolVal(False))],
+                           optional=[("distinct_holes", z3.Distinct(*xs))])
+
+
+def test_an_undecided_search_never_says_the_program_equals_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "SEARCH_RLIMIT", 1_000_000)
+    text, keep = report.verdict(_claim_equal_only_if_distinct(12))  # type: ignore[arg-type]
+    assert "equals the spec under" not in text and "did not decide" in text and keep == [], text
+
+
+def test_teeth_a_decided_search_names_the_assumption_it_needs() -> None:
+    text, keep = report.verdict(_claim_equal_only_if_distinct(3))  # type: ignore[arg-type]
+    assert text.startswith("equals the spec under {distinct_holes}"), text

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import z3
@@ -58,11 +58,25 @@ SEARCH_WATCHDOG_MS = 120_000
 """The wall-clock limit on each query of a report: a watchdog only, far past :data:`SEARCH_RLIMIT`'s time."""
 
 
-def _solve(facts: Facts, extra: list, goal: Symbolic) -> z3.ModelRef | None:
-    """A model of ``facts``, ``extra`` and not ``goal``, or None (none within :data:`SEARCH_RLIMIT`)."""
+class Search(NamedTuple):
+    """One bounded query's answer: a model, or none with whether Z3 showed none exists."""
+
+    model: z3.ModelRef | None
+    none_exists: bool
+
+
+def _search(facts: Facts, extra: list, goal: Symbolic) -> Search:
+    """A model of ``facts``, ``extra`` and not ``goal`` within :data:`SEARCH_RLIMIT`; without one,
+    whether Z3 proved there is none (unsat) rather than ran out of its steps (unknown)."""
     s = new_solver(facts, *extra, z3.Not(lift(goal)), timeout_ms=SEARCH_WATCHDOG_MS)
     s.set("rlimit", SEARCH_RLIMIT)
-    return s.model() if s.check() == z3.sat else None
+    answer = s.check()
+    return Search(s.model() if answer == z3.sat else None, answer == z3.unsat)
+
+
+def _solve(facts: Facts, extra: list, goal: Symbolic) -> z3.ModelRef | None:
+    """A model of ``facts``, ``extra`` and not ``goal``, or None (none within :data:`SEARCH_RLIMIT`)."""
+    return _search(facts, extra, goal).model
 
 
 def _small(kc: KernelClaim, groups: int, rows_limit: int | None, cols_limit: int) -> list:
@@ -191,20 +205,26 @@ def verdict(kc: KernelClaim) -> tuple[str, list]:
     """For an equivalence failure: the smallest set of the behavioural
     assumptions under which the program equals the spec, tried one at a
     time, then all of them; with the behavioural assumptions an example of
-    the difference can keep (all of them, or all but the one named)."""
+    the difference can keep (all of them, or all but the one named). "Equals
+    the spec under" is said only where Z3 proved it; a query that ran out of
+    its steps says so and names no assumption."""
     facts = fact_vector(f for _, f in kc.claim.assumptions)
     goal = z3.And(*[lift(p.term) for p in kc.parts])
     names = list(dict.fromkeys(n for n, _ in kc.optional))
     for name in names:
         extra = [f for n, f in kc.optional if n == name]
-        if _solve(facts, extra, goal) is None:
+        if _search(facts, extra, goal).none_exists:
             others = [f for n, f in kc.optional if n != name]
             keep = others if _solve(facts, others, goal) is not None else []
             return f"equals the spec under {{{name}}}; differs without it", keep
     every = [f for _, f in kc.optional]
-    if _solve(facts, every, goal) is None:
+    together = _search(facts, every, goal)
+    if together.none_exists:
         return f"equals the spec under {{{', '.join(names)}}} together; differs without them", []
-    return "differs from the spec even under every caller assumption", every
+    if together.model is not None:
+        return "differs from the spec even under every caller assumption", every
+    return (f"differs from the spec; the report's search ({SEARCH_RLIMIT:,} solver steps) did not decide "
+            f"whether {{{', '.join(names)}}} would make it equal"), []
 
 
 def _eval(m: z3.ModelRef, t: Symbolic) -> int | bool | str:
