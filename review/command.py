@@ -49,6 +49,7 @@ from replayssm.base.reports import (
 from .host_modes import describe, version_publishing_modes
 from .matrix_command import DEFAULT as MATRIX_DEFAULT
 from .probe_runs import CAMPAIGN_SHARE
+from .release_review import DEFAULT_PASSES
 from .verdict_parts import Counterexample, ReviewParts
 from .verdicts import DIFFERENTIAL, LIFECYCLE, Verdict, build_verdict, interrupted_summary, print_table, write_verdicts
 
@@ -98,8 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-api", metavar="NAME", help="the launch API of BASE (default: detected)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="run the version's kernels compiled on CUDA, or under Triton's interpreter on the CPU (default)")
-    p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="examples per campaign (default: "
-                   f"{DEFAULT_EXAMPLES}): the review's budget, a count, so its verdict is the same on any machine")
+    p.add_argument("--examples", type=int, help=f"examples per campaign (default: {DEFAULT_EXAMPLES}; with --vllm, "
+                   f"forward passes per campaign, default {DEFAULT_PASSES}): the review's budget, a count, so its "
+                   "verdict is the same on any machine")
     p.add_argument("--budget", type=float, default=DEFAULT_WATCHDOG, help="a watchdog: seconds a version's "
                    "campaigns may take before the parts not done are cut and reported (default: "
                    f"{DEFAULT_WATCHDOG:.0f})")
@@ -179,6 +181,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         status = run_vllm(args, out)  # -1: a worker-side lifecycle, now args.head, reviewed below
         if status >= 0:
             return status
+    if args.examples is None:
+        args.examples = DEFAULT_EXAMPLES
     if not args.head:
         print("error: give HEAD (the versions to review), or --repo PATH --base REF --head REF", file=sys.stderr)
         return EXIT_USAGE

@@ -239,7 +239,7 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
         except LocateError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE
-    passes = args.examples or DEFAULT_PASSES
+    passes = DEFAULT_PASSES if args.examples is None else args.examples
     verdict = review_release(located, passes, args.seed, Path(args.traces), out, base)
     print_verdict(verdict, out)
     if args.json:

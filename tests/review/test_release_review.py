@@ -251,3 +251,21 @@ def test_a_worker_side_lifecycle_is_handed_to_review_as_its_file(tmp_path: Path)
     args = parser.parse_args(["--vllm", str(tmp_path), "--traces", str(tmp_path / "traces")])
     assert locate(str(tmp_path)).generation == "worker"
     assert run_vllm(args) == -1 and args.head == [str(tmp_path / WORKER)]
+
+
+@pytest.mark.parametrize("given, passes", [([], "DEFAULT_PASSES"), (["--examples", "5"], 5)])
+def test_the_release_runs_its_default_forward_passes_unless_examples_is_given(
+        given: list[str], passes: int | str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--examples`` defaults to the corpus review's count; ``--vllm`` without it runs its own default."""
+    from replayssm.review import release_review
+
+    asked: list[int] = []
+
+    def stop(located: object, n: int, *rest: object, **kw: object) -> None:
+        asked.append(n)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(release_review, "review_release", stop)
+    with pytest.raises(SystemExit):
+        main(["review", "--vllm", str(release()), "--traces", str(tmp_path), *given])
+    assert asked == [release_review.DEFAULT_PASSES if passes == "DEFAULT_PASSES" else passes]
