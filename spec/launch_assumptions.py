@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from .assumption_record import Assumption, AssumptionSet, CallerBreak, Reach
 from .geometry import MAX_WINDOW_LIMIT, Conventions, Geometry, has_prefix_cache
-from .provenance import HOST_README, PAGE, T1, T2, T3, VERSIONS_README, cite, cite_flashinfer, guaranteed, not_guaranteed
-from .vocab import INT32_MAX, Cond, Value, conj, disj
+from .provenance import (
+    A4, D1, HOST_README, PAGE, RELEASE_BATCH, T1, T2, T3, VERSIONS_README, cite, cite_flashinfer, guaranteed,
+    not_guaranteed,
+)
+from .vocab import Cond, Value, conj, disj
 
 
 def _geometry_supported(geo: Geometry) -> Cond:
@@ -158,22 +161,23 @@ def _packed_tables_match_layers(base: Value, layers: Value, total_layers: Value,
         base >= 0,
         layers >= 1,
         base + layers * max_num_reqs <= total_layers * max_num_reqs,
-        total_layers * max_num_reqs <= INT32_MAX,
     )
 
 
 PACKED_TABLES_MATCH_LAYERS = Assumption(
     "packed_tables_match_layers",
     "each group's packed-table entries [base, base + layers * MAX_NUM_REQS) lie inside the [layer, batch] "
-    "allocation, whose size fits int32",
+    "allocation (that the allocation's size fits int32 is the model choice int32_sizes)",
     _packed_tables_match_layers,
-    not_guaranteed(
-        "the layout is the reference's, but vLLM states no bound keeping layers * max_num_reqs inside int32 "
-        "(the kernels index the tables with int32 offsets)",
-        cite(PAGE, "# Each pointer selects a group's first row in the flat [layer, batch]",
-             "each group's src/dst tables start at its first layer's row of one [layer, batch] allocation."),
+    guaranteed(
         cite(PAGE, "(len(mixers), max_num_reqs),",
-             "that allocation has one row of max_num_reqs entries per layer."),
+             "the host allocates the tables itself, one row of max_num_reqs entries per layer of every group ..."),
+        cite(PAGE, "layer_offsets.append(layer_offsets[-1] + len(group))",
+             "... numbers each group's layers from the running sum of the layer counts before it ..."),
+        cite(PAGE, "[src_slots[offset] for offset in layer_offsets[:-1]]",
+             "... and points each group at its first layer's row: its layers' rows lie inside the allocation."),
+        cite(D1, "group_offsets.append(group_offsets[-1] + len(group_mixers))",
+             "generation D's host numbers each group's layers the same way."),
     ),
 )
 
@@ -201,13 +205,15 @@ BATCH_IN_LAUNCH = Assumption(
     "batch_in_launch",
     "0 <= batch < num_reqs <= max_num_reqs and 0 <= group < number of groups",
     _batch_in_launch,
-    not_guaranteed(
-        "the program ids are in range by the grid, but num_reqs <= max_num_reqs is the scheduler's bound on a "
-        "batch, which the corpus does not show and the reference does not check",
+    guaranteed(
         cite(PAGE, "_postprocess_replayssm_kernel[(num_reqs, len(self.block_tables))](",
-             "the grid is (num_reqs, number of groups): program ids are in range by construction."),
-        cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
-             "the per-row plan buffers have max_num_reqs entries."),
+             "the host launches a grid of (num_reqs, number of groups): program ids are in range by construction."),
+        cite(A4, "_postprocess_replayssm_kernel[(num_reqs,)](",
+             "generation A's host launches one program per scheduled row too."),
+        cite(RELEASE_BATCH, "assert new_req_index < self.max_num_reqs",
+             "vLLM's model runner gives every request of its batch an index below max_num_reqs ..."),
+        cite(RELEASE_BATCH, "return len(self.req_id_to_index)",
+             "... and its num_reqs counts those requests: num_reqs <= max_num_reqs."),
     ),
 )
 

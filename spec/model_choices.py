@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .provenance import (
-    A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, T1, T2, T3, T4, T5, T6, VERSIONS_README,
+    A1, A3, A4, C1, D1, D3, HOST, HOST_README, PAGE, RELEASE_BATCH, T1, T2, T3, T4, T5, T6, VERSIONS_README,
     Provenance, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed,
 )
 
@@ -362,21 +362,27 @@ INT32_INPUTS = ModelChoice(
 
 INT32_SIZES = ModelChoice(
     "int32_sizes",
-    "num_reqs, the number of groups, slots, columns and layers fit int32",
+    "num_reqs, the number of groups, slots, columns and layers, the packed [layer, batch] tables' entries "
+    "(layers * max_num_reqs) and max_model_len (up to 2^30, so a position rounded up to a block fits) fit int32",
     ("verify/scenarios.py",),
-    not_guaranteed("vLLM would have to bound these sizes below 2^31; they are far smaller in practice, but nothing "
-                   "in the corpus states a bound",
-                   cite(PAGE, "max_num_reqs: int", "sizes are host ints.")),
+    not_guaranteed("vLLM would have to bound these sizes below 2^31 (max_model_len below 2^30); they are far "
+                   "smaller in practice, but nothing in the corpus states a bound. No campaign can break it "
+                   "(a launch of 2^31 entries), so no review probes it: the kernel proofs assume it",
+                   cite(PAGE, "max_num_reqs: int", "sizes are host ints."),
+                   cite(PAGE, "slot_offset = layer_idx * MAX_NUM_REQS + batch_idx",
+                        "the kernels index the packed tables with int32 offsets.")),
 )
 
 NUM_REQS_IN_CAPACITY = ModelChoice(
     "num_reqs_in_capacity",
     "num_reqs <= MAX_NUM_REQS: a launch has no more rows than the plan buffers",
     ("verify/kernels/cases.py", "verify/compaction_proofs.py"),
-    not_guaranteed("vLLM's scheduler bounds a batch by the size these buffers are allocated with, but the "
-                   "corpus holds neither; the reference does not check it",
-                   cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
-                        "the plan buffers have max_num_reqs entries.")),
+    guaranteed(cite(RELEASE_BATCH, "assert new_req_index < self.max_num_reqs",
+                    "vLLM's model runner gives every request of its batch an index below max_num_reqs ..."),
+               cite(RELEASE_BATCH, "return len(self.req_id_to_index)",
+                    "... and its num_reqs counts those requests (as batch_in_launch)."),
+               cite(PAGE, "(max_num_reqs,), -1, dtype=torch.int32, device=device",
+                    "the plan buffers have max_num_reqs entries.")),
 )
 
 POSITIONS_NONNEGATIVE = ModelChoice(

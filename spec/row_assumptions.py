@@ -16,11 +16,12 @@ from dataclasses import replace
 from .assumption_record import PER_REQUEST, Assumption, CallerBreak, Chooser, Reach
 from .geometry import Conventions, Geometry, chunks_on_boundary, moves_live_column
 from .ghost_row import GhostRow, RowContext, last_scheduled_block
-from .provenance import A1, A4, HOST_README, PAGE, RELEASE_ATTN, T1, T2, T3, T5, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed
+from .provenance import A1, A4, HOST_README, PAGE, RELEASE_ATTN, RELEASE_BATCH, T1, T2, T3, T5, cite, cite_flashinfer, contradicted, guaranteed, not_guaranteed
 from .vocab import Cond, Value, cdiv, conj, disj, implies, ite, negate
 
 MAX_MODEL_LEN_LIMIT = 2**30
-"""The largest ``max_model_len`` the int32 obligations cover."""
+"""The largest ``max_model_len`` the int32 obligations cover (stated by the model choice
+``int32_sizes``, ``verify/scenarios.py`` ``memory_facts``, not by ``positions_in_model``)."""
 
 
 def _decode_row_of_length(ctx: RowContext, row: GhostRow, choose: Chooser, lo: int, hi: int) -> GhostRow | None:
@@ -148,20 +149,24 @@ def _positions_in_model(geo: Geometry, row: GhostRow, max_model_len: Value) -> C
         row.query_len >= 0,
         row.computed_before + row.query_len <= max_model_len,
         after <= max_model_len,
-        max_model_len <= MAX_MODEL_LEN_LIMIT,
     )
 
 
 POSITIONS_IN_MODEL = Assumption(
     "positions_in_model",
-    "0 <= computed_before and computed_before + query_len <= max_model_len <= 2^30",
+    "0 <= computed_before and computed_before + query_len <= max_model_len: every scheduled token's position is "
+    "inside the model (the int32 obligations' bound max_model_len <= 2^30 is the model choice int32_sizes)",
     _positions_in_model,
-    not_guaranteed(
-        "vLLM's scheduler would have to promise that no request computes past max_model_len (the corpus holds no "
-        "scheduler code); max_model_len <= 2^30 is this model's bound for int32 arithmetic, which vLLM does not "
-        "state",
+    guaranteed(
+        cite(RELEASE_BATCH, "(max_num_reqs, max_model_len),",
+             "vLLM's model runner keeps every request's tokens in a row of max_model_len entries ..."),
+        cite(RELEASE_BATCH, "self.token_ids_cpu[req_index, :num_prompt_tokens] = request.prompt_token_ids",
+             "... its prompt at positions 0 .. prompt length (a longer prompt does not fit the row) ..."),
+        cite(RELEASE_BATCH, "self.token_ids_cpu[req_index, start_index:end_token_index] = spec_token_ids",
+             "... and a step's scheduled draft tokens after its tokens: a token scheduled past max_model_len "
+             "has no entry (the assignment raises), so computed_before + query_len <= max_model_len."),
         cite(T2, "(0, 50_000, True, 1, 0),  # Long prefill still has only one live column.",
-             "vLLM's tests run positions of 50,000 tokens, far inside 2^30."),
+             "vLLM's tests run positions of 50,000 tokens."),
     ),
     scope=PER_REQUEST,
     on_row=lambda ctx, row: _positions_in_model(ctx.geo, row, ctx.max_model_len),

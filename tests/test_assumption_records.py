@@ -195,18 +195,16 @@ def test_the_architecture_docs_trace_of_one_assumption_lists_the_modules_that_na
 
 
 UNPROBED_NOT_GUARANTEED = {
-    "batch_in_launch": "launch", "packed_tables_match_layers": "launch", "positions_in_model": "per-request",
     "distinct_slots_in_row": "system", "fresh_slot_is_free": "system",
 }
 """The assumptions vLLM does not guarantee that no review probe drops yet, with
 their scope (issue 36 item 2 asks for a probe of each): no record has a row
-breaker or a caller-model break for them. A ratchet: it may only shrink. Why
-each is left (docs/assumptions.md, "Assumptions of the review's caller
-model"): the two launch ones are the grid and the packed layout the host
-builds itself, no caller row breaks them; positions_in_model's row past the
-table is the columns_in_table+model_fits_table probe's; fresh_slot_is_free and
-distinct_slots_in_row are the block pool's and table's own promises, which
-every version relies on alike (distinct_slots_in_row is contradicted by T5:
+breaker or a caller-model break for them. A ratchet: it may only shrink.
+batch_in_launch, packed_tables_match_layers and positions_in_model left it as
+guaranteed (the grid and the packed layout the host builds itself, the model
+runner's rows of max_model_len tokens; their int32 bounds are the model choice
+int32_sizes). fresh_slot_is_free and distinct_slots_in_row are the block
+pool's and table's own promises (distinct_slots_in_row is contradicted by T5:
 to be drawn by the campaigns, not probed)."""
 
 

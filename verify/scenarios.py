@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from replayssm.spec import assumptions as env
+from replayssm.spec import row_assumptions  # MAX_MODEL_LEN_LIMIT, read when asked (a teeth test plants another)
 from replayssm.spec.assumptions import GhostRow, encode_row
 from replayssm.spec.flashinfer import tracker_in_range
 from replayssm.spec.geometry import Conventions, Geometry, check_cache_mode
 from replayssm.spec.migration import MigrationTrace, migrate_program
 from replayssm.spec import postprocess as postprocess_spec
 from replayssm.spec.postprocess import PostprocessTrace, RowStep, postprocess_program
-from replayssm.spec.vocab import INT32_MAX, INT32_MIN, conj, implies, negate
+from replayssm.spec.vocab import INT32_MAX, INT32_MIN, Cond, conj, implies, negate
 
 from .memory import SymbolicMemory
 from .terms import Fact, Sym, Symbolic, named_bool, named_int, recording
@@ -86,11 +87,21 @@ def buffer_shapes(geo: Geometry, sz: Sizes, cumulative: bool) -> dict[str, tuple
     }
 
 
+def int32_sizes(geo: Geometry, sz: Sizes) -> Cond:
+    """The model choice ``int32_sizes`` (``spec/model_choices.py``): the launch's sizes, the packed
+    [layer, batch] tables' entries and ``max_model_len`` (up to ``MAX_MODEL_LEN_LIMIT``, read when
+    asked) fit int32."""
+    return conj(*[conj(n >= 0, n <= INT32_MAX) for n in (sz.num_reqs, sz.groups, sz.num_slots, sz.num_cols,
+                                                          sz.total_layers)],
+                sz.total_layers * geo.max_num_reqs <= INT32_MAX,
+                sz.max_model_len <= row_assumptions.MAX_MODEL_LEN_LIMIT)
+
+
 def memory_facts(mem: SymbolicMemory, geo: Geometry, sz: Sizes) -> list[Fact]:
     """Assumptions on the sizes (int32, a pool holding at least the null
     block) and on what the program read: slot ids in capacity, trackers in range."""
     facts: list[Fact] = [
-        ("int32_sizes", conj(*[conj(n >= 0, n <= INT32_MAX) for n in (sz.num_reqs, sz.groups, sz.num_slots, sz.num_cols, sz.total_layers)])),
+        ("int32_sizes", int32_sizes(geo, sz)),
         # without it an empty pool makes a null-slot access a spurious out-of-bounds counterexample
         (env.POOL_HAS_NULL_BLOCK.name, env.POOL_HAS_NULL_BLOCK(sz.num_slots, geo.pad_slot)),
     ]

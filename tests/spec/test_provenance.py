@@ -62,7 +62,8 @@ def test_prove_list_shows_each_hypothesis_with_its_provenance(capsys: pytest.Cap
     for status, names in lines.items():
         if status != "the proof's own":
             assert all(contract.classify(n) == status for n in names), (status, names)
-    assert "slot_in_capacity" in lines["guaranteed"] and "positions_in_model" in lines["not guaranteed"]
+    assert "slot_in_capacity" in lines["guaranteed"] and "positions_in_model" in lines["guaranteed"]
+    assert "int32_sizes" in lines["not guaranteed"]
     assert contract.classify("model_fits_table") in lines and "model_fits_table" in lines[contract.classify("model_fits_table")]
 
 

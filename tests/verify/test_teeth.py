@@ -348,7 +348,7 @@ POSTPROCESS_BUGS = [
     # The caller contract caps max_model_len at INT32_MAX ("every position fits
     # int32") instead of 2^30: rounding a chunk's end up to its block overflows.
     Bug("max_model_len_up_to_int32_max",
-        lambda: [(RA, "MAX_MODEL_LEN_LIMIT", INT32_MAX)],  # where positions_in_model reads it
+        lambda: [(RA, "MAX_MODEL_LEN_LIMIT", INT32_MAX)],  # where int32_sizes reads it
         ["postprocess.int32"], {"postprocess.int32": _block_rounding_overflows}),
     # The kernel reads live_cols only while it publishes, taking column 0
     # otherwise: the model's old rule for every unpublished mode (vLLM #55688's
