@@ -133,7 +133,7 @@ def restore_rows(trace: dict, dropped: frozenset[str]) -> dict:
                                        if not _published_by_removed(out, n, p, removed)]
         step["breaks"] = [x for x in step.get("breaks", []) if x not in dropped]
         if any(row is not None for _, row, _ in keep):
-            _lay_out(step, keep, setup)
+            lay_out(step, keep, setup)
             steps.append(step)
     out["steps"] = steps
     return out
@@ -179,7 +179,7 @@ def _names_dropped_prefix(trace: dict, n: int, b: int, removed: dict[int, int]) 
                for p in published)
 
 
-def _lay_out(step: dict, keep: list[tuple[int, Row | None, bool | None]], setup: Setup) -> None:
+def lay_out(step: dict, keep: list[tuple[int, Row | None, bool | None]], setup: Setup) -> None:
     """``step`` with its batch rows ``keep`` (``(original batch row, row or None for padding,
     is_prefilling input or None: as the row ran)``, in order): its table, copies and both launches'
     inputs laid out again as the callers do (``fuzz/caller_launches.py``)."""

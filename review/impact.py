@@ -8,8 +8,10 @@ table per version:
   what vLLM expects of it (the trace's ``expect``: each running request's live
   slot, each published prefix block) on the ghost slot contents; the slot that
   went wrong is named by its owner: the request whose row was scheduled
-  (``this request``), a request whose row was not, or that another row's kernel
-  program wrote through (``another request``), a published prefix block other
+  (``this request``), a request whose row was not, or whose row was scheduled
+  but that is right when the failing step runs again with its row alone in the
+  batch (``another request``, naming the row whose removal alone makes it right:
+  another row's kernel program wrote its trackers), a published prefix block other
   requests' prefix hits will read (``a published prefix``), the null block
   (``the null block``) or a block no request holds (``a free block``); a store
   through a slot id read past a block-table row is followed to the id vLLM's
@@ -113,22 +115,13 @@ def _state_view(stands: tuple[int, int] | None, stream: int, n: int, trackers: t
 def of_trace(trace: dict, version: Version, device: str = "cpu") -> Impact | None:
     """The impact of a review trace's failure on ``version`` (a
     :class:`~replayssm.review.campaign.Version`): its steps run again up to the one that breaks a
-    property, then the state after it read against the trace's expectation (None: it breaks nothing)."""
-    import torch
-
-    from .campaign import _state_copies
-    from .ghost import Ghost
-    from .harness import Harness
+    property, then the state after it read against the trace's expectation (None: it breaks nothing).
+    A scheduled request whose live slot went wrong in a batch of several rows is ``this request`` only
+    where it goes wrong with its row alone in the batch (:func:`_written_by_another_row`)."""
     from .lifecycle import PropertyBroken, run_step
 
-    from replayssm.fuzz.launcher import Setup
-
-    setup = Setup.from_json(trace["params"])
-    geo = setup.geometry
-    h = Harness(setup, version.module, version.api, torch.device(device))
-    ghost = Ghost(setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
-    copies = _state_copies(frozenset(trace["#meta"].get("dropped", [])))
-    for s in trace["steps"]:
+    setup, h, ghost, copies = _start(trace, version, device)
+    for n, s in enumerate(trace["steps"]):
         step = CallerStep.from_json(s)
         before = h.tracker_arrays()
         before = (before[0].copy(), before[1].copy())
@@ -136,8 +129,102 @@ def of_trace(trace: dict, version: Version, device: str = "cpu") -> Impact | Non
         try:
             run_step(h, ghost, step, s["expect"], state_copies=copies)
         except PropertyBroken as broken:
-            return _damage(setup, h, ghost, step, s["expect"], broken.prop, before, before_ghost)
+            impact = _damage(setup, h, ghost, step, s["expect"], broken.prop, before, before_ghost)
+            wrong = _wrong_live(setup, h, ghost, s["expect"]) if broken.prop != "memory" else None
+            if impact.whose == "this request" and wrong is not None:
+                return _written_by_another_row(trace, n, wrong, impact, version, device) or impact
+            return impact
     return None
+
+
+def _start(trace: dict, version: Version, device: str) -> tuple[Setup, Harness, Ghost, bool]:
+    """A fresh harness and ghost for ``trace`` on ``version``, and whether state copies are played."""
+    import torch
+
+    from .campaign import _state_copies
+    from .ghost import Ghost
+    from .harness import Harness
+
+    from replayssm.fuzz.launcher import Setup
+
+    setup = Setup.from_json(trace["params"])
+    geo = setup.geometry
+    h = Harness(setup, version.module, version.api, torch.device(device))
+    ghost = Ghost(setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
+    return setup, h, ghost, _state_copies(frozenset(trace["#meta"].get("dropped", [])))
+
+
+def _wrong_live(setup: Setup, h: Harness, ghost: Ghost, expect: dict) -> tuple | None:
+    """The first running request of ``expect`` whose live slot's trackers do not stand for its position:
+    ``(entry, group, slot, trackers, stands)`` (``stands``: what the ghost replays, None out of range)."""
+    geo = setup.geometry
+    for entry in expect["running"]:
+        _rid, stream, computed, live_col, cols = entry
+        if live_col < 0 or live_col >= len(cols[0]):
+            continue
+        for g, group in enumerate(cols):
+            slot = group[live_col]
+            s, c = trackers = h.trackers(g, slot)
+            in_range = 0 <= s < geo.ring_len and 0 <= c <= geo.window
+            for layer in ghost.group_layers[g]:
+                stands = ghost.replayed(layer, slot, s, c) if in_range else None
+                if stands != (stream, computed):
+                    return entry, g, slot, trackers, stands
+    return None
+
+
+def _written_by_another_row(trace: dict, n: int, wrong: tuple, impact: Impact, version: Version,
+                            device: str) -> Impact | None:
+    """When the scheduled request of ``wrong`` (:func:`_wrong_live`) is right with its row alone in the
+    failing step ``n`` (the schedule before it the same), another row of the batch put its state wrong:
+    ``another request``, naming the row whose removal alone makes it right. None: its own row does it."""
+    from replayssm.fuzz.launcher import Setup
+
+    entry, g, slot, trackers, stands = wrong
+    rid = entry[0]
+    rows = trace["steps"][n]["rows"]
+    mine = next(b for b, r in enumerate(rows) if r is not None and r["rid"] == rid)
+    others = [b for b, r in enumerate(rows) if r is not None and b != mine]
+    if not others or not _right_without(trace, n, set(others), entry, version, device):
+        return None
+    writer = (others[0] if len(others) == 1 else
+              next((b for b in others if _right_without(trace, n, {b}, entry, version, device)), None))
+    setup = Setup.from_json(trace["params"])
+    view = _state_view(stands, entry[1], entry[2], trackers, setup.geometry.window)
+    if writer is None:
+        return replace(impact, whose="another request",
+                       next_pass=f"other rows of this batch put its trackers wrong (with its row alone in the "
+                       f"batch they are right); its next decode: {view}")
+    w = Row(**rows[writer])
+    return Impact("another request", f"request {rid} (live slot {slot}, cache group {g})",
+                  f"request {w.rid}'s row (batch row {writer}, a {_row(w)}) puts request {rid}'s trackers wrong "
+                  f"(without that row in the batch they are right): request {rid}'s next decode: {view}",
+                  describe_shape(setup, CallerStep.from_json(trace["steps"][n]).rows, w))
+
+
+def _right_without(trace: dict, n: int, drop: set[int], entry: list, version: Version, device: str) -> bool:
+    """Whether ``entry``'s request is right after step ``n`` run without batch rows ``drop`` (the
+    others laid out again as the callers do: :func:`~replayssm.review.attribution.lay_out`), the
+    steps before it as they ran."""
+    from replayssm.fuzz.launcher import Setup
+
+    from .attribution import lay_out
+    from .lifecycle import PropertyBroken, run_step
+
+    cut = json.loads(json.dumps(trace))
+    cut["steps"] = cut["steps"][:n + 1]
+    s = cut["steps"][n]
+    flags = s["postprocess"]["is_prefilling"]
+    lay_out(s, [(b, None if r is None else Row(**r), None if r is None else bool(flags[b]))
+                for b, r in enumerate(s["rows"]) if b not in drop], Setup.from_json(cut["params"]))
+    setup, h, ghost, copies = _start(cut, version, device)
+    for k, step in enumerate(cut["steps"]):
+        try:
+            run_step(h, ghost, CallerStep.from_json(step), step["expect"], state_copies=copies)
+        except PropertyBroken:
+            if k < n:
+                return False
+    return _wrong_live(setup, h, ghost, {"running": [entry]}) is None
 
 
 def _damage(setup: Setup, h: Harness, ghost: Ghost, step: CallerStep, expect: dict, prop: str,
@@ -149,24 +236,14 @@ def _damage(setup: Setup, h: Harness, ghost: Ghost, step: CallerStep, expect: di
     shape = lambda focus: describe_shape(setup, rows, focus)  # noqa: E731
     if prop == "memory":
         return _past_the_row(setup, rows, step.table, shape)
-    for rid, stream, computed, live_col, cols in expect["running"]:
-        if live_col < 0 or live_col >= len(cols[0]):
-            continue
-        for g, group in enumerate(cols):
-            slot = group[live_col]
-            trackers = h.trackers(g, slot)
-            for layer in ghost.group_layers[g]:
-                s, c = trackers
-                in_range = 0 <= s < geo.ring_len and 0 <= c <= geo.window
-                stands = ghost.replayed(layer, slot, s, c) if in_range else None
-                if stands == (stream, computed) and 0 <= c <= geo.window:
-                    continue
-                whose = "this request" if rid in scheduled else "another request"
-                what = (f"request {rid}" + ("" if rid in scheduled else ", not scheduled in this step")
-                        + f" (live slot {slot}, cache group {g})")
-                return Impact(whose, what, "its next decode: " + _state_view(stands, stream, computed, trackers,
-                                                                                geo.window),
-                              shape(scheduled.get(rid) or _writer(rows, step.table, g, slot)))
+    wrong = _wrong_live(setup, h, ghost, expect)
+    if wrong is not None:
+        (rid, stream, computed, _live, _cols), g, slot, trackers, stands = wrong
+        whose = "this request" if rid in scheduled else "another request"
+        what = (f"request {rid}" + ("" if rid in scheduled else ", not scheduled in this step")
+                + f" (live slot {slot}, cache group {g})")
+        return Impact(whose, what, "its next decode: " + _state_view(stands, stream, computed, trackers, geo.window),
+                      shape(scheduled.get(rid) or _writer(rows, step.table, g, slot)))
     for stream, col, slots in expect["published"]:
         aligned = (col + 1) * geo.block_size
         for g, slot in enumerate(slots):

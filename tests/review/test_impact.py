@@ -111,14 +111,51 @@ def test_a_finding_nobody_reads_is_a_note_and_strict_makes_it_a_finding(whose: s
         assert doc["properties"]["frame"] == UNREAD and doc["findings"] == []
 
 
+#: D2 planted (tests only): its mode-none prefill reset kept to the row's own column, so no row writes
+#: another row's trackers; and a commit of its own that goes wrong at a decode from 2 committed rows.
+D2_OWN_ROW = [("mask=valid_prefill_slot)", "mask=valid_prefill_slot & (col == 0))"),
+              ("tl.store(tracker_committed + live_slot, next_committed)",
+               "tl.store(tracker_committed + live_slot, next_committed + tl.where(old_committed == 2, 1, 0))")]
+
+
+def _d2(tmp_path: Path | None = None) -> Version:
+    source = version_path("D2")
+    if tmp_path is not None:
+        text = source.read_text()
+        for old, new in D2_OWN_ROW:
+            assert old in text, "the plant's anchor moved in D2"
+            text = text.replace(old, new)
+        source = tmp_path / "D2_own_row.py"
+        source.write_text(text)
+    module = load_isolated(str(source), "--impl", cuda=False, launch_seconds=120)
+    return Version("D2", str(source), module, detect(module, None))
+
+
 @needs_corpus
-@pytest.mark.parametrize("name", ["row_nonempty", "decode_within_block"])
-def test_the_d2_refinement_finding_says_whose_state_goes_wrong_and_by_how_many_tokens(name: str) -> None:
+@pytest.mark.parametrize("name, writer", [("row_nonempty", "request 3's row (batch row 1, a prefill chunk of 3"),
+                                          ("decode_within_block", "request 2's row (batch row 0, a prefill chunk of 13")])
+def test_the_d2_refinement_finding_is_another_rows_prefill_resetting_the_request(name: str, writer: str) -> None:
+    """Regression: D2's refinement of request 1 (the row_nonempty and decode_within_block probes, a finding
+    with the rows restored) was told as request 1's own (``this request``); with its row alone in the batch
+    request 1 is right: a mode-none prefill chunk of another request spans more blocks than its one-column
+    row and resets request 1's live slot."""
     trace = next(TRACES.glob(f"D2-refinement-without-{name}-*.json"))
     kept = restore_rows(json.loads(trace.read_text()), frozenset({name}))
-    module = load_isolated(str(version_path("D2")), "--impl", cuda=False, launch_seconds=120)
-    impact = of_trace(kept, Version("D2", str(version_path("D2")), module, detect(module, None)))
-    assert impact is not None and (impact.whose, impact.read) == ("this request", True)
+    impact = of_trace(kept, _d2())
+    assert impact is not None and (impact.whose, impact.read) == ("another request", True)
     assert impact.who.startswith("request 1 (live slot")
-    assert "its next decode: it starts from the state at" in impact.next_pass and "missing" in impact.next_pass
-    assert impact.shape.startswith("cache mode none") and "request 1's row a decode of" in impact.shape
+    assert impact.next_pass.startswith(writer) and "without that row in the batch they are right" in impact.next_pass
+    assert "request 1's next decode: it starts from the state at" in impact.next_pass and "missing" in impact.next_pass
+    assert impact.shape.startswith("cache mode none") and "'s row a prefill chunk of" in impact.shape
+
+
+@needs_corpus
+def test_teeth_a_request_its_own_row_puts_wrong_beside_another_row_is_this_request(tmp_path: Path) -> None:
+    """Teeth: the same two-row step on a D2 whose prefill writes only its own column and whose commit goes
+    wrong by itself: request 1 is wrong with its row alone too, so it stays ``this request``."""
+    trace = next(TRACES.glob("D2-refinement-without-decode_within_block-*.json"))
+    kept = restore_rows(json.loads(trace.read_text()), frozenset({"decode_within_block"}))
+    impact = of_trace(kept, _d2(tmp_path))
+    assert impact is not None and (impact.whose, impact.read) == ("this request", True)
+    assert impact.who.startswith("request 1 (live slot 46") and "request 1's row a decode of 1" in impact.shape
+    assert impact.next_pass.startswith("its next decode: it starts from a state that stands for no position")
