@@ -54,6 +54,8 @@ figure{margin:0;text-align:center;font-size:11px}figcaption{max-width:190px}
 .legend span{display:inline-block;width:12px;height:12px;border:1px solid #888;vertical-align:middle;margin:0 4px}
 figure.broke{outline:3px solid #b00020;border-radius:6px;background:#fff0f0}figure.broke figcaption{color:#b00020;
 font-weight:600}mark.changed{background:#ffe08a;padding:0 2px}table.slots td,table.slots th{font-size:12px;padding:2px 6px}
+sup.by{color:#555;font-size:9px;margin-left:1px}.written-by{font-size:12px;margin:2px 0 6px}
+.written-by ol{margin:0;padding-left:28px}.written-by code{overflow-wrap:anywhere}
 """
 
 SCRIPT = """
@@ -130,9 +132,10 @@ LEGEND = (f'<p class="legend muted">Ring rows clockwise from the top, row 0 firs
           f'{COMMITTED}"></span>committed (replayed on the checkpoint) <span style="background:{HELD}"></span>'
           f'holds a token, not committed <span style="background:{EMPTY}"></span>garbage; rows outlined '
           f'<span style="border:2px solid #e08a00"></span>were written in that step, and <mark class="changed">'
-          f'marked</mark> cells changed; the red marker is <code>ring_start</code>; a slot framed red is the one the '
-          f'finding names, as it broke; tokens are &lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the '
-          f'centre is the checkpoint.</p>')
+          f'marked</mark> cells changed; a tracker cell\'s small number names what wrote it in that step (the '
+          f'kernel\'s store line, or the host), listed under the step\'s table; the red marker is '
+          f'<code>ring_start</code>; a slot framed red is the one the finding names, as it broke; tokens are '
+          f'&lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the centre is the checkpoint.</p>')
 
 
 # ---------------------------------------------------------------- timelines
@@ -140,6 +143,45 @@ LEGEND = (f'<p class="legend muted">Ring rows clockwise from the top, row 0 firs
 
 def _mark(value: Any, changed: bool) -> str:
     return f'<mark class="changed">{_e(value)}</mark>' if changed else _e(value)
+
+
+def writer_label(writer: dict) -> str:
+    """Who wrote a cell, in one line: ``A1.py:239 in _kernel: tl.store(...)``, or ``host: what``."""
+    if "host" in writer:
+        return f"host: {writer['host']}"
+    text = f": {writer['text']}" if writer.get("text") else ""
+    return f"{writer.get('file')}:{writer.get('line')} in {writer.get('function')}{text}"
+
+
+class _Writers:
+    """One step's footnotes: each writer of a cell numbered once, in the order cited."""
+
+    def __init__(self) -> None:
+        self.cited: dict[str, tuple[int, dict]] = {}
+
+    def cell(self, value: Any, changed: bool, writer: dict | None) -> str:
+        """A table cell's value, marked when it changed, with its writer as a tooltip and a footnote number."""
+        if writer is None:
+            return _mark(value, changed)
+        label = writer_label(writer)
+        n = self.cited.setdefault(label, (len(self.cited) + 1, writer))[0]
+        tag = "mark" if changed else "span"
+        return (f'<{tag} class="{"changed " if changed else ""}written" title="written by {_e(label)}">{_e(value)}'
+                f'<sup class="by">{n}</sup></{tag}>')
+
+    def html(self) -> str:
+        """The step's footnote list (each writer's file:line, function and line text; '' when none)."""
+        if not self.cited:
+            return ""
+        items = []
+        for label, (n, w) in self.cited.items():
+            if "host" in w:
+                items.append(f'<li value="{n}">host: {_e(w["host"])}</li>')
+            else:
+                text = f': <code>{_e(w["text"])}</code>' if w.get("text") else ""
+                items.append(f'<li value="{n}"><b>{_e(w.get("file"))}:{_e(w.get("line"))}</b> in '
+                             f'<code>{_e(w.get("function"))}</code>{text}</li>')
+        return f'<div class="written-by"><span class="muted">written by:</span><ol>{"".join(items)}</ol></div>'
 
 
 def _review_steps(steps: list[dict]) -> list[str]:
@@ -150,6 +192,7 @@ def _review_steps(steps: list[dict]) -> list[str]:
     out = []
     for step in steps:
         rings, rows = [], []
+        writers = _Writers()
         for s in step["slots"]:
             for layer in s["layers"]:
                 key = (s["group"], s["slot"], layer["layer"])
@@ -165,17 +208,21 @@ def _review_steps(steps: list[dict]) -> list[str]:
                                       + f"group {s['group']} slot {s['slot']} layer {layer['layer']}: trackers "
                                       f"({s['ring_start']}, {s['committed']})" + (f"; {s['note']}" if s.get("note") else ""),
                                       changed, bool(s.get("broke"))))
+                by = s.get("written_by") or {}
                 rows.append(f"<tr><td>{'<b>broke</b> ' if s.get('broke') else ''}g{s['group']} slot {s['slot']} "
-                            f"L{layer['layer']}</td><td>{_mark(s['ring_start'], diff[0])}</td>"
-                            f"<td>{_mark(s['committed'], diff[1])}</td>"
+                            f"L{layer['layer']}</td><td>{writers.cell(s['ring_start'], diff[0], by.get('ring_start'))}"
+                            f"</td><td>{writers.cell(s['committed'], diff[1], by.get('committed'))}</td>"
                             f"<td>{_mark(token(layer['checkpoint']) or 'none', diff[2])}</td>"
                             f"<td>{_e(', '.join(f'{i}: {token(now[3][i]) or chr(8212)}' for i in sorted(changed)) or '-')}"
                             "</td></tr>")
         table = ('<table class="slots"><tr><th>slot</th><th>ring_start</th><th>num_committed</th><th>checkpoint</th>'
                  f'<th>ring rows written</th></tr>{"".join(rows)}</table>') if rows else ""
-        broke = f'<p class="status-finding">broke: {_e(step["finding"])}</p>' if step.get("finding") else ""
+        culprits = dict.fromkeys(writer_label(w) for s in step["slots"] if s.get("broke")
+                                 for w in (s.get("written_by") or {}).values())
+        by = f'<br>the broken slot was written by {_e("; ".join(culprits))}' if culprits else ""
+        broke = f'<p class="status-finding">broke: {_e(step["finding"])}{by}</p>' if step.get("finding") else ""
         out.append(f'<div class="step{" broke" if broke else ""}"><b>step {step["step"]}</b>: {_e(step["rows"])}'
-                   f'{broke}{table}<div class="rings">{"".join(rings)}</div></div>')
+                   f'{broke}{table}{writers.html()}<div class="rings">{"".join(rings)}</div></div>')
     return out
 
 

@@ -29,6 +29,7 @@ from replayssm.spec.launch import next_power_of_2
 
 from replayssm.spec.generations import Api, Launch, kernel_params
 from .arguments import CALLER_VECTORS, caller_vectors
+from .store_lines import StoreLog
 from .target import ReviewInputError
 
 @dataclass
@@ -106,6 +107,8 @@ class Harness:
         }
         self.model_tables = {name: arena.put(name, v) for name, v in values.items()}
         self.rand_seeds = arena.view("rand_seeds")
+        self.stores: StoreLog | None = None
+        """Set (by the HTML report's timeline): each launch records which source line wrote each state cell."""
 
     def _plan_set(self, name: str, layers: list[int]) -> PlanSet:
         geo, arena = self.setup.geometry, self.arena
@@ -131,6 +134,9 @@ class Harness:
         for g, src, dst in copies:
             self.ring_start[g][dst] = self.ring_start[g][src]
             self.num_committed[g][dst] = self.num_committed[g][src]
+            if self.stores is not None:
+                for t in ("ring_start", "num_committed"):
+                    self.stores.host(f"{t}.g{g}[{dst}]", f"the scheduler's block copy from slot {src}")
 
     def set_tables(self, table: list) -> None:
         for g in range(len(self.tables)):
@@ -212,8 +218,13 @@ class Harness:
                     raise ReviewInputError(f"unknown signature: {launch.kernel} takes {p!r}, which no caller of "
                                            f"the {self.api.name} API provides")
                 kwargs[p] = ns[key]
+            shape = tuple(ns[x] if isinstance(x, str) else x for x in grid)
             try:
-                getattr(self.module, launch.kernel)[tuple(ns[x] if isinstance(x, str) else x for x in grid)](**kwargs)
+                if self.stores is not None and hasattr(self.module, "launch"):  # the target's process records
+                    self.stores.record(launch.kernel, self.module.launch(launch.kernel, shape, (), kwargs,
+                                                                         watch=self.stores.watch()))
+                else:
+                    getattr(self.module, launch.kernel)[shape](**kwargs)
             except (TargetFault, TargetGone) as e:  # it raised, hung, ended or changed its process
                 from .lifecycle import PropertyBroken
 

@@ -8,7 +8,10 @@ layer, the checkpoint and each ring row as ``(stream, position)``), then the
 finding at the step where a property broke, with the slots its message names
 marked ``broke`` and drawn as they are after that step (the guards' poison
 slot too: the trackers past the array, where a store through a slot id read
-past a block-table row lands, :func:`broken_slots`).
+past a block-table row lands, :func:`broken_slots`). Each slot's tracker
+cells the step wrote carry their writer (``written_by``: the kernel's store
+line, read from the version's source, or ``host`` for the scheduler's block
+copy; :mod:`.store_lines`), recorded where the kernels run, on the CPU host.
 """
 
 from __future__ import annotations
@@ -26,6 +29,17 @@ from .campaign import Version, _state_copies, describe_rows
 from .ghost import Ghost
 from .harness import Harness
 from .lifecycle import PropertyBroken, run_step
+from .store_lines import StoreLog
+
+
+def _source_file(source: str) -> str:
+    """The version's source file: a ``.py`` path as given, a module's by its spec ('' when none)."""
+    if source.endswith(".py"):
+        return source
+    from replayssm.base.module_files import module_source
+
+    path = module_source(source)
+    return str(path) if path is not None else ""
 
 
 def _slots(setup: Setup, step: CallerStep) -> list[tuple[int, int]]:
@@ -62,10 +76,16 @@ def _slot(h: Harness, ghost: Ghost, g: int, slot: int) -> dict:
         start, committed = _poison_trackers(h, g) or (0, 0)
     else:
         start, committed = h.trackers(g, slot)
-    return {"group": g, "slot": slot, "ring_len": ghost.R, "ring_start": start, "committed": committed,
-            "layers": [{"layer": layer, "checkpoint": ghost.state.get((layer, slot)),
-                        "rows": list(ghost.ring.get((layer, slot), [None] * ghost.R))}
-                       for layer in ghost.group_layers[g]]}
+    out = {"group": g, "slot": slot, "ring_len": ghost.R, "ring_start": start, "committed": committed,
+           "layers": [{"layer": layer, "checkpoint": ghost.state.get((layer, slot)),
+                       "rows": list(ghost.ring.get((layer, slot), [None] * ghost.R))}
+                      for layer in ghost.group_layers[g]]}
+    if h.stores is not None:
+        written = {key: h.stores.writer(f"{tracker}.g{g}[{slot}]")
+                   for key, tracker in (("ring_start", "ring_start"), ("committed", "num_committed"))}
+        if any(written.values()):
+            out["written_by"] = {k: w for k, w in written.items() if w is not None}
+    return out
 
 
 def timeline(path: str, version: Version, device: str = "cpu") -> dict:
@@ -76,12 +96,14 @@ def timeline(path: str, version: Version, device: str = "cpu") -> dict:
     setup = Setup.from_json(trace["params"])
     dropped = frozenset(trace["#meta"].get("dropped", []))
     harness = Harness(setup, version.module, version.api, torch.device(device))
+    harness.stores = StoreLog(harness.arena, _source_file(version.source))
     geo = setup.geometry
     ghost = Ghost(setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
     steps = []
     for n, s in enumerate(trace["steps"]):
         step = CallerStep.from_json(s)
         finding = None
+        harness.stores.clear()
         try:
             run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
         except PropertyBroken as f:

@@ -12,18 +12,26 @@ is 1,400 px wide and shows the cards' red border; every card leads with the
 impact, then the next step (replay command, smallest input, assumption to
 check); the memory bug is one card holding its lifecycle and kernel
 evidence; the slot the message names (the guards' poison slot 48, where the
-bad store went) is drawn framed, as it broke. The screenshot in ``docs/`` is
-checked too. Skipped only where Chromium is not installed.
+bad store went) is drawn framed, as it broke, and names the store line of
+A1's kernel that wrote it (found by its text in A1's source; the kernel
+proofs' frame failure names the same line; teeth: a copy with that store
+moved a line down names the new line). Each written tracker cell carries its
+writer, with a footnote per step (teeth: a step nobody wrote has none), and
+what the target's process sends of its stores is judged as data. The
+screenshot in ``docs/`` is checked too. Skipped only where Chromium is not installed.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from replayssm.base.html_report import timeline_html
 from replayssm.base.html_review import bugs
 from replayssm.review.timeline import broken_slots
 
@@ -131,6 +139,106 @@ def test_the_page_fits_1400_px_in_chromium_and_its_screenshot_shows_the_cards(a1
         red = sum(n for n, c in im.convert("RGB").getcolors(1 << 24) or [] if c == RED)
     assert red > 500, "no finding card's red border in the screenshot"
     assert "findings on this page" in shown.dom  # the page's own script ran
+
+
+def _store_line(source: list[str], text: str) -> int:
+    """The 1-based line of ``source`` that holds ``text`` (found by its text, not by number)."""
+    [line] = [n for n, x in enumerate(source, 1) if text in x]
+    return line
+
+
+def _cited(html_text: str, file: str) -> dict[int, str]:
+    """The lines of ``file`` that the broken step's paragraph says wrote the broken slot, with the text shown."""
+    found = re.search(r"the broken slot was written by (.*?)</p>", html_text)
+    assert found, "no writer named for the broken slot"
+    return {int(n): html.unescape(t).strip()
+            for n, t in re.findall(rf"{re.escape(file)}:(\d+) in \w+: ([^;]+)", found.group(1))}
+
+
+@pytest.mark.corpus
+def test_the_broken_cell_names_the_store_line_of_the_kernel_that_wrote_it(a1_report: dict) -> None:
+    from replayssm.spec import corpus
+
+    source = (corpus.versions() / "A1.py").read_text().splitlines()
+    card = next(c for c in _cards(a1_report["html"]) if "memory broken (lifecycle campaign" in c)
+    cited = _cited(card, "A1.py")
+    assert cited and all(source[n - 1].strip() == text for n, text in cited.items()), cited
+    store = _store_line(source, "tl.store(tracker_start + prefill_slot")
+    assert store in cited
+    # the kernel proofs' frame failure names the same store, found by symbolic execution of the source
+    [frame] = [k for k in a1_report["verdict"]["kernel_findings"] if k["property"].startswith("kernel.A.postprocess.frame")]
+    assert frame["location"]["line"] == store
+    # each tracker cell the step wrote carries its writer as a tooltip, with a footnote under the step's table
+    assert f'title="written by A1.py:{store} in _postprocess_replayssm_kernel: ' in card
+    assert f"<b>A1.py:{store}</b> in <code>_postprocess_replayssm_kernel</code>" in card
+
+
+@pytest.mark.corpus
+def test_teeth_a_copy_with_the_store_moved_names_the_new_line(a1_report: dict, tmp_path: Path) -> None:
+    from replayssm.base.isolation import load_isolated
+    from replayssm.review.campaign import Version
+    from replayssm.review.target import detect
+    from replayssm.review.timeline import timeline
+    from replayssm.spec import corpus
+
+    lines = (corpus.versions() / "A1.py").read_text().splitlines()
+    old = _store_line(lines, "tl.store(tracker_start + prefill_slot")
+    lines[old - 1], lines[old] = lines[old], lines[old - 1]  # the two tracker stores swapped: same kernel
+    planted = tmp_path / "A1_moved.py"
+    planted.write_text("\n".join(lines) + "\n")
+    new = _store_line(lines, "tl.store(tracker_start + prefill_slot")
+    assert new == old + 1
+    module = load_isolated(str(planted), "planted")
+    try:
+        finding = next(f for f in a1_report["verdict"]["findings"] if f["property"] == "memory")
+        drawn = timeline(finding["trace"], Version("A1_moved", str(planted), module, detect(module, None)))
+    finally:
+        module.close()
+    broke = [s for s in drawn["steps"][-1]["slots"] if s.get("broke")]
+    assert broke and all(s["written_by"]["ring_start"]["line"] == new for s in broke)
+    assert all(s["written_by"]["ring_start"]["text"] == lines[new - 1].strip() for s in broke)
+    assert all(s["written_by"]["committed"]["line"] == old for s in broke)
+    assert new in _cited(timeline_html(drawn), "A1_moved.py")
+
+
+def test_written_cells_carry_their_writer_and_a_footnote_per_step() -> None:
+    kernel = {"file": "v.py", "line": 7, "text": "tl.store(t + s, 0)", "function": "_k", "kernel": "_k"}
+    slot = {"group": 0, "slot": 3, "ring_len": 4, "ring_start": 0, "committed": 1,
+            "layers": [{"layer": 0, "checkpoint": None, "rows": [None] * 4}]}
+    steps = [{"step": 0, "rows": "r", "finding": None, "slots": [
+        {**slot, "written_by": {"ring_start": kernel, "committed": {"host": "the scheduler's block copy from slot 2"}}}]},
+        {"step": 1, "rows": "r", "finding": None, "slots": [slot]}]
+    page = timeline_html({"steps": steps})
+    first, second = page.split("<b>step 1</b>")
+    assert 'title="written by v.py:7 in _k: tl.store(t + s, 0)"' in first
+    assert "<b>v.py:7</b> in <code>_k</code>: <code>tl.store(t + s, 0)</code>" in first
+    assert "host: the scheduler&#x27;s block copy from slot 2" in first
+    # teeth: a step whose cells nobody wrote (an old timeline, or a GPU host) has no footnotes
+    assert "written by" not in second and 'class="written-by"' not in second
+
+
+def test_what_the_targets_process_sends_is_judged_as_data(tmp_path: Path) -> None:
+    import torch
+
+    from replayssm.fuzz.guards import Arena
+    from replayssm.review.store_lines import StoreLog
+
+    arena = Arena(torch.device("cpu"), poison_slot=4)
+    region = arena.reserve("ring_start.g0", (4,), state=True)
+    arena.allocate()
+    source = tmp_path / "v.py"
+    source.write_text("x = 1\n    tl.store(p, 0)\n")
+    log = StoreLog(arena, str(source))
+    log.record("_k", {"stores": [
+        {"file": str(source), "line": 2, "function": "_k", "cells": [[0, region.start + 1, 0], [0, region.start + 4, 0]]},
+        {"file": "/etc/passwd", "line": 1, "function": "_k", "cells": [[0, region.start + 2, 0]]},
+        {"file": str(source), "line": "two", "cells": [[0, region.start, 0]]}]})
+    assert log.writer("ring_start.g0[1]") == {"file": "v.py", "line": 2, "text": "tl.store(p, 0)", "function": "_k",
+                                              "kernel": "_k"}
+    assert log.writer("ring_start.g0[4]") == log.writer("ring_start.g0[1]")  # past the array: the poison slot
+    assert log.writer("ring_start.g0[2]") == {"file": "passwd", "line": 1, "text": None, "function": "_k",
+                                              "kernel": "_k"}  # not the version's file: no text read
+    assert log.writer("ring_start.g0[0]") is None  # a malformed entry names nothing
 
 
 @needs_chromium
