@@ -167,6 +167,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     the worker processes are stopped, the verdicts so far printed and
     written with ``"interrupted": true`` and the parts not finished named,
     every finding's trace kept, and the status is 130 or 143."""
+    from replayssm.base import host_settings
+
+    host_settings.check(args.device)  # the environment's settings the versions' processes read: exit 2 first
     if args.matrix is not None:
         from .matrix_command import run_matrix
 

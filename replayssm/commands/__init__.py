@@ -17,7 +17,12 @@ DEVICES = ("cpu", "cuda")
 def interpreter_for(device: str) -> None:
     """Triton chooses interpreter or compiler when it is imported: on cpu, the
     interpreter; and the fork server of the target hosts starts now, its
-    imports beside the command's own (:func:`replayssm.base.fork_server.prepare`)."""
+    imports beside the command's own (:func:`replayssm.base.fork_server.prepare`). The settings of
+    the environment the target's process reads are checked first (:func:`replayssm.base.host_settings.check`:
+    a :class:`~replayssm.base.reports.UsageError`, exit 2, for one that contradicts ``device``)."""
+    from replayssm.base import host_settings
+
+    host_settings.check(device)
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
         from replayssm.base import fork_server
