@@ -18,7 +18,9 @@ server runs inside `bubblewrap <https://github.com/containers/bubblewrap>`_
   (it talks to the judge only through its socket), a session of its own;
 * the whole file system read-only (``--ro-bind / /``) but for the server's
   folder, where each host has its own: a target cannot write the tool's
-  installation, caches, traces or reports.
+  installation, caches, traces or reports; the folder of this user's secret
+  key (:mod:`.secret_key`, what the proof cache's entries are signed with)
+  covered with an empty one: a target cannot read it.
 
 The judging process also makes itself non-dumpable (:func:`protect_judge`:
 ``PR_SET_DUMPABLE`` 0), which keeps a process of the same user without
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 
+from . import secret_key
 from .host_faults import HostFault
 
 SETTING = "REPLAYSSM_SANDBOX"
@@ -57,8 +60,15 @@ def setting() -> str:
     return value
 
 
+def _hidden() -> list[str]:
+    """The options that cover this user's secret key's folder (:mod:`.secret_key`, made here if it
+    is not there) with an empty one: nothing in the sandbox can read the key."""
+    where = secret_key.prepared_folder()
+    return [] if where is None else ["--tmpfs", os.path.realpath(where)]
+
+
 def _options(folder: str) -> list[str]:
-    return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder,
+    return ["--ro-bind", "/", "/", *_hidden(), "--dev", "/dev", "--proc", "/proc", "--bind", folder, folder,
             "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-net", "--new-session",
             "--cap-drop", "ALL", "--chdir", folder]
 

@@ -16,6 +16,13 @@ Two keys, both exact about what they stand for:
   (no environment, no randomness); ``tests/verify/test_proof_cache.py``
   checks that two processes build the same case keys.
 
+Every entry is signed (HMAC-SHA256) with this user's key, which the
+target's sandbox hides (:mod:`replayssm.base.secret_key`): an entry a
+target wrote (from a process it started outside the sandbox, or on a run
+without one) or a patched ``prove`` it ran where the key cannot be read is
+not signed by us, and is proved again, with one warning per process
+(:func:`sealed`, :meth:`ProofCache._unsealed`).
+
 Failures and unknowns are never kept: they are solved again and reported
 with their counterexample.
 
@@ -73,6 +80,21 @@ reused by a new term."""
 _DECLS: dict[int, bytes] = {}
 _WARNED: set[Path] = set()
 """The entries already reported as ignored in this process."""
+_UNSIGNED_SAID: list[str] = []
+"""The one warning about entries not signed with this user's key, once said in this process."""
+
+SEAL = b"hmac-sha256 "
+"""An entry's first line: this, its signature, a newline; then its JSON."""
+
+
+def sealed(text: str) -> bytes | None:
+    """``text`` as an entry signed with this user's key
+    (:mod:`replayssm.base.secret_key`); None when there is no key (nothing is kept)."""
+    from replayssm.base import secret_key
+
+    data = text.encode()
+    signature = secret_key.sign(data)
+    return None if signature is None else SEAL + signature.encode() + b"\n" + data
 
 
 def term_digest(terms: Iterable[Any]) -> str:
@@ -171,10 +193,32 @@ class ProofCache:
             data = path.read_bytes()
         except OSError:
             return None
+        unsealed = self._unsealed(path, data)
+        if unsealed is None:
+            return None
         try:
-            return json.loads(data)
+            return json.loads(unsealed)
         except (UnicodeDecodeError, ValueError) as e:
             return self._ignore(path, f"not JSON ({type(e).__name__})")
+
+    def _unsealed(self, path: Path, data: bytes) -> bytes | None:
+        """The JSON of the entry ``data`` read at ``path`` when it is signed
+        with this user's key; else None (a miss), with one warning per
+        process for all such entries (a first run, with nothing kept, prints none)."""
+        from replayssm.base import secret_key
+
+        head, _, body = data.partition(b"\n")
+        if head.startswith(SEAL) and secret_key.signed_by_us(body, head[len(SEAL):].decode(errors="replace")):
+            return body
+        if not _UNSIGNED_SAID:
+            _UNSIGNED_SAID.append(str(path))
+            why = ("it is not signed with this user's key, which a target cannot read "
+                   f"({secret_key.folder() / secret_key.NAME}): another process wrote it (a target's?), or an older "
+                   "version of this tool" if secret_key.key() is not None else
+                   f"no key can be kept in {secret_key.folder()} to check it with")
+            print(f"warning: proof cache entry {path} ignored: {why}; proving it, and any other entry so, again",
+                  file=sys.stderr, flush=True)
+        return None
 
     def _ignore(self, path: Path, why: str) -> None:
         """Warn (once per process and entry) that the entry at ``path`` is not
@@ -188,8 +232,11 @@ class ProofCache:
     def _write(self, path: Path, text: str) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            data = sealed(text)
+            if data is None:  # no key to sign it with: nothing is kept
+                return
             partial = path.with_name(f".{path.name}.{os.getpid()}")
-            partial.write_text(text)
+            partial.write_bytes(data)
             partial.replace(path)
         except OSError:  # a cache that cannot be written only costs time
             pass

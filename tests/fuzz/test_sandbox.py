@@ -56,6 +56,7 @@ _try("signal the judge", lambda: os.kill(_JUDGE, 0))
 _try("write the judge's standard output", lambda: _write(f"/proc/{{_JUDGE}}/fd/1"))
 _try("write the installed package", lambda: _write({installed!r}))
 _try("write the report", lambda: _write({report!r}))
+_try("read this user's key", lambda: open({key!r}, "rb").read())
 
 if os.fork() == 0:  # a setsid grandchild that waits, then tries to rewrite the report
     os.setsid()
@@ -69,8 +70,11 @@ raise SystemExit("; ".join(_OUTCOMES))  # a BaseException at import: the target'
 
 def hostile(tmp_path: Path, judge: int, report: Path, token: str, nap: float = 3) -> Path:
     path = tmp_path / "hostile.py"
+    from replayssm.base import secret_key
+
+    assert secret_key.key() is not None  # the key the proof cache signs with exists: the target must not read it
     path.write_text(HOSTILE.format(judge=judge, installed=str(REPO / "fuzz" / "launcher.py"), report=str(report),
-                                   token=token, nap=nap))
+                                   token=token, nap=nap, key=str(secret_key.folder() / secret_key.NAME)))
     return path
 
 
@@ -87,7 +91,9 @@ def _running(token: str) -> list[int]:
 
 
 def test_a_hostile_target_cannot_reach_the_judge_or_its_files(tmp_path: Path) -> None:
-    """Every attempt refused (its `sys.exit` at import says how each went)."""
+    """Every attempt refused (its `sys.exit` at import says how each went);
+    reading the proof cache's key too (the sandbox covers its folder: before,
+    the read succeeded)."""
     report = tmp_path / "report.json"
     report.write_text("{}")
     token = f"replayssm-hostile-{os.getpid()}-a"
@@ -95,7 +101,7 @@ def test_a_hostile_target_cannot_reach_the_judge_or_its_files(tmp_path: Path) ->
         load_isolated(str(hostile(tmp_path, os.getpid(), report, token, nap=60)))
     reason = raised.value.reason
     for attempt in ("ptrace the judge", "signal the judge", "write the judge's standard output",
-                    "write the installed package", "write the report"):
+                    "write the installed package", "write the report", "read this user's key"):
         assert f"{attempt}: refused" in reason, reason
     assert report.read_text() == "{}"
 

@@ -33,7 +33,7 @@ def _entries(cache: Path, kind: str) -> list[Path]:
 
 
 def _named(entry: Path) -> str:
-    return json.loads(entry.read_text())["obligation"]
+    return json.loads(entry.read_bytes().partition(b"\n")[2])["obligation"]  # after its signature's line
 
 
 def test_an_obligation_entry_copied_over_another_is_not_trusted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -57,8 +57,12 @@ def test_a_corrupt_entry_is_proved_again_with_a_warning(tmp_path: Path, capsys: 
                                                           content: bytes) -> None:
     cache = tmp_path / "cache"
     args, proved = _warm(cache, capsys, tmp_path)
+    from replayssm.base import secret_key
+    from replayssm.verify.proof_cache import SEAL
+
     for entry in _entries(cache, "cases") + _entries(cache, "obligations") + _entries(cache, "catalogs"):
-        entry.write_bytes(content)
+        # signed with this user's key (as a bug of ours would write it): the entry's own checks catch it
+        entry.write_bytes(SEAL + str(secret_key.sign(content)).encode() + b"\n" + content)
     assert main(args) == 0
     out = capsys.readouterr()
     report = json.loads((tmp_path / "r.json").read_text())["obligations"]
