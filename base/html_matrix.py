@@ -3,7 +3,8 @@
 Built from the matrix's ``--json`` document (``review/matrix.py``,
 ``replayssm-review-matrix/1``): the verdict per serving configuration as a
 grid (the first kept dimensions down, the last two across, so it stays within
-1,400 px), each cell coloured by its status with its one-sentence reason, the
+1,400 px), each cell coloured by its status (every status of ``review/matrix.py``'s
+``STATUSES`` has its colour) with its one-sentence reason, the
 trace and replay command behind it, or the check that refuses it with its
 citation; then the dimensions the version does not branch on, and why.
 """
@@ -16,7 +17,8 @@ from .html_report import _e, _status, page
 
 MATRIX_STYLE = """
 table.matrix td{max-width:300px;font-size:12px}td.cell-finding{background:#fdecee}td.cell-latent{background:#fff4e0}
-td.cell-pass{background:#eef8f0}td.cell-not-accepted-by-vLLM{background:#f2f2f2;color:#555}
+td.cell-pass{background:#eef8f0}td.cell-coverage-shortfall{background:#fffbe6}
+td.cell-not-accepted-by-vLLM{background:#f2f2f2;color:#555}
 td.cell code{word-break:break-all}
 """
 

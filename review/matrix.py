@@ -4,7 +4,9 @@ A :class:`Matrix` is a version's :class:`Dimension` records (cache mode,
 speculative tokens, async scheduling, Mamba cache groups, model runner), each
 *kept* with its values when the version's host branches on it, or *collapsed*
 to one column with the reason and its evidence, and one :class:`MatrixCell` per
-combination of the kept values: ``pass``, ``finding``, ``latent`` or ``not
+combination of the kept values: ``pass``, ``finding``, ``latent``, ``coverage
+shortfall`` (a part of its evidence did not finish: a probe out of time, a
+campaign cut or with nothing to draw, a proof unknown; never a pass) or ``not
 accepted by vLLM`` (the check that refuses it, cited into the corpus), with
 the traces behind it. The cells are filled by :mod:`.matrix_corpus` (a
 worker-side version: one lifecycle campaign and the probes of the assumptions
@@ -29,9 +31,10 @@ from replayssm.spec.provenance import Citation
 SCHEMA = "replayssm-review-matrix/1"
 """The ``schema`` of ``review --matrix --json``."""
 
-PASS, FINDING, LATENT, REFUSED = "pass", "finding", "latent", "not accepted by vLLM"
-STATUSES = (FINDING, LATENT, PASS, REFUSED)
-"""A cell's statuses, gravest first (a refused configuration never runs, so it is no verdict)."""
+PASS, FINDING, LATENT, SHORTFALL, REFUSED = "pass", "finding", "latent", "coverage shortfall", "not accepted by vLLM"
+STATUSES = (FINDING, LATENT, SHORTFALL, PASS, REFUSED)
+"""A cell's statuses, gravest first, in the review's order of verdicts (``coverage shortfall``: evidence
+that did not finish, never a pass; a refused configuration never runs, so it is no verdict)."""
 
 WIDTH = 120
 """The text table's width in columns."""
@@ -65,7 +68,8 @@ class MatrixCell:
     """One serving configuration (the kept dimensions' values, by name) and its verdict:
     ``detail`` in one sentence, the traces and replay commands behind it, the
     citations of the check that refuses it (``not accepted by vLLM``), the
-    probes that did not finish, and the examples its campaigns ran."""
+    probes that did not finish (each also a ``coverage shortfall`` in ``detail``),
+    and the examples its campaigns ran."""
 
     config: dict[str, str]
     status: str = PASS
@@ -117,7 +121,8 @@ class Matrix:
 
     @property
     def status(self) -> str:
-        """The gravest status of a configuration vLLM accepts (``pass`` when every accepted one passes)."""
+        """The gravest status of a configuration vLLM accepts (``pass`` when every accepted one passes;
+        ``coverage shortfall`` when a cell's evidence did not finish and none is graver)."""
         run = [c.status for c in self.cells if c.status != REFUSED]
         return min(run, key=STATUSES.index) if run else PASS
 
@@ -162,8 +167,7 @@ def text(m: Matrix, wide: bool = False) -> str:
     lines.append(head)
     for c in m.cells:
         row = "  ".join(c.config[n].ljust(w) for n, w in zip(names, widths)) + "  " + c.status.ljust(status_w) + "  "
-        why = c.detail + (f" ({len(c.not_finished)} probe(s) not finished)" if c.not_finished else "")
-        lines.append(row + why if wide else _fit(row + why, WIDTH))
+        lines.append(row + c.detail if wide else _fit(row + c.detail, WIDTH))
         if wide:
             lines += [f"      trace {t}" for t in c.traces]
             lines += [f"      refused by {where(r)}" for r in c.refused_by]

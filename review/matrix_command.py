@@ -7,7 +7,9 @@ finds it), fills its matrix (:mod:`.matrix_corpus`, :mod:`.matrix_release`),
 prints it (:func:`.matrix.text`; ``--wide`` for each cell's full detail) and
 writes ``--json`` (schema :data:`.matrix.SCHEMA`), ``--markdown`` and
 ``--html``. Exit 0 when every configuration vLLM accepts passes, 1 when one
-has a finding or a latent reliance, 2 for bad input, 130/143 interrupted.
+has a finding or a latent reliance, 3 when none has but one's evidence did not
+finish (a coverage shortfall, as ``review`` says it), 2 for bad input, 130/143
+interrupted.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import TextIO
 
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children
 from replayssm.base.reports import (
-    EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_distinct_outputs, check_output_file, check_output_folder,
-    write_json, write_reports, write_text,
+    EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_distinct_outputs, check_output_file,
+    check_output_folder, write_json, write_reports, write_text,
 )
 
-from .matrix import PASS, SCHEMA, Matrix, markdown, text
+from .matrix import PASS, SCHEMA, SHORTFALL, Matrix, markdown, text
 
 DEFAULT = -1
 """``--matrix`` given without N: each kind of version's own default (:data:`.matrix_corpus.EXAMPLES`
@@ -88,7 +90,12 @@ def run_matrix(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ], "the matrix above")
     if not written:
         return EXIT_USAGE
-    return EXIT_PASSED if matrix.status == PASS else EXIT_FINDING
+    return exit_status(matrix)
+
+
+def exit_status(matrix: Matrix) -> int:
+    """The exit status of a filled matrix (see the module docstring)."""
+    return {PASS: EXIT_PASSED, SHORTFALL: EXIT_COVERAGE}.get(matrix.status, EXIT_FINDING)
 
 
 def _write_html(path: str, matrix: Matrix) -> None:

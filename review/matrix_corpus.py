@@ -19,9 +19,14 @@ The dimensions the version's host branches on (:func:`dimensions`):
   runner's per-step inputs are outside the corpus).
 
 Each cell gets the kernel findings whose counterexample lies in it (the
-version's kernel proofs, run once), one lifecycle campaign of its systems and
-one probe per caller assumption vLLM does not guarantee (each ``N`` examples,
-seeded: :data:`EXAMPLES` by default). No corpus host refuses any of these
+version's kernel proofs, run once; one whose launch cannot be read, in every
+cell), one lifecycle campaign of its systems and one probe per caller
+assumption vLLM does not guarantee (each ``N`` examples, seeded:
+:data:`EXAMPLES` by default). A failure is judged as ``review`` judges it
+(``review/verdicts.py``): one whose impact nobody reads (``review/impact.py``)
+is said in the cell's detail, a finding only with ``--strict``; a probe not
+finished, or a lifecycle campaign cut by ``--budget`` or with no system to
+draw, is a ``coverage shortfall``. No corpus host refuses any of these
 configurations, so no cell is ``not accepted``.
 """
 
@@ -39,10 +44,11 @@ from replayssm.fuzz.caller_shapes import GEOMETRIES
 from replayssm.spec.geometry import CACHE_MODES, Conventions, Geometry, check_cache_mode
 from replayssm.spec.provenance import T1, VERSIONS_README, Citation, cite
 
-from .matrix import FINDING, LATENT, MatrixCell, Dimension, Matrix, cells_of
+from .matrix import FINDING, LATENT, PASS, SHORTFALL, MatrixCell, Dimension, Matrix, cells_of
 
 if TYPE_CHECKING:
     from .campaign import Version
+    from .impact import Impact
 
 EXAMPLES = 4
 """Examples per campaign of each cell by default (``--matrix N`` sets N)."""
@@ -169,28 +175,52 @@ def _kernel_system(trace: dict[str, Any]) -> tuple[Conventions, Geometry, int, b
     return conv, geo, len(p.get("layers_per_group", [1])), long_decode
 
 
-def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[dict[str, Any]]) -> None:
-    """Each kernel finding (the review's ``kernel_findings``) in every cell whose host launches its variant:
-    its mode and runner by its conventions, its group count or more, and both speculative values unless a
-    decode row of its launch is longer than one token."""
+def judge(cell: MatrixCell, strict: bool, what: str, impact: dict[str, Any] | None, trace: str | None,
+          replay: str | None) -> None:
+    """One failure in ``cell``, as ``review`` judges it: a finding, or (its ``impact`` read by nobody,
+    without ``strict``) a deviation said in the cell's detail that leaves its status as it is."""
+    if impact is not None and not impact["read"] and not strict:
+        cell.worsen(PASS, f"{what}: {impact['whose']}, nobody reads it", trace, replay)
+    else:
+        cell.worsen(FINDING, what, trace, replay)
+
+
+def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[dict[str, Any]],
+                          strict: bool = False) -> None:
+    """Each kernel finding (the review's ``kernel_findings``, :func:`judge`d) in every cell whose host
+    launches its variant: its mode and runner by its conventions, its group count or more, and both
+    speculative values unless a decode row of its launch is longer than one token; one whose launch
+    cannot be read in every cell (where it lies is unknown, so it may lie in any)."""
     import json
 
     for f in findings:
+        what = f"kernel proof {f['property'].split('@')[0]}: {f['violated']}"
         try:
             conv, _, groups, long_decode = _kernel_system(json.loads(Path(f["trace"]).read_text()))
-        except (OSError, KeyError, TypeError, ValueError):
+        except (OSError, KeyError, TypeError, ValueError) as e:
+            for c in cells:
+                judge(c, strict, f"{what} (its launch cannot be read: {type(e).__name__}; in every configuration)",
+                      f.get("impact"), f.get("trace"), f.get("replay"))
             continue
         for c in cells:
             s = space(v, c.config)
             if s.where(conv) and s.groups >= groups and not (long_decode and c.config["speculative tokens"] == "0"):
-                c.worsen(FINDING, f"kernel proof {f['property'].split('@')[0]}: {f['violated']}", f["trace"],
-                         f["replay"])
+                judge(c, strict, what, f.get("impact"), f["trace"], f["replay"])
+
+
+def _impact(trace: str, v: Version, device: str) -> dict[str, Any] | None:
+    """A lifecycle failure's impact as ``review`` derives it (:func:`.impact.with_impact`; None: not derived)."""
+    from .impact import with_impact
+    from .verdict_parts import Counterexample
+
+    found: Impact | None = with_impact(Counterexample.of("", "", trace, v.source, shrunk=False), v, device).impact
+    return found.as_json() if found is not None else None
 
 
 def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: int, traces: Path, out: TextIO) -> None:
     """Run ``cell``'s lifecycle campaign and its probes of the assumptions vLLM does not guarantee."""
     from .campaign import campaign
-    from .probes import probes, run_probe
+    from .probes import MIN_BROKEN_STEPS, probes, run_probe
 
     s = space(v, cell.config)
     tag = "-" + "-".join(cell.config.values())
@@ -198,8 +228,14 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
                     device=args.device, examples=examples, where=s.where, geometries=s.geometries,
                     cache_mode=s.cache_mode, group_counts=(s.groups, s.groups))
     cell.examples += main.tally.examples
+    strict = bool(args.strict)
     for f in main.failures:
-        cell.worsen(FINDING, f.message, f.trace, replay_command(f.trace, v.source))
+        judge(cell, strict, f.message, _impact(f.trace, v, args.device), f.trace, replay_command(f.trace, v.source))
+    if main.tally.examples == 0:
+        cell.worsen(SHORTFALL, "its lifecycle campaign drew no system: the host launches no variant here")
+    elif main.cut:
+        cell.worsen(SHORTFALL, f"its lifecycle campaign ran {main.tally.examples} of {examples} examples within "
+                    "--budget")
     known = frozenset(f.prop for f in main.failures)
     for probe in (p for p in probes() if not p.guaranteed):
         reach = probe.reach
@@ -216,12 +252,16 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
             cell.worsen(LATENT, f"relies on {probe.name} (not guaranteed): without it {result.prop} breaks",
                         result.trace, replay_command(str(result.trace), v.source))
         elif outcome == "finding" and independent:
-            cell.worsen(FINDING, f"{independent.prop}: found without {probe.name}, stays with it kept",
-                        independent.trace, replay_command(independent.trace, v.source))
+            judge(cell, strict, f"{independent.prop}: found without {probe.name}, stays with it kept",
+                  _impact(independent.trace, v, args.device), independent.trace,
+                  replay_command(independent.trace, v.source))
         elif outcome == "not finished":
             cell.not_finished.append(probe.name)
-    if not cell.detail:
-        cell.detail = f"every property held in {cell.examples} examples"
+            cell.worsen(SHORTFALL, f"probe without {probe.name} not finished: its callers broke it in "
+                        f"{result.tally.broken_steps} step(s) of {result.tally.examples} examples (< "
+                        f"{MIN_BROKEN_STEPS}): raise --matrix N")
+    if cell.status == PASS:
+        cell.detail = f"every property held in {cell.examples} examples" + ("; " + cell.detail if cell.detail else "")
     line = "  ".join(cell.config.values())
     print(f"  {line}: {cell.status} ({cell.examples} examples)", file=out, flush=True)
 
@@ -236,7 +276,7 @@ def corpus_matrix(v: Version, args: argparse.Namespace, examples: int, traces: P
     assert v.kernels is not None, "the matrix reads the version's kernels"
     proofs = kernel_proofs(v.kernels, v.api, v.source, traces, v.module)
     found = [k.as_json() for k in kernel_findings(proofs)]
-    place_kernel_findings(v, m.cells, found)
+    place_kernel_findings(v, m.cells, found, args.strict)
     m.notes.append(f"kernel proofs of {v.label}: {len(found)} finding(s), each placed in the cells whose host "
                    "launches its variant")
     for cell in m.cells:

@@ -26,6 +26,9 @@ version's tracker kernels in their own process, judged against the spec and
 the refinement) and takes the tracker-kernel proofs of the roles it launches;
 a Triton one keeps no trackers, and its decode cursor, computed by the host
 from CPU counts, is the spec's proof ``release.triton_cursor.refinement``.
+A proof that fails is a finding; one that ends ``unknown`` (a tracker kernel
+the evaluator cannot read, a solver that gives up) is a ``coverage
+shortfall`` of the cells that launch its role, never a pass nor a finding.
 Identical runs are made once.
 """
 
@@ -40,7 +43,7 @@ from replayssm.spec import release_caller as caller
 from replayssm.spec.provenance import RELEASE_CACHE, Citation, cite
 from replayssm.spec.release_trackers import ReleaseGeometry
 
-from .matrix import FINDING, LATENT, PASS, REFUSED, MatrixCell, Dimension, Matrix, cells_of
+from .matrix import FINDING, LATENT, PASS, REFUSED, SHORTFALL, MatrixCell, Dimension, Matrix, cells_of
 from .release_campaign import Run, campaign
 from .vllm_locator import Located
 
@@ -105,9 +108,14 @@ class Runs:
         return self.done[key]
 
 
-def _flashinfer(cell: MatrixCell, runs: Runs, kernel_findings: list[tuple[str, str]]) -> None:
+PROOF_STATUSES = {"proved": PASS, "failed": FINDING}
+"""A proof's cell status by its result (any other result, ``unknown``: :data:`.matrix.SHORTFALL`)."""
+
+
+def _flashinfer(cell: MatrixCell, runs: Runs, unproved: list[tuple[str, str, str]]) -> None:
     """An accepted FlashInfer configuration: its campaign (and with async scheduling and draft tokens, the
-    run whose accepted counts come in the previous pass's row order), and the kernel findings of its roles."""
+    run whose accepted counts come in the previous pass's row order), and the kernel proofs of its roles
+    that did not prove (``(name, cell status, detail)``)."""
     spec, on = cell.config["speculative tokens"], cell.config["async scheduling"] == "on"
     run, trace = runs.run(spec, "current_rows")
     cell.examples += run.passes
@@ -121,9 +129,9 @@ def _flashinfer(cell: MatrixCell, runs: Runs, kernel_findings: list[tuple[str, s
             cell.worsen(LATENT, f"FlashInfer relies on {ASYNC.name} (not guaranteed): {run.finding.message}",
                         trace, replay_command(str(trace), str(runs.located.file)))
     roles = ("commit", "reset") if spec != "0" else ("advance", "reset")
-    for name, detail in kernel_findings:
+    for name, status, detail in unproved:
         if any(r in name for r in roles):
-            cell.worsen(FINDING, f"{name}: {detail}")
+            cell.worsen(status, f"{name}: {detail}" if status == FINDING else f"{name} unknown: {detail}")
     if cell.status == PASS:
         cell.detail = (f"FlashInfer: {run.passes} passes held" + ("" if not on or spec == "0" else
                        ", also with the previous pass's row order") + ("; " + cell.detail if cell.detail else ""))
@@ -139,9 +147,11 @@ def release_matrix(located: Located, args: argparse.Namespace, passes: int, trac
     dims = dimensions()
     m = Matrix(located.version, str(located.file), located.generation, args.seed, passes, dims, cells=cells_of(dims),
                unit="forward passes")
-    kernel = [(p.name, p.detail) for p in kernel_parts(located, out) if p.status == "finding"]
+    kernel = [(p.name, FINDING if p.status == "finding" else SHORTFALL, p.detail)
+              for p in kernel_parts(located, out) if p.status != "pass"]  # a finding or unknown
     cursor = prove_named(TRITON_CURSOR)
-    m.notes.append(f"tracker kernel proofs: {len(kernel)} finding(s); the Triton cursor ({TRITON_CURSOR}) "
+    m.notes.append(f"tracker kernel proofs: {sum(k[1] == FINDING for k in kernel)} finding(s), "
+                   f"{sum(k[1] == SHORTFALL for k in kernel)} unknown; the Triton cursor ({TRITON_CURSOR}) "
                    f"{cursor.status} in the spec; {passes} forward passes per campaign")
     runs = Runs(located, passes, args.seed, traces)
     for cell in m.cells:
@@ -155,10 +165,7 @@ def release_matrix(located: Located, args: argparse.Namespace, passes: int, trac
             if refused["flashinfer"] is None:
                 _flashinfer(cell, runs, kernel)
             if refused["triton"] is None:
-                said = f"Triton: no trackers, its cursor {cursor.status} in the spec ({TRITON_CURSOR})"
-                if cursor.status == "proved":
-                    cell.worsen(PASS, said)
-                else:
-                    cell.worsen(FINDING, said)
+                cell.worsen(PROOF_STATUSES.get(cursor.status, SHORTFALL),
+                            f"Triton: no trackers, its cursor {cursor.status} in the spec ({TRITON_CURSOR})")
         print(f"  {'  '.join(cell.config.values())}: {cell.status}", file=out, flush=True)
     return m

@@ -8,7 +8,8 @@ fits 120 columns, and a bug planted in a copy of the release turns exactly
 its FlashInfer cells into findings (teeth). A worker-side version's
 dimensions, cell spaces and kernel-finding placement are checked directly,
 and one cell of A1 is filled for real (mode none, the bug of A1's reset that
-A3 fixes) while an align cell of it passes.
+A3 fixes) while an align cell of it has no finding (with 2 examples, a
+coverage shortfall: its probes do not finish).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import pytest
 from replayssm.cli import main
 from replayssm.review import matrix_corpus as mc
 from replayssm.review.campaign import Version
-from replayssm.review.matrix import FINDING, LATENT, PASS, REFUSED, WIDTH, MatrixCell, Matrix, cells_of, text
+from replayssm.review.matrix import (
+    FINDING, LATENT, PASS, REFUSED, SHORTFALL, WIDTH, MatrixCell, Matrix, cells_of, text,
+)
 from replayssm.review.vllm_locator import SSU
 from replayssm.spec import corpus
 from replayssm.spec.generations import registry
@@ -184,7 +187,7 @@ def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_p
     module = load_isolated(source, "HEAD", cuda=False, launch_seconds=20)
     try:
         a1 = Version("A1", source, module, registry()["A"], kernel_module(source, "HEAD"))
-        args = argparse.Namespace(budget=600.0, seed=0, device="cpu")
+        args = argparse.Namespace(budget=600.0, seed=0, device="cpu", strict=False)
         broken = MatrixCell({"cache mode": "none", "speculative tokens": "k", "cache groups": "2", "runner": "V2"})
         mc.fill_cell(a1, broken, args, 2, tmp_path, io.StringIO())
         assert broken.status == FINDING and "memory" in broken.detail, broken
@@ -192,7 +195,10 @@ def test_one_cell_of_a1_is_filled_for_real_mode_none_finds_the_reset_bug_align_p
         assert main(["replay", broken.traces[0], "--impl", str(versions() / "A3.py")]) == 0  # A3 fixes it
         held = MatrixCell({"cache mode": "align", "speculative tokens": "k", "cache groups": "1", "runner": "V2"})
         mc.fill_cell(a1, held, args, 2, tmp_path, io.StringIO())
-        assert held.status == PASS and held.examples > 0
+        # no finding; in 2 examples its probes' callers break their assumptions too rarely to say anything: a
+        # coverage shortfall, never a pass (test_matrix_verdicts.py)
+        assert held.status == SHORTFALL and held.examples > 0 and held.not_finished, held
+        assert "raise --matrix N" in held.detail and not held.traces
         again = MatrixCell(dict(broken.config))  # the same seed, another folder: the same cell, the same trace
         mc.fill_cell(a1, again, args, 2, tmp_path / "again", io.StringIO())
         assert (again.status, again.detail, again.examples) == (broken.status, broken.detail, broken.examples)

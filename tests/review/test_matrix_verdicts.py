@@ -1,0 +1,175 @@
+"""``review --matrix``: a cell's verdict is the review's, never a pass where the evidence did not finish.
+
+Each cell is judged as ``review`` judges a version (``review/verdicts.py``):
+a probe not finished, a lifecycle campaign cut by ``--budget`` or with no
+system to draw, and a proof that ends ``unknown`` are a ``coverage
+shortfall`` (exit 3), not a pass (exit 0) and not a finding (exit 1); a
+kernel finding whose launch cannot be read lies in every cell, not in none;
+a failure whose impact nobody reads is said in the cell, and a finding with
+``--strict`` or when it is read. The campaigns, probes and proofs are
+stand-ins here (what they return is what is judged); the cells of real
+campaigns are in ``test_matrix.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from replayssm.base.reports import EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED
+from replayssm.review import campaign as campaigns
+from replayssm.review import matrix_corpus as mc
+from replayssm.review import matrix_release as mr
+from replayssm.review import probes as probe_module
+from replayssm.review import release_review
+from replayssm.review.campaign import CampaignOutcome, Failure, Tally, Version
+from replayssm.review.matrix import FINDING, PASS, SHORTFALL, MatrixCell, Matrix, cells_of
+from replayssm.review.matrix_command import exit_status
+from replayssm.review.release_campaign import Run
+from replayssm.spec import corpus
+from replayssm.spec.generations import registry
+from replayssm.verify import runner
+
+pytestmark = pytest.mark.corpus
+
+CONFIG = {"cache mode": "align", "speculative tokens": "k", "cache groups": "1", "runner": "V2"}
+
+
+def a1() -> Version:
+    return Version("A1", str(corpus.versions() / "A1.py"), None, registry()["A"])
+
+
+def args(strict: bool = False) -> argparse.Namespace:
+    return argparse.Namespace(budget=600.0, seed=0, device="cpu", strict=strict)
+
+
+def stand_ins(monkeypatch: pytest.MonkeyPatch, lifecycle: CampaignOutcome, probe_outcome: str,
+              impact: dict[str, Any] | None = None) -> None:
+    """The cell's lifecycle campaign returns ``lifecycle``; each probe says ``probe_outcome``; a failure's
+    impact is ``impact``."""
+    monkeypatch.setattr(campaigns, "campaign", lambda *a, **k: lifecycle)
+
+    def run_probe(probe, v, **kw):
+        summary = {"outcome": probe_outcome, "why": "broke it in 1 step(s) < 3 within its share of 2.0 s"}
+        return summary, CampaignOutcome(Tally(examples=kw["examples"], broken_steps=1), 0.1), None
+    monkeypatch.setattr(probe_module, "run_probe", run_probe)
+    monkeypatch.setattr(mc, "_impact", lambda trace, v, device: impact)
+
+
+def filled(strict: bool = False) -> MatrixCell:
+    cell = MatrixCell(dict(CONFIG))
+    mc.fill_cell(a1(), cell, args(strict), 4, Path("unused"), io.StringIO())
+    return cell
+
+
+def matrix_of(*cells: MatrixCell) -> Matrix:
+    return Matrix("A1", "A1.py", "A", 0, 4, [], cells=list(cells))
+
+
+def test_a_probe_not_finished_is_a_coverage_shortfall_and_exit_3_where_a_finished_one_passes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_ins(monkeypatch, CampaignOutcome(Tally(examples=4), 1.0), "not finished")
+    short = filled()
+    assert short.status == SHORTFALL and "not finished" in short.detail and short.not_finished
+    assert exit_status(matrix_of(short)) == EXIT_COVERAGE
+    stand_ins(monkeypatch, CampaignOutcome(Tally(examples=4), 1.0), "no counterexample")  # the same, finished
+    held = filled()
+    assert held.status == PASS and held.detail.startswith("every property held")
+    assert exit_status(matrix_of(held)) == EXIT_PASSED
+    assert matrix_of(held, short).status == SHORTFALL  # a shortfall is graver than a pass ...
+    worse = MatrixCell(dict(CONFIG))
+    worse.worsen(FINDING, "memory")
+    assert matrix_of(short, worse).status == FINDING and exit_status(matrix_of(short, worse)) == EXIT_FINDING
+
+
+@pytest.mark.parametrize("lifecycle, said", [
+    (CampaignOutcome(Tally(examples=0), 0.0), "drew no system"),
+    (CampaignOutcome(Tally(examples=2), 600.0, cut=True), "ran 2 of 4 examples"),
+])
+def test_a_lifecycle_campaign_cut_or_with_nothing_to_draw_is_a_coverage_shortfall(
+        monkeypatch: pytest.MonkeyPatch, lifecycle: CampaignOutcome, said: str) -> None:
+    stand_ins(monkeypatch, lifecycle, "no counterexample")
+    cell = filled()
+    assert cell.status == SHORTFALL and said in cell.detail
+
+
+def test_a_lifecycle_failure_nobody_reads_is_said_in_the_cell_and_one_read_is_a_finding(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    failed = CampaignOutcome(Tally(examples=4), 1.0, [Failure("finding", "frame", "frame: slot 0 written",
+                                                              str(tmp_path / "t.json"), True)])
+    stand_ins(monkeypatch, failed, "no counterexample", {"read": False, "whose": "the null block"})
+    note = filled()
+    assert note.status == PASS and "the null block, nobody reads it" in note.detail and note.traces
+    assert filled(strict=True).status == FINDING  # --strict: notes are findings, as in review
+    stand_ins(monkeypatch, failed, "no counterexample", {"read": True, "whose": "another request"})
+    assert filled().status == FINDING  # the same failure, read: a finding
+    stand_ins(monkeypatch, failed, "no counterexample", None)
+    assert filled().status == FINDING  # no impact derived: a finding
+
+
+def _kernel_finding(tmp_path: Path, impact: dict[str, Any] | None = None, readable: bool = True) -> dict[str, Any]:
+    path = tmp_path / "kernel.json"
+    if readable:
+        path.write_text(json.dumps({"params": {
+            "geometry": {"max_num_reqs": 2, "block_size": 4, "window": 4, "ring_len": 8, "pad_slot": 0},
+            "conventions": {"cumulative": True, "post_step": True, "has_idx_mapping": True,
+                            "materialize_prefixes": False, "live_col_is_zero": True},
+            "layers_per_group": [1]}, "actions": []}))
+    return {"property": "kernel.A.postprocess.frame@A1", "violated": "a store", "trace": str(path),
+            "replay": f"replayssm-verify replay {path}", "impact": impact}
+
+
+def test_a_kernel_finding_whose_launch_cannot_be_read_lies_in_every_cell(tmp_path: Path) -> None:
+    cells = cells_of(mc.dimensions(a1()))
+    mc.place_kernel_findings(a1(), cells, [_kernel_finding(tmp_path, readable=False)])
+    assert all(c.status == FINDING and "cannot be read" in c.detail for c in cells)
+    placed = cells_of(mc.dimensions(a1()))  # the same finding, readable: only where its variant is launched
+    mc.place_kernel_findings(a1(), placed, [_kernel_finding(tmp_path)])
+    hit = [c for c in placed if c.status == FINDING]
+    assert hit and len(hit) < len(placed)
+
+
+def test_a_kernel_finding_nobody_reads_is_said_and_one_read_is_a_finding(tmp_path: Path) -> None:
+    unread, read = cells_of(mc.dimensions(a1())), cells_of(mc.dimensions(a1()))
+    mc.place_kernel_findings(a1(), unread, [_kernel_finding(tmp_path, {"read": False, "whose": "the null block"})])
+    assert all(c.status == PASS for c in unread) and any("nobody reads it" in c.detail for c in unread)
+    mc.place_kernel_findings(a1(), read, [_kernel_finding(tmp_path, {"read": True, "whose": "another request"})])
+    assert any(c.status == FINDING for c in read)
+    strict = cells_of(mc.dimensions(a1()))
+    mc.place_kernel_findings(a1(), strict, [_kernel_finding(tmp_path, {"read": False, "whose": "the null block"})],
+                             strict=True)
+    assert {c.status for c in strict} == {c.status for c in read}
+
+
+def release_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kernel: str, cursor: str) -> list[MatrixCell]:
+    """The release matrix with its campaigns passing, one tracker kernel proof (commit's) ending
+    ``kernel`` and the Triton cursor's proof ``cursor``."""
+    monkeypatch.setattr(mr, "campaign", lambda file, geo, order, seed, passes: Run(geo, order, seed, passes, 6))
+    part = release_review.ReviewPart("kernel proof k (commit): equivalence", "kernel proof", kernel, "why", 0.0)
+    monkeypatch.setattr(release_review, "kernel_parts", lambda located, out: [part])
+    monkeypatch.setattr(runner, "prove_named", lambda name: SimpleNamespace(status=cursor))
+    located = SimpleNamespace(version="0.33.0", file=tmp_path / "ssu_dispatch.py", generation="P")
+    return mr.release_matrix(located, args(), 4, tmp_path, io.StringIO()).cells  # type: ignore[arg-type]
+
+
+def _by(cells: list[MatrixCell], status: str) -> set[tuple[str, ...]]:
+    return {tuple(c.config.values()) for c in cells if c.status == status}
+
+
+def test_an_unknown_release_proof_is_a_coverage_shortfall_where_its_role_runs_and_a_failed_one_a_finding(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    proved = release_cells(monkeypatch, tmp_path, "pass", "proved")
+    assert not _by(proved, FINDING) and not _by(proved, SHORTFALL) and _by(proved, PASS)
+    unknown = release_cells(monkeypatch, tmp_path, "unknown", "unknown")
+    assert not _by(unknown, FINDING) and _by(unknown, SHORTFALL)
+    assert _by(unknown, SHORTFALL) | _by(unknown, PASS) == _by(proved, PASS)
+    failed = release_cells(monkeypatch, tmp_path, "finding", "failed")  # the same proofs failed: the same cells
+    assert _by(failed, FINDING) == _by(unknown, SHORTFALL)
+    commit = release_cells(monkeypatch, tmp_path, "unknown", "proved")  # only the cells that commit
+    assert _by(commit, SHORTFALL) and _by(commit, SHORTFALL) <= {c for c in _by(proved, PASS) if c[1] == "3"}
