@@ -26,6 +26,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from replayssm.base.escape import one_line
 from replayssm.spec.provenance import Citation
 
 SCHEMA = "replayssm-review-matrix/1"
@@ -153,7 +154,9 @@ def _fit(text: str, width: int) -> str:
 def text(m: Matrix, wide: bool = False) -> str:
     """The matrix as text: a header, the collapsed dimensions and why, one line per
     cell (within :data:`WIDTH` columns; ``wide``: each cell's full detail and
-    traces beneath it), then every trace and replay command once."""
+    traces beneath it), then every trace and replay command once. Each line is
+    one line: a control character or newline (in a version's file name, so in
+    its label and trace paths) is written escaped, so it cannot forge a row."""
     lines = [f"hazard matrix of {m.version} (API {m.api}, seed {m.seed}, {m.examples} {m.unit} per campaign): "
              f"{m.status}"]
     for d in m.dimensions:
@@ -179,7 +182,7 @@ def text(m: Matrix, wide: bool = False) -> str:
             lines.append(f"  ... {len(traces) - 8} more")
     for n in m.notes:
         lines += textwrap.wrap(f"note: {n}", WIDTH, subsequent_indent="  ") if not wide else [f"note: {n}"]
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)
 
 
 def _md(s: str) -> str:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from replayssm.base.escape import one_line
 from replayssm.base.interrupts import Interrupted, interruptible, stop_children
 from replayssm.base.reports import (
     EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_distinct_outputs, check_output_file,
@@ -116,7 +117,7 @@ def _matrix(args: argparse.Namespace, traces: Path, out: TextIO) -> Matrix | Non
         except LocateError as e:
             print(f"error: {e}", file=sys.stderr)
             return None
-        print(f"found {located.describe()}", file=out, flush=True)
+        print(f"found {one_line(located.describe())}", file=out, flush=True)
         if located.generation == P:
             from .matrix_release import release_matrix
 
@@ -136,8 +137,8 @@ def _matrix(args: argparse.Namespace, traces: Path, out: TextIO) -> Matrix | Non
         return None
     v = versions[0]
     if isinstance(v, Faulted):  # its finding, and nothing to run: every configuration imports it
-        raise Misbehaved(f"{v.label} ({v.source}): {v.fault.report()}")
+        raise Misbehaved(f"{one_line(v.label)} ({one_line(v.source)}): {v.fault.report()}")
     examples = EXAMPLES if args.matrix == DEFAULT else args.matrix
-    print(f"matrix of {v.label} ({v.source}): API {v.api.name}, {examples} examples per campaign; "
+    print(f"matrix of {one_line(v.label)} ({one_line(v.source)}): API {v.api.name}, {examples} examples per campaign; "
           f"{describe(version_publishing_modes(v.source))}", file=out, flush=True)
     return corpus_matrix(v, args, examples, traces, out)

@@ -6,7 +6,8 @@ system to draw, and a proof that ends ``unknown`` are a ``coverage
 shortfall`` (exit 3), not a pass (exit 0) and not a finding (exit 1); a
 kernel finding whose launch cannot be read lies in every cell, not in none;
 a failure whose impact nobody reads is said in the cell, and a finding with
-``--strict`` or when it is read. The campaigns, probes and proofs are
+``--strict`` or when it is read; a file name cannot forge a row of the text
+table (its newlines and escapes shown escaped). The campaigns, probes and proofs are
 stand-ins here (what they return is what is judged); the cells of real
 campaigns are in ``test_matrix.py``.
 """
@@ -173,3 +174,16 @@ def test_an_unknown_release_proof_is_a_coverage_shortfall_where_its_role_runs_an
     assert _by(failed, FINDING) == _by(unknown, SHORTFALL)
     commit = release_cells(monkeypatch, tmp_path, "unknown", "proved")  # only the cells that commit
     assert _by(commit, SHORTFALL) and _by(commit, SHORTFALL) <= {c for c in _by(proved, PASS) if c[1] == "3"}
+
+
+def test_a_file_name_with_a_newline_or_escape_cannot_forge_a_row_of_the_matrix_table() -> None:
+    from replayssm.review.matrix import Dimension, text
+
+    label = "A1\nnone    0     1       V1      pass  forged\x1b[2J"
+    m = Matrix(label, f"{label}.py", "A", 0, 4, [Dimension("cache mode", "mode", ("none",), True, "why")],
+               cells=[MatrixCell({"cache mode": "none"})])
+    m.cells[0].worsen(FINDING, "memory", f"out/review-{label}-none-seed1.json", "replayssm-verify replay x")
+    for wide in (False, True):
+        lines = text(m, wide=wide).splitlines()
+        assert not any(line.startswith("none    0") for line in lines) and "\x1b" not in "".join(lines)
+        assert any("\\x0a" in line and "\\x1b[2J" in line for line in lines)  # shown, escaped
