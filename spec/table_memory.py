@@ -20,6 +20,22 @@ from .vocab import Cond, Value, conj, disj, negate
 Buffers = dict[str, tuple[tuple[int, ...], list[Value]]]
 """Named buffers: each one's shape and its entries, flat in row-major order."""
 
+_COLLECTORS: list[list["TableMemory"]] = []
+"""The lists of the open :func:`collecting_faults` blocks, innermost last."""
+
+
+@contextmanager
+def collecting_faults() -> Iterator[list["TableMemory"]]:
+    """Every :class:`TableMemory` made inside the block, in order (their
+    ``faults`` then name every access a symbolic run recorded as a fault,
+    also those of memories whose faults the code that made them drops)."""
+    made: list[TableMemory] = []
+    _COLLECTORS.append(made)
+    try:
+        yield made
+    finally:
+        _COLLECTORS.pop()
+
 
 @dataclass
 class TableMemory:
@@ -37,6 +53,10 @@ class TableMemory:
     loop_bound: int
     faults: list[tuple[str, Cond]] = field(default_factory=list)
     _masks: list[Cond] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for made in _COLLECTORS:
+            made.append(self)
 
     def _guard(self, guard: Cond) -> Cond:
         return fold_and(guard, *self._masks) if self._masks else guard

@@ -12,6 +12,7 @@ from typing import TypedDict
 from ..geometry import has_prefix_cache
 from .invariant import invariants
 from .picks import AdmitPicks, FreePicks, Picks, RowPick, StepPicks, cover_picks, request_order
+from .lanes import REFUSED, failed_invariants, run_lanes
 from .run import StepRefused, default_picks, failed_checks, run_action
 from .rows import RowOption, RowRule
 from .state import WORKER_BUFFERS, State, SystemParams, code, initial_state
@@ -254,56 +255,88 @@ class Exploration(TypedDict, total=False):
 
 def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = None,
             dropped: tuple[str, ...] = (), extra: Callable[[State], Iterator[tuple[str, Picks]]] | None = None,
-            budget: int | None = None) -> Exploration:
+            budget: int | None = None, lanes: bool = True) -> Exploration:
     """Exhaustive breadth-first exploration of every run of at most ``depth``
     actions from the initial state (states deduplicated on their view: every
     variable but the worker's per-step buffers, ``WORKER_BUFFERS``, which a
     step writes wherever it reads them, so two states that differ only there
     have the same runs; the batch orders of a step differ only there).
     Returns statistics and, on the first violated check or invariant, the run
-    that reaches it as a list of (action, picks) together with what broke."""
+    that reaches it as a list of (action, picks) together with what broke.
+
+    With ``lanes`` (the default) each depth's transitions are first run
+    together on numpy lanes (``lanes.run_lanes``); a transition the lanes do
+    not vouch for (a memory fault, a failed check, a construct they cannot
+    run) is run on ints, so the result is the one ``lanes=False`` (every
+    transition on ints, one at a time) gives, transition for transition."""
 
     start = initial_state(p)
     key = lambda s: tuple(tuple(v) for name, v in s.v.items() if name not in WORKER_BUFFERS)
+    whole = lambda s: tuple(tuple(v) for v in s.v.values())
     seen = {key(start): None}
     parent: dict[tuple, tuple] = {}
     frontier = [(start, key(start))]
     stats: Exploration = {"states": 1, "transitions": 0, "depth": 0, "actions": {}}
     for d in range(depth):
         nxt = []
+        moves: list[tuple[State, tuple, str, Picks | Exception]] = []
         for st, here in frontier:
-            moves = list(enumerate_picks(st, prompts=prompts))
-            if extra is not None:
-                moves += list(extra(st))
-            for action, picks in moves:
+            try:
+                found = list(enumerate_picks(st, prompts=prompts))
+                if extra is not None:
+                    found += list(extra(st))
+            except Exception as e:  # noqa: BLE001 - raised where the state's turn comes, as one state at a time would
+                moves.append((st, here, "", e))
+                continue
+            moves += [(st, here, action, picks) for action, picks in found]
+        verdicts = run_lanes(p, [(st, action, picks) for st, _, action, picks in moves
+                                 if not isinstance(picks, Exception)], dropped) if lanes else []
+        lane_verdicts = iter(verdicts)
+        fresh: dict[tuple, State] = {}  # the states the lanes reached that no earlier depth did, by every variable
+        for verdict in verdicts if lanes else []:
+            if isinstance(verdict, State) and key(verdict) not in seen:
+                fresh.setdefault(whole(verdict), verdict)
+        inv_failed = dict(zip(fresh, failed_invariants(p, list(fresh.values()))))
+        for st, here, action, picks in moves:
+            if isinstance(picks, Exception):
+                raise picks
+            verdict = next(lane_verdicts, None)
+            if verdict is REFUSED:
+                continue
+            if isinstance(verdict, State):
+                after, bad = verdict, []
+            else:  # on ints: the refusal, memory fault or failed checks exactly as run_action has them
                 try:
                     out = run_action(st, action, picks, dropped=dropped)
                 except StepRefused:
                     continue
-                stats["transitions"] += 1
-                stats["actions"][action] = stats["actions"].get(action, 0) + 1
-                k = key(out.state)
-                bad = failed_checks(out)
-                if k not in seen:  # a state's invariants are checked when it is first reached
-                    bad += [f"inv: {n}" for n in sorted({n for n, x in invariants(out.state) if not x})]
-                if bad:
-                    run = [(action, picks)]
-                    cur = here
-                    while cur in parent:
-                        prev, a, pk = parent[cur]
-                        run.append((a, pk))
-                        cur = prev
-                    stats["depth"] = d + 1
-                    return {**stats, "status": "failed", "violated": bad, "run": run[::-1]}
-                if k not in seen:
-                    seen[k] = None
-                    parent[k] = (here, action, picks)
-                    nxt.append((out.state, k))
-                    stats["states"] += 1
-                    if shares_a_block(out.state):
-                        stats["shared_states"] = stats.get("shared_states", 0) + 1
-                    if budget is not None and stats["states"] > budget:
-                        return {**stats, "status": "budget", "depth": d}
+                after, bad = out.state, failed_checks(out)
+            stats["transitions"] += 1
+            stats["actions"][action] = stats["actions"].get(action, 0) + 1
+            k = key(after)
+            if k not in seen:  # a state's invariants are checked when it is first reached
+                failed = inv_failed.get(whole(after)) if inv_failed else None
+                if failed is None:
+                    failed = sorted({n for n, x in invariants(after) if not x})
+                bad += [f"inv: {n}" for n in failed]
+            if bad:
+                run = [(action, picks)]
+                cur = here
+                while cur in parent:
+                    prev, a, pk = parent[cur]
+                    run.append((a, pk))
+                    cur = prev
+                stats["depth"] = d + 1
+                return {**stats, "status": "failed", "violated": bad, "run": run[::-1]}
+            if k not in seen:
+                seen[k] = None
+                parent[k] = (here, action, picks)
+                nxt.append((after, k))
+                stats["states"] += 1
+                if shares_a_block(after):
+                    stats["shared_states"] = stats.get("shared_states", 0) + 1
+                if budget is not None and stats["states"] > budget:
+                    return {**stats, "status": "budget", "depth": d}
         frontier = nxt
         stats["depth"] = d + 1
         if not frontier:
