@@ -6,7 +6,8 @@ fuzz campaign's. The lockstep runner (``fuzz/lockstep.py``
 primitive choices; a review campaign (``review/lifecycle.py``
 ``review_policy``) copies the trackers of every moved live column or of
 none, keeps or breaks ``prefill_continuation_longer_than_one``, shows the
-kernels a block table one column short, and records each step's rows. No
+kernels a block table one column short, hands out blocks other requests
+hold, aliases a moved live column to its old block, and records each step's rows. No
 module subclasses :class:`.callers.Callers` (``tests/test_layers.py``).
 """
 
@@ -110,6 +111,15 @@ class CallerPolicy:
     """A live column allocated for a request gets, half the time where there are several cache groups,
     the null block in one of them (drawn) and real blocks in the others; the request leaves at the next
     step, its state in that group lost (a review probe of ``groups_agree_on_null``)."""
+    taken_live_blocks: bool = False
+    """A prefill chunk's newly allocated live block is, where there is one, a block that another
+    running request not scheduled this step still names before its live column, in every group
+    (a prefix block it holds; a review probe of ``fresh_slot_is_free``)."""
+    aliased_live_moves: bool = False
+    """Where the host publishes no prefix and the live column moves (all mode under the reference's
+    host), a request's live column that moves to a new column keeps, in each cache group as drawn,
+    the block its state is in: two columns of its row name one block (vLLM's test T5; every review
+    campaign draws it, ``distinct_slots_in_row``'s ``caller_draws``)."""
     state_copies: bool = True
     """The scheduler's block copy of a moved live column carries its state and ring (what a
     review's forward pass reads: ``review/lifecycle.py``; the fuzz callers' spec side copies them always)."""
@@ -122,8 +132,9 @@ class CallerPolicy:
         if self.one_token_continuations not in ONE_TOKEN_CONTINUATIONS:
             raise ValueError(f"one_token_continuations must be one of {ONE_TOKEN_CONTINUATIONS}, "
                              f"got {self.one_token_continuations!r}")
-        if not isinstance(self.null_live_groups, bool):
-            raise ValueError(f"null_live_groups must be a bool, got {self.null_live_groups!r}")
+        for name in ("null_live_groups", "taken_live_blocks", "aliased_live_moves"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.table_short_by, bool) or not isinstance(self.table_short_by, int) \
                 or self.table_short_by < 0:
             raise ValueError(f"table_short_by must be an int >= 0, got {self.table_short_by!r}")

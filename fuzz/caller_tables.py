@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .caller_policy import Draw, boolean, integer
+from .caller_policy import Draw, boolean, element, integer
 
 if TYPE_CHECKING:
     from .callers import Callers, Request
@@ -43,8 +43,10 @@ def release(callers: Callers, r: Request) -> None:
                     callers.free[g].append(s)
 
 
-def ensure_blocks(callers: Callers, draw: Draw, r: Request, live_col: int) -> bool:
-    """Allocate the columns up to the live one (some earlier ones null)."""
+def ensure_blocks(callers: Callers, draw: Draw, r: Request, live_col: int, prefill: bool = False) -> bool:
+    """Allocate the columns up to the live one (some earlier ones null); the live one of a
+    ``prefill`` chunk as the policy's ``taken_live_blocks`` says, of a moving one as its
+    ``aliased_live_moves`` says."""
     first = r.computed // callers.geo.block_size if callers.moves else 0
     needed = []
     for c in range(first, live_col + 1):
@@ -58,13 +60,57 @@ def ensure_blocks(callers: Callers, draw: Draw, r: Request, live_col: int) -> bo
         # the policy's groups disagreeing on the null block: one group's live block null, the others' real
         lost = (integer(draw, 0, groups - 1) if c == live_col and callers.policy.null_live_groups and groups > 1
                 and boolean(draw) else -1)
+        taken = held_elsewhere(callers, draw, r) if c == live_col and prefill and lost < 0 else None
+        stays = aliased_groups(callers, draw, r, c) if c == live_col else set()
         for g in range(groups):
-            r.cols[g][c] = callers.geo.pad_slot if null or g == lost else alloc(callers, g)
+            if null or g == lost:
+                r.cols[g][c] = callers.geo.pad_slot
+            elif taken is not None:
+                r.cols[g][c] = taken[g]
+            elif g in stays:
+                r.cols[g][c] = r.cols[g][callers.source_col(r)]
+            else:
+                r.cols[g][c] = alloc(callers, g)
         callers.saw("null column", null)
         if lost >= 0:
             callers.lost.add(r.rid)
             callers.saw("live column null in one group")
+        if taken is not None:
+            callers.taken_live.add(r.rid)
+            callers.saw("live block another request holds")
+        callers.saw("live column moved while its block stays", bool(stays))
     return True
+
+
+def held_elsewhere(callers: Callers, draw: Draw, r: Request) -> tuple[int, ...] | None:
+    """With the policy's ``taken_live_blocks``: the blocks, one per group, of a column before the
+    live one of a running request that this step does not schedule, named by no request it does
+    schedule (published ones first); None without the policy or such a column."""
+    if not callers.policy.taken_live_blocks:
+        return None
+    pad, groups = callers.geo.pad_slot, len(callers.free)
+    named = {(g, s) for rid in callers.stepping | {r.rid} if rid in callers.requests
+             for g, cols in enumerate(callers.requests[rid].cols) for s in cols}
+    published = {(g, s) for slots in callers.published.values() for g, s in enumerate(slots)}
+    options = [tuple(o.cols[g][c] for g in range(groups))
+               for o in sorted(callers.requests.values(), key=lambda o: o.rid)
+               if o.rid not in callers.stepping and o is not r for c in range(max(o.live_col, 0))]
+    options = [slots for slots in options
+               if pad not in slots and not any((g, s) in named for g, s in enumerate(slots))]
+    if not options:
+        return None
+    options.sort(key=lambda slots: not all((g, s) in published for g, s in enumerate(slots)))
+    return element(draw, list(dict.fromkeys(options)))
+
+
+def aliased_groups(callers: Callers, draw: Draw, r: Request, live_col: int) -> set[int]:
+    """With the policy's ``aliased_live_moves``, where no prefix is published and the live column
+    moves: the groups (drawn) in which ``r``'s new live column ``live_col`` keeps the real block its
+    state is in (vLLM's test T5: two columns of a row name one block)."""
+    src = callers.source_col(r)
+    if not (callers.policy.aliased_live_moves and callers.moves and not callers.align and 0 <= src != live_col):
+        return set()
+    return {g for g, cols in enumerate(r.cols) if cols[src] != callers.geo.pad_slot and boolean(draw)}
 
 
 def batch_table(callers: Callers, draw: Draw, batch_rows: list) -> list:

@@ -90,6 +90,11 @@ class Callers:
     """(group, slot) named by a violator's block-table row."""
     fresh_slots: set[tuple[int, int]] = field(default_factory=set)
     """(group, slot) allocated during the current step."""
+    stepping: set[int] = field(default_factory=set)
+    """The requests the current step schedules."""
+    taken_live: set[int] = field(default_factory=set)
+    """Requests whose live block, allocated this step, another running request's table names
+    (``CallerPolicy.taken_live_blocks``)."""
     lost: set[int] = field(default_factory=set)
     """Requests whose live column got the null block in some cache group only
     (``CallerPolicy.null_live_groups``): their state there is lost, they leave at the next step."""
@@ -285,13 +290,14 @@ class Callers:
             self.admit(draw)  # the scheduler admits a request into this step, to share a prefix
         rids = sorted(self.requests)
         chosen = self.policy.choose_rows(draw, rids)
+        self.stepping, self.taken_live = set(chosen), set()
         rows: list[tuple[Request, DrawnRow]] = []
         for rid in chosen:
             r = self.requests[rid]
             plan = self._plan_row(draw, r)
             if plan is not None and self.drop and boolean(draw):
                 self._break(draw, r, plan, self.drop)
-            if plan is not None and tables.ensure_blocks(self, draw, r, plan.live_col):
+            if plan is not None and tables.ensure_blocks(self, draw, r, plan.live_col, plan.prefilling):
                 rows.append((r, plan))
         if not rows:
             return []

@@ -94,7 +94,7 @@ class StepRecord:
             moves_between_blocks=src >= 0 and src != plan.live_col and pad not in (r.cols[0][src],
                                                                                    r.cols[0][plan.live_col]),
             trackers_copied=plan.copied, past_table=plan.live_col >= callers.table_cols,
-            live_null_in_some_groups=live == {True, False})
+            live_null_in_some_groups=live == {True, False}, live_block_taken=r.rid in callers.taken_live)
         for names, how in env.caller_model_breaks():
             if how.broken_by(view):
                 out |= names
@@ -108,10 +108,15 @@ def review_policy(record: StepRecord) -> CallerPolicy:
     while they are kept or, all of them dropped, while dropped (the trackers of
     every moved live column copied or none, one-token continuation chunks never
     or often, the state copied on a live move or not, the kernels' block table
-    one column short or not)."""
+    one column short or not, a prefill's live block one another request holds or
+    not); and in every campaign the decisions with which the callers draw vLLM's
+    behaviour that contradicts an assumption (``spec.assumptions.caller_model_draws``:
+    a moved live column keeping its block)."""
     decisions: dict[str, Any] = {}
     for names, how in env.caller_model_breaks():
         decisions.update(how.dropped if names <= record.dropped else how.kept)
+    for drawn in env.caller_model_draws():  # vLLM's own behaviour, in every campaign
+        decisions.update(drawn.caller_draws)
     return CallerPolicy(**decisions, scheduled=record.scheduled)
 
 

@@ -34,7 +34,7 @@ def _cell(text: str) -> str:
 
 def uses() -> dict[str, list[str]]:
     """Where each record is used: in some obligation's first case, by the
-    system probes, by ``fuzz --drop`` and by the review's probes, and the
+    system probes, by ``fuzz --drop``, by the review's probes and campaigns, and the
     files that build it in (a model choice built in nowhere is not modelled)."""
     from replayssm.review.probes import probes as review_probes
     from replayssm.spec import assumptions, contract
@@ -59,6 +59,8 @@ def uses() -> dict[str, list[str]]:
             where.append("fuzz --drop")
         if name in reviewed:
             where.append("review probe")
+        if name in {a.name for a in assumptions.caller_model_draws()}:
+            where.append("drawn by every review campaign")
         if record.built_in:
             where.append("built in: " + ", ".join(f"`{w}`" for w in record.built_in))
         elif isinstance(record, ModelChoice):

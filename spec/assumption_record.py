@@ -9,7 +9,9 @@ how it reads on one scheduled row (``on_row``), the rows that break it
 kernels' equivalence obligation leaves it out (``behavioural``), and how the
 system's caller model breaks it when a review drops it (``caller_breaks``, a
 :class:`CallerBreak`: the caller's decisions kept and dropped, and which
-scheduled rows break it), so no module needs to know an assumption by name.
+scheduled rows break it), or, for one vLLM's evidence contradicts, how every review
+campaign draws vLLM's behaviour (``caller_draws``), so no module needs to know an
+assumption by name.
 An :class:`AssumptionSet` is a set of them needed only jointly.
 
 Every list of assumptions a command uses (``fuzz --drop``'s choices, the
@@ -26,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from .geometry import Conventions, Geometry
 from .ghost_row import GhostRow, RowContext
-from .provenance import Provenance
+from .provenance import CONTRADICTED, Provenance
 from .vocab import Cond
 
 T = TypeVar("T")
@@ -95,6 +97,8 @@ class ScheduledRow:
     """Its live column is past the block table the kernels see."""
     live_null_in_some_groups: bool = False
     """Its live column holds the null block in some cache groups and a real block in others."""
+    live_block_taken: bool = False
+    """Its newly allocated live block is one another running request's block table still names."""
 
 
 Decisions = tuple[tuple[str, Any], ...]
@@ -162,12 +166,19 @@ class Assumption:
     caller_breaks: CallerBreak | None = None
     """How the system's caller model (a review campaign) breaks it when it is
     dropped; None when it cannot."""
+    caller_draws: Decisions = ()
+    """For an assumption vLLM's evidence contradicts: the callers' policy decisions
+    (:data:`Decisions`) with which every review campaign draws vLLM's behaviour that
+    breaks it, so each version is judged under it (never probed: vLLM does it)."""
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ValueError(f"{self.name}: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         if self.breaker is not None and self.scope != PER_REQUEST:
             raise ValueError(f"{self.name}: only a {PER_REQUEST} assumption has a row breaker")
+        if self.caller_draws and (self.provenance.status != CONTRADICTED or self.droppable):
+            raise ValueError(f"{self.name}: only a contradicted assumption that no probe drops is drawn by the "
+                             f"campaigns (caller_draws)")
 
     def __call__(self, *args: Any) -> Cond:
         return self.holds(*args)

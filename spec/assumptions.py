@@ -9,7 +9,8 @@ asked (a record added to :data:`ALL` shows in each view with no other
 edit): :func:`per_request_drops` (``fuzz --drop``'s choices),
 :func:`checked_on_rows` (what the fuzz callers check on every row),
 :func:`caller_model_drops`, :data:`SETS` and :func:`caller_model_breaks` (what a
-review's caller model breaks, and how), :func:`behavioural` (what the kernels' equivalence obligation
+review's caller model breaks, and how), :func:`caller_model_draws` (what every review
+campaign draws as vLLM does), :func:`behavioural` (what the kernels' equivalence obligation
 leaves out). The proofs name the records they assume directly.
 
 :class:`GhostRow`, :func:`encode_row` (``spec/ghost_row.py``) and
@@ -101,6 +102,12 @@ def caller_model_breaks() -> list[tuple[frozenset[str], CallerBreak]]:
     set's (:data:`SETS`), in that order."""
     singles = [(frozenset({a.name}), a.caller_breaks) for a in ALL if a.caller_breaks is not None]
     return singles + [(frozenset(s.names), s.caller_breaks) for s in SETS]
+
+
+def caller_model_draws() -> list[Assumption]:
+    """The assumptions vLLM's evidence contradicts that every review campaign breaks as vLLM does
+    (those with ``caller_draws``): no probe drops them, each version is judged under them."""
+    return [a for a in ALL if a.caller_draws]
 
 
 def behavioural() -> list[str]:

@@ -58,14 +58,24 @@ DISTINCT_SLOTS_IN_ROW = Assumption(
     contradicted(
         "vLLM's own model-wide test names one physical block in two columns of a row (a live column moved "
         "while the block stays), and C1's comment promises distinct blocks for distinct live columns only: "
-        "vLLM would have to promise distinct blocks for every column of a row, and its test shows it does not",
+        "vLLM would have to promise distinct blocks for every column of a row, and its test shows it does not. "
+        "Every review campaign draws it where no column is published (a host that does not publish prefixes, "
+        "its live column moving): a published column aliasing the live block would take the live state with it "
+        "under vLLM's own postprocess, so vLLM cannot alias there unless its runner skips that publish, which "
+        "the corpus does not show",
         cite(T5, "block_tables[0][0, 1] = block_tables[0][0, 0]",
-             "vLLM's test aliases columns 0 and 1 of a row to one block in one cache group."),
+             "vLLM's test aliases columns 0 and 1 of a row to one block in one cache group ..."),
+        cite(T5, "def test_modelwide_replayssm_copies_only_reassigned_cache_group(monkeypatch):",
+             "... and moves the live column from 0 to 1: that group copies nothing, the other group copies."),
         cite(C1, "# BlockManager guarantees that distinct live columns map to allocated,",
              "the block manager's promise is about distinct live columns, not every column of a row."),
+        cite(PAGE, "# When dst_slot aliases live_slot, these stores intentionally supersede the",
+             "the reference's postprocess makes a published block that is the live block canonical: a live "
+             "block aliased by a column it publishes loses the live replay."),
     ),
     scope=SYSTEM,
     behavioural=True,
+    caller_draws=(("aliased_live_moves", True),),
 )
 
 
@@ -107,6 +117,11 @@ def _fresh_slot_is_free(ref: Value) -> Cond:
     return ref == 0
 
 
+def _publishing_host_with_live_columns(c: Conventions) -> bool:
+    """A host whose requests hold published blocks before their live column (align mode, live columns given)."""
+    return c.materialize_prefixes and not c.live_col_is_zero
+
+
 FRESH_SLOT_IS_FREE = Assumption(
     "fresh_slot_is_free",
     "a newly allocated block is referenced by no block table (the pool hands out only free blocks)",
@@ -118,6 +133,11 @@ FRESH_SLOT_IS_FREE = Assumption(
              "the block manager's promise covers distinct live columns, not a fresh block versus every table."),
     ),
     scope=SYSTEM,
+    caller_breaks=CallerBreak(
+        "a prefill chunk's newly allocated live block is one that another running request's block table still "
+        "names before its live column (a prefix block it holds): the chunk overwrites that block's state and "
+        "trackers", lambda s: s.live_block_taken, dropped=(("taken_live_blocks", True),)),
+    reach=Reach(_publishing_host_with_live_columns, model_blocks=3),
 )
 
 

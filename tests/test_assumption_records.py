@@ -194,25 +194,45 @@ def test_the_architecture_docs_trace_of_one_assumption_lists_the_modules_that_na
     assert listed == naming and len(naming) == 7, (sorted(listed), sorted(naming))
 
 
-UNPROBED_NOT_GUARANTEED = {
-    "distinct_slots_in_row": "system", "fresh_slot_is_free": "system",
-}
-"""The assumptions vLLM does not guarantee that no review probe drops yet, with
-their scope (issue 36 item 2 asks for a probe of each): no record has a row
-breaker or a caller-model break for them. A ratchet: it may only shrink.
-batch_in_launch, packed_tables_match_layers and positions_in_model left it as
+UNPROBED_NOT_GUARANTEED: dict[str, str] = {}
+"""The assumptions vLLM does not guarantee that no review probe drops and no
+review campaign draws, with their scope (issue 36 item 2 asks for a probe of
+each): a ratchet, empty; an entry may only leave it. The last five left it so:
+batch_in_launch, packed_tables_match_layers and positions_in_model as
 guaranteed (the grid and the packed layout the host builds itself, the model
 runner's rows of max_model_len tokens; their int32 bounds are the model choice
-int32_sizes). fresh_slot_is_free and distinct_slots_in_row are the block
-pool's and table's own promises (distinct_slots_in_row is contradicted by T5:
-to be drawn by the campaigns, not probed)."""
+int32_sizes); fresh_slot_is_free by a caller break (the pool hands a prefill a
+block another request holds); distinct_slots_in_row, contradicted by T5, is
+drawn by every campaign (caller_draws: a moved live column keeps its block)."""
 
 
-def test_the_not_guaranteed_assumptions_no_review_probe_drops_are_these() -> None:
+def test_every_not_guaranteed_assumption_is_probed_or_drawn_by_every_review() -> None:
     probed = {n for p in pr.probes() for n in p.assumptions}
-    gap = {a.name: a.scope for a in env.ALL if not a.provenance.is_guaranteed and a.name not in probed}
+    drawn = {a.name for a in env.caller_model_draws()}
+    gap = {a.name: a.scope for a in env.ALL
+           if not a.provenance.is_guaranteed and a.name not in probed | drawn}
     assert gap == UNPROBED_NOT_GUARANTEED, "a probe was added (remove it here) or a record lost its own"
-    assert all(not env.named(n).droppable for n in gap)
+    assert drawn and not drawn & probed, "a drawn behaviour is vLLM's: never probed"
+    assert all(env.named(n).provenance.status == "contradicted" for n in drawn)
+
+
+def test_only_a_contradicted_unprobed_assumption_is_drawn() -> None:
+    """Teeth of the record's check: a guaranteed or probed record cannot carry ``caller_draws``."""
+    import dataclasses
+
+    with pytest.raises(ValueError, match="only a contradicted"):
+        dataclasses.replace(env.GROUPS_AGREE_ON_NULL, caller_draws=(("aliased_live_moves", True),))
+    with pytest.raises(ValueError, match="only a contradicted"):
+        dataclasses.replace(env.LIVE_MOVE_COPIES_STATE, caller_breaks=None, caller_draws=(("x", True),))
+
+
+def test_review_campaigns_draw_the_contradicted_behaviour_kept_or_dropped() -> None:
+    from replayssm.review.lifecycle import StepRecord, review_policy
+
+    for dropped in (frozenset(), frozenset({env.FRESH_SLOT_IS_FREE.name})):
+        assert review_policy(StepRecord(dropped)).aliased_live_moves
+    assert review_policy(StepRecord(frozenset({env.FRESH_SLOT_IS_FREE.name}))).taken_live_blocks
+    assert not review_policy(StepRecord()).taken_live_blocks
 
 
 RECORD_CONSTANTS = {name for name, value in vars(env).items()

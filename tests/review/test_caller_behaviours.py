@@ -17,7 +17,16 @@ versions that handle it are not.
   caller break; not guaranteed: a probe): a request's live column null in one
   group and real in the others. Per-group generations serve the other groups
   as if alone (A4); the model-wide D1 and D2 write a request's flush plan from
-  group 0 only and reset the other groups' published live slot without it.
+  group 0 only and reset the other groups' published live slot without it;
+- a block the pool hands out while another request's table still names it
+  (``fresh_slot_is_free``'s caller break; not guaranteed: a probe): a prefill's
+  new live block is another request's prefix block, which it overwrites. No
+  kernel can keep that prefix, so every version relies on it (``latent``);
+- two columns of a row naming one block (``distinct_slots_in_row``,
+  contradicted by vLLM's test T5: drawn by every campaign, never probed): where
+  no prefix is published and the live column moves, a moved live column keeps
+  the block its state is in. A3 and D3 (whose hosts run all mode so) handle it;
+  an A3 that clears the old column's trackers on a move loses the live state.
 """
 
 from __future__ import annotations
@@ -141,14 +150,16 @@ def test_a_kernel_that_checkpoints_on_the_row_length_under_an_executed_width_is_
     assert trace["params"]["executed_width"] == 4  # the trace replays at the width it ran
 
 
-def test_groups_agree_on_null_is_broken_by_the_review_caller_model() -> None:
+@pytest.mark.parametrize("record, decision", [(env.GROUPS_AGREE_ON_NULL, "null_live_groups"),
+                                              (env.FRESH_SLOT_IS_FREE, "taken_live_blocks")])
+def test_a_system_assumption_is_broken_by_the_review_caller_model(record, decision: str) -> None:
     from replayssm.review import probes as pr
     from replayssm.review.lifecycle import StepRecord, review_policy
 
-    assert env.GROUPS_AGREE_ON_NULL.caller_breaks is not None
-    assert pr.Probe((env.GROUPS_AGREE_ON_NULL.name,)) in pr.probes()
-    assert review_policy(StepRecord(frozenset({env.GROUPS_AGREE_ON_NULL.name}))).null_live_groups
-    assert not review_policy(StepRecord()).null_live_groups
+    assert record.caller_breaks is not None
+    assert pr.Probe((record.name,)) in pr.probes()
+    assert getattr(review_policy(StepRecord(frozenset({record.name}))), decision)
+    assert not getattr(review_policy(StepRecord()), decision)
 
 
 @needs_corpus
@@ -191,3 +202,85 @@ def test_a_row_longer_than_a_block_under_the_executed_width_is_no_reliance_of_a4
     of 2) ran longer than the width A4 was told, and A4 looked latent on it."""
     summary = _probe(_version(version_path("A4"), "A4"), env.DECODE_WITHIN_BLOCK.name, tmp_path)
     assert summary["outcome"] == "no counterexample", summary
+
+
+@needs_corpus
+def test_a_prefill_given_a_block_another_request_holds_overwrites_its_prefix(tmp_path: Path) -> None:
+    """Every version relies on the pool handing out free blocks: A4's probe finds the other request's
+    published prefix block overwritten (canonical), and the same schedule with the prefill's request
+    out of it (restored) passes: latent, never a finding."""
+    summary = _probe(_version(version_path("A4"), "A4"), env.FRESH_SLOT_IS_FREE.name, tmp_path)
+    assert summary["outcome"] == "latent" and summary["property"] == "canonical", summary
+    assert summary["broken_steps"] >= 3 and "published block" in summary["message"], summary
+
+
+def _unpublished_campaign(version, tmp_path: Path, published: bool = False):
+    """A campaign of ``version`` in all mode on a host that publishes no prefix and gives live columns
+    (``published``: in align mode on a publishing host instead)."""
+    from replayssm.review.campaign import campaign
+
+    return campaign((version,), budget=600, seed=0, out_dir=tmp_path, tag=version.label, examples=16, shrink=False,
+                    where=lambda c: c.materialize_prefixes is published and not c.live_col_is_zero,
+                    cache_mode=None if published else "all")
+
+
+ALIASED = "live column moved while its block stays"
+
+
+def test_a_moved_live_column_keeps_its_block_only_where_nothing_is_published() -> None:
+    """The callers alias a moved live column to the block its state is in (T5) in every review
+    campaign, but only on a host that publishes no prefix: a published column that is the live block
+    would lose the live replay under vLLM's own postprocess."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from replayssm.fuzz.caller_shapes import GEOMETRIES, Features
+    from replayssm.fuzz.launcher import Setup
+    from replayssm.review.lifecycle import review_callers
+
+    seen: dict[bool, int] = {}
+    for publishing in (False, True):
+        conv = next(c for c in Conventions.all() if c.materialize_prefixes is publishing and not c.live_col_is_zero)
+        setup = Setup.sized(GEOMETRIES[1], conv, (1, 2), 3, 16, "all" if not publishing else conv.mode)
+
+        @settings(max_examples=30, database=None, deadline=None)
+        @given(hs.data())
+        def run(data) -> None:
+            callers, _ = review_callers(setup, Features(), frozenset())
+            for _ in range(8):
+                if callers.geo.max_num_reqs > len(callers.requests):
+                    callers.admit(data.draw)
+                callers.step(data.draw)
+                for r in callers.requests.values():
+                    for g, cols in enumerate(r.cols):
+                        real = [s for s in cols if s != callers.geo.pad_slot]
+                        if len(set(real)) < len(real):
+                            assert r.live_col >= 0 and cols[r.live_col] in real, "aliases the live block"
+                            seen[publishing] = seen.get(publishing, 0) + 1
+            assert sum(len(f) for f in callers.free) == len({(g, s) for g, f in enumerate(callers.free) for s in f})
+
+        run()
+    assert seen.get(False, 0) > 0 and seen.get(True, 0) == 0, seen
+
+
+@needs_corpus
+@pytest.mark.parametrize("label", ["A3", "D3"])
+def test_a3_and_d3_keep_a_live_state_whose_block_stays(label: str, tmp_path: Path) -> None:
+    outcome = _unpublished_campaign(_version(version_path(label), label), tmp_path)
+    assert outcome.failures == [] and outcome.tally.scenarios.get(ALIASED, 0) > 0, outcome
+
+
+@needs_corpus
+def test_a_migration_that_clears_the_old_columns_trackers_loses_a_live_state_whose_block_stays(
+        tmp_path: Path) -> None:
+    """Teeth: A3 clearing the source block's trackers on a live move is harmless where the move
+    takes a new block (align mode, no failure), but where the block stays (all mode on A3's own
+    host, which publishes no prefix there) it clears the live state's trackers: a finding."""
+    old = "    fresh = valid_dst & ~valid_src\n"
+    planted = _planted(tmp_path, "A3", old, old + "    moved = valid_src & valid_dst & (src_col != dst_col)\n"
+                       "    tl.store(tracker_start + src_slot, 0, mask=moved)\n"
+                       "    tl.store(tracker_committed + src_slot, 0, mask=moved)\n")
+    version = _version(planted, "A3_planted")
+    outcome = _unpublished_campaign(version, tmp_path)
+    assert outcome.failures and outcome.failures[0].prop in ("forward", "refinement"), outcome
+    assert _unpublished_campaign(version, tmp_path, published=True).failures == []
