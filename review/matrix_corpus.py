@@ -19,7 +19,9 @@ The dimensions the version's host branches on (:func:`dimensions`):
   runner's per-step inputs are outside the corpus).
 
 Each cell gets the kernel findings whose counterexample lies in it (the
-version's kernel proofs, run once; one whose launch cannot be read, in every
+version's kernel proofs, run once; one whose launch cannot be read, a proof
+that relies on a launch clause vLLM does not guarantee (latent), and one
+neither proved nor replayed as a finding (a coverage shortfall) in every
 cell), one lifecycle campaign of its systems and one probe per caller
 assumption vLLM does not guarantee (each ``N`` examples, seeded:
 :data:`EXAMPLES` by default). A failure is judged as ``review`` judges it
@@ -208,6 +210,28 @@ def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[di
                 judge(c, strict, what, f.get("impact"), f["trace"], f["replay"])
 
 
+def place_unproved(cells: list[MatrixCell], proofs: dict[str, Any] | None) -> None:
+    """Each kernel obligation that neither proved outright nor gave a finding, in every cell (where its
+    variant lies is not known): one proved only under a launch clause vLLM does not guarantee
+    (``relies_on``) is ``latent``; one ``unknown``, or failed with a counterexample the real kernel did
+    not show (``not reproduced``, ``no small launch``), a ``coverage shortfall``: neither a proof nor a
+    finding, never a pass."""
+    from .kernel_proofs import REPLAYED_FINDINGS
+
+    for r in (proofs or {}).get("results", ()):
+        name = r["obligation"].split("@")[0]
+        if r.get("relies_on"):
+            status, said = LATENT, (f"kernel proof {name} relies on {', '.join(r['relies_on'])} (a launch clause "
+                                    "vLLM does not guarantee; in every configuration)")
+        elif r["status"] == "proved" or r.get("replayed") in REPLAYED_FINDINGS:
+            continue
+        else:
+            status, said = SHORTFALL, (f"kernel proof {name} {r['status']}" + (f", {r['replayed']} on the real "
+                                       "kernel" if r.get("replayed") else "") + " (in every configuration)")
+        for c in cells:
+            c.worsen(status, said)
+
+
 def _impact(trace: str, v: Version, device: str) -> dict[str, Any] | None:
     """A lifecycle failure's impact as ``review`` derives it (:func:`.impact.with_impact`; None: not derived)."""
     from .impact import with_impact
@@ -269,6 +293,7 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
 def corpus_matrix(v: Version, args: argparse.Namespace, examples: int, traces: Path, out: TextIO) -> Matrix:
     """The hazard matrix of ``v`` (see the module docstring): its kernel proofs once, then every cell."""
     from .kernel_proofs import kernel_proofs
+    from .kernel_proofs import summary as kernel_summary
     from .verdict_parts import kernel_findings
 
     dims = dimensions(v)
@@ -277,8 +302,9 @@ def corpus_matrix(v: Version, args: argparse.Namespace, examples: int, traces: P
     proofs = kernel_proofs(v.kernels, v.api, v.source, traces, v.module)
     found = [k.as_json() for k in kernel_findings(proofs)]
     place_kernel_findings(v, m.cells, found, args.strict)
-    m.notes.append(f"kernel proofs of {v.label}: {len(found)} finding(s), each placed in the cells whose host "
-                   "launches its variant")
+    place_unproved(m.cells, proofs)
+    m.notes.append(f"kernel proofs of {v.label}: {kernel_summary(proofs)}; each finding placed in the cells whose "
+                   "host launches its variant, a latent reliance or a proof neither proved nor replayed in every cell")
     for cell in m.cells:
         fill_cell(v, cell, args, examples, traces, out)
     return m

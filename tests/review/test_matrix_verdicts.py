@@ -187,3 +187,36 @@ def test_a_file_name_with_a_newline_or_escape_cannot_forge_a_row_of_the_matrix_t
         lines = text(m, wide=wide).splitlines()
         assert not any(line.startswith("none    0") for line in lines) and "\x1b" not in "".join(lines)
         assert any("\\x0a" in line and "\\x1b[2J" in line for line in lines)  # shown, escaped
+
+
+@pytest.mark.parametrize("result, status, said", [
+    ({"status": "proved", "relies_on": ["query_start_loc_non_decreasing"]}, "latent", "relies on"),
+    ({"status": "unknown"}, SHORTFALL, "unknown"),
+    ({"status": "failed", "replayed": "no small launch"}, SHORTFALL, "no small launch on the real kernel"),
+    ({"status": "failed", "replayed": "not reproduced"}, SHORTFALL, "not reproduced"),
+])
+def test_a_kernel_proof_neither_proved_nor_a_finding_is_latent_or_a_shortfall_in_every_cell(
+        result: dict[str, Any], status: str, said: str) -> None:
+    cells = cells_of(mc.dimensions(a1()))
+    mc.place_unproved(cells, {"results": [{"obligation": "kernel.D.postprocess.int32@D1", "case": "c", **result}]})
+    assert all(c.status == status and said in c.detail for c in cells)
+    for fine in ({"status": "proved"}, {"status": "failed", "replayed": "reproduced"}):  # proved; a finding (placed
+        kept = cells_of(mc.dimensions(a1()))                                                # by its launch): no word
+        mc.place_unproved(kept, {"results": [{"obligation": "kernel.D.postprocess.int32@D1", "case": "c", **fine}]})
+        assert all(c.status == PASS and not c.detail for c in kept)
+
+
+def test_the_matrix_of_a_version_whose_kernel_proof_relies_on_an_unguaranteed_clause_is_latent(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from replayssm.review import kernel_proofs
+
+    doc = {"applies": True, "api": "A", "roles": [], "seconds": 1.0, "command": "prove --kernels",
+           "results": [{"obligation": "kernel.A.postprocess.int32@A1", "status": "proved", "cases": 1, "case": None,
+                        "violated": None, "relies_on": ["a_clause"]}]}
+    monkeypatch.setattr(kernel_proofs, "kernel_proofs", lambda *a: doc)
+    monkeypatch.setattr(mc, "fill_cell", lambda *a: None)  # every campaign and probe held
+    v = Version("A1", str(corpus.versions() / "A1.py"), None, registry()["A"], kernels=object())  # type: ignore[arg-type]
+    m = mc.corpus_matrix(v, args(), 4, tmp_path, io.StringIO())
+    assert m.status == "latent" and exit_status(m) == EXIT_FINDING
+    doc["results"][0].pop("relies_on")  # proved outright: the matrix passes
+    assert mc.corpus_matrix(v, args(), 4, tmp_path, io.StringIO()).status == PASS
