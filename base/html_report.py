@@ -132,8 +132,9 @@ LEGEND = (f'<p class="legend muted">Ring rows clockwise from the top, row 0 firs
           f'{COMMITTED}"></span>committed (replayed on the checkpoint) <span style="background:{HELD}"></span>'
           f'holds a token, not committed <span style="background:{EMPTY}"></span>garbage; rows outlined '
           f'<span style="border:2px solid #e08a00"></span>were written in that step, and <mark class="changed">'
-          f'marked</mark> cells changed; a tracker cell\'s small number names what wrote it in that step (the '
-          f'kernel\'s store line, or the host), listed under the step\'s table; the red marker is '
+          f'marked</mark> cells changed; a cell\'s small number names what wrote it in that step (a kernel\'s '
+          f'store line; FlashInfer as modelled here, for a materialize with the kernel lines that wrote its plan '
+          f'row; or the host), listed under the step\'s table; the red marker is '
           f'<code>ring_start</code>; a slot framed red is the one the finding names, as it broke; tokens are '
           f'&lt;stream&gt;&lt;position&gt; (stream 0 is a, 1 is b); the centre is the checkpoint.</p>')
 
@@ -149,6 +150,10 @@ def writer_label(writer: dict) -> str:
     """Who wrote a cell, in one line: ``A1.py:239 in _kernel: tl.store(...)``, or ``host: what``."""
     if "host" in writer:
         return f"host: {writer['host']}"
+    if "flashinfer" in writer:
+        plan = "; its plan row written by " + ", ".join(f"{p['file']}:{p['line']} ({p['buffer']})"
+                                                        for p in writer["plan"]) if writer.get("plan") else ""
+        return f"FlashInfer (modelled): {writer['flashinfer']}{plan}"
     text = f": {writer['text']}" if writer.get("text") else ""
     return f"{writer.get('file')}:{writer.get('line')} in {writer.get('function')}{text}"
 
@@ -177,6 +182,12 @@ class _Writers:
         for label, (n, w) in self.cited.items():
             if "host" in w:
                 items.append(f'<li value="{n}">host: {_e(w["host"])}</li>')
+            elif "flashinfer" in w:
+                plan = "; its plan row written by " + ", ".join(
+                    f'<b>{_e(p["file"])}:{_e(p["line"])}</b> ({_e(p["buffer"])})'
+                    + (f': <code>{_e(p["text"])}</code>' if p.get("text") else "") for p in w["plan"]) \
+                    if w.get("plan") else ""
+                items.append(f'<li value="{n}">FlashInfer (modelled): {_e(w["flashinfer"])}{plan}</li>')
             else:
                 text = f': <code>{_e(w["text"])}</code>' if w.get("text") else ""
                 items.append(f'<li value="{n}"><b>{_e(w.get("file"))}:{_e(w.get("line"))}</b> in '
@@ -211,10 +222,13 @@ def _review_steps(steps: list[dict]) -> list[str]:
                 by = s.get("written_by") or {}
                 rows.append(f"<tr><td>{'<b>broke</b> ' if s.get('broke') else ''}g{s['group']} slot {s['slot']} "
                             f"L{layer['layer']}</td><td>{writers.cell(s['ring_start'], diff[0], by.get('ring_start'))}"
-                            f"</td><td>{writers.cell(s['committed'], diff[1], by.get('committed'))}</td>"
-                            f"<td>{_mark(token(layer['checkpoint']) or 'none', diff[2])}</td>"
-                            f"<td>{_e(', '.join(f'{i}: {token(now[3][i]) or chr(8212)}' for i in sorted(changed)) or '-')}"
-                            "</td></tr>")
+                            f"</td><td>{writers.cell(s['committed'], diff[1], by.get('committed'))}</td>")
+                wrote = layer.get("written_by") or {}
+                rows_by = {int(i): w for i, w in (wrote.get("rows") or {}).items()}
+                ring_rows = [writers.cell(f"{i}: {token(now[3][i]) or chr(8212)}", False, rows_by.get(i))
+                             for i in sorted(changed | set(rows_by))]
+                checkpoint = writers.cell(token(layer['checkpoint']) or 'none', diff[2], wrote.get('checkpoint'))
+                rows.append(f"<td>{checkpoint}</td><td>{', '.join(ring_rows) or '-'}</td></tr>")
         table = ('<table class="slots"><tr><th>slot</th><th>ring_start</th><th>num_committed</th><th>checkpoint</th>'
                  f'<th>ring rows written</th></tr>{"".join(rows)}</table>') if rows else ""
         culprits = dict.fromkeys(writer_label(w) for s in step["slots"] if s.get("broke")

@@ -121,6 +121,10 @@ class Harness:
             views[buf] = view
         return PlanSet(layers, **views)
 
+    def region_of(self, view: torch.Tensor) -> str | None:
+        """The name of the state arena's buffer that ``view`` is (None: no buffer of it)."""
+        return next((n for n in self.arena.regions if self.arena.view(n).data_ptr() == view.data_ptr()), None)
+
     # -- state the caller and the checks see ---------------------------------------
     def trackers(self, group: int, slot: int) -> tuple[int, int]:
         return int(self.ring_start[group][slot]), int(self.num_committed[group][slot])

@@ -23,6 +23,7 @@ code never runs in the judging process, so the record is made where it runs:
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,6 +96,22 @@ def _cell(region: Region, word: int) -> str:
     return region.describe(word)[0]
 
 
+def statement(lines: list[str], line: int, most: int = 8) -> str | None:
+    """The statement that starts at 1-based ``line`` of ``lines`` on one line: its lines while brackets
+    stay open (at most ``most``), joined (``tl.store(dst_slots + o, v)`` from a store written over four)."""
+    if not 0 < line <= len(lines):
+        return None
+    parts, depth = [], 0
+    for text in lines[line - 1:line - 1 + most]:
+        code = text.split("#", 1)[0].strip()
+        parts.append(code)
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth <= 0:
+            break
+    joined = re.sub(r"([(\[{])\s+", r"\1", " ".join(p for p in parts if p))
+    return re.sub(r",?\s*([)\]}])", r"\1", joined)
+
+
 class StoreLog:
     """The cells of a harness's state arena that the step's launches and its
     caller wrote, each with its last writer: ``{"file", "line", "text",
@@ -138,7 +155,7 @@ class StoreLog:
                 self._lines = self.source.read_text().splitlines()
         except (OSError, UnicodeDecodeError, ValueError):
             return None
-        return self._lines[line - 1].strip() if 0 < line <= len(self._lines) else None
+        return statement(self._lines, line)
 
     def record(self, kernel: str, watched: dict | None) -> None:
         """What :func:`recorded_stores` sent back for a launch of ``kernel`` (a later store wins)."""
