@@ -182,23 +182,28 @@ def _slot(h: Harness, ghost: Ghost, g: int, slot: int) -> dict:
     return out
 
 
-def timeline(path: str, version: Version, device: str = "cpu") -> dict:
+def timeline(path: str, version: Version, device: str = "cpu", writers: bool = True) -> dict:
     """``{"system", "steps": [{"step", "rows", "slots", "finding"}]}``: the
     trace at ``path`` on ``version``, up to and including the step where it
-    breaks a property (``finding`` that step's message, None before)."""
+    breaks a property (``finding`` that step's message, None before);
+    ``writers``: each written cell's writer recorded (False: the cells only,
+    what ``benchmarks/report_lines_cost.py`` compares against)."""
     trace = json.loads(Path(path).read_text())
     setup = Setup.from_json(trace["params"])
     dropped = frozenset(trace["#meta"].get("dropped", []))
-    harness = _Recorded(setup, version.module, version.api, torch.device(device))
-    harness.stores = StoreLog(harness.arena, _source_file(version.source))
+    harness = (_Recorded if writers else Harness)(setup, version.module, version.api, torch.device(device))
+    if writers:
+        harness.stores = StoreLog(harness.arena, _source_file(version.source))
     geo = setup.geometry
-    ghost = _Watched(harness, setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
+    shape = (setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot)
+    ghost = _Watched(harness, *shape) if isinstance(harness, _Recorded) else Ghost(*shape)
     steps = []
     for n, s in enumerate(trace["steps"]):
         step = CallerStep.from_json(s)
         finding = None
-        harness.stores.clear()
-        ghost.clear()
+        if isinstance(ghost, _Watched) and harness.stores is not None:
+            harness.stores.clear()
+            ghost.clear()
         try:
             run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
         except PropertyBroken as f:
@@ -225,11 +230,12 @@ def timeline(path: str, version: Version, device: str = "cpu") -> dict:
     return {"system": system, "steps": steps}
 
 
-def timelines(document: dict, heads: dict[str, Version], base: Version | None, device: str = "cpu") -> dict[str, dict]:
+def timelines(document: dict, heads: dict[str, Version], base: Version | None, device: str = "cpu",
+              writers: bool = True) -> dict[str, dict]:
     """A timeline per trace of a review document's findings, latent
     reliances and sampled regressions or fixes, keyed by the trace's path, each replayed on the
     version that broke (the verdict's head, by label in ``heads``; ``base``
-    for a fix)."""
+    for a fix); ``writers`` as :func:`timeline`."""
     out = {}
     for v in document.get("verdicts", []):
         head = heads.get(v["version"])
@@ -238,5 +244,5 @@ def timelines(document: dict, heads: dict[str, Version], base: Version | None, d
                     if d["kind"] in ("fix", "regression") and d.get("evidence", "sampled") == "sampled"]
         for version, e in entries:
             if version is not None and e.get("trace") and e["trace"] not in out and Path(e["trace"]).is_file():
-                out[e["trace"]] = timeline(e["trace"], version, device)
+                out[e["trace"]] = timeline(e["trace"], version, device, writers)
     return out

@@ -290,6 +290,18 @@ def test_what_the_targets_process_sends_is_judged_as_data(tmp_path: Path) -> Non
     assert log.writer("ring_start.g0[0]") is None  # a malformed entry names nothing
 
 
+@pytest.mark.parametrize("argv, message", [(["--repeat", "0"], "--repeat must be >= 1, got 0"),
+                                           (["--examples", "0"], "--examples must be >= 1, got 0"),
+                                           (["--json", "/no/such/folder/c.json"], "--json's folder /no/such/folder")])
+def test_the_cost_benchmark_names_a_bad_option_before_any_run(argv: list[str], message: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "report_lines_cost.py"), *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 @needs_chromium
 def test_teeth_a_page_wider_than_the_window_measures_wider(tmp_path: Path) -> None:
     from report_checks import measured_width
