@@ -67,7 +67,7 @@ def recorded_stores(regions: list[list[int]], relocate: Callable[[int], int]) ->
     stores: list[dict] = []
     original = builder.create_masked_store
 
-    def store(ptrs: TensorHandle, value: TensorHandle, mask: TensorHandle, *rest: object) -> Any:
+    def note(ptrs: TensorHandle, value: TensorHandle, mask: TensorHandle) -> None:
         shape = np.asarray(ptrs.data).shape
         addresses = np.asarray(ptrs.data).reshape(-1).astype(np.int64)
         on = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape).reshape(-1)
@@ -80,6 +80,12 @@ def recorded_stores(regions: list[list[int]], relocate: Callable[[int], int]) ->
             where = _kernel_frame(skip)
             if where is not None:
                 stores.append({"file": where[0], "line": where[1], "function": where[2], "cells": cells})
+
+    def store(ptrs: TensorHandle, value: TensorHandle, mask: TensorHandle, *rest: object) -> Any:
+        try:
+            note(ptrs, value, mask)
+        except Exception:  # noqa: BLE001 - the record is for the page: a store it cannot read stays unnamed,
+            pass  # never a fault of the launch (which would read as the target's)
         return original(ptrs, value, mask, *rest)
 
     found: dict = {}
