@@ -177,7 +177,7 @@ def _kernel_system(trace: dict[str, Any]) -> tuple[Conventions, Geometry, int, b
     return conv, geo, len(p.get("layers_per_group", [1])), long_decode
 
 
-def judge(cell: MatrixCell, strict: bool, what: str, impact: dict[str, Any] | None, trace: str | None,
+def place_failure(cell: MatrixCell, strict: bool, what: str, impact: dict[str, Any] | None, trace: str | None,
           replay: str | None) -> None:
     """One failure in ``cell``, as ``review`` judges it: a finding, or (its ``impact`` read by nobody,
     without ``strict``) a deviation said in the cell's detail that leaves its status as it is."""
@@ -189,7 +189,7 @@ def judge(cell: MatrixCell, strict: bool, what: str, impact: dict[str, Any] | No
 
 def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[dict[str, Any]],
                           strict: bool = False) -> None:
-    """Each kernel finding (the review's ``kernel_findings``, :func:`judge`d) in every cell whose host
+    """Each kernel finding (the review's ``kernel_findings``, :func:`place_failure`d) in every cell whose host
     launches its variant: its mode and runner by its conventions, its group count or more, and both
     speculative values unless a decode row of its launch is longer than one token; one whose launch
     cannot be read in every cell (where it lies is unknown, so it may lie in any)."""
@@ -201,13 +201,14 @@ def place_kernel_findings(v: Version, cells: list[MatrixCell], findings: list[di
             conv, _, groups, long_decode = _kernel_system(json.loads(Path(f["trace"]).read_text()))
         except (OSError, KeyError, TypeError, ValueError) as e:
             for c in cells:
-                judge(c, strict, f"{what} (its launch cannot be read: {type(e).__name__}; in every configuration)",
+                place_failure(c, strict,
+                              f"{what} (its launch cannot be read: {type(e).__name__}; in every configuration)",
                       f.get("impact"), f.get("trace"), f.get("replay"))
             continue
         for c in cells:
             s = space(v, c.config)
             if s.where(conv) and s.groups >= groups and not (long_decode and c.config["speculative tokens"] == "0"):
-                judge(c, strict, what, f.get("impact"), f["trace"], f["replay"])
+                place_failure(c, strict, what, f.get("impact"), f["trace"], f["replay"])
 
 
 def place_unproved(cells: list[MatrixCell], proofs: dict[str, Any] | None) -> None:
@@ -254,7 +255,8 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
     cell.examples += main.tally.examples
     strict = bool(args.strict)
     for f in main.failures:
-        judge(cell, strict, f.message, _impact(f.trace, v, args.device), f.trace, replay_command(f.trace, v.source))
+        place_failure(cell, strict, f.message, _impact(f.trace, v, args.device), f.trace,
+                      replay_command(f.trace, v.source))
     if main.tally.examples == 0:
         cell.worsen(SHORTFALL, "its lifecycle campaign drew no system: the host launches no variant here")
     elif main.cut:
@@ -276,7 +278,7 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
             cell.worsen(LATENT, f"relies on {probe.name} (not guaranteed): without it {result.prop} breaks",
                         result.trace, replay_command(str(result.trace), v.source))
         elif outcome == "finding" and independent:
-            judge(cell, strict, f"{independent.prop}: found without {probe.name}, stays with it kept",
+            place_failure(cell, strict, f"{independent.prop}: found without {probe.name}, stays with it kept",
                   _impact(independent.trace, v, args.device), independent.trace,
                   replay_command(independent.trace, v.source))
         elif outcome == "not finished":

@@ -29,18 +29,25 @@ from CPU counts, is the spec's proof ``release.triton_cursor.refinement``.
 A proof that fails is a finding; one that ends ``unknown`` (a tracker kernel
 the evaluator cannot read, a solver that gives up) is a ``coverage
 shortfall`` of the cells that launch its role, never a pass nor a finding.
+The cursor's proof is of 0.33.0's host as the spec models it, so it speaks for
+the vLLM under review only where that vLLM's own files hold the evidence of
+the caller records it assumes (:data:`TRITON_ASSUMES`, their citations read
+in its tree, :func:`missing_evidence`); where they do not, a Triton cell is a
+``coverage shortfall`` naming the citation.
 Identical runs are made once.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from replayssm.base.reports import replay_command
 from replayssm.spec import release_caller as caller
-from replayssm.spec.provenance import RELEASE_CACHE, Citation, cite
+from replayssm.spec.assumption_record import Assumption
+from replayssm.spec.provenance import CORPUS, RELEASE, RELEASE_CACHE, RELEASE_SSU, Citation, citation_problems, cite
 from replayssm.spec.release_trackers import ReleaseGeometry
 
 from .matrix import FINDING, LATENT, PASS, REFUSED, SHORTFALL, MatrixCell, Dimension, Matrix, cells_of
@@ -56,6 +63,24 @@ TRITON_CURSOR = "release.triton_cursor.refinement"
 """The spec's proof of the Triton decode cursor (``verify/release_proofs.py``)."""
 
 ASYNC = caller.ASYNC_ACCEPTED_ORDERED
+
+TRITON_ASSUMES = (caller.TRITON_EXACT_LENGTHS, caller.DECODE_BASE_AT_ADMISSION)
+"""The caller records the Triton cursor's proof takes as hypotheses (``verify/release_proofs.triton_claims``)."""
+
+
+def missing_evidence(located: Located, records: tuple[Assumption, ...]) -> list[str]:
+    """What of ``records``' citations into 0.33.0's ``vllm/`` tree the tree of ``located`` does not hold (its
+    own files read, found from the reviewed file's place): where the spec's model of 0.33.0 may not
+    describe this vLLM (empty: every citation holds here)."""
+    rel = Path(RELEASE_SSU).relative_to(RELEASE)
+    root = located.file.parents[len(rel.parts) - 1]
+    problems = []
+    for record in records:
+        for c in record.provenance.evidence:
+            if c.root == CORPUS and c.file.startswith(f"{RELEASE}/vllm/"):
+                problems += citation_problems(replace(c, file=c.file.removeprefix(f"{RELEASE}/")),
+                                              {CORPUS: root})
+    return problems
 
 
 def dimensions() -> list[Dimension]:
@@ -153,6 +178,10 @@ def release_matrix(located: Located, args: argparse.Namespace, passes: int, trac
     m.notes.append(f"tracker kernel proofs: {sum(k[1] == FINDING for k in kernel)} finding(s), "
                    f"{sum(k[1] == SHORTFALL for k in kernel)} unknown; the Triton cursor ({TRITON_CURSOR}) "
                    f"{cursor.status} in the spec; {passes} forward passes per campaign")
+    gaps = missing_evidence(located, TRITON_ASSUMES)
+    if gaps:
+        m.notes.append(f"the Triton cursor's proof assumes {', '.join(r.name for r in TRITON_ASSUMES)}, whose "
+                       f"evidence this vLLM does not hold: {'; '.join(gaps)}")
     runs = Runs(located, passes, args.seed, traces)
     for cell in m.cells:
         refused = {b: _refusal(cell.config, b) for b in ("flashinfer", "triton")}
@@ -165,7 +194,12 @@ def release_matrix(located: Located, args: argparse.Namespace, passes: int, trac
             if refused["flashinfer"] is None:
                 _flashinfer(cell, runs, kernel)
             if refused["triton"] is None:
-                cell.worsen(PROOF_STATUSES.get(cursor.status, SHORTFALL),
-                            f"Triton: no trackers, its cursor {cursor.status} in the spec ({TRITON_CURSOR})")
+                status = PROOF_STATUSES.get(cursor.status, SHORTFALL)
+                if status == PASS and gaps:
+                    cell.worsen(SHORTFALL, f"Triton: its cursor proved in the spec of 0.33.0 ({TRITON_CURSOR}), "
+                                f"but not shown to be this vLLM's: {gaps[0]}")
+                else:
+                    cell.worsen(status,
+                                f"Triton: no trackers, its cursor {cursor.status} in the spec ({TRITON_CURSOR})")
         print(f"  {'  '.join(cell.config.values())}: {cell.status}", file=out, flush=True)
     return m

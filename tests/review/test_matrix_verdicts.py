@@ -33,6 +33,7 @@ from replayssm.review.campaign import CampaignOutcome, Failure, Tally, Version
 from replayssm.review.matrix import FINDING, PASS, SHORTFALL, MatrixCell, Matrix, cells_of
 from replayssm.review.matrix_command import exit_status
 from replayssm.review.release_campaign import Run
+from replayssm.review.vllm_locator import SSU
 from replayssm.spec import corpus
 from replayssm.spec.generations import registry
 from replayssm.verify import runner
@@ -148,14 +149,16 @@ def test_a_kernel_finding_nobody_reads_is_said_and_one_read_is_a_finding(tmp_pat
     assert {c.status for c in strict} == {c.status for c in read}
 
 
-def release_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kernel: str, cursor: str) -> list[MatrixCell]:
-    """The release matrix with its campaigns passing, one tracker kernel proof (commit's) ending
-    ``kernel`` and the Triton cursor's proof ``cursor``."""
+def release_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kernel: str, cursor: str,
+                  tree: Path | None = None) -> list[MatrixCell]:
+    """The release matrix of the vLLM ``tree`` (default: 0.33.0 in the corpus) with its campaigns passing, one
+    tracker kernel proof (commit's) ending ``kernel`` and the Triton cursor's proof ``cursor``."""
     monkeypatch.setattr(mr, "campaign", lambda file, geo, order, seed, passes: Run(geo, order, seed, passes, 6))
     part = release_review.ReviewPart("kernel proof k (commit): equivalence", "kernel proof", kernel, "why", 0.0)
     monkeypatch.setattr(release_review, "kernel_parts", lambda located, out: [part])
     monkeypatch.setattr(runner, "prove_named", lambda name: SimpleNamespace(status=cursor))
-    located = SimpleNamespace(version="0.33.0", file=tmp_path / "ssu_dispatch.py", generation="P")
+    located = SimpleNamespace(version="0.33.0", file=(tree or corpus.root() / "vllm-0.33.0") / SSU,
+                              generation="P")
     return mr.release_matrix(located, args(), 4, tmp_path, io.StringIO()).cells  # type: ignore[arg-type]
 
 
@@ -220,3 +223,22 @@ def test_the_matrix_of_a_version_whose_kernel_proof_relies_on_an_unguaranteed_cl
     assert m.status == "latent" and exit_status(m) == EXIT_FINDING
     doc["results"][0].pop("relies_on")  # proved outright: the matrix passes
     assert mc.corpus_matrix(v, args(), 4, tmp_path, io.StringIO()).status == PASS
+
+
+def test_a_triton_cell_rests_on_the_spec_of_0_33_0_only_where_this_vllms_files_hold_its_evidence(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import shutil
+
+    tree = tmp_path / "vllm-copy"
+    shutil.copytree(corpus.root() / "vllm-0.33.0", tree)
+    held = release_cells(monkeypatch, tmp_path, "pass", "proved", tree)
+    assert not _by(held, SHORTFALL) and _by(held, PASS)  # a copy of 0.33.0: its evidence holds
+    batch = tree / "vllm" / "v1" / "worker" / "gpu_input_batch.py"
+    text = batch.read_text()
+    anchor = "self.replayssm_decode_base[req_index] = request.num_tokens"
+    assert text.count(anchor) == 1
+    batch.write_text(text.replace(anchor, "self.replayssm_decode_base[req_index] = request.num_prompt_tokens"))
+    moved = release_cells(monkeypatch, tmp_path, "pass", "proved", tree)  # its anchor is no longer 0.33.0's
+    triton = {tuple(c.config.values()) for c in held if mr._refusal(c.config, "triton") is None}
+    assert triton and _by(moved, SHORTFALL) == triton  # the cells Triton runs, and only those
+    assert all("not shown to be this vLLM's" in c.detail for c in moved if c.status == SHORTFALL)
