@@ -31,6 +31,7 @@ the listening socket and the owner's socket, both made by :func:`prepare`;
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import select
@@ -76,6 +77,14 @@ class _Server:
     sandboxed: bool
     info: int
     """The read end of bwrap's ``--info-fd`` (its JSON names the sandbox's init, ``child-pid``)."""
+    ready: bool = False
+    """Whether its ``R`` (imports done, serving) was read from the owner's socket."""
+
+    def is_ready(self) -> bool:
+        """Whether it serves (its ``R`` read now if it came): one that does not has no host yet."""
+        if not self.ready and select.select([self.owner_end], [], [], 0)[0]:
+            self.ready = self.owner_end.recv(1) == b"R"
+        return self.ready
 
     def sandbox_init(self) -> int | None:
         """The pid (here) of the sandbox's init, the server itself (``--as-pid-1``):
@@ -160,8 +169,7 @@ def _stop(server: _Server | None) -> None:
         server.owner_end.close()  # this process's copies only
         os.close(server.info)
         return
-    ready, _, _ = select.select([server.owner_end], [], [], 0)
-    if not ready or server.owner_end.recv(1) != b"R":
+    if not server.is_ready():
         server.process.kill()  # still importing torch: it has no host yet, and would end only after its imports
     server.owner_end.close()
     init = server.sandbox_init()
@@ -180,6 +188,28 @@ def _stop(server: _Server | None) -> None:
 
 
 atexit.register(stop)
+
+END_SECONDS = 60.0
+"""How long the server may take to end every process of its hosts when asked (:func:`end_hosts`)."""
+
+
+def end_hosts() -> None:
+    """End every process the server's hosts started, and wait until they are
+    gone, keeping the server (the next host starts warm): in the sandbox
+    every process of its PID namespace but the server; outside it its hosts'
+    process groups. Nothing when this process did not start the server; a
+    server that does not answer within :data:`END_SECONDS` is stopped."""
+    with _LOCK:
+        server = _SERVER
+        if server is None or server.owner != os.getpid() or server.ended() or not server.is_ready():
+            return  # a server still importing has no host yet
+        try:
+            server.owner_end.sendall(b"K")
+            answered = select.select([server.owner_end], [], [], END_SECONDS)[0] and server.owner_end.recv(1) == b"K"
+        except OSError:
+            answered = False
+        if not answered:
+            _stop(server)
 
 
 def _server_output(server: _Server) -> str:
@@ -399,12 +429,79 @@ def _warm_up() -> None:
     torch.cumsum(torch.where(y > 3, y, 0).to(torch.int64), 0).index_select(0, x[:4].long()).sum().item()
 
 
+def _descendants() -> list[int]:
+    """The live processes below this one (zombies left out), read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError, IndexError):
+                continue
+            if state != "Z":
+                children.setdefault(int(ppid), []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _end_all(hosts: dict[int, socket.socket], sandboxed: bool) -> None:
+    """Kill every host (its process group) and every other process below this
+    one: in the sandbox, as its init, every process of the namespace; outside
+    it every descendant (a subreaper, so a ``setsid`` orphan is one too),
+    until none is left; reap them, each host's status sent to the process
+    that asked for it."""
+    for pid in hosts:
+        _kill(pid)
+    if sandboxed and os.getpid() == 1:
+        try:
+            os.kill(-1, signal.SIGKILL)  # all but this process
+        except ProcessLookupError:
+            pass
+    else:
+        for _ in range(100):  # a process may fork while the others are killed: again until none is left
+            found = _descendants()
+            if not found:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    while True:  # until every child (an orphan re-parented here included) is reaped
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        _reaped(hosts, pid, status)
+
+
+def _reaped(hosts: dict[int, socket.socket], pid: int, status: int) -> None:
+    """A child reaped: when it is a host, its exit status sent to the process that asked for it."""
+    conn = hosts.pop(pid, None)
+    if conn is not None:
+        try:
+            conn.sendall(json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        except OSError:
+            pass
+        conn.close()
+
+
 def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
     """Fork hosts on request until the owner's socket closes; then kill the
     hosts left (``sandboxed``: every process of the sandbox). Non-dumpable,
     as its hosts are (they inherit it): a host, without ``CAP_SYS_PTRACE``
     in the sandbox, cannot attach to it (``gdb -p``) or to another host."""
     protect_judge()
+    if not sandboxed:  # orphans of its hosts (a setsid grandchild) become its children, ended with them
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
     import numpy  # noqa: F401 - imported once here, by every host
     import torch  # noqa: F401
     import triton  # noqa: F401
@@ -429,8 +526,16 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
         while True:
             watched: list[Any] = [listener, owner, wake_r, *hosts.values()]
             readable, _, _ = select.select(watched, [], [], 1.0)
-            if owner in readable and not owner.recv(1):  # the owner closed it, or ended
-                return
+            if owner in readable:
+                asked = owner.recv(1)
+                if not asked:  # the owner closed it, or ended
+                    return
+                if asked == b"K":  # the judge writes its reports: every process of the hosts goes first
+                    _end_all(hosts, sandboxed)
+                    hosts.clear()
+                    killed.clear()
+                    owner.sendall(b"K")
+                    continue
             if wake_r in readable:
                 while True:
                     try:
@@ -445,14 +550,8 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
                     break
                 if not pid:
                     break
-                conn = hosts.pop(pid, None)
                 killed.discard(pid)
-                if conn is not None:
-                    try:
-                        conn.sendall(json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-                    except OSError:
-                        pass
-                    conn.close()
+                _reaped(hosts, pid, status)
             for pid, conn in list(hosts.items()):
                 if conn in readable and pid not in killed:  # the judge closed it (or asks it killed): it goes
                     killed.add(pid)
@@ -470,19 +569,8 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
                         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
                     except OSError:
                         _kill(pid)
-    finally:
-        for pid in hosts:
-            _kill(pid)
-        if sandboxed and os.getpid() == 1:  # the sandbox's init: every process a target started there (a setsid
-            try:  # grandchild) goes too (as it would when this ends)
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in hosts:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+    finally:  # every process a target started (a setsid grandchild) goes too
+        _end_all(hosts, sandboxed)
         folder = os.getcwd()  # its own folder, with any host folder left in it: nothing stays behind, also when
         if os.path.basename(folder).startswith(FOLDER_PREFIX):  # the judge was SIGKILLed and could not remove it
             shutil.rmtree(folder, ignore_errors=True)

@@ -61,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -173,6 +174,7 @@ class TargetHost:
         self.generation += 1
         self.shared = {}
         self.owner = os.getpid()
+        _LIVE[id(self)] = self
         self.folder = fork_server.host_folder() if not self.cuda else Path(tempfile.mkdtemp(prefix="replayssm-target-"))
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
@@ -528,6 +530,24 @@ class TargetHost:
 
     def __del__(self) -> None:
         self.close()
+
+
+_LIVE: "weakref.WeakValueDictionary[int, TargetHost]" = weakref.WeakValueDictionary()
+"""The hosts started in this process (a CUDA host is a process of its own, not the fork server's)."""
+
+
+def end_targets() -> None:
+    """End every process a target started in this process tree, and wait for
+    them, before the judge writes its reports: each host started here (its
+    process group), then every process of the fork server's hosts
+    (:func:`.fork_server.end_hosts`): in the sandbox every process of its PID
+    namespace, a ``setsid`` grandchild included; outside the sandbox (said
+    once when the server started) its hosts' process groups, and a process
+    that left its group is beyond reach. The server stays, warm."""
+    for host in list(_LIVE.values()):
+        if host.owner == os.getpid():
+            host.close()
+    fork_server.end_hosts()
 
 
 def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,

@@ -391,11 +391,11 @@ def write_verdicts(args: argparse.Namespace, verdicts: list[Verdict], interrupte
     document = {"verdicts": [verdict_json(v) for v in verdicts], "interrupted": interrupted,
                 "not_finished": [f"{v.label}: {p}" for v in verdicts for p in v.unfinished],
                 "not_reviewed": not_reviewed}
-    return write_reports([
+    page = review_html(document, timelines(document)) if args.html else ""  # timelines run the versions: before
+    return write_reports([  # write_reports ends their processes
         ("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, document)),
         ("--junit", args.junit, lambda: write_junit(args.junit, SUITE, junit_cases(verdicts, not_reviewed),
                                                     interrupted)),
         ("--sarif", args.sarif, lambda: write_sarif(args.sarif, review_issues(document))),
-        ("--html", args.html, lambda: write_html(args.html, review_html(document,
-                                                                                          timelines(document)))),
+        ("--html", args.html, lambda: write_html(args.html, page)),
     ], f"the table above lists every finding, its trace under --traces {args.traces}")

@@ -51,6 +51,19 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def running(token: str) -> list[int]:
+    """The processes whose command line holds ``token`` (a hostile target's marked children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` exists and is not a zombie."""
     try:

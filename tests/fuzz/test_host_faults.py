@@ -178,8 +178,9 @@ time.sleep(600)
 
 
 def test_a_target_that_begins_a_message_and_stops_is_its_hang(tmp_path: Path) -> None:
-    """The judge reads a host's message within the watchdog: a stall halfway is
-    the target's hang at import, not a judge blocked for ever."""
+    """The judge reads a host's message within the watchdog (issue 39): a stall
+    halfway is the target's hang at import, not a judge blocked for ever in
+    ``recv_bytes``; and the next host starts (the server is not stuck with it)."""
     from replayssm.base.isolation import TargetFault, load_isolated
 
     path = tmp_path / "stalls.py"
@@ -188,6 +189,8 @@ def test_a_target_that_begins_a_message_and_stops_is_its_hang(tmp_path: Path) ->
         load_isolated(str(path), load_seconds=3.0)
     assert raised.value.kind == "hang" and "began a message and did not finish it" in raised.value.reason, \
         raised.value.reason
+    kernels = load_isolated(str(Path(__file__).resolve().parents[2] / "impl" / "kernels.py"))
+    assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "soon"])

@@ -1,12 +1,15 @@
 """Hostile targets against the judge (issue 39), beside ``test_sandbox.py``:
 a target that signals or stops the process it runs under, that fails at
 import, that writes the tool's installation: each attempt fails or is the
-target's finding, and the verdict and the reports are the judge's. Skipped,
+target's finding, and the verdict and the reports are the judge's; every
+process the target started is gone before the judge writes its reports
+(the socket stall is ``test_host_faults.py``'s). Skipped,
 with the reason, where the sandbox cannot start (``base/sandbox.py``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 
 from replayssm.base import sandbox
 from replayssm.base.isolation import TargetFault, load_isolated
-from fuzz_processes import REPO
+from fuzz_processes import REPO, running
 
 WHY = sandbox.unavailable()
 needs_sandbox = pytest.mark.skipif(WHY is not None, reason=f"no sandbox on this machine: {WHY}")
@@ -275,30 +278,98 @@ def test_a_target_cannot_ptrace_the_process_it_runs_under(tmp_path: Path) -> Non
     assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
 
 
-STALL_ON_THE_SOCKET = '''
-import os, struct, time
+OUTLIVE_THE_HOST = '''
+import os, sys
+sys.path.insert(0, {targets!r})
+from _ours import export  # our kernels: the campaign runs and passes, its hosts alive to the end
 
-for _fd in os.listdir("/proc/self/fd"):  # the channel to the judge: the one socket the host has
-    try:
-        if os.readlink(f"/proc/self/fd/{_fd}").startswith("socket:"):
-            os.write(int(_fd), struct.pack("!i", 1000) + b'{"partial": ')  # a message begun, never finished
-            break
-    except OSError:
-        pass
-time.sleep(600)
+export(globals())
+if os.fork() == 0:  # a child that waits, then tries to write every report; {setsid} first
+    {setsid}
+    if os.fork() == 0:
+        os.execv("/bin/sh", ["sh", "-c", "sleep 30; for f in {reports}; do echo forged > $f; done; sleep 60",
+                             "{token}"])
+    os._exit(0)
+os.wait()
 '''
 
 
-def test_a_message_begun_and_never_finished_is_the_targets_hang(tmp_path: Path) -> None:
-    """A target that writes the start of a 1000-byte message on its socket
-    and stalls: the judge's read has a deadline (the load watchdog, 5 s
-    here), so the run is the target's ``hang``, never a judge blocked for
-    ever in ``recv_bytes``; the next host starts."""
-    target = tmp_path / "stalls.py"
-    target.write_text(STALL_ON_THE_SOCKET)
-    with pytest.raises(TargetFault) as raised:
-        load_isolated(str(target), load_seconds=5)
-    assert raised.value.kind == "hang" and "began a message and did not finish it" in raised.value.reason, \
-        raised.value.reason
-    kernels = load_isolated(str(REPO / "impl" / "kernels.py"))
+def _outlives(tmp_path: Path, token: str, setsid: bool) -> tuple[Path, list[Path]]:
+    reports = [tmp_path / "s.json", tmp_path / "s.xml", tmp_path / "s.sarif", tmp_path / "s.html"]
+    target = tmp_path / "outlives.py"
+    target.write_text(OUTLIVE_THE_HOST.format(targets=str(REPO / "tests" / "targets"), token=token,
+                                              setsid="os.setsid()" if setsid else "pass",
+                                              reports=" ".join(str(r) for r in reports)))
+    return target, reports
+
+
+def _run_watching_the_reports(tmp_path: Path, monkeypatch, target: Path, reports: list[Path],
+                              token: str) -> tuple[int, list[list[int]]]:
+    """``fuzz --impl target`` in this process with every report asked for, and
+    the target's processes seen alive at each report's write, after those
+    seen alive once the campaign was over (which must be some: the test's teeth)."""
+    from replayssm.base import html_report, isolation, sarif as sarif_file
+    from replayssm.base import reports as written
+    from replayssm.cli import main
+
+    alive: list[list[int]] = []
+    write, end = written.write_text, isolation.end_targets
+
+    def watched(path: str, text: str) -> None:
+        alive.append(running(token))
+        write(path, text)
+
+    def ending() -> None:
+        if not alive:
+            alive.append(running(token))
+        end()
+
+    for module in (written, html_report, sarif_file):
+        monkeypatch.setattr(module, "write_text", watched)
+    monkeypatch.setattr(isolation, "end_targets", ending)
+    json_, junit, sarif, html = (str(r) for r in reports)
+    code = main(["fuzz", "--impl", str(target), "--jobs", "1", "--examples", "32", "--failures", str(tmp_path / "f"),
+                 "--json", json_, "--junit", junit, "--sarif", sarif, "--html", html])
+    assert alive and alive[0], "no process of the target was left once the campaign was over: nothing was tested"
+    return code, alive[1:]
+
+
+@needs_sandbox
+def test_every_process_of_the_target_is_gone_before_the_reports_are_written(tmp_path: Path, monkeypatch) -> None:
+    """A target whose ``setsid`` grandchild waits, then writes every report
+    path: when the judge writes each of its four reports (JSON, JUnit, SARIF,
+    HTML), no process of the target is left (before, the grandchild lived
+    until the tool's exit), the reports are the judge's, and the fork server
+    serves the next host."""
+    token = f"replayssm-outlives-{os.getpid()}-a"
+    target, reports = _outlives(tmp_path, token, setsid=True)
+    code, alive = _run_watching_the_reports(tmp_path, monkeypatch, target, reports, token)
+    assert code in (0, 3), code
+    assert len(alive) == 4 and alive == [[]] * 4, alive
+    assert all("forged" not in r.read_text() for r in reports)
+    assert json.loads(reports[0].read_text())["findings"] == []
+    kernels = load_isolated(str(REPO / "impl" / "kernels.py"))  # the same server, warm
     assert "_postprocess_replayssm_kernel" in kernels._host.description["kernels"]
+
+
+def test_without_the_sandbox_every_process_of_the_target_is_gone_before_the_reports(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """``$REPLAYSSM_SANDBOX=off``: the target runs without a sandbox (said
+    once), and its ``setsid`` grandchild, out of its process group, is still
+    killed before the reports are written: the fork server is a subreaper
+    and ends every process below it (before, it lived on)."""
+    from replayssm.base import fork_server
+
+    monkeypatch.setenv("REPLAYSSM_SANDBOX", "off")
+    fork_server.stop()  # a server of this setting
+    token = f"replayssm-outlives-{os.getpid()}-b"
+    target, reports = _outlives(tmp_path, token, setsid=True)
+    try:
+        code, alive = _run_watching_the_reports(tmp_path, monkeypatch, target, reports, token)
+    finally:
+        fork_server.stop()
+        for pid in running(token):
+            os.kill(pid, 9)
+    assert code in (0, 3), code
+    assert alive == [[]] * 4, alive
+    assert all("forged" not in r.read_text() for r in reports)

@@ -18,7 +18,7 @@ import pytest
 
 from replayssm.base import sandbox
 from replayssm.base.isolation import TargetFault, load_isolated
-from fuzz_processes import REPO
+from fuzz_processes import REPO, running
 
 WHY = sandbox.unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no sandbox on this machine: {WHY}")
@@ -78,18 +78,6 @@ def hostile(tmp_path: Path, judge: int, report: Path, token: str, nap: float = 3
     return path
 
 
-def _running(token: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if token.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
 def test_a_hostile_target_cannot_reach_the_judge_or_its_files(tmp_path: Path) -> None:
     """Every attempt refused (its `sys.exit` at import says how each went);
     reading the proof cache's key too (the sandbox covers its folder: before,
@@ -118,7 +106,7 @@ def test_a_setsid_grandchild_dies_with_the_run_and_the_reports_are_the_judges(tm
                            "--examples", "16", "--failures", str(tmp_path / "f"), "--json", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert not _running(token), "a process of the target outlived the run"
+    assert not running(token), "a process of the target outlived the run"
     time.sleep(4)
     summary = json.loads(out.read_text())
     (finding,) = summary["findings"]
