@@ -13,7 +13,9 @@ header); no URL is loaded. Its parts:
   proved difference, the replay command, and the lifecycle timeline: per
   step the rows, and per slot its trackers (``ring_start``,
   ``num_committed``) and what its bytes stand for (checkpoint and ring
-  rows), each slot as a ring diagram;
+  rows), each slot as a ring diagram; for a review trace, each cell the step
+  wrote with its writer (``written_by``: a kernel's store line, FlashInfer as
+  modelled, the host) as a tooltip and a numbered footnote under the step;
 - per version the caller assumptions it relies on, with their provenance
   (``spec.provenance``: guaranteed, not guaranteed, contradicted, and the
   evidence).

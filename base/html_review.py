@@ -20,7 +20,9 @@ this order:
    the message, a proved difference's input, its replay command);
 4. the **lifecycle, step by step** (``html_report.timeline_html``): the rows,
    each slot's trackers and ring rows with the cells that changed marked,
-   and the slot that broke drawn as it broke.
+   each written cell naming what wrote it (a kernel's store line, FlashInfer
+   as modelled, the host: ``review/store_lines.py``), and the slot that broke
+   drawn as it broke, with the stores that wrote it.
 
 The page fits 1,400 px: tables and code wrap inside the page's width.
 """
