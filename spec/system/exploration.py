@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import lru_cache
-from itertools import permutations, product
+from itertools import chain, permutations, product
 from typing import TypedDict
 
 from ..geometry import has_prefix_cache
@@ -80,17 +80,20 @@ def covered_nulls(st: State, r: int, live_col: int) -> list[int]:
 
 
 def _fresh_slots(st: State, r: int, row: RowOption, taken: dict[int, set],
-                 choose: Callable[[list[int]], int]) -> tuple[dict[int, int], dict[int, tuple[int, ...]]] | None:
+                 choose: Callable[[list[int]], int], free_slots: list[list[int]] | None = None,
+                 ) -> tuple[dict[int, int], dict[int, tuple[int, ...]]] | None:
     """A fresh slot for each group where request ``r``'s ``row`` needs one
     for its live column (:func:`needs_fresh_slot`; these generators never
     keep a live column null), and one per group for each null column it
     covers (:func:`covered_nulls`), chosen by ``choose`` among the free
     slots not ``taken`` by an earlier row or column (and added to
-    ``taken``); None when some group has none left."""
+    ``taken``); None when some group has none left. ``free_slots`` (by
+    group): ``st``'s free slots, when the caller has listed them already."""
+    free_of = free_slots if free_slots is not None else [_free_slots(st, g) for g in range(st.p.groups)]
     slots = {}
     for g in range(st.p.groups):
         if needs_fresh_slot(st, g, st.get("table", g, r, row.live_col), True, 0):
-            free = [s for s in _free_slots(st, g) if s not in taken[g]]
+            free = [s for s in free_of[g] if s not in taken[g]]
             if not free:
                 return None
             slots[g] = choose(free)
@@ -99,7 +102,7 @@ def _fresh_slots(st: State, r: int, row: RowOption, taken: dict[int, set],
     for c in covered_nulls(st, r, row.live_col):
         per_group = []
         for g in range(st.p.groups):
-            free = [s for s in _free_slots(st, g) if s not in taken[g]]
+            free = [s for s in free_of[g] if s not in taken[g]]
             if not free:
                 return None
             per_group.append(choose(free))
@@ -203,6 +206,7 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
                      for acc in (row.accepted[:1] if row.prefilling else row.accepted)]
         options.append(mine)
     idle = _idle_step(p)
+    free_slots = [_free_slots(st, g) for g in range(p.groups)]
     for combo in product(*options):
         if not any(combo):
             continue
@@ -212,7 +216,7 @@ def enumerate_picks(st: State, *, prompts: tuple[int, ...] | None = None) -> Ite
             if choice is None:
                 continue
             row, acc = choice
-            slots = _fresh_slots(st, r, row, taken, lambda free: free[0])
+            slots = _fresh_slots(st, r, row, taken, lambda free: free[0], free_slots)
             if slots is None:
                 break
             rows[r] = row_pick(p, row, acc, *slots)
@@ -271,8 +275,10 @@ def explore(p: SystemParams, depth: int, *, prompts: tuple[int, ...] | None = No
     transition on ints, one at a time) gives, transition for transition."""
 
     start = initial_state(p)
-    key = lambda s: tuple(tuple(v) for name, v in s.v.items() if name not in WORKER_BUFFERS)
-    whole = lambda s: tuple(tuple(v) for v in s.v.values())
+    viewed = [name for name in p.shapes() if name not in WORKER_BUFFERS]
+    # one flat tuple per state: every variable of a world has a fixed length, so the entries in order say it all
+    key = lambda s: tuple(chain.from_iterable(map(s.v.__getitem__, viewed)))
+    whole = lambda s: tuple(chain.from_iterable(map(s.v.__getitem__, p.shapes())))
     seen = {key(start): None}
     parent: dict[tuple, tuple] = {}
     frontier = [(start, key(start))]
