@@ -212,6 +212,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     versions: list[Version | Faulted] | None = None
     base: Version | Faulted | None = None
     interrupted: Interrupted | None = None
+    stopped: list[str] = []
+    """The versions whose review stopped on a fault of the machine (a full disk)."""
     with interruptible():
         try:
             versions, base = _load(args)
@@ -228,6 +230,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     print(f"reviewing {v.label} ({v.source}): API {v.api.name}, {size}; "
                           f"{describe(version_publishing_modes(v.source))}", file=out, flush=True)
                     review_version(parts, v, args, against, out)
+                except OSError as e:  # a trace that cannot be saved (a full disk): the parts not done are named
+                    stopped.append(v.label)
+                    print(f"error: {v.label}: its review stopped: a trace cannot be saved under --traces "
+                          f"{args.traces}: {e}", file=sys.stderr, flush=True)
                 finally:
                     verdicts.append(build_verdict(v.label, v.source, v.api.name, v.api.summary, parts,
                                                   planned_parts(against), located, strict=args.strict))
@@ -252,8 +258,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if interrupted is not None:
         return interrupted.status
     statuses = {v.status for v in verdicts}
-    status = (EXIT_FINDING if statuses & {"finding", "latent"} else EXIT_COVERAGE if "coverage shortfall" in statuses
-              else EXIT_PASSED)
+    status = (EXIT_FINDING if statuses & {"finding", "latent"} else EXIT_USAGE if stopped
+              else EXIT_COVERAGE if "coverage shortfall" in statuses else EXIT_PASSED)
     return status_after_writing(status, written)
 
 

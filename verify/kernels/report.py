@@ -388,7 +388,9 @@ def save_trace(finding: KernelCaseReport, folder: Path, name: str) -> Path | Non
     """Write the finding's trace beside the counterexample; returns its path."""
     if finding.trace is None:
         return None
+    from replayssm.base.reports import write_text
+
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.kernel-trace.json"
-    path.write_text(json.dumps(finding.trace))
+    write_text(str(path), json.dumps(finding.trace))  # whole or not at all (a full disk leaves no 0-byte file)
     return path
