@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from replayssm.base.reports import (
-    EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_output_file, check_output_folder, write_json,
+    EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_output_file, check_output_folder, write_json,
 )
 from replayssm.spec.generations import gen_p
 
@@ -89,10 +89,14 @@ class ReleaseVerdict:
 
     @property
     def status(self) -> str:
+        """``finding`` (a campaign or kernel proof failed), ``latent`` (a probe's behaviour, which vLLM
+        does not guarantee, breaks it), ``coverage shortfall`` (a kernel proof not decided) or ``pass``."""
         if any(p.kind in ("campaign", "kernel proof") and p.status == "finding" for p in self.parts):
             return "finding"
         if any(p.kind == "probe" and p.status == "relied on" for p in self.parts):
             return "latent"
+        if any(p.kind == "kernel proof" and p.status == "unknown" for p in self.parts):
+            return "coverage shortfall"
         return "pass"
 
     def document(self) -> dict[str, Any]:
@@ -244,7 +248,8 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
     print_verdict(verdict, out)
     if args.json:
         write_json(args.json, REPORT_SCHEMA, verdict.document())
-    return EXIT_FINDING if verdict.status in ("finding", "latent") else EXIT_PASSED
+    return (EXIT_FINDING if verdict.status in ("finding", "latent") else
+            EXIT_COVERAGE if verdict.status == "coverage shortfall" else EXIT_PASSED)
 
 
 def _base(place: str) -> Located:

@@ -75,10 +75,36 @@ class Verdict:
 
     @property
     def latent(self) -> list[dict]:
-        """The probes whose counterexample needs an assumption vLLM does not guarantee."""
-        return [{"assumption": p.name, "property": p.property, "message": p.message, "trace": p.trace,
-                 "replay": replay_command(str(p.trace), self.source), "impact": p.summary.get("impact")}
-                for p in self.probes if p.outcome == "latent"]
+        """The probes whose counterexample needs an assumption vLLM does not guarantee, then the
+        kernel obligations proved only under a launch clause vLLM does not guarantee (no trace: the
+        proof without the clause names the clause, :func:`.kernel_proofs.kernel_proofs`)."""
+        return [*({"assumption": p.name, "property": p.property, "message": p.message, "trace": p.trace,
+                   "replay": replay_command(str(p.trace), self.source), "impact": p.summary.get("impact")}
+                  for p in self.probes if p.outcome == "latent"),
+                *({"assumption": clause, "property": r["obligation"], "trace": None, "replay": None, "impact": None,
+                   "message": f"kernel obligation {r['obligation']} is proved only under the launch clause {clause}, "
+                              f"which vLLM does not guarantee: without it the proof fails"}
+                  for r in _kernel_results(self.kernel_proofs) for clause in r.get("relies_on", ()))]
+
+    @property
+    def kernel_proofs_undecided(self) -> list[str]:
+        """Kernel obligations neither proved nor shown failing on the real kernel (an unknown
+        proof; a failure whose counterexample has no small launch, does not replay, or was not
+        replayed): a coverage shortfall."""
+        from .kernel_proofs import REPLAYED_FINDINGS
+
+        return [f"kernel obligation {r['obligation']} " + (
+                    f"{r['status']}: not decided by the prover" if r["status"] != "failed" else
+                    f"failed ({r['case']}: {r['violated']}) but its counterexample "
+                    + (f"{r['replayed']} on the real kernel" if "replayed" in r else "was not replayed")
+                    + ": not decided")
+                for r in _kernel_results(self.kernel_proofs)
+                if r["status"] != "proved" and r.get("replayed") not in REPLAYED_FINDINGS]
+
+    @property
+    def shortfall(self) -> list[str]:
+        """Every coverage shortfall: the campaign's, the probes not finished, the kernel obligations undecided."""
+        return [*self.coverage_shortfall, *self.probes_not_finished, *self.kernel_proofs_undecided]
 
     @property
     def probes_not_finished(self) -> list[str]:
@@ -102,9 +128,14 @@ class Verdict:
             return "interrupted"
         if self.latent:
             return "latent"
-        if self.coverage_shortfall or self.probes_not_finished:
+        if self.shortfall:
             return "coverage shortfall"
         return "note" if self.notes else "pass"
+
+
+def _kernel_results(kernel_proofs: dict | None) -> list[dict]:
+    """The per-obligation results of a kernel-proofs document (none where no kernel applies)."""
+    return list((kernel_proofs or {}).get("results", ()))
 
 
 def build_verdict(label: str, source: str, api: str, summary: str, parts: ReviewParts,
@@ -164,7 +195,7 @@ def verdict_json(v: Verdict) -> dict:
             "assumptions": {p.name: p.summary for p in v.probes},
             "base_assumptions": {p.name: p.summary for p in v.base_probes}, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located([d.as_json() for d in v.differences]),
-            "coverage_shortfall": [*v.coverage_shortfall, *v.probes_not_finished],
+            "coverage_shortfall": v.shortfall,
             "notes": [n.as_json() for n in v.notes], "unfinished": list(v.unfinished),
             "locations": v.locations}
 
@@ -248,8 +279,12 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
         cases.append(JunitCase(f"{v.label}: {LIFECYCLE}", v.campaign.get("seconds", 0.0), failure, kind))
         kp = v.kernel_proofs or {}
         if kp.get("applies"):
+            failure = "\n\n".join([*(_counterexample(f.as_json()) for f in v.kernel_findings),
+                                    *(f"latent: {x['message']}" for x in v.latent if x["trace"] is None)]) or None
+            undecided = "; ".join(v.kernel_proofs_undecided)
             cases.append(JunitCase(f"{v.label}: {KERNEL_PROOFS}", kp.get("seconds", 0.0),
-                                   "\n\n".join(_counterexample(f.as_json()) for f in v.kernel_findings) or None))
+                                   failure or (f"coverage shortfall: {undecided}" if undecided else None),
+                                   "failure" if failure or not undecided else "error"))
         ran = {p.name: p for p in v.probes}
         probes = [*ran, *(p.removeprefix("probe without ") for p in v.unfinished
                           if p.startswith("probe without ") and p.removeprefix("probe without ") not in ran)]
@@ -310,17 +345,19 @@ def print_table(verdicts: list[Verdict], out: TextIO | None, wide: bool = False)
                  + (f"; broken: {', '.join(broken)}" if broken else ""))
         outcomes = {p.name: p.outcome for p in v.probes}
         probed = any(o not in ("not probed", "interrupted") for o in outcomes.values())
-        latent = ", ".join(n for n, o in outcomes.items() if o == "latent") or ("-" if probed else "not probed")
+        kernel_latent = [x["assumption"] for x in v.latent if x["trace"] is None]
+        latent = ", ".join([*(n for n, o in outcomes.items() if o == "latent"), *dict.fromkeys(kernel_latent)]) or (
+            "-" if probed else "not probed")
         relied = ", ".join(n for n, o in outcomes.items() if o == "relies on a guarantee") or "-"
         unfinished = str(sum(o == "not finished" for o in outcomes.values())) if probed else "-"
         notes = ([f.trace + ("" if f.shrunk else " (unshrunk)") if f.trace else f.message.splitlines()[0]
                   for f in v.findings]
                  + [f"{k.property} (proved): {k.trace}" for k in v.kernel_findings]
-                 + [f"latent: {x['trace']}" for x in v.latent]
+                 + [f"latent: {x['trace']}" for x in v.latent if x["trace"]]
                  + [f"{d.kind}{' of reliance on ' + d.assumption if d.assumption else ''} "
                     f"({d.evidence}): {d.trace}" for d in v.differences
                     if d.kind not in ("neutral", "equal") and "trace" in d.as_json()]
-                 + list(v.coverage_shortfall))
+                 + [*v.coverage_shortfall, *v.kernel_proofs_undecided])
         unread = ", ".join(n.clause for n in v.notes) or "-"
         rows.append((v.label, v.api, props, v.status, latent, relied, unfinished, unread, evidence(v),
                      "; ".join(notes) or "-"))

@@ -27,12 +27,37 @@ def _result(status: str, replayed: str | None) -> dict:
 
 
 def test_a_kernel_failure_is_a_finding_only_when_it_replays() -> None:
+    """A failure that does not show on the real kernel (or was not replayed, or has no small
+    launch) is not decided: a coverage shortfall, never a pass."""
     for replayed, status in (("reproduced", "finding"), ("shows another failure", "finding"),
-                             ("not reproduced", "pass"), (None, "pass")):
+                             ("not reproduced", "coverage shortfall"), ("no small launch", "coverage shortfall"),
+                             (None, "coverage shortfall")):
         kp = {"applies": True, "results": [_result("failed", replayed)], "seconds": 1.0}
         v = build_verdict("X", "x.py", "A", "gen A", ReviewParts(kernel_proofs=kp))
         assert v.status == status, replayed
         assert "kernel obligations proved 0/1 (A.postprocess.frame failed" in kernel_evidence(kp)
+
+
+def test_a_kernel_proof_not_proved_or_proved_only_under_an_unguaranteed_clause_is_no_pass() -> None:
+    """An unknown proof is a coverage shortfall; one proved only under a launch clause vLLM does
+    not guarantee (``relies_on``) is latent, named in the table and the JUnit report. Teeth: proved
+    outright is a pass."""
+    from replayssm.review.verdicts import junit_cases
+
+    def verdict(**result: object) -> object:
+        r = {"obligation": "kernel.D.postprocess.int32@X", "status": "proved", "cases": 3, "case": None,
+             "violated": None, **result}
+        return build_verdict("X", "x.py", "D", "gen D", ReviewParts(kernel_proofs={
+            "applies": True, "results": [r], "seconds": 1.0}))
+
+    assert verdict().status == "pass"
+    unknown = verdict(status="unknown")
+    assert unknown.status == "coverage shortfall"
+    assert unknown.shortfall == ["kernel obligation kernel.D.postprocess.int32@X unknown: not decided by the prover"]
+    relied = verdict(relies_on=["query_start_loc_non_decreasing"])
+    assert relied.status == "latent" and [x["assumption"] for x in relied.latent] == ["query_start_loc_non_decreasing"]
+    (case,) = [c for c in junit_cases([relied]) if c.name == "X: kernel proofs"]
+    assert case.kind == "failure" and "query_start_loc_non_decreasing" in (case.failure or "")
 
 
 @needs_corpus

@@ -269,3 +269,14 @@ def test_the_release_runs_its_default_forward_passes_unless_examples_is_given(
     with pytest.raises(SystemExit):
         main(["review", "--vllm", str(release()), "--traces", str(tmp_path), *given])
     assert asked == [release_review.DEFAULT_PASSES if passes == "DEFAULT_PASSES" else passes]
+
+
+@pytest.mark.parametrize("kernel_status, verdict", [("pass", "pass"), ("unknown", "coverage shortfall"),
+                                                    ("finding", "finding")])
+def test_a_tracker_kernel_proof_not_decided_is_a_coverage_shortfall(kernel_status: str, verdict: str) -> None:
+    """A tracker kernel whose proof ends unknown leaves the release not decided (exit 3), never a pass."""
+    from replayssm.review.release_review import ReleaseVerdict, ReviewPart
+
+    v = ReleaseVerdict(locate(str(release())), [ReviewPart("campaign mtp", "campaign", "pass", "", 1.0),
+                                                ReviewPart("kernel proof commit", "kernel proof", kernel_status, "", 1.0)])
+    assert v.status == verdict
