@@ -130,7 +130,7 @@ def of_trace(trace: dict, version: Version, device: str = "cpu") -> Impact | Non
             run_step(h, ghost, step, s["expect"], state_copies=copies)
         except PropertyBroken as broken:
             impact = _damage(setup, h, ghost, step, s["expect"], broken.prop, before, before_ghost)
-            wrong = _wrong_live(setup, h, ghost, s["expect"]) if broken.prop != "memory" else None
+            wrong = _wrong_live(setup, h, ghost, s["expect"]) if broken.prop not in ("memory", "process") else None
             if impact.whose == "this request" and wrong is not None:
                 return _written_by_another_row(trace, n, wrong, impact, version, device) or impact
             return impact
@@ -236,6 +236,8 @@ def _damage(setup: Setup, h: Harness, ghost: Ghost, step: CallerStep, expect: di
     shape = lambda focus: describe_shape(setup, rows, focus)  # noqa: E731
     if prop == "memory":
         return _past_the_row(setup, rows, step.table, shape)
+    if prop == "process":  # the version's process may be gone: its trackers are not read
+        return _this_step(prop, shape)
     wrong = _wrong_live(setup, h, ghost, expect)
     if wrong is not None:
         (rid, stream, computed, _live, _cols), g, slot, trackers, stands = wrong
@@ -260,29 +262,61 @@ def _damage(setup: Setup, h: Harness, ghost: Ghost, step: CallerStep, expect: di
     return _frame(setup, h, ghost, step, expect, before, before_ghost, shape, prop)
 
 
+READ_BY_THE_STEP = ("forward", "process")
+"""Properties whose failure is what the step's requests compute (the forward pass read a wrong state; the
+version's kernel raised, hung or ended its process): read whatever slots changed beside them."""
+
+
 def _frame(setup: Setup, h: Harness, ghost: Ghost, step: CallerStep, expect: dict, before: tuple,
            before_ghost: dict, shape, prop: str) -> Impact:
-    geo = setup.geometry
+    """Whose state a failure that left no running request's live slot and no published prefix wrong put
+    wrong: a ``forward`` or ``process`` failure is this step's rows' (:data:`READ_BY_THE_STEP`); else every
+    slot no row of the step names whose trackers or contents changed, the worst impact of them all (a block a
+    running request holds before a free block, before the null block: :func:`_worst`)."""
+    if prop in READ_BY_THE_STEP:
+        return _this_step(prop, shape)
     start, committed = h.tracker_arrays()
     held = {(g, s) for e in expect["running"] for g, group in enumerate(e[4]) for s in group}
+    changed = []
     for g in range(len(setup.layers_per_group)):
         for slot in range(setup.num_slots):
-            changed = (int(before[0][g, slot]), int(before[1][g, slot])) != (int(start[g, slot]), int(committed[g, slot]))
-            changed |= any(ghost.state.get((layer, slot)) != before_ghost.get((layer, slot))
-                           for layer in ghost.group_layers[g])
-            if not changed or any(slot in row for row in _rows_tables(step, g)):
-                continue
-            if slot == geo.pad_slot:
-                return Impact("the null block", f"the null block (slot {slot}, cache group {g})",
-                              "nothing: no request's state is read from the null block", shape(None))
-            if (g, slot) in held:
-                return Impact("another request", f"a block of a running request (slot {slot}, cache group {g}) "
-                              f"no row of this step names", "that request's next pass reads a block it did not write",
-                              shape(None))
-            return Impact("a free block", f"free slot {slot} of cache group {g}",
-                          "nothing: a free block is reset or overwritten before a request reads it", shape(None))
+            moved = (int(before[0][g, slot]), int(before[1][g, slot])) != (int(start[g, slot]), int(committed[g, slot]))
+            moved |= any(ghost.state.get((layer, slot)) != before_ghost.get((layer, slot))
+                         for layer in ghost.group_layers[g])
+            if moved and not any(slot in row for row in _rows_tables(step, g)):
+                changed.append(_slot_impact(g, slot, (g, slot) in held, setup.geometry.pad_slot, shape))
+    return _worst(changed) if changed else _this_step(prop, shape)
+
+
+def _this_step(prop: str, shape) -> Impact:
+    if prop == "process":
+        return Impact("this request", "the rows of this step", "the version's kernel raised, hung or ended its "
+                      "process in this step's launch: vLLM's engine step fails for every request of the batch",
+                      shape(None))
     return Impact("this request", "the rows of this step", f"this forward pass reads inexact state ({prop})",
                   shape(None))
+
+
+def _slot_impact(g: int, slot: int, held: bool, pad: int, shape) -> Impact:
+    """The impact of a change to ``slot`` of cache group ``g`` that no row of the step names."""
+    if slot == pad:
+        return Impact("the null block", f"the null block (slot {slot}, cache group {g})",
+                      "nothing: no request's state is read from the null block", shape(None))
+    if held:
+        return Impact("another request", f"a block of a running request (slot {slot}, cache group {g}) "
+                      f"no row of this step names", "that request's next pass reads a block it did not write",
+                      shape(None))
+    return Impact("a free block", f"free slot {slot} of cache group {g}",
+                  "nothing: a free block is reset or overwritten before a request reads it", shape(None))
+
+
+_SEVERITY = ("another request", "a free block", "the null block")
+"""The order :func:`_worst` ranks slot impacts in: the read one first, then the unread ones."""
+
+
+def _worst(impacts: list[Impact]) -> Impact:
+    """The impact of ``impacts`` whose state matters most (:data:`_SEVERITY`; the first of equals)."""
+    return min(impacts, key=lambda i: _SEVERITY.index(i.whose))
 
 
 def _rows_tables(step: CallerStep, g: int) -> list[list[int]]:

@@ -85,6 +85,38 @@ def test_a_block_no_row_names_changed_is_nobody_s_when_free_and_a_request_s_when
     assert (impact.whose, impact.read) == (whose, read) and "slot 5" in impact.who
 
 
+def _frame_of(changed: dict[int, int], running: list, prop: str = "frame") -> Impact:
+    """``_frame`` of a step whose one row (request 0, slot 3) leaves the committed counts of ``changed``
+    (slot -> value) changed, ``running`` the expected running requests."""
+    setup = Setup.from_json(PARAMS)
+    before = (np.zeros((1, 8), dtype=np.int64), np.zeros((1, 8), dtype=np.int64))
+    after = (before[0].copy(), before[1].copy())
+    for slot, value in changed.items():
+        after[1][0, slot] = value
+    step = CallerStep([Row(0, 0, 0, 4, 1, 1, False, 0, 0)], [[[3], [0], [0]]], [], {}, {})
+    return _frame(setup, _Trackers(*after), _Slots(), step, {"running": running, "published": []},  # type: ignore[arg-type]
+                  before, {}, lambda focus: "shape", prop)
+
+
+def test_a_changed_free_or_null_block_does_not_hide_a_changed_held_block() -> None:
+    """Regression (the review of issue 36's impact): a free slot (1) and the null block (0) written beside a
+    block request 1 holds (5) were told by the lowest slot, 'a free block', a note; the held block wins."""
+    running = [[0, 0, 5, 0, [[3]]], [1, 1, 8, 0, [[5]]]]
+    impact = _frame_of({0: 1, 1: 3, 5: 2}, running)
+    assert (impact.whose, impact.read) == ("another request", True) and "slot 5" in impact.who
+    assert _frame_of({1: 3, 0: 1}, running).whose == "a free block"  # teeth: no held block written: a note
+    assert _frame_of({0: 1}, running).whose == "the null block"
+
+
+@pytest.mark.parametrize("prop", ["forward", "process"])
+def test_a_forward_or_process_failure_is_read_whatever_else_the_step_wrote(prop: str) -> None:
+    """Regression: a ``forward`` failure (this pass read a wrong state) in a step where a padding row wrote the
+    null block was 'the null block, nobody reads it'; what the step's rows compute is always read."""
+    impact = _frame_of({0: 1}, [[0, 0, 5, 0, [[3]]]], prop)
+    assert (impact.whose, impact.read) == ("this request", True)
+    assert _frame_of({0: 1}, [[0, 0, 5, 0, [[3]]]], "frame").read is False  # teeth: the same step's frame is a note
+
+
 def _finding(whose: str) -> Counterexample:
     return Counterexample("frame", "frame: group 0 slot 5 ...", "t.json", True, "replay t.json",
                           Impact(whose, "slot 5", "what the next pass computes", "the shape"))
