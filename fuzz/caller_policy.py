@@ -113,8 +113,8 @@ class CallerPolicy:
     step, its state in that group lost (a review probe of ``groups_agree_on_null``)."""
     taken_live_blocks: bool = False
     """A prefill chunk's newly allocated live block is, where there is one, a block that another
-    running request not scheduled this step still names before its live column, in every group
-    (a prefix block it holds; a review probe of ``fresh_slot_is_free``)."""
+    running request still names before its live column and before what this step's launches touch
+    for it, in every group (a prefix block it holds; a review probe of ``fresh_slot_is_free``)."""
     aliased_live_moves: bool = False
     """Where the host publishes no prefix and the live column moves (all mode under the reference's
     host), a request's live column that moves to a new column keeps, in each cache group as drawn,

@@ -83,20 +83,21 @@ def ensure_blocks(callers: Callers, draw: Draw, r: Request, live_col: int, prefi
 
 
 def held_elsewhere(callers: Callers, draw: Draw, r: Request) -> tuple[int, ...] | None:
-    """With the policy's ``taken_live_blocks``: the blocks, one per group, of a column before the
-    live one of a running request that this step does not schedule, named by no request it does
-    schedule (published ones first); None without the policy or such a column."""
+    """With the policy's ``taken_live_blocks``: the blocks, one per group, of a column another running
+    request holds before its live column and before any column this step's launches may read or write
+    for it (a request this step schedules: two columns short of its computed tokens' block), named by
+    ``r`` nowhere (published ones first); None without the policy or such a column."""
     if not callers.policy.taken_live_blocks:
         return None
-    pad, groups = callers.geo.pad_slot, len(callers.free)
-    named = {(g, s) for rid in callers.stepping | {r.rid} if rid in callers.requests
-             for g, cols in enumerate(callers.requests[rid].cols) for s in cols}
+    pad, groups, bs = callers.geo.pad_slot, len(callers.free), callers.geo.block_size
+    mine = {(g, s) for g, cols in enumerate(r.cols) for s in cols}
     published = {(g, s) for slots in callers.published.values() for g, s in enumerate(slots)}
-    options = [tuple(o.cols[g][c] for g in range(groups))
-               for o in sorted(callers.requests.values(), key=lambda o: o.rid)
-               if o.rid not in callers.stepping and o is not r for c in range(max(o.live_col, 0))]
-    options = [slots for slots in options
-               if pad not in slots and not any((g, s) in named for g, s in enumerate(slots))]
+    options = []
+    for o in sorted(callers.requests.values(), key=lambda o: o.rid):
+        below = min(o.live_col, o.computed // bs - 1) if o.rid in callers.stepping else o.live_col
+        if o is not r:
+            options += [tuple(o.cols[g][c] for g in range(groups)) for c in range(max(below, 0))]
+    options = [slots for slots in options if pad not in slots and not any((g, s) in mine for g, s in enumerate(slots))]
     if not options:
         return None
     options.sort(key=lambda slots: not all((g, s) in published for g, s in enumerate(slots)))

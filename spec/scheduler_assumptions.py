@@ -135,8 +135,8 @@ FRESH_SLOT_IS_FREE = Assumption(
     scope=SYSTEM,
     caller_breaks=CallerBreak(
         "a prefill chunk's newly allocated live block is one that another running request's block table still "
-        "names before its live column (a prefix block it holds): the chunk overwrites that block's state and "
-        "trackers", lambda s: s.live_block_taken, dropped=(("taken_live_blocks", True),)),
+        "names before its live column (a prefix block it holds, which no launch of the step reads for it): the "
+        "chunk overwrites that block's state and trackers", lambda s: s.live_block_taken, dropped=(("taken_live_blocks", True),)),
     reach=Reach(_publishing_host_with_live_columns, model_blocks=3),
 )
 
