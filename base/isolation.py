@@ -11,7 +11,8 @@ with a copy of the environment and its standard output and error captured
 to files, that imports the target and launches its kernels on request: on
 CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter with
 torch and triton imported, never the judging process, whose state would run
-in the target's process), for CUDA a fresh interpreter of its own.
+in the target's process), for CUDA a fresh interpreter of its own; both in
+the sandbox (:mod:`.sandbox`).
 :class:`~.remote.RemoteModule` stands for the target here: its Triton kernels
 are :class:`~.remote.RemoteKernel` objects with the kernels' parameter names, and
 ``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
@@ -70,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fork_server
+from . import fork_server, sandbox
 from .host_channel import recv_frames, send_frames
 from .host_faults import HostFault, TargetFault, TargetGone, describe_exit
 from .remote import RemoteModule, RemoteObject
@@ -189,11 +190,14 @@ class TargetHost:
             if not self.cuda:
                 self.process = fork_server.fork_host(self.folder, env, theirs.fileno(),
                                                      os.getpgid(0) if in_group else None)
-            else:
+            else:  # in the sandbox where it runs CUDA (sandbox.unavailable), else said once
+                wrapper = sandbox.command(str(self.folder), cuda=True)
+                popen = sandbox.SandboxedProcess if wrapper else subprocess.Popen
                 with open(self.folder / "stdout.txt", "wb") as out, open(self.folder / "stderr.txt", "wb") as err:
-                    self.process = subprocess.Popen(
-                        [sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
-                        cwd=self.folder, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    self.process = popen(
+                        [*wrapper, sys.executable, "-m", "replayssm.base.target_host", str(theirs.fileno())],
+                        cwd=self.folder, env=sandbox.host_environment(env, str(self.folder)) if wrapper else env,
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                         pass_fds=(theirs.fileno(),), process_group=None if in_group else 0)
         except HostFault:
             theirs.close()

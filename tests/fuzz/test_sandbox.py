@@ -111,3 +111,67 @@ def test_a_setsid_grandchild_dies_with_the_run_and_the_reports_are_the_judges(tm
     summary = json.loads(out.read_text())
     (finding,) = summary["findings"]
     assert "write the report: refused" in finding["reason"], finding
+
+
+def test_a_cuda_hosts_options_bind_the_gpus_devices_and_keep_the_rest_read_only(tmp_path: Path) -> None:
+    """The options of a CUDA host's sandbox (no GPU here: the device list is
+    given): each device bound where present (``--dev-bind-try``, after the
+    fresh ``/dev``), bwrap's own init with ``--die-with-parent`` instead of
+    ``--as-pid-1``, the key's folder covered, the rest as the fork server's."""
+    from replayssm.base import secret_key
+
+    devices = ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"]
+    options = sandbox._options(str(tmp_path), devices)
+    at = options.index("--dev")
+    assert options[at + 2:at + 11] == [a for d in devices for a in ("--dev-bind-try", d, d)], options
+    assert "--die-with-parent" in options and "--as-pid-1" not in options
+    assert ["--tmpfs", os.path.realpath(secret_key.folder())] == options[3:5]
+    server = sandbox._options(str(tmp_path))
+    assert "--as-pid-1" in server and "--dev-bind-try" not in server
+    assert [o for o in options if o not in devices and o not in ("--dev-bind-try", "--die-with-parent")] == \
+        [o for o in server if o != "--as-pid-1"]
+
+
+SANDBOXED_VIEW = '''
+import os
+_OUTCOMES = [f"pid {os.getpid()}", f"device {os.path.exists(DEVICE)}", f"absent {os.path.exists('/dev/nvidia0')}",
+             f"triton cache {os.environ.get('TRITON_CACHE_DIR', '').startswith(os.getcwd())}"]
+try:
+    open(INSTALLED, "a").close()
+    _OUTCOMES.append("installation: written")
+except OSError as e:
+    _OUTCOMES.append(f"installation: refused ({e.strerror})")
+raise SystemExit("; ".join(_OUTCOMES))
+'''
+
+
+def test_a_cuda_host_runs_in_the_sandbox_with_the_devices_bound(tmp_path: Path, monkeypatch) -> None:
+    """A CUDA host's start path on this CPU machine, the CUDA probe taken as
+    passed and ``/dev/kvm`` standing for a GPU's device (a dry run): the
+    target runs under bwrap (not pid 1: bwrap's init is), sees the bound
+    device and not an absent one, has its Triton cache in its own folder and
+    cannot write the installation; a target's signal death reads as the
+    signal, not bwrap's ``128 + N``."""
+    from replayssm.base.isolation import TargetGone, TargetHost
+
+    device = "/dev/kvm" if os.path.exists("/dev/kvm") else "/dev/loop-control"
+    if not os.path.exists(device):
+        pytest.skip("no device file here to stand for a GPU's")
+    monkeypatch.setattr(sandbox, "gpu_devices", lambda: [device, "/dev/nvidia0"])
+    probed = sandbox.unavailable
+    monkeypatch.setattr(sandbox, "unavailable", lambda cuda=False: None if cuda else probed())
+    target = tmp_path / "view.py"
+    target.write_text(SANDBOXED_VIEW.replace("DEVICE", repr(device)).replace(
+        "INSTALLED", repr(str(REPO / "fuzz" / "launcher.py"))))
+    host = TargetHost(str(target), cuda=True)
+    with pytest.raises(TargetFault) as raised:
+        host.load()
+    assert isinstance(host.process, sandbox.SandboxedProcess) or host.process is None
+    reason = raised.value.reason
+    assert "pid 2" in reason and "device True" in reason and "absent False" in reason, reason
+    assert "triton cache True" in reason and "installation: refused (Read-only file system)" in reason, reason
+    crash = tmp_path / "crash.py"
+    crash.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    with pytest.raises(TargetGone) as crashed:
+        TargetHost(str(crash), cuda=True).load()
+    assert crashed.value.fault.reason.endswith("signal SIGSEGV"), crashed.value.fault.reason
