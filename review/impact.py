@@ -356,10 +356,14 @@ def _past_the_row(setup: Setup, rows: list[Row | None], table: list, shape) -> I
                   "a store outside its buffer lands in whatever tensor vLLM allocated beside it", shape(None))
 
 
-def of_kernel_launch(trace: dict, prop: str, cell: list | None = None) -> Impact:
+def of_kernel_launch(trace: dict, prop: str, cell: list | None = None, null_block_only: bool = False) -> Impact:
     """The impact of a kernel obligation ``prop`` (``memory_safety``, ``frame``, ``conflicts``,
     ``equivalence``, ``int32``) failing on the launch of a kernel trace (``verify/kernels/report.py``);
-    ``cell``: the index its violated part names (for ``frame``, a tracker store's ``[group, slot]``)."""
+    ``cell``: the index its violated part names (for ``frame``, a tracker store's ``[group, slot]``).
+    A frame store to the null block is ``the null block`` (nobody reads it) only with ``null_block_only``:
+    the frame obligation proved with the null block's cells in every program's frame
+    (:func:`.kernel_proofs.beside_the_null_block`); one model storing there does not show the kernel
+    cannot store to a held block for another input."""
     from replayssm.fuzz.launcher import Setup
 
     setup = Setup.from_json(trace["params"])
@@ -368,9 +372,16 @@ def of_kernel_launch(trace: dict, prop: str, cell: list | None = None) -> Impact
     table = launch["block_table"]
     shape = lambda focus: describe_shape(setup, rows, focus)  # noqa: E731
     if prop == "frame" and cell is not None and len(cell) == 2 and cell[1] == setup.geometry.pad_slot:
-        return Impact("the null block", f"the null block (slot {cell[1]}, cache group {cell[0]})",
-                      "nothing: a kernel program stores to the null block's trackers, which no request's state "
-                      "is read from (FlashInfer skips PAD_SLOT_ID)", shape(next((r for r in rows if r), None)))
+        focus = next((r for r in rows if r), None)
+        if null_block_only:
+            return Impact("the null block", f"the null block (slot {cell[1]}, cache group {cell[0]})",
+                          "nothing: a kernel program stores to the null block's trackers, which no request's state "
+                          "is read from (FlashInfer skips PAD_SLOT_ID), and the proof shows it stores outside its "
+                          "row's blocks nowhere else", shape(focus))
+        return Impact("another request", f"the null block (slot {cell[1]}, cache group {cell[0]}) here, and "
+                      f"possibly a block a request holds", "a kernel program stores outside its own row's blocks; "
+                      "that it does so only to the null block is not proved: a request's next decode may start "
+                      "from trackers it did not write", shape(focus))
     if prop in ("memory_safety", "frame"):
         past = _past_the_row(setup, rows, table, shape)
         if past.whose != "memory outside the buffers" or cell is None or len(cell) != 2 or prop != "frame":

@@ -34,7 +34,9 @@ reliance, no finding).
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -71,6 +73,12 @@ def kernel_proofs(module: ModuleType, api: Api, source: str, traces: Path | None
         if r.status == "failed" and traces is not None and remote is not None and results[-1]["case"]:
             results[-1].update(replay_failure(module, remote, roles, name, results[-1]["case"], source, traces,
                                               results[-1]["violated"]))
+            if _stores_to_the_null_block(results[-1]):
+                again = beside_the_null_block(module, remote, roles, name, label, source, traces)
+                if "case" in again:  # its counterexample replaces the null block's
+                    for key in ("trace", "replay", "fault", "cell"):
+                        results[-1].pop(key, None)
+                results[-1].update(again)
     for clause in api.contract.unguaranteed():
         without = register(module, f"{label} without {clause.name}", roles_of(api, publishing, frozenset({clause.name})))
         for entry, name in zip(results, without):
@@ -114,6 +122,50 @@ def replay_failure(module: ModuleType, remote: Any, roles: tuple, name: str, cas
     replayed = ("reproduced" if seen.reproduces(prop) else "shows another failure"
                 if any(getattr(seen, f) for f in EXPECTED.values()) else "not reproduced")
     return {"replayed": replayed, **saved}
+
+
+def _stores_to_the_null_block(entry: dict) -> bool:
+    """Whether a failed obligation's counterexample is a frame store to the null block's trackers."""
+    from replayssm.verify.kernels.obligations import KERNEL_OBLIGATIONS
+
+    cell = entry.get("cell")
+    if KERNEL_OBLIGATIONS[entry["obligation"]].prop != "frame" or not isinstance(cell, list) or len(cell) != 2:
+        return False
+    try:
+        return cell[1] == json.loads(Path(entry["trace"]).read_text())["params"]["geometry"]["pad_slot"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def beside_the_null_block(module: ModuleType, remote: Any, roles: tuple, name: str, label: str, source: str,
+                          traces: Path) -> dict:
+    """Frame obligation ``name`` failed by a store to the null block's trackers, which nobody reads; one
+    model doing so does not show the kernel cannot store to a held block for another input, so the
+    obligation is asked again with the null block's cells in every program's frame
+    (:attr:`~replayssm.verify.kernels.roles.Frame.null_block`). ``null_block_only``: True where that is
+    proved (the kernel stores outside its frame only to the null block: a note); else False, and where
+    it failed, the entry's counterexample becomes the new one (its store outside the frame and off the
+    null block), explained, saved and replayed as :func:`replay_failure` does, the null block's stores
+    not counted as outside the frame on the replay either."""
+    from replayssm.verify.kernels.obligations import KERNEL_OBLIGATIONS, obligation_name, register
+    from replayssm.verify.obligation import REGISTRY, prove
+
+    role = KERNEL_OBLIGATIONS[name].role
+    assert role.frame is not None  # a frame obligation's role has a frame
+    wider = replace(role, frame=replace(role.frame, null_block=True))
+    register(module, f"{label}-beside-the-null-block", (wider,))
+    again = obligation_name(wider.name, "frame", f"{label}-beside-the-null-block")
+    r = prove(REGISTRY[again])
+    if r.status == "proved":
+        return {"null_block_only": True}
+    out: dict = {"null_block_only": False}
+    case = (r.counterexample or {}).get("case")
+    if r.status == "failed" and case:
+        violated = ((r.counterexample or {}).get("violated") or [None])[0]
+        others = tuple(wider if x.name == wider.name else x for x in roles)
+        out.update({"case": case, "violated": violated})
+        out.update(replay_failure(module, remote, others, again, case, source, traces, violated))
+    return out
 
 
 TARGET_FAULT = "target fault"

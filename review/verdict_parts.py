@@ -149,16 +149,17 @@ def kernel_findings(kernel_proofs: dict | None) -> tuple[KernelFinding, ...]:
         out.append(KernelFinding(r["obligation"], r["case"], r["violated"], r["replayed"],
                                  f"{r['obligation']} failed ({r['case']}: {r['violated']}); {shown}",
                                  r["trace"], r["replay"], r.get("explanation", ""),
-                                 _kernel_impact(r["trace"], r.get("cell"))))
+                                 _kernel_impact(r["trace"], r.get("cell"), r.get("null_block_only", False))))
     return tuple(out)
 
 
-def _kernel_impact(path: str, cell: list | None) -> Impact | None:
+def _kernel_impact(path: str, cell: list | None, null_block_only: bool) -> Impact | None:
     """A kernel finding's impact, from its saved launch and the cell its violated part names
-    (None: the launch cannot be read)."""
+    (``null_block_only``: proved to store outside its frame only to the null block,
+    :func:`.kernel_proofs.beside_the_null_block`; None: the launch cannot be read)."""
     try:
         trace = json.loads(Path(path).read_text())
-        return of_kernel_launch(trace, trace["#meta"]["property"], cell)
+        return of_kernel_launch(trace, trace["#meta"]["property"], cell, null_block_only)
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return None
 

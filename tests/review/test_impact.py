@@ -46,8 +46,10 @@ def test_a_prefill_past_its_one_column_row_resets_the_next_rows_request() -> Non
     assert stale.whose == "another request" and "past the batch" in stale.next_pass
     beyond = of_kernel_launch(_launch(3, [1, 1, 5]), "memory_safety")  # the last row of the table
     assert beyond.whose == "memory outside the buffers"
-    null = of_kernel_launch(_launch(1, [1]), "frame", [0, 0])  # a store to slot 0, the null block: a note
+    null = of_kernel_launch(_launch(1, [1]), "frame", [0, 0], null_block_only=True)  # proved: only the null block
     assert (null.whose, null.read) == ("the null block", False)
+    unproved = of_kernel_launch(_launch(1, [1]), "frame", [0, 0])  # one model's null store proves nothing more
+    assert (unproved.whose, unproved.read) == ("another request", True) and "not proved" in unproved.next_pass
     real = of_kernel_launch(_launch(1, [1]), "frame", [0, 2])  # teeth: the same store to a real slot
     assert (real.whose, real.read) == ("another request", True) and "slot 2" in real.who
     inside = of_kernel_launch(_launch(2, [4, 1]), "equivalence")

@@ -10,7 +10,9 @@ input, another row's entry) is outside the frame unless the guard of the
 store is false. A declared extra output of the launch
 (:class:`.roles.DeclaredOutput`, e.g. A3's ``rand_seeds``) may be written by
 its one program only, inside the buffer's extent. A padding program (its
-row past ``num_reqs`` on a ``max_num_reqs`` grid) writes no tracker.
+row past ``num_reqs`` on a ``max_num_reqs`` grid) writes no tracker. A frame
+with ``null_block`` (:class:`.roles.Frame`) admits any store to the null
+block's trackers besides.
 """
 
 from __future__ import annotations
@@ -66,6 +68,16 @@ def allowed(case: KernelCase, frame: Frame, write: Access) -> z3.BoolRef:
         return lift(conj(Sym(lift(case.row[0] if case.row else 0)) == out.program, e >= 0, e < numel))
     if b in WORK_LIST:
         return lift(frame.work_list(case.row[0] if case.row else 0)) if frame.work_list is not None else lift(False)
+    if b in TRACKERS and frame.null_block:
+        null = lift(Sym(lift(write.index[1])) == case.constexprs["geometry"].pad_slot)
+        return z3.Or(null, _own_cell(case, frame, write))
+    return _own_cell(case, frame, write)
+
+
+def _own_cell(case: KernelCase, frame: Frame, write: Access) -> z3.BoolRef:
+    """Whether ``write`` lands in the program's own row's cells: :func:`allowed` less the declared outputs,
+    the work list and the null block."""
+    b = write.buffer
     if not frame.row or not case.row:
         return lift(False)
     batch, group = case.row
@@ -85,10 +97,34 @@ def allowed(case: KernelCase, frame: Frame, write: Access) -> z3.BoolRef:
     return lift(False)
 
 
+SEEN_COLUMNS = 6
+"""The block-table columns :func:`seen` reads of the program's own row: the small launches' widest
+(``report.SMALL_LAUNCHES``), where a counterexample is first looked for."""
+
+
+def seen(case: KernelCase, frame: Frame, write: Access) -> z3.BoolRef:
+    """When a replay (:func:`replay_violations`, which judges a tracker store by the slot's value) sees
+    ``write`` outside the frame: a tracker store to another group, or to a slot that is none of the
+    entries of the program's own row (its first :data:`SEEN_COLUMNS` columns, the table at most that wide),
+    the null block not counted where the frame admits it. The proof reads where the slot was loaded from,
+    so its counterexample may store a slot read elsewhere that equals one of the row's own: the report
+    prefers a model where this holds (:attr:`.obligations.Part.observable`)."""
+    if write.buffer not in TRACKERS or not frame.row or not case.row or case.padding:
+        return lift(True)
+    batch, group = case.row
+    mem, pad = case.mem, case.constexprs["geometry"].pad_slot
+    slot, num_cols = Sym(lift(write.index[1])), Sym(lift(mem.shapes["block_table"][2]))
+    elsewhere = [Sym(lift(conj(num_cols <= SEEN_COLUMNS, slot != pad) if frame.null_block else
+                          (num_cols <= SEEN_COLUMNS)))]
+    elsewhere += [Sym(lift(z3.Or(lift(num_cols <= col), lift(slot != mem.initial("block_table", (group, batch, col))))))
+                  for col in range(SEEN_COLUMNS)]
+    return z3.Or(lift(Sym(lift(write.index[0])) != group), lift(conj(*elsewhere)))
+
+
 def frame_parts(case: KernelCase, frame: Frame, part: Callable[..., P],
                 where: Callable[[KernelCase, int], tuple[str, int]]) -> list[P]:
     """One part per store: its guard implies the frame admits it (``part``
-    builds the obligation's :class:`.obligations.Part`)."""
+    builds the obligation's :class:`.obligations.Part`; observable where a replay sees it: :func:`seen`)."""
     out = []
     for i, a in enumerate(case.mem.accesses):
         if a.kind != "write":
@@ -96,7 +132,7 @@ def frame_parts(case: KernelCase, frame: Frame, part: Callable[..., P],
         at = where(case, i)
         out.append(part(f"store to {a.buffer} at {at[0]}:{at[1]} inside the program's frame",
                         implies(Sym(lift(a.guard)), Sym(allowed(case, frame, a))), at, case.mem.program,
-                        {"index": tuple(a.index), "guard": a.guard}))
+                        {"index": tuple(a.index), "guard": a.guard}, seen(case, frame, a)))
     return out
 
 
@@ -141,7 +177,8 @@ def replay_violations(log: list, buffers: dict, frame: Frame, pad: int, rows: in
         elif name in TRACKERS:
             row = [int(s) for s in buffers["block_table"][group][batch]] \
                 if batch < min(num_reqs, len(buffers["block_table"][group])) else []
-            ok = own is not None and int(own.group(1)) == group and element != pad and element in row
+            ok = (own is not None and int(own.group(1)) == group and element != pad and element in row
+                  or frame.null_block and element == pad)
         elif name in PLAN_ROWS:
             ok = element == batch
         elif name in SLOT_TABLES:

@@ -75,11 +75,15 @@ class Frame:
     bounds, on a term or an int (the proof's and playback's reading); None:
     never. ``outputs``: the launch's declared extra outputs
     (``spec/generations/roles.py`` :class:`DeclaredOutput`: only the program
-    of its batch row may write it, anywhere inside its extent). Any other buffer is outside the frame."""
+    of its batch row may write it, anywhere inside its extent). Any other buffer is outside the frame.
+    ``null_block``: the null block's trackers (slot ``pad_slot`` of any group, which no request's state is
+    read from) are in every program's frame too: the frame minus the null block's cells, which a review
+    proves when a program stores there to tell that store from one to a held block."""
 
     row: bool = True
     work_list: Callable[[Symbolic], Symbolic] | None = None
     outputs: tuple[DeclaredOutput, ...] = ()
+    null_block: bool = False
 
     def output(self, buffer: str) -> DeclaredOutput | None:
         """The declared extra output ``buffer`` (None: not one)."""
