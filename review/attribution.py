@@ -22,7 +22,14 @@ How a row is restored, the first that applies (:func:`restoration`):
    no row at all: the request is not scheduled that step (its expected state
    stays what it was, and its next row starts from the live column it had).
    The rest of the schedule is then exactly the one the probe ran.
-2. **Otherwise the request leaves the schedule** at that row: its rows from
+2. **The same state, recomputed inside the contract**: a prefill row from
+   position 0 to where the broken row left the request, in the same live
+   column and keeping the same caller assumptions (a request whose state is
+   recomputed, as vLLM's scheduler does after preempting it). Its rows after
+   that step run as the probe ran them, from a state reached inside the
+   contract, so a later row of the request that fails on its own is a
+   finding, not reliance.
+3. **Otherwise the request leaves the schedule** at that row: its rows from
    then on are dropped, it is no longer expected to run, the prefix blocks it
    published after that row are not expected, and every request that later
    names one of those blocks leaves with it (it would read a prefix the
@@ -67,8 +74,9 @@ def _kept(setup: Setup, row: Row, flag: bool | None) -> set[str]:
 
 def restoration(setup: Setup, row: Row, flag: bool | None, dropped: frozenset[str]) -> tuple[str, Row | None]:
     """How to restore ``dropped`` on ``row`` (its ``is_prefilling`` input ``flag``) keeping its effect:
-    ``("row", the restored row)``, ``("unscheduled", None)`` (a row that moves its request nowhere)
-    or ``("remove", None)`` (no row has its effect inside the contract: the request leaves)."""
+    ``("row", the restored row)``, ``("unscheduled", None)`` (a row that moves its request nowhere),
+    ``("recompute", a prefill row from 0 to where the row left the request)`` or ``("remove", None)``
+    (no row has its effect inside the contract: the request leaves)."""
     want = {a.name for a in env.checked_on_rows() if a.name in dropped} | _kept(setup, row, flag)
     candidates = [row] if flag is not None and flag != row.prefilling else []
     if not row.prefilling:
@@ -80,6 +88,10 @@ def restoration(setup: Setup, row: Row, flag: bool | None, dropped: frozenset[st
             return "row", cand
     if row.computed_after == row.computed_before:
         return "unscheduled", None
+    again = replace(row, computed_before=0, query_len=row.computed_after, accepted=0, prefilling=True, source_col=-1)
+    if (live_col_of(str(setup.cache_mode), setup.geometry.block_size, 0, again.query_len) == row.live_col
+            and want <= _kept(setup, again, None)):
+        return "recompute", again
     return "remove", None
 
 
@@ -112,7 +124,7 @@ def restore_rows(trace: dict, dropped: frozenset[str]) -> dict:
                 keep.append((b, row, bool(flags[b])))
                 continue
             how, new = restoration(setup, row, bool(flags[b]), dropped)
-            if how == "row":
+            if how in ("row", "recompute"):
                 keep.append((b, new, None))
             elif how == "unscheduled":
                 paused.setdefault(row.rid, previous.get(row.rid))

@@ -107,14 +107,39 @@ def test_a_decode_row_longer_than_a_block_becomes_one_block_long_accepting_the_s
     assert kept["steps"][3]["postprocess"]["query_metadata"][0] == now["query_len"]
 
 
-def test_a_row_no_row_of_the_same_effect_restores_takes_its_request_out_from_then_on() -> None:
-    trace = _load(EMPTY)
-    setup = Setup.from_json(trace["params"])
+def _breaking_prefill(trace: dict, name: str) -> tuple[int, int]:
+    """Step 6's prefill chunk of request 0 (6 -> 8 tokens), marked as breaking ``name``: its batch row and rid."""
     step = trace["steps"][6]
     b = next(b for b, r in enumerate(step["rows"]) if r and r["prefilling"] and r["computed_before"] > 0)
-    rid = step["rows"][b]["rid"]
-    assert restoration(setup, Row(**step["rows"][b]), True, frozenset({"positions_in_model"}))[0] == "remove"
-    step["row_breaks"][b] = ["positions_in_model"]
+    step["row_breaks"][b] = [name]
+    return b, step["rows"][b]["rid"]
+
+
+def test_a_row_no_row_of_the_same_effect_restores_is_recomputed_and_its_request_runs_on() -> None:
+    """Regression: a broken prefill chunk no one row restores took its request out of the schedule, its later
+    rows inside the contract with it; the request is now recomputed to the same state (a prefill from 0 to
+    where the chunk left it, as vLLM does after a preemption) and runs on as the probe ran it."""
+    trace = _load(EMPTY)
+    setup = Setup.from_json(trace["params"])
+    b, rid = _breaking_prefill(trace, "positions_in_model")
+    how, again = restoration(setup, Row(**trace["steps"][6]["rows"][b]), True, frozenset({"positions_in_model"}))
+    assert how == "recompute" and again is not None
+    assert (again.computed_before, again.query_len, again.prefilling, again.source_col) == (0, 8, True, -1)
+    kept = restore_rows(trace, frozenset({"positions_in_model"}))
+    mine = [r for r in kept["steps"][6]["rows"] if r and r["rid"] == rid]
+    assert [(r["computed_before"], r["query_len"]) for r in mine] == [(0, 8)]
+    assert [r for r in kept["steps"][7]["rows"] if r and r["rid"] == rid] == \
+           [r for r in trace["steps"][7]["rows"] if r and r["rid"] == rid]  # its later row runs as it ran
+    assert rid in [e[0] for e in kept["steps"][7]["expect"]["running"]]
+
+
+def test_a_row_no_row_of_the_same_effect_restores_takes_its_request_out_from_then_on() -> None:
+    """Where the recompute breaks the assumption too (the chunk ends past the model's length), the request leaves."""
+    trace = _load(EMPTY)
+    trace["params"]["max_model_len"] = 7
+    setup = Setup.from_json(trace["params"])
+    b, rid = _breaking_prefill(trace, "positions_in_model")
+    assert restoration(setup, Row(**trace["steps"][6]["rows"][b]), True, frozenset({"positions_in_model"}))[0] == "remove"
     kept = restore_rows(trace, frozenset({"positions_in_model"}))
     for s in kept["steps"][6:]:
         assert rid not in [r["rid"] for r in s["rows"] if r] and rid not in [e[0] for e in s["expect"]["running"]]
@@ -150,6 +175,42 @@ def test_teeth_a_version_that_truly_relies_on_the_assumption_stays_latent(name: 
     relied, independent = pr.confirm(str(probe_trace), pr.Probe((name,)), planted, "cpu")
     assert relied and independent is None
     assert pr.outcome_of(pr.Probe((name,)), _outcome(), relied, independent) == "latent"
+
+
+#: A3 planted (tests only) on request 0 of ``EMPTY``, whose prefill chunk 6 -> 8 (step 6) is marked broken:
+#: its decode from 8 (step 7, inside the contract) commits one ring row too many; or the broken chunk itself
+#: (a prefill from 6) leaves one committed ring row in its live slot.
+LATER_ROW = ("next_committed = tl.where(checkpointed, accepted, old_committed + accepted)",
+             "next_committed = tl.where(checkpointed, accepted, old_committed + accepted) + "
+             "tl.where(computed_before == 8, 1, 0)")
+BROKEN_ROW = ("tl.store(tracker_committed + live_slot, 0, mask=valid_live)",
+              "tl.store(tracker_committed + live_slot, tl.where(computed_before == 6, 1, 0), mask=valid_live)")
+
+
+@needs_corpus
+@pytest.mark.parametrize("plant, relies", [(LATER_ROW, False), (BROKEN_ROW, True)])
+def test_a_later_row_of_a_recomputed_request_that_fails_on_its_own_is_a_finding(plant: tuple[str, str], relies: bool,
+                                                                                 tmp_path: Path) -> None:
+    """Regression: a request whose broken row no one row restores left the schedule with its later rows, so a
+    later row inside the contract that fails on its own was reported as reliance (latent); recomputed to the
+    same state it runs on, and that failure is a finding. Teeth: a copy that fails only on the broken row
+    itself stays latent."""
+    old, new = plant
+    text = version_path("A3").read_text()
+    assert text.count(old) == 1, "the plant's anchor moved in A3"
+    (tmp_path / "A3_planted.py").write_text(text.replace(old, new))
+    planted = _version(tmp_path / "A3_planted.py", "A3-planted")
+    trace = _load(EMPTY)
+    _breaking_prefill(trace, "row_nonempty")
+    probe_trace = tmp_path / EMPTY.name
+    probe_trace.write_text(json.dumps(trace))
+    assert not replay(str(probe_trace), [planted])[0]  # the planted copy breaks the probe's schedule
+    relied, independent = pr.confirm(str(probe_trace), pr.Probe(("row_nonempty",)), planted, "cpu")
+    assert relied is relies and (independent is None) is relies
+    assert pr.outcome_of(pr.Probe(("row_nonempty",)), _outcome(), relied, independent) == \
+           ("latent" if relies else "finding")
+    if independent is not None:
+        assert independent.prop == "refinement" and "request 0" in independent.message, independent.message
 
 
 def _outcome():
