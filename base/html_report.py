@@ -33,6 +33,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from replayssm.base.escape import printable
 from replayssm.base.reports import replay_command, write_text
 
 STYLE = """
@@ -72,7 +73,7 @@ COMMITTED, HELD, EMPTY = "#3d7fd6", "#cfe0f5", "#f4f4f4"
 
 
 def _e(x: Any) -> str:
-    return escape(str(x), quote=True)
+    return escape(printable(str(x)), quote=True)  # no control, separator or bidirectional override shown raw
 
 
 def token(t: Any) -> str | None:
