@@ -241,8 +241,9 @@ def junit_xml(suite: str, cases: list[JunitCase], interrupted: bool = False) -> 
     failed case ``installation`` when the tool's files changed during the run)."""
     tampered = _installation_changed()
     if tampered:
-        cases = [*cases, JunitCase("installation", 0.0, "the tool's installed files changed during this run (the "
-                                   "target wrote them): " + ", ".join(tampered))]
+        from .installation import CHANGED
+
+        cases = [*cases, JunitCase("installation", 0.0, f"{CHANGED}: {', '.join(tampered)}")]
     failures = sum(c.failure is not None and c.kind == "failure" for c in cases)
     errors = sum(c.failure is not None and c.kind == "error" for c in cases) + int(interrupted)
     skipped = sum(c.failure is not None and c.kind == "skipped" for c in cases)
