@@ -342,7 +342,7 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _host(request: dict, fd: int) -> None:
+def serve_host(request: dict, fd: int) -> None:
     """The forked child: a clean host (never returns)."""
     try:
         signal.set_wakeup_fd(-1)
@@ -562,7 +562,7 @@ def serve(listen_fd: int, owner_fd: int, sandboxed: bool = False) -> None:
                     conn, request, fd = accepted
                     pid = os.fork()
                     if pid == 0:
-                        _host(request, fd)
+                        serve_host(request, fd)
                     os.close(fd)
                     hosts[pid] = conn
                     try:

@@ -11,8 +11,8 @@ with a copy of the environment and its standard output and error captured
 to files, that imports the target and launches its kernels on request: on
 CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter with
 torch and triton imported, never the judging process, whose state would run
-in the target's process), for CUDA a fresh interpreter of its own; both in
-the sandbox (:mod:`.sandbox`).
+in the target's process), for CUDA a fresh interpreter of its own; both in the sandbox
+(:mod:`.sandbox`); or, ``forked``, outside it, a fork of one that only imported (:mod:`.forked_host`).
 :class:`~.remote.RemoteModule` stands for the target here: its Triton kernels
 are :class:`~.remote.RemoteKernel` objects with the kernels' parameter names, and
 ``kernel[grid](*args, **kwargs)`` sends the launch there and waits for it.
@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fork_server, sandbox
+from . import fork_server, forked_host, sandbox
 from .host_channel import recv_frames, send_frames
 from .host_faults import HostFault, TargetFault, TargetGone, describe_exit
 from .remote import RemoteModule, RemoteObject
@@ -154,7 +154,9 @@ class TargetHost:
     load_seconds: float | None = None
     """The load watchdog (None: :func:`load_seconds`)."""
     launch_seconds: float | None = None
-    process: subprocess.Popen | fork_server.ServedHost | None = None
+    forked: bool = False
+    """Fork the host from this process (:mod:`.forked_host`: only where it has done nothing but import)."""
+    process: subprocess.Popen | fork_server.ServedHost | forked_host.ForkedHost | None = None
     conn: Connection | None = None
     folder: Path | None = None
     description: dict = field(default_factory=dict)
@@ -170,8 +172,8 @@ class TargetHost:
         """Start the host and wait until it has imported torch and triton: on
         CPU forked by the fork server (:mod:`.fork_server`: a fresh interpreter
         with torch and triton imported, none of this process's state), for
-        CUDA a fresh interpreter of its own. A :class:`HostFault` when it
-        does not start."""
+        CUDA a fresh interpreter of its own (``forked``: a fork of this one). A
+        :class:`HostFault` when it does not start."""
         self.generation += 1
         self.shared = {}
         self.owner = os.getpid()
@@ -187,9 +189,9 @@ class TargetHost:
             env["TRITON_INTERPRET"] = "1"
         in_group = os.getpgid(0) == os.getpid()  # a supervised worker: a watchdog kills its whole group
         try:
-            if not self.cuda:
-                self.process = fork_server.fork_host(self.folder, env, theirs.fileno(),
-                                                     os.getpgid(0) if in_group else None)
+            if self.forked or not self.cuda:  # a fork of this process, or of the fork server
+                starter = forked_host if self.forked else fork_server
+                self.process = starter.fork_host(self.folder, env, theirs.fileno(), os.getpgid(0) if in_group else None)
             else:  # in the sandbox where it runs CUDA (sandbox.unavailable), else said once
                 wrapper = sandbox.command(str(self.folder), cuda=True)
                 popen = sandbox.SandboxedProcess if wrapper else subprocess.Popen
@@ -501,6 +503,20 @@ class TargetHost:
             self.request({"op": "forget"}, "forget")
         self.shared = {}
 
+    def shutdown(self, seconds: float = 120.0) -> int | None:
+        """End the host in order within ``seconds`` (its interpreter's end, a sanitizer's report): it waits
+        for the device, answers ``exit``, exits 0; :meth:`close`. Its status (``-SIGKILL``: late); None: none ran."""
+        if (process := self.process) is None or self.conn is None:
+            return None
+        try:
+            self._send("exit", {"op": "exit"})
+            self._reply("exit", seconds)
+            status: int | None = process.wait(seconds)
+        except (TargetGone, HostFault, subprocess.TimeoutExpired):
+            status = process.poll()
+        self.close()
+        return status
+
     def close(self) -> None:
         """End the host (its whole process group when it has one) and remove its
         folder. The host is forgotten first, so that a signal that cuts this
@@ -554,12 +570,12 @@ def end_targets() -> None:
     fork_server.end_hosts()
 
 
-def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False,
-                  launch_seconds: float | None = None, load_seconds: float | None = None) -> RemoteModule:
-    """The target ``name`` imported in a :class:`TargetHost` of its own, as a
+def load_isolated(name: str, label: str = "--impl", *, cuda: bool = False, launch_seconds: float | None = None,
+                  load_seconds: float | None = None, forked: bool = False) -> RemoteModule:
+    """The target ``name`` imported in a :class:`TargetHost` of its own (``forked``: see there), as a
     :class:`RemoteModule`; a :class:`TargetFault` (a finding) or a
     ``ValueError`` (no usable input) as :meth:`TargetHost.load` raises."""
-    host = TargetHost(absolute_target(name), label, cuda, load_seconds, launch_seconds)
+    host = TargetHost(absolute_target(name), label, cuda, load_seconds, launch_seconds, forked)
     try:
         host.load()
     except TargetGone as e:

@@ -72,6 +72,11 @@ class RemoteModule:
     def close(self) -> None:
         self._host.close()
 
+    def shutdown(self, seconds: float | None = None) -> int | None:
+        """:meth:`TargetHost.shutdown` (within ``seconds``; None: its default): its process ends in
+        order; its exit status."""
+        return self._host.shutdown() if seconds is None else self._host.shutdown(seconds)
+
 
 class RemoteObject:
     """An object of the target in its process (a class, a context, a bound

@@ -5,7 +5,11 @@ target changed in the process after each step.
 ``python -m replayssm.base.target_host FD``: ``FD`` is this end of the
 socket to the judging process; every message is a JSON header and raw
 buffers (:func:`.isolation.send_frames`). The process ends when that socket
-closes, or with its parent (``PR_SET_PDEATHSIG``).
+closes, or with its parent (``PR_SET_PDEATHSIG``), or on ``exit``: an orderly
+end (:meth:`.isolation.TargetHost.shutdown`) that waits for the device's
+work, answers, and exits with status 0, a fresh interpreter through its
+normal exit (``atexit``, the CUDA context torn down: what a tool that
+watches the process, such as ``compute-sanitizer``, reports on).
 
 Requests: ``load`` (import the target), ``launch`` (one kernel on the
 storages sent), and for the target's objects ``share`` (copies of the
@@ -373,8 +377,26 @@ class Objects:
         return reply, raw
 
 
-def main(fd: int) -> None:
-    """Serve the judging process on socket ``fd`` until it closes."""
+def _exit_in_order(conn: Connection, device: Any, fresh: bool) -> None:
+    """The ``exit`` request: wait for the device's work, answer, and end with status 0 (never returns).
+    A fresh interpreter exits normally (``SystemExit``: its ``atexit`` handlers run, its CUDA context is
+    torn down); a fork (of the fork server) leaves with ``os._exit``, as at its socket's end."""
+    import torch
+
+    from replayssm.base.host_channel import send_frames
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    send_frames(conn, {"exiting": 0})
+    conn.close()
+    if fresh:
+        sys.exit(0)
+    os._exit(0)
+
+
+def main(fd: int, fresh: bool = False) -> None:
+    """Serve the judging process on socket ``fd`` until it closes or asks ``exit``
+    (``fresh``: this is an interpreter of its own, not a fork)."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the judging process decides when this one ends
     conn = Connection(fd)
@@ -399,6 +421,8 @@ def main(fd: int) -> None:
             header, buffers = recv_frames(conn)
         except (EOFError, OSError):
             os._exit(0)
+        if header["op"] == "exit":
+            _exit_in_order(conn, device, fresh)
         try:
             if header["op"] == "load":
                 reply, module = _load(header, baseline)
@@ -415,4 +439,4 @@ def main(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), fresh=True)

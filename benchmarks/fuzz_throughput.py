@@ -33,7 +33,8 @@ report and writes it to ``--out`` (also after each stateful run, with
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import functools
+import multiprocessing.forkserver
 import os
 import resource
 import statistics
@@ -51,16 +52,20 @@ from provenance import bad_options, emit, header, write  # noqa: E402
 def _wide(args: tuple) -> dict:
     impl, device, rows, steps, seed, profile = args
     entered = time.time()
-    from replayssm.fuzz.wide_start import run_started  # the target starts loading before the harness's imports
+    # on CUDA imported already (the fork server's preload); on CPU this process is a fork of the benchmark's
+    from replayssm.fuzz.wide import run_wide
+    from replayssm.fuzz.wide_start import forked_hosts
 
+    imports = time.time() - entered
+    run = functools.partial(run_wide, impl, device, rows, steps, seed=seed, forked=forked_hosts(device))
     if profile:  # cProfile of this process's run, to PROFILE/wide_SEED.prof
         import cProfile
 
         prof = cProfile.Profile()
-        r, imports = prof.runcall(run_started, impl, device, rows, steps, seed=seed)
+        r = prof.runcall(run)
         prof.dump_stats(str(Path(profile) / f"wide_{seed}.prof"))
     else:
-        r, imports = run_started(impl, device, rows, steps, seed=seed)
+        r = run()
     if r.fault is not None:  # the target's fault stopped the run: no throughput to report
         raise RuntimeError(f"the wide run of {impl or 'our kernels'} stopped: {r.fault}")
     return {"request_steps": r.request_steps, "seconds": r.seconds, "kernel_seconds": r.kernel_seconds,
@@ -138,17 +143,23 @@ def wide(args: argparse.Namespace) -> dict:
     """The wide runner on ``--wide-jobs`` processes, one system of ``--rows`` requests each.
     Where the wall time goes: ``time_split`` (means over the processes: ``spawn``,
     the pool's start to the process's first line; ``imports``, its target already loading meanwhile
-    (``fuzz/wide_start.py``); ``start_up``, the
+    (``fuzz/wide_start.py``: none left on CUDA); ``start_up``, the
     target loaded and the system set up; ``steps``; the rest, ``tail``, the pool's
     end) and ``step_parts`` (seconds summed over processes, :data:`~replayssm.fuzz.wide.STEP_PARTS`);
+    the processes come from ``fuzz/wide_start.wide_context`` (on CUDA forks of a fork server that
+    imported the harness, started inside the clock: its imports count in ``spawn``), and the fork
+    server is stopped after them (the campaign's workers fork from one with their own preload);
     with ``--profile DIR`` each process's cProfile goes to DIR/wide_SEED.prof and
     their merged top functions to DIR/wide_profile.txt."""
-    ctx = multiprocessing.get_context("spawn" if args.device == "cuda" else "fork")
+    from replayssm.fuzz.wide_start import wide_context
+
+    ctx = wide_context(args.device)
     start, started_at = time.perf_counter(), time.time()
     with ProcessPoolExecutor(args.wide_jobs, mp_context=ctx) as pool:
         parts = list(pool.map(_wide, [(args.impl, args.device, args.rows, args.steps, seed, args.profile)
                                       for seed in range(args.wide_jobs)]))
     wall = time.perf_counter() - start
+    multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]  # nothing if none started
     steps = sum(x["request_steps"] for x in parts)
     kernel = sum(x["kernel_seconds"] for x in parts)
     busy = sum(x["seconds"] for x in parts)

@@ -145,6 +145,11 @@ class ReleaseNumericOutcome:
     failure: str | None = None
     seconds: float = 0.0
     events: dict[str, int] = field(default_factory=dict)
+    release_calls: int = 0
+    """Calls of the release's entry points (each launches its kernels in the target's process)."""
+    target_exit: int | None = None
+    """The exit status of the target's process that ran it, ended in order after the run's last
+    campaign (``TargetHost.shutdown``: 0 once it has waited for the device; otherwise how it ended)."""
 
     def count(self, event: str) -> None:
         self.events[event] = self.events.get(event, 0) + 1
@@ -308,6 +313,7 @@ class Campaign:
                 d = self.dims
                 out = torch.full((n_rows, d.heads, d.dim), float("nan"), dtype=self.idt, device=self.dev)
                 bc_pre = torch.zeros(n_rows, d.groups, self.c.buffer_len, dtype=torch.float32, device=self.dev)
+                self.out.release_calls += 1
                 self.m.selective_state_update_replayssm_output_only(
                     cache["state"], data["x"], data["raw"][:, :, None].expand(n_rows, d.heads, d.dim), a,
                     data["B"], data["C"], skip, bias, dt_softplus=True, x_cache=cache["x"], dt_cache=cache["dt"],
@@ -379,6 +385,7 @@ class Campaign:
                 short = 1 if c.plant == "commit one token short" else 0
                 accepted = torch.tensor([max(r.accepted - short, 0) for r in rows] + [1] * pads, dtype=torch.int32,
                                         device=self.dev)
+                self.out.release_calls += 1
                 self.m.commit_replayssm_ring_trackers(*self.trackers, indices, accepted, qsl,
                                                       logical_window=c.buffer_len, ring_buffer_len=c.ring_len)
             scratch = self.m.allocate_scratch(len(indices), d.heads, c.query_len, c.buffer_len, c.input_dtype, c.device)
@@ -400,6 +407,7 @@ class Campaign:
                     cu, most = None, None
                 else:
                     out_v = out
+                self.out.release_calls += 1
                 self.m.selective_state_update_replayssm_flashinfer(
                     cache["state"], x, dt, a_, b, cc, out_v, cache["x"], cache["B"], cache["dt"], *self.trackers,
                     logical_window=c.buffer_len, D=skip, dt_bias=bias, dt_softplus=True, state_batch_indices=indices,
@@ -414,6 +422,7 @@ class Campaign:
         for r in new:  # the prefill rows' trackers are reset (mamba_mixer2's prefill branch)
             r.accepted = 0
         if new:
+            self.out.release_calls += 1
             self.m.reset_replayssm_ring_trackers(*self.trackers, torch.tensor([r.slot for r in new], dtype=torch.int32,
                                                                               device=self.dev))
 
@@ -460,7 +469,9 @@ class Campaign:
 
 def run(configs: list[ReleaseNumericConfig]) -> list[ReleaseNumericOutcome]:
     """Load the release's kernels once in a process of their own (CUDA for a CUDA campaign), set
-    FlashInfer up there when a campaign uses it, and run the campaigns one after the other."""
+    FlashInfer up there when a campaign uses it, run the campaigns one after the other, and end that
+    process in order (it waits for the device and exits 0: a ``compute-sanitizer`` watching it
+    reports on it), its exit status in each outcome's ``target_exit``."""
     from replayssm.base.isolation import load_isolated
 
     for config in configs:
@@ -472,12 +483,23 @@ def run(configs: list[ReleaseNumericConfig]) -> list[ReleaseNumericOutcome]:
         base = os.path.expanduser(os.environ.get("FLASHINFER_WORKSPACE_BASE", os.path.expanduser("~")))
         os.environ.setdefault("CUTE_DSL_CACHE_DIR", os.path.join(base, ".cache", "flashinfer", "cute_dsl"))
     module = load_isolated(TARGET, "--release", cuda=configs[0].device == "cuda")
+    # which process runs the release's kernels (a tool watching every process, such as
+    # compute-sanitizer, names its report by it)
+    print(json.dumps({"target_pid": getattr(module._host.process, "pid", None)}), file=sys.stderr, flush=True)
     try:
         if any(c.backend == "flashinfer" for c in configs):
             module.use_flashinfer(next(c.stand_in for c in configs if c.backend == "flashinfer"))
-        return [Campaign(config, module).run() for config in configs]
-    finally:
+        outcomes = [Campaign(config, module).run() for config in configs]
+    except Exception:  # a fault of the target's process: it still ends in order where it can
+        module.shutdown()
+        raise
+    except BaseException:  # interrupted: at once
         module.close()
+        raise
+    status = module.shutdown()
+    for o in outcomes:
+        o.target_exit = status
+    return outcomes
 
 
 def sweep(base: dict[str, Any], lists: dict[str, list[Any]]) -> tuple[list[ReleaseNumericConfig], list[str]]:
@@ -501,7 +523,8 @@ def sweep(base: dict[str, Any], lists: dict[str, list[Any]]) -> tuple[list[Relea
 def main(argv: list[str] | None = None) -> int:
     """``python -m replayssm.fuzz.release_numeric``: campaigns over the product of the comma-separated
     lists given (one target process for them all); one JSON line per campaign, then a summary line.
-    Exit 1 when a campaign failed, 2 on bad options (before any work)."""
+    Exit 1 when a campaign failed or the target's process did not end in order, 2 on bad options
+    (before any work)."""
     p = argparse.ArgumentParser(prog="python -m replayssm.fuzz.release_numeric", description=__doc__.splitlines()[0])
     p.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--device", default="cpu", help="cpu (Triton's interpreter) or cuda")
@@ -534,11 +557,16 @@ def main(argv: list[str] | None = None) -> int:
     for o in outcomes:
         print(json.dumps(vars(o)), flush=True)
     failed = [o for o in outcomes if o.failure]
+    status = outcomes[0].target_exit
+    if status != 0:
+        print(f"error: the release's process did not end in order (exit status {status}: after waiting for "
+              "the device it exits 0)", file=sys.stderr)
     print(json.dumps({"campaigns": len(outcomes), "failed": len(failed), "rejected_by_0.33.0": rejected,
+                      "target_exit": status, "release_calls": sum(o.release_calls for o in outcomes),
                       "outputs": sum(o.outputs for o in outcomes), "states": sum(o.states for o in outcomes),
                       "worst_output": max(o.worst_output for o in outcomes),
                       "worst_state": max(o.worst_state for o in outcomes)}))
-    return 1 if failed else 0
+    return 1 if failed or status != 0 else 0
 
 
 if __name__ == "__main__":

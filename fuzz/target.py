@@ -49,20 +49,21 @@ def other_signatures(module: Any) -> list[str]:
 
 
 def load_target(name: str | None = None, *, cuda: bool = False, level: str = "kernel",
-                launch_seconds: float | None = None) -> Any:
+                launch_seconds: float | None = None, forked: bool = False) -> Any:
     """Import ``name`` (a module name or a ``.py`` path) in a process of its
     own (:func:`replayssm.base.isolation.load_isolated`; its misbehaviour is a
     :class:`~replayssm.base.isolation.TargetFault`) and check the entry points
     the harness ``level`` calls; the result stands for it. ``launch_seconds``:
     the watchdog of each launch or call there (None: none, the caller's
-    supervisor has one)."""
+    supervisor has one). ``forked``: its process a fork of this one
+    (``base/forked_host.py``: only in a process that has done nothing but import)."""
     if level not in ENTRY_POINTS:
         raise ValueError(f"--level must be one of {sorted(ENTRY_POINTS)}, got {level!r}")
     if name is None:
         name = DEFAULT_TARGET
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"--impl must name a module or a .py file, got {name!r}")
-    module = load_isolated(name, "--impl", cuda=cuda, launch_seconds=launch_seconds)
+    module = load_isolated(name, "--impl", cuda=cuda, launch_seconds=launch_seconds, forked=forked)
     missing = [k for k in ENTRY_POINTS[level] if not hasattr(module, k)]
     other = other_signatures(module) if level == "kernel" and not missing else []
     if missing or other:

@@ -17,7 +17,6 @@ buffers, stops the run with that ``fault`` (never a run without discrepancies).
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +34,7 @@ from .actions import Migrate, Postprocess
 from .guards import GuardViolation
 from .launcher import KernelSide, Setup, SpecSide, compare
 from .target import load_target
-from .wide_start import WATCHDOG_SECONDS, close_pending
+from .wide_start import WATCHDOG_SECONDS
 
 
 @dataclass
@@ -196,31 +195,22 @@ WIDE_LAYERS = (2, 1)
 
 
 def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0,
-             watchdog: float | None = None, target: Future | None = None) -> WideResult:
+             watchdog: float | None = None, forked: bool = False) -> WideResult:
     """Verify ``steps`` steps of a ``rows``-request system (block size 8, W = 16,
     R = 20, 8 columns, :data:`WIDE_CONVENTIONS`), each launch within
     ``watchdog`` seconds (None: :data:`.wide_start.WATCHDOG_SECONDS`); returns the counts
     and the target's ``fault``, if any (the steps counted are those it finished).
-    ``target``: ``impl`` already loading (:func:`.wide_start.start_target`); this
-    process makes its CUDA context while it loads, and ends it on bad arguments."""
-    try:
-        _check_arguments(device, rows, steps, seed, watchdog)
-    except ValueError:
-        if target is not None:
-            close_pending(target)
-        raise
+    ``forked``: the target's process is forked from this one (which must not
+    have made a CUDA context: a wide process of :func:`.wide_start.wide_context`)."""
+    _check_arguments(device, rows, steps, seed, watchdog)
     geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
     setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
     bad, done, fault, kernel_seconds, start_up = 0, 0, None, 0.0, 0.0
     start = time.perf_counter()
     module, system = None, None
     try:
-        if target is not None:
-            if device == "cuda":
-                torch.zeros(1, device="cuda")  # this process's CUDA context, while the target loads
-            module = target.result()
-        else:
-            module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device])
+        module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device],
+                             forked=forked)
         system = WideSystem(setup, module, torch.device(device), seed)
         start_up = time.perf_counter() - start
         for _ in range(steps):

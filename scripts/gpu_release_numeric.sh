@@ -2,11 +2,13 @@
 # The released vLLM 0.33.0's ReplaySSM numerically on CUDA (fuzz/release_numeric.py, docs/gpu.md):
 # the release's Triton decode kernel with its CPU cursor and flush, and its tracker kernels around
 # FlashInfer's checkpointing_ssu, many passes against float64, over the configurations 0.33.0 accepts;
-# the two planted faults (each must fail); compute-sanitizer memcheck over short runs of both paths.
+# the two planted faults (each must fail); compute-sanitizer memcheck over short runs of both paths,
+# the target's process reporting (it ends in order), and a planted out-of-bounds store it must catch.
 #   bash scripts/gpu_release_numeric.sh [LOGDIR] [PASSES]      (carry .gpu, with .gpu/reference)
 # PARTS (default "triton flashinfer plants memcheck"): which of the four to run.
 # Logs under LOGDIR/release: one .jsonl per process (a line per campaign, then a summary line), .err,
-# memcheck_*.log, and release.txt (the summary table). Exit 1 when a campaign failed or a plant passed.
+# mc_*_PID.log (memcheck, a log per process), and release.txt (the summary table). Exit 1 when a
+# campaign failed, a plant passed, or memcheck did not show the target's report (or missed its plant).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}/release
 PASSES=${2:-64}
@@ -52,21 +54,44 @@ fi
 wait
 echo "plants: ${SECONDS}s"
 SECONDS=0
+# memcheck (under compute-sanitizer --target-processes all, every process reports in a log of its
+# own, mc_NAME_PID.log): the judging process and the target's, which runs the release's kernels and,
+# asked to end in order, waits for the device and exits 0 (fuzz/release_numeric.py prints its pid).
+# Each run must show the target's report: "ERROR SUMMARY: 0 errors". Teeth (memcheck_planted): a
+# copy of the release whose decode kernel stores each row's output one row further (the last row's
+# past the end of `out`): the target's report must name an invalid global write.
+memcheck() {  # memcheck NAME ARGS...: appends "NAME: ..." to exits.txt; sets $target_log
+  local name=$1; shift
+  # shellcheck disable=SC2086
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-200}" compute-sanitizer --tool memcheck \
+    --target-processes all --destroy-on-device-error kernel --log-file "$LOG/mc_${name}_%p.log" \
+    $RN "$@" --passes "${MEMCHECK_PASSES:-6}" >"$LOG/$name.out" 2>"$LOG/$name.err"
+  local status=$? pid
+  pid=$(sed -n 's/^{"target_pid": \([0-9]*\)}$/\1/p' "$LOG/$name.err" | head -1)
+  target_log=$LOG/mc_${name}_${pid:-none}.log
+  echo "$name: exit $status, $(ls "$LOG/mc_${name}"_*.log 2>/dev/null | wc -l) processes reported;" \
+    "the target's (pid ${pid:-?}): $(grep -h 'ERROR SUMMARY' "$target_log" 2>/dev/null || echo NO REPORT)," \
+    "$(grep -c 'Invalid __global__' "$target_log" 2>/dev/null || echo 0) invalid global accesses;" \
+    "release calls: $(sed -n 's/.*"release_calls": \([0-9]*\).*/\1/p' "$LOG/$name.out" | tail -1)" \
+    | tee -a "$LOG/exits.txt"
+}
 if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; then
-  for path in "triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12" \
-              "flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"; do
-    name=memcheck_${path%% *}
-    # Each process's report in a file of its own (%p: its pid): the target's process writes its
-    # standard output to its own folder, which goes with it.
-    # shellcheck disable=SC2086
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-150}" compute-sanitizer --tool memcheck \
-      --target-processes all --log-file "$LOG/${name}_%p.log" \
-      $RN --backend $path --passes "${MEMCHECK_PASSES:-6}" >"$LOG/$name.log" 2>&1
-    status=$?
-    echo "$name: exit $status, $(ls "$LOG/${name}"_*.log 2>/dev/null | wc -l) processes checked:" \
-      "$(cat "$LOG/${name}"_*.log 2>/dev/null | grep -E 'ERROR SUMMARY' | sort | uniq -c | tr '\n' ' ')" \
-      | tee -a "$LOG/exits.txt"
-  done
+  memcheck memcheck_triton --backend triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12
+  grep -q 'ERROR SUMMARY: 0 errors' "$target_log" || echo "memcheck_triton: NOT SHOWN" | tee -a "$LOG/exits.txt"
+  memcheck memcheck_flashinfer --backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32
+  grep -q 'ERROR SUMMARY: 0 errors' "$target_log" || echo "memcheck_flashinfer: NOT SHOWN" | tee -a "$LOG/exits.txt"
+  PLANTED=/tmp/planted_corpus
+  [ -n "${REPLAYSSM_CORPUS:-}" ] || REPLAYSSM_CORPUS=$(python3 -c "from replayssm.spec import corpus; print(corpus.root())")
+  rm -rf "$PLANTED" && mkdir -p "$PLANTED" && cp -r "$REPLAYSSM_CORPUS"/. "$PLANTED"/
+  F=$PLANTED/vllm-0.33.0/vllm/model_executor/layers/mamba/ops/selective_state_update_replayssm_output_only.py
+  sed -i 's/tl.store(out_ptr + offs_m \* stride_out_dim, out, mask=offs_m < dim)/tl.store(out_ptr + stride_out_batch + offs_m * stride_out_dim, out, mask=offs_m < dim)/' "$F"
+  if grep -q 'out_ptr + stride_out_batch + offs_m' "$F"; then
+    REPLAYSSM_CORPUS=$PLANTED memcheck memcheck_planted --backend triton --state-dtype bfloat16 --buffer-len 5 \
+      --cache-mode align --block-size 12
+    grep -q 'Invalid __global__ write' "$target_log" || echo "memcheck_planted: MISSED" | tee -a "$LOG/exits.txt"
+  else
+    echo "memcheck_planted: the planted line did not apply" | tee -a "$LOG/exits.txt"
+  fi
 fi
 echo "memcheck: ${SECONDS}s"
 python3 - "$LOG" <<'EOF' | tee "$LOG/release.txt"
@@ -91,5 +116,6 @@ print("verdict:", "all as expected" if not bad else f"{bad} unexpected")
 sys.exit(1 if bad else 0)
 EOF
 status=$?
+grep -qE 'NOT SHOWN|MISSED|did not apply' "$LOG/exits.txt" && status=1
 cat "$LOG/exits.txt"
 exit $status

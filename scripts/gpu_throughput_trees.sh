@@ -8,7 +8,9 @@
 # kernels both trees share: compare the later rounds and the medians). The first "after" run
 # also measures the wide runner (WIDE_ROUNDS > 0: instead, that many rounds of the wide runner of
 # both trees, interleaved, after the stateful rounds: wide_{before,after}_ROUND.json). WARM=1: first an
-# untimed 64-example campaign of this tree, which compiles the kernels both trees share. Sizes:
+# untimed 64-example campaign of this tree, which compiles the kernels both trees share;
+# WIDE_WARM=1: an untimed 2-step wide run of this tree before the wide rounds (its kernels'
+# compiles). STATEFUL_TREES ("before after"): the trees whose stateful campaign runs each round. Sizes:
 # SYSTEMS (256), JOBS (min(16, nproc)), STATEFUL_EXAMPLES (256), STATEFUL_STEPS (12), RUN_SECONDS (150,
 # per run). Logs: throughput_{before,after}_ROUND.json and .log. Each run is a fresh Python process.
 set -uo pipefail
@@ -39,7 +41,7 @@ tree_of() {  # sets dir and path for tree $1
   else dir=$ROOT path=$PYTHONPATH; fi
 }
 for round in $(seq "$ROUNDS"); do
-  for tree in before after; do
+  for tree in ${STATEFUL_TREES:-before after}; do
     tree_of $tree
     wide=$([ "$tree" = after ] && [ "$round" = 1 ] && [ "$WIDE_ROUNDS" = 0 ] && echo "$WIDE" || echo --no-wide)
     SECONDS=0
@@ -50,6 +52,13 @@ for round in $(seq "$ROUNDS"); do
     echo "$tree round $round: exit $?, ${SECONDS}s"
   done
 done
+if [ -n "${WIDE_WARM:-}" ] && [ "$WIDE_ROUNDS" != 0 ]; then
+  SECONDS=0
+  timeout 120 python3 -P "$ROOT/benchmarks/fuzz_throughput.py" --device cuda --systems 1 --jobs 1 \
+    --stateful-examples 1 --stateful-steps 1 --rows "${WIDE_ROWS:-4096}" --steps 2 --wide-jobs 8 \
+    > "$LOG/wide_warm.log" 2>&1
+  echo "wide warm-up: exit $?, ${SECONDS}s"
+fi
 for round in $(seq "$WIDE_ROUNDS"); do  # the wide runner beside a one-example-per-combination campaign
   for tree in before after; do
     tree_of $tree
@@ -60,3 +69,22 @@ for round in $(seq "$WIDE_ROUNDS"); do  # the wide runner beside a one-example-p
     echo "wide $tree round $round: exit $?, ${SECONDS}s"
   done
 done
+python3 - "$LOG" <<'PY'  # one line per run: the rates and where the wall time went
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    try:
+        r = json.loads(f.read_text())
+    except ValueError:
+        print(f"{f.stem}: unreadable")
+        continue
+    w = r.get("wide") if f.stem.startswith("wide") else None
+    if w:
+        print(f"{f.stem}: wide {w['request_steps_per_s']:,.0f}/s, wall {w['seconds']} s, split {w['time_split']}, "
+              f"discrepancies {w['discrepancies']}")
+    for k, s in (r.get("stateful") or {}).items():
+        if not f.stem.startswith("wide"):
+            for run in s["runs"]:
+                print(f"{f.stem}: stateful K={k} {run['request_steps_per_s']:,.0f}/s from the start, busy "
+                      f"{run['busy_request_steps_per_s']:,.0f}/s, {run['request_steps']} request-steps in "
+                      f"{run['seconds']} s, passed {run['passed']}, findings {run['findings']}")
+PY

@@ -39,6 +39,7 @@ def test_triton_decode_of_the_release_keeps_every_output_and_state_within_its_bo
         assert o.failure is None, o.failure
         assert o.flushes > 0 and o.outputs > 0 and o.states > 0
         assert 0 < o.worst_output <= 1 and o.worst_state <= 1
+        assert o.target_exit == 0 and o.release_calls > 0  # its process ended in order
     assert outcomes[0].events.get("prompt tail")
 
 

@@ -12,7 +12,7 @@ from replayssm.fuzz.wide import WIDE_CONVENTIONS, run_wide
 
 def test_wide_runner_models_one_caller_and_finds_no_discrepancy(impl_target: str | None) -> None:
     assert list(inspect.signature(run_wide).parameters) == ["impl", "device", "rows", "steps", "seed", "watchdog",
-                                                           "target"]
+                                                           "forked"]
     assert WIDE_CONVENTIONS.materialize_prefixes  # its model of FlashInfer's view is align mode's
     r = run_wide(impl_target, "cpu", 3, 20, seed=1)
     assert (r.steps, r.request_steps, r.discrepancies) == (20, 60, 0)
@@ -56,53 +56,39 @@ def test_wide_runner_rejects_bad_sizes(kwargs, message) -> None:
         run_wide(**{"impl": None, "device": "cpu", "rows": 2, "steps": 1, **kwargs})
 
 
-def test_a_run_whose_target_loads_while_the_harness_imports_verifies_the_same() -> None:
-    """``wide_start.run_started``: the target's load started first (a thread), the
-    same steps and verdict as :func:`run_wide` loading it itself."""
-    from replayssm.fuzz.wide_start import run_started
+def test_a_wide_process_forked_from_the_harness_server_forks_its_target_and_verifies_the_same() -> None:
+    """``wide_start``: a wide process forked from a fork server that imported
+    :data:`WIDE_PRELOAD` (what CUDA uses), its target's process forked from it:
+    the same steps and verdict as :func:`run_wide` with a target host of the
+    usual kind (here the sandboxed fork server's)."""
+    import functools
+    import multiprocessing.forkserver
+    from concurrent.futures import ProcessPoolExecutor
 
-    r, imports = run_started(None, "cpu", 3, 12, seed=1)
+    from replayssm.fuzz.wide_start import WIDE_PRELOAD, forked_hosts
+
+    assert forked_hosts("cuda") and not forked_hosts("cpu")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WIDE_PRELOAD)
+    try:
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            r = pool.submit(functools.partial(run_wide, None, "cpu", 3, 12, seed=1, forked=True)).result()
+    finally:
+        multiprocessing.forkserver._forkserver._stop()
     plain = run_wide(None, "cpu", 3, 12, seed=1)
     assert (r.steps, r.request_steps, r.discrepancies, r.fault) == (plain.steps, plain.request_steps, 0, None)
-    assert imports >= 0
 
 
-def test_the_thread_that_started_the_target_outlives_its_load() -> None:
-    """Regression (H100, 2026-12-06): a CUDA target's process dies with the thread
-    that started it (``PR_SET_PDEATHSIG``), so that thread must not end after the
-    load, as a pool's thread did (every launch was then a SIGKILL)."""
-    import threading
-
-    from replayssm.fuzz.wide_start import THREAD, start_target
-
-    pending = start_target(None, "cpu")
-    module = pending.result()
-    try:
-        starters = [t for t in threading.enumerate() if t.name == THREAD]
-        assert starters and all(t.is_alive() for t in starters)
-    finally:
-        module.close()
-
-
-def test_bad_sizes_end_a_target_that_already_loads() -> None:
-    """A pending target is closed when the run's own arguments are refused (no process left behind)."""
-    from replayssm.fuzz.wide_start import start_target
-
-    pending = start_target(None, "cpu")
-    with pytest.raises(ValueError, match="rows must be an int >= 1"):
-        run_wide(None, "cpu", 0, 1, target=pending)
-    module = pending.result()
-    assert module._host.process is None or module._host.process.poll() is not None
-
-
-def test_a_target_that_ends_its_process_in_a_wide_launch_is_the_run_s_fault(tmp_path) -> None:
+@pytest.mark.parametrize("forked", [False, True])
+def test_a_target_that_ends_its_process_in_a_wide_launch_is_the_run_s_fault(tmp_path, forked: bool) -> None:
     """The wide runner's target runs in a process of its own: a kernel that
-    calls ``os._exit`` stops the run with that fault (it ended the runner before)."""
+    calls ``os._exit`` stops the run with that fault (it ended the runner before);
+    also where that process is a fork of the runner's (``forked``: its exit status read here)."""
     from fuzz_processes import plant
 
     line = "    valid_req = req >= 0\n"
     target = plant(tmp_path, line, line + "    __import__('os')._exit(7)\n")
-    r = run_wide(target, "cpu", 2, 3, seed=1)
+    r = run_wide(target, "cpu", 2, 3, seed=1, forked=forked)
     assert r.fault is not None and r.fault.startswith("crash: the target ended the process during launch 1 "
                                                       "(_reset_new_replayssm_slots_kernel): exit status 7"), r
     assert (r.steps, r.discrepancies) == (0, 0)
