@@ -7,7 +7,7 @@
 #   bash scripts/gpu_release_numeric.sh [LOGDIR] [PASSES]      (carry .gpu, with .gpu/reference)
 # PARTS (default "triton flashinfer plants memcheck"): which of the four to run.
 # Logs under LOGDIR/release: one .jsonl per process (a line per campaign, then a summary line), .err,
-# mc_*_PID.log (memcheck, a log per process), and release.txt (the summary table). Exit 1 when a
+# mc_*.log (memcheck's reports), and release.txt (the summary table). Exit 1 when a
 # campaign failed, a plant passed, or memcheck did not show the target's report (or missed its plant).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}/release
@@ -54,32 +54,40 @@ fi
 wait
 echo "plants: ${SECONDS}s"
 SECONDS=0
-# memcheck (under compute-sanitizer --target-processes all, every process reports in a log of its
-# own, mc_NAME_PID.log): the judging process and the target's, which runs the release's kernels and,
-# asked to end in order, waits for the device and exits 0 (fuzz/release_numeric.py prints its pid).
-# Each run must show the target's report: "ERROR SUMMARY: 0 errors". Teeth (memcheck_planted): a
-# copy of the release whose decode kernel stores each row's output one row further (the last row's
-# past the end of `out`): the target's report must name an invalid global write.
-memcheck() {  # memcheck NAME ARGS...: appends "NAME: ..." to exits.txt; sets $target_log
+# memcheck (compute-sanitizer --target-processes all: one report for the judging process and the
+# target's, mc_NAME.log, its ERROR SUMMARY counting both). The target's process runs the release's
+# kernels and, asked to end in order, waits for the device and exits 0 ("target_exit": 0 in NAME.out),
+# so the report covers it to its end. Each run must show "ERROR SUMMARY: 0 errors" and target_exit 0.
+# Teeth (memcheck_planted): a copy of the release whose decode kernel stores each row's output one row
+# further (the last row's past the end of `out`): the report must name an invalid global write made
+# in the target's process (its host backtrace through base/target_host.py). FlashInfer's modules are
+# JIT-built first without the sanitizer (fi_warm), so that its run checks kernels, not the build.
+memcheck() {  # memcheck NAME ARGS...: appends "NAME: ..." to exits.txt
   local name=$1; shift
   # shellcheck disable=SC2086
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${MEMCHECK_SECONDS:-200}" compute-sanitizer --tool memcheck \
-    --target-processes all --destroy-on-device-error kernel --log-file "$LOG/mc_${name}_%p.log" \
+    --target-processes all --destroy-on-device-error kernel --log-file "$LOG/mc_$name.log" \
     $RN "$@" --passes "${MEMCHECK_PASSES:-6}" >"$LOG/$name.out" 2>"$LOG/$name.err"
-  local status=$? pid
-  pid=$(sed -n 's/^{"target_pid": \([0-9]*\)}$/\1/p' "$LOG/$name.err" | head -1)
-  target_log=$LOG/mc_${name}_${pid:-none}.log
-  echo "$name: exit $status, $(ls "$LOG/mc_${name}"_*.log 2>/dev/null | wc -l) processes reported;" \
-    "the target's (pid ${pid:-?}): $(grep -h 'ERROR SUMMARY' "$target_log" 2>/dev/null || echo NO REPORT)," \
-    "$(grep -c 'Invalid __global__' "$target_log" 2>/dev/null || echo 0) invalid global accesses;" \
-    "release calls: $(sed -n 's/.*"release_calls": \([0-9]*\).*/\1/p' "$LOG/$name.out" | tail -1)" \
-    | tee -a "$LOG/exits.txt"
+  echo "$name: exit $?, $(grep -h 'ERROR SUMMARY' "$LOG/mc_$name.log" | head -1 || echo NO REPORT);" \
+    "$(grep -c 'Invalid __global__' "$LOG/mc_$name.log") invalid global accesses reported," \
+    "$(grep -c 'main in target_host.py' "$LOG/mc_$name.log") of them launched in the target's process" \
+    "(pid $(sed -n 's/^{"target_pid": \([0-9]*\)}$/\1/p' "$LOG/$name.err" | head -1));" \
+    "$(sed -n 's/.*"target_exit": \(-*[0-9a-z]*\), "release_calls": \([0-9]*\).*/target_exit \1, release calls \2/p' \
+       "$LOG/$name.out" | tail -1)" | tee -a "$LOG/exits.txt"
+}
+clean() {  # clean NAME: its report says 0 errors and its target ended in order
+  grep -q 'ERROR SUMMARY: 0 errors' "$LOG/mc_$1.log" && grep -q '"target_exit": 0,' "$LOG/$1.out" ||
+    echo "$1: NOT SHOWN" | tee -a "$LOG/exits.txt"
 }
 if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; then
   memcheck memcheck_triton --backend triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12
-  grep -q 'ERROR SUMMARY: 0 errors' "$target_log" || echo "memcheck_triton: NOT SHOWN" | tee -a "$LOG/exits.txt"
-  memcheck memcheck_flashinfer --backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32
-  grep -q 'ERROR SUMMARY: 0 errors' "$target_log" || echo "memcheck_flashinfer: NOT SHOWN" | tee -a "$LOG/exits.txt"
+  clean memcheck_triton
+  FI="--backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"
+  # shellcheck disable=SC2086
+  run fi_warm $FI --passes 1
+  # shellcheck disable=SC2086
+  memcheck memcheck_flashinfer $FI
+  clean memcheck_flashinfer
   PLANTED=/tmp/planted_corpus
   [ -n "${REPLAYSSM_CORPUS:-}" ] || REPLAYSSM_CORPUS=$(python3 -c "from replayssm.spec import corpus; print(corpus.root())")
   rm -rf "$PLANTED" && mkdir -p "$PLANTED" && cp -r "$REPLAYSSM_CORPUS"/. "$PLANTED"/
@@ -88,7 +96,7 @@ if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; th
   if grep -q 'out_ptr + stride_out_batch + offs_m' "$F"; then
     REPLAYSSM_CORPUS=$PLANTED memcheck memcheck_planted --backend triton --state-dtype bfloat16 --buffer-len 5 \
       --cache-mode align --block-size 12
-    grep -q 'Invalid __global__ write' "$target_log" || echo "memcheck_planted: MISSED" | tee -a "$LOG/exits.txt"
+    grep -q 'main in target_host.py' "$LOG/mc_memcheck_planted.log" || echo "memcheck_planted: MISSED" | tee -a "$LOG/exits.txt"
   else
     echo "memcheck_planted: the planted line did not apply" | tee -a "$LOG/exits.txt"
   fi
