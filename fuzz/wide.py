@@ -201,8 +201,12 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     ``watchdog`` seconds (None: :data:`.wide_start.WATCHDOG_SECONDS`); returns the counts
     and the target's ``fault``, if any (the steps counted are those it finished).
     ``forked``: the target's process is forked from this one (which must not
-    have made a CUDA context: a wide process of :func:`.wide_start.wide_context`)."""
+    have made a CUDA context: a wide process of :func:`.wide_start.wide_context`); then this process
+    asks torch about CUDA only after that fork (``torch.cuda.is_available()`` counts the devices, after
+    which torch refuses CUDA in every process forked since: seen on the H100, 2026-12-06)."""
     _check_arguments(device, rows, steps, seed, watchdog)
+    if not forked:
+        _check_cuda(device)
     geo = Geometry(max_num_reqs=rows, block_size=8, window=16, ring_len=20).validated()
     setup = Setup.sized(geo, WIDE_CONVENTIONS, WIDE_LAYERS, model_blocks=8, num_slots=1 + rows * 8)
     bad, done, fault, kernel_seconds, start_up = 0, 0, None, 0.0, 0.0
@@ -211,6 +215,7 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     try:
         module = load_target(impl, cuda=device == "cuda", launch_seconds=watchdog or WATCHDOG_SECONDS[device],
                              forked=forked)
+        _check_cuda(device)
         system = WideSystem(setup, module, torch.device(device), seed)
         start_up = time.perf_counter() - start
         for _ in range(steps):
@@ -228,11 +233,14 @@ def run_wide(impl: str | None, device: str, rows: int, steps: int, seed: int = 0
     return WideResult(done, done * rows, time.perf_counter() - start, kernel_seconds, bad, fault, start_up, parts)
 
 
+def _check_cuda(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: this torch sees no CUDA device")
+
+
 def _check_arguments(device: str, rows: int, steps: int, seed: int, watchdog: float | None) -> None:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda: this torch sees no CUDA device")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:

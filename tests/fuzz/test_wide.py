@@ -92,3 +92,21 @@ def test_a_target_that_ends_its_process_in_a_wide_launch_is_the_run_s_fault(tmp_
     assert r.fault is not None and r.fault.startswith("crash: the target ended the process during launch 1 "
                                                       "(_reset_new_replayssm_slots_kernel): exit status 7"), r
     assert (r.steps, r.discrepancies) == (0, 0)
+
+
+@pytest.mark.parametrize("forked", [False, True])
+def test_a_forked_run_asks_torch_about_cuda_only_after_forking_its_target(monkeypatch, forked: bool) -> None:
+    """Regression (H100, 2026-12-06): ``torch.cuda.is_available()`` before the host's fork made
+    torch refuse CUDA in the host ("Cannot re-initialize CUDA in forked subprocess"). A forked run
+    forks first; an unforked one still refuses a machine without CUDA before any work."""
+    import torch
+
+    from replayssm.base import forked_host
+
+    calls: list[str] = []
+    fork = forked_host.fork_host
+    monkeypatch.setattr(forked_host, "fork_host", lambda *a: (calls.append("fork"), fork(*a))[1])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: (calls.append("is_available"), False)[1])
+    with pytest.raises(ValueError, match="sees no CUDA device"):
+        run_wide(None, "cuda", 2, 1, forked=forked)
+    assert calls == (["fork", "is_available"] if forked else ["is_available"])
