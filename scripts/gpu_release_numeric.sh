@@ -5,7 +5,8 @@
 # the two planted faults (each must fail); compute-sanitizer memcheck over short runs of both paths,
 # the target's process reporting (it ends in order), and a planted out-of-bounds store it must catch.
 #   bash scripts/gpu_release_numeric.sh [LOGDIR] [PASSES]      (carry .gpu, with .gpu/reference)
-# PARTS (default "triton flashinfer plants memcheck"): which of the four to run.
+# PARTS (default "triton flashinfer plants memcheck"): which of the four to run; MEMCHECK_RUNS (default
+# "triton flashinfer planted"): which memcheck runs.
 # Logs under LOGDIR/release: one .jsonl per process (a line per campaign, then a summary line), .err,
 # mc_*.log (memcheck's reports), and release.txt (the summary table). Exit 1 when a
 # campaign failed, a plant passed, or memcheck did not show the target's report (or missed its plant).
@@ -79,15 +80,21 @@ clean() {  # clean NAME: its report says 0 errors and its target ended in order
   grep -q 'ERROR SUMMARY: 0 errors' "$LOG/mc_$1.log" && grep -q '"target_exit": 0,' "$LOG/$1.out" ||
     echo "$1: NOT SHOWN" | tee -a "$LOG/exits.txt"
 }
+RUNS=" ${MEMCHECK_RUNS:-triton flashinfer planted} "
 if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; then
+  if [[ $RUNS == *" triton "* ]]; then
   memcheck memcheck_triton --backend triton --state-dtype bfloat16 --buffer-len 5 --cache-mode align --block-size 12
   clean memcheck_triton
+  fi
+  if [[ $RUNS == *" flashinfer "* ]]; then
   FI="--backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"
   # shellcheck disable=SC2086
   run fi_warm $FI --passes 1
   # shellcheck disable=SC2086
   memcheck memcheck_flashinfer $FI
   clean memcheck_flashinfer
+  fi
+  if [[ $RUNS == *" planted "* ]]; then
   PLANTED=/tmp/planted_corpus
   [ -n "${REPLAYSSM_CORPUS:-}" ] || REPLAYSSM_CORPUS=$(python3 -c "from replayssm.spec import corpus; print(corpus.root())")
   rm -rf "$PLANTED" && mkdir -p "$PLANTED" && cp -r "$REPLAYSSM_CORPUS"/. "$PLANTED"/
@@ -99,6 +106,7 @@ if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; th
     grep -q 'main in target_host.py' "$LOG/mc_memcheck_planted.log" || echo "memcheck_planted: MISSED" | tee -a "$LOG/exits.txt"
   else
     echo "memcheck_planted: the planted line did not apply" | tee -a "$LOG/exits.txt"
+  fi
   fi
 fi
 echo "memcheck: ${SECONDS}s"
