@@ -44,6 +44,7 @@ from typing import Any
 
 from replayssm.base.reports import (
     EXIT_COVERAGE, EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, STDOUT, check_output_file, check_output_folder, write_json,
+    status_after_writing, write_reports,
 )
 from replayssm.spec.generations import gen_p
 
@@ -246,10 +247,10 @@ def run_vllm(args: argparse.Namespace, out: Any = None) -> int:
     passes = DEFAULT_PASSES if args.examples is None else args.examples
     verdict = review_release(located, passes, args.seed, Path(args.traces), out, base)
     print_verdict(verdict, out)
-    if args.json:
-        write_json(args.json, REPORT_SCHEMA, verdict.document())
-    return (EXIT_FINDING if verdict.status in ("finding", "latent") else
-            EXIT_COVERAGE if verdict.status == "coverage shortfall" else EXIT_PASSED)
+    written = write_reports([("--json", args.json, lambda: write_json(args.json, REPORT_SCHEMA, verdict.document()))],
+                            "the verdict is printed above")  # its targets' processes ended first; a full disk named
+    return status_after_writing(EXIT_FINDING if verdict.status in ("finding", "latent") else
+                                EXIT_COVERAGE if verdict.status == "coverage shortfall" else EXIT_PASSED, written)
 
 
 def _base(place: str) -> Located:

@@ -97,3 +97,17 @@ def test_fuzz_on_a_full_disk_keeps_its_finding_and_says_what_was_not_written(tmp
     assert f"error: --json {full}/s.json: cannot write the report: [Errno 28]" in run.stderr, run.stderr
     assert "failures=\"1\"" in junit.read_text()
     assert _empty_files(run.stdout) == [], run.stdout
+
+
+@pytest.mark.corpus
+def test_review_of_a_released_vllm_on_a_full_disk_keeps_its_verdict(tmp_path: Path) -> None:
+    """``review --vllm`` of the released 0.33.0 (latent) with ``--json`` on
+    the full disk and ``--traces`` elsewhere: its verdict printed, exit 1
+    kept, the JSON named as not written (before: a traceback)."""
+    full, traces = tmp_path / "full", tmp_path / "t"
+    run = _on_a_full_disk(full, "review", "--vllm", str(corpus.root() / "vllm-0.33.0"), "--traces", str(traces),
+                          "--json", str(full / "r.json"))
+    printed = run.stdout + run.stderr
+    assert "1 files:" in run.stdout and "Traceback" not in printed, printed
+    assert "latent" in run.stdout and f"error: --json {full}/r.json: cannot write the report: [Errno 28]" in run.stderr
+    assert _empty_files(run.stdout) == [], run.stdout
