@@ -25,7 +25,11 @@ How a row is restored, the first that applies (:func:`restoration`):
 2. **The same state, recomputed inside the contract**: a prefill row from
    position 0 to where the broken row left the request, in the same live
    column and keeping the same caller assumptions (a request whose state is
-   recomputed, as vLLM's scheduler does after preempting it). Its rows after
+   recomputed, as vLLM's scheduler does after preempting it), where every
+   dropped assumption is one read on a row (``checked_on_rows``), so the
+   recomputed row is seen to keep it (a scheduler's or launch's assumption,
+   e.g. ``fresh_slot_is_free`` or ``columns_in_table``, the same blocks and
+   table would break again). Its rows after
    that step run as the probe ran them, from a state reached inside the
    contract, so a later row of the request that fails on its own is a
    finding, not reliance.
@@ -89,7 +93,8 @@ def restoration(setup: Setup, row: Row, flag: bool | None, dropped: frozenset[st
     if row.computed_after == row.computed_before:
         return "unscheduled", None
     again = replace(row, computed_before=0, query_len=row.computed_after, accepted=0, prefilling=True, source_col=-1)
-    if (live_col_of(str(setup.cache_mode), setup.geometry.block_size, 0, again.query_len) == row.live_col
+    if (dropped <= {a.name for a in env.checked_on_rows()}
+            and live_col_of(str(setup.cache_mode), setup.geometry.block_size, 0, again.query_len) == row.live_col
             and want <= _kept(setup, again, None)):
         return "recompute", again
     return "remove", None

@@ -133,6 +133,18 @@ def test_a_row_no_row_of_the_same_effect_restores_is_recomputed_and_its_request_
     assert rid in [e[0] for e in kept["steps"][7]["expect"]["running"]]
 
 
+@pytest.mark.parametrize("dropped", [{"fresh_slot_is_free"}, {"columns_in_table", "model_fits_table"}])
+def test_a_row_that_broke_an_assumption_no_row_shows_is_never_recomputed(dropped: set[str]) -> None:
+    """Regression (the recompute's own false findings, A3's review): a first prefill row given a block that is
+    not free (``fresh_slot_is_free``), or a chunk past its table (``columns_in_table``), recomputed on the same
+    blocks and table breaks the assumption again, and its failure was a finding; a scheduler's or launch's
+    assumption is not read on a row, so the request leaves the schedule (teeth: the recompute test above)."""
+    trace = _load(EMPTY)
+    setup = Setup.from_json(trace["params"])
+    b, _rid = _breaking_prefill(trace, next(iter(dropped)))
+    assert restoration(setup, Row(**trace["steps"][6]["rows"][b]), True, frozenset(dropped))[0] == "remove"
+
+
 def test_a_row_no_row_of_the_same_effect_restores_takes_its_request_out_from_then_on() -> None:
     """Where the recompute breaks the assumption too (the chunk ends past the model's length), the request leaves."""
     trace = _load(EMPTY)
