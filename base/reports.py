@@ -283,11 +283,12 @@ def write_reports(reports: list[tuple[str, str | None, Callable[[], None]]], lis
     the run, a full disk) is reported as ``error: OPTION PATH: cannot write
     the report: ...`` followed by ``listed`` (where the results can still be
     read), and the others are still written. Returns whether every one was.
-    Every process of the run's targets is ended first (:func:`.isolation.end_targets`):
-    none is left to write beside the judge, or after it."""
-    from .isolation import end_targets
-
-    end_targets()
+    Every process of the run's targets is ended first (:func:`.isolation.end_targets`;
+    a process that never imported :mod:`.isolation` started none): none is left to
+    write beside the judge, or after it."""
+    isolation = sys.modules.get(__package__ + ".isolation")
+    if isolation is not None:
+        isolation.end_targets()
     written = True
     for option, path, write in reports:
         if not path:
