@@ -25,7 +25,8 @@ How a row is restored, the first that applies (:func:`restoration`):
 2. **The same state, recomputed inside the contract**: a prefill row from
    position 0 to where the broken row left the request, in the same live
    column and keeping the same caller assumptions (a request whose state is
-   recomputed, as vLLM's scheduler does after preempting it), where every
+   recomputed, as vLLM's scheduler does after preempting it) that publishes
+   the prefix block the row did (the same boundary column, or none), where every
    dropped assumption is one read on a row (``checked_on_rows``), so the
    recomputed row is seen to keep it (a scheduler's or launch's assumption,
    e.g. ``fresh_slot_is_free`` or ``columns_in_table``, the same blocks and
@@ -55,7 +56,7 @@ from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import moves_live_column
 from replayssm.spec.ghost_row import GhostRow, RowContext, encode_row, live_col_of
 
-from .arguments import Row
+from .arguments import Row, boundary_work
 
 
 def _ghost(row: Row, flag: bool | None = None, cum_base: int = 0) -> GhostRow:
@@ -93,8 +94,10 @@ def restoration(setup: Setup, row: Row, flag: bool | None, dropped: frozenset[st
     if row.computed_after == row.computed_before:
         return "unscheduled", None
     again = replace(row, computed_before=0, query_len=row.computed_after, accepted=0, prefilling=True, source_col=-1)
+    bs = setup.geometry.block_size
     if (dropped <= {a.name for a in env.checked_on_rows()}
-            and live_col_of(str(setup.cache_mode), setup.geometry.block_size, 0, again.query_len) == row.live_col
+            and live_col_of(str(setup.cache_mode), bs, 0, again.query_len) == row.live_col
+            and boundary_work(again, bs, True)[1] == boundary_work(row, bs, True)[1]
             and want <= _kept(setup, again, None)):
         return "recompute", again
     return "remove", None

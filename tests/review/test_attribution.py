@@ -13,6 +13,7 @@ copy of A3 that truly mishandles those rows fails the same probe traces and stay
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,17 @@ def test_a_row_that_broke_an_assumption_no_row_shows_is_never_recomputed(dropped
     setup = Setup.from_json(trace["params"])
     b, _rid = _breaking_prefill(trace, next(iter(dropped)))
     assert restoration(setup, Row(**trace["steps"][6]["rows"][b]), True, frozenset(dropped))[0] == "remove"
+
+
+def test_a_decode_that_publishes_a_block_its_recompute_would_not_is_never_recomputed() -> None:
+    """A decode of 2 tokens from 3 on blocks of 2 crosses the boundary at 4 and publishes column 1; a prefill
+    from 0 to 5 ends inside a block and publishes nothing, so the step's expected prefix would go missing: the
+    request leaves the schedule. Teeth: the same decode from 2 (ending at 4, on the boundary) is recomputed."""
+    setup = Setup.from_json(_load(LONG)["params"])
+    crossing = Row(1, 0, 0, 3, 2, 2, False, 0, 0)
+    assert restoration(setup, crossing, False, frozenset({"decode_within_block"}))[0] == "remove"
+    assert restoration(setup, replace(crossing, computed_before=2), False,
+                       frozenset({"decode_within_block"}))[0] == "recompute"
 
 
 def test_a_row_no_row_of_the_same_effect_restores_takes_its_request_out_from_then_on() -> None:
