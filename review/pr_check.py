@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from replayssm.base.reports import EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, check_output_file
+from replayssm.base.reports import (
+    EXIT_FINDING, EXIT_PASSED, EXIT_USAGE, check_output_file, status_after_writing, write_reports, write_text,
+)
 
 KERNEL_FILES = ("vllm/model_executor/layers/mamba/ops/ssu_dispatch.py",)
 """The files that hold ReplaySSM's Triton kernels as one reviewable version each."""
@@ -147,16 +149,14 @@ def run_pr_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 print(f"error: the review of {path} could not run (exit {status})", file=sys.stderr)
                 return EXIT_USAGE
             result.files.append(FileResult(path, json.loads(Path(doc_path).read_text()), added))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"schema": "replayssm-pr-check/1", "base": result.base,
-                                               "head": result.head, "related": result.related,
-                                               "files": [{"path": f.path, "added": f.added, "review": f.document}
-                                                         for f in result.files]}, indent=2) + "\n")
+    document = {"schema": "replayssm-pr-check/1", "base": result.base, "head": result.head, "related": result.related,
+                "files": [{"path": f.path, "added": f.added, "review": f.document} for f in result.files]}
     text = markdown(result, args.report_url or args.html)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    written = write_reports([  # whole or not at all; one that cannot be written (a full disk) named
+        ("--json", args.json, lambda: write_text(args.json, json.dumps(document, indent=2) + "\n")),
+        ("--markdown", args.markdown, lambda: write_text(args.markdown, text))], "the comment is printed below")
     print(text, file=out)
-    return EXIT_FINDING if result.failed else EXIT_PASSED
+    return status_after_writing(EXIT_FINDING if result.failed else EXIT_PASSED, written)
 
 
 def escape(text: object) -> str:

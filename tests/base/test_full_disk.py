@@ -111,3 +111,35 @@ def test_review_of_a_released_vllm_on_a_full_disk_keeps_its_verdict(tmp_path: Pa
     assert "1 files:" in run.stdout and "Traceback" not in printed, printed
     assert "latent" in run.stdout and f"error: --json {full}/r.json: cannot write the report: [Errno 28]" in run.stderr
     assert _empty_files(run.stdout) == [], run.stdout
+
+
+def test_the_pull_request_check_on_a_full_disk_names_what_it_could_not_write(tmp_path: Path) -> None:
+    """``review --repo`` of a pull request that changes no kernel file, its
+    ``--json`` and ``--markdown`` on the full disk: the comment printed, each
+    file named as not written, exit 2, no 0-byte file (before: a traceback
+    and a 0-byte JSON file)."""
+    repo = tmp_path / "vllm"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    kernels = repo / "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py"
+    kernels.parent.mkdir(parents=True)
+    kernels.write_text("x = 1\n")
+    (repo / "README").write_text("x")
+    ids = []
+    for step in ("one", "two"):
+        if step == "two":
+            (repo / "README").write_text("y")
+        subprocess.run([*git, "init", "-q"] if step == "one" else ["true"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", step], check=True)
+        ids.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                                  text=True).stdout.strip())
+    full = tmp_path / "full"
+    run = _on_a_full_disk(full, "review", "--repo", str(repo), "--base", ids[0], "--head", ids[1],
+                          "--json", str(full / "r.json"), "--markdown", str(full / "c.md"))
+    printed = run.stdout + run.stderr
+    assert "2 files:" in run.stdout and "Traceback" not in printed, printed
+    assert "No ReplaySSM kernel file changed" in run.stdout
+    for option, name in (("--json", "r.json"), ("--markdown", "c.md")):
+        assert f"error: {option} {full}/{name}: cannot write the report: [Errno 28]" in run.stderr, run.stderr
+    assert _empty_files(run.stdout) == [], run.stdout
