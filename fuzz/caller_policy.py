@@ -116,10 +116,11 @@ class CallerPolicy:
     running request still names before its live column and before what this step's launches touch
     for it, in every group (a prefix block it holds; a review probe of ``fresh_slot_is_free``)."""
     aliased_live_moves: bool = False
-    """Where the host publishes no prefix and the live column moves (all mode under the reference's
-    host), a request's live column that moves to a new column keeps, in each cache group as drawn,
-    the block its state is in: two columns of its row name one block (vLLM's test T5; every review
-    campaign draws it, ``distinct_slots_in_row``'s ``caller_draws``)."""
+    """Where the host publishes no prefix and the live column moves (all mode launched with
+    ``MATERIALIZE_PREFIXES`` off and live columns), a request's live column that moves to a new
+    column keeps, in each cache group as drawn, the block its state is in: two columns of its row
+    name one block (vLLM's test T5; every review campaign draws it, ``distinct_slots_in_row``'s
+    ``caller_draws``)."""
     state_copies: bool = True
     """The scheduler's block copy of a moved live column carries its state and ring (what a
     review's forward pass reads: ``review/lifecycle.py``; the fuzz callers' spec side copies them always)."""

@@ -25,7 +25,7 @@ versions that handle it are not.
 - two columns of a row naming one block (``distinct_slots_in_row``,
   contradicted by vLLM's test T5: drawn by every campaign, never probed): where
   no prefix is published and the live column moves, a moved live column keeps
-  the block its state is in. A3 and D3 (whose hosts run all mode so) handle it;
+  the block its state is in. A3 and D3 (among the hosts that run all mode so) handle it;
   an A3 that clears the old column's trackers on a move loses the live state.
 """
 
