@@ -56,6 +56,7 @@ from .ghost import Ghost
 from .harness import Harness
 from .host_modes import launched_by, launches_executed_width
 from .lifecycle import PropertyBroken, expectation, review_callers, run_step, state_copies
+from .store_lines import StoreLog
 
 MODEL_BLOCKS = 10
 """The callers' longest request, in blocks (its table as vLLM sizes it: ``Setup.sized``)."""
@@ -445,22 +446,62 @@ def replay(source: str | dict, versions: list[Version], device: str = "cpu") -> 
     return all(b is None for b in broken), "\n".join(lines)
 
 
+def _system(trace: dict, v: Version, device: str) -> tuple[Harness, Ghost, bool]:
+    """A fresh harness of ``v`` and ghost for a review trace's system, and whether its steps copy state."""
+    setup = Setup.from_json(trace["params"])
+    geo = setup.geometry
+    return (Harness(setup, v.module, v.api, torch.device(device)),
+            Ghost(setup.layers_per_group, geo.ring_len, geo.window, geo.pad_slot),
+            _state_copies(frozenset(trace["#meta"].get("dropped", []))))
+
+
 def run_trace(trace: dict, v: Version, device: str = "cpu", lines: list[str] | None = None) -> PropertyBroken | None:
     """Run a review trace's steps on ``v``: the first property it breaks (None: every one held),
     each step said on ``lines``."""
-    setup = Setup.from_json(trace["params"])
-    dropped = frozenset(trace["#meta"].get("dropped", []))
     said = lines if lines is not None else []
-    harness = Harness(setup, v.module, v.api, torch.device(device))
-    ghost = Ghost(setup.layers_per_group, setup.geometry.ring_len, setup.geometry.window, setup.geometry.pad_slot)
+    harness, ghost, copies = _system(trace, v, device)
     for n, s in enumerate(trace["steps"]):
         step = CallerStep.from_json(s)
         said.append(f"{v.label} step {n}: {describe_rows(step)}")
         try:
-            run_step(harness, ghost, step, s["expect"], state_copies=_state_copies(dropped))
+            run_step(harness, ghost, step, s["expect"], state_copies=copies)
         except PropertyBroken as f:
             said.append(f"  {f}")
             said.append(f"{v.label}: finding reproduced at step {n}")
             return f
     said.append(f"{v.label}: every lifecycle property holds on every step")
     return None
+
+
+def broken_store(trace: dict, v: Version, device: str = "cpu") -> dict | None:
+    """The kernel store that wrote the cell a saved finding's trace breaks:
+    ``trace`` replayed once on ``v``, its last step with the stores recorded
+    in the target's process (:mod:`.store_lines`, as the HTML timeline records
+    them), and of the tracker cells its failure names (a tracker entry such
+    as ``ring_start.g0[48]`` first, then each named slot's two trackers:
+    :func:`.timeline.broken_slots`) the first one a store in the version's own
+    source wrote, as ``{"cell", "file", "line", "text", "function", "kernel"}``.
+    None when that is not known: on a GPU (no interpreter runs: nothing is
+    recorded), when the replay does not break the same way at the same step,
+    when the failure names no cell, or when no kernel store in the version's
+    source wrote one (the scheduler's block copy)."""
+    from .timeline import _source_file, broken_slots
+
+    steps, failure = trace.get("steps", []), trace["#meta"].get("failure")
+    if device != "cpu" or not steps or not failure:
+        return None
+    harness, ghost, copies = _system(trace, v, device)
+    for n, s in enumerate(steps):
+        if n == len(steps) - 1:
+            harness.stores = StoreLog(harness.arena, _source_file(v.source))
+        try:
+            run_step(harness, ghost, CallerStep.from_json(s), s["expect"], state_copies=copies)
+        except PropertyBroken as f:
+            if n != len(steps) - 1 or str(f)[:4000] != failure:
+                return None
+            break
+    else:
+        return None
+    cells = [f"{t}.g{g}[{slot}]" for g, slot in broken_slots(failure) for t in ("ring_start", "num_committed")]
+    assert harness.stores is not None
+    return harness.stores.first_stored(sorted(cells, key=lambda c: c not in failure))  # a named entry first

@@ -417,6 +417,7 @@ def review_version(parts: ReviewParts, v: Version, args: argparse.Namespace, bas
             parts.probes.append(probe)
             if probe.outcome != "interrupted":
                 parts.done.append(f"probe without {probe.name}")
+        parts.locate_stores(v, args.device)
         if base is not None:
             started = time.perf_counter()
             findings = [*parts.lifecycle.counterexamples, *(p.independent for p in parts.probes if p.independent)]

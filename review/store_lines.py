@@ -19,6 +19,10 @@ code never runs in the judging process, so the record is made where it runs:
   from the version's own source file (a file the target names that is not the
   version's is shown by name and line, without its text). Cells the caller
   writes (the scheduler's block copy, :meth:`StoreLog.host`) are ``host``.
+
+A lifecycle finding is reported at the store that wrote the cell it breaks
+(:meth:`StoreLog.first_stored`, on one replay of its saved trace:
+``review/campaign.py``'s ``broken_store``).
 """
 
 from __future__ import annotations
@@ -189,3 +193,13 @@ class StoreLog:
     def writer(self, cell: str) -> dict[str, Any] | None:
         """The last writer of ``cell`` since :meth:`clear`, None if nothing wrote it."""
         return self.writers.get(cell)
+
+    def first_stored(self, cells: list[str]) -> dict[str, Any] | None:
+        """Of ``cells``, the first whose last writer is a kernel store in the version's own source (its text
+        read), as ``{"cell", "file", "line", "text", "function", "kernel"}``; None when none is (unwritten,
+        written by the host, or by a file that is not the version's)."""
+        for cell in cells:
+            w = self.writer(cell)
+            if w is not None and w.get("text") is not None:
+                return {"cell": cell, **w}
+        return None

@@ -19,7 +19,7 @@ holds it (``as_json``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from replayssm.base.reports import replay_command
 from .impact import Impact, of_kernel_launch
 
 if TYPE_CHECKING:
-    from .campaign import CampaignOutcome
+    from .campaign import CampaignOutcome, Version
 
 MIN_REQUEST_STEPS = 25
 """A campaign that judged fewer request-steps than this is a coverage shortfall."""
@@ -50,6 +50,9 @@ class Counterexample:
     replay: str | None
     impact: Impact | None = None
     """Whose state goes wrong and what the next forward pass computes (:mod:`.impact`)."""
+    written_by: dict | None = None
+    """The kernel store that wrote the cell it breaks, recorded on a replay
+    (:meth:`ReviewParts.locate_stores`); None when unknown. :func:`.locations.locate` reports it there."""
 
     @classmethod
     def of(cls, prop: str, message: str, trace: str, source: str, shrunk: bool) -> Counterexample:
@@ -58,7 +61,8 @@ class Counterexample:
 
     def as_json(self) -> dict:
         return {"property": self.property, "message": self.message, "trace": self.trace, "shrunk": self.shrunk,
-                "replay": self.replay, "impact": self.impact.as_json() if self.impact else None}
+                "replay": self.replay, "impact": self.impact.as_json() if self.impact else None,
+                "written_by": self.written_by}
 
 
 @dataclass(frozen=True)
@@ -258,3 +262,28 @@ class ReviewParts:
     """A version that misbehaved at import: its only part."""
     done: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+
+    def locate_stores(self, v: Version, device: str) -> None:
+        """Each lifecycle finding the verdict reports (the campaign's, then the probes' that stay with
+        the assumption restored: the first of each property whose impact is read, as
+        :func:`.verdicts.build_verdict` picks them) with the kernel store that wrote the cell it
+        breaks (:attr:`Counterexample.written_by`), its saved trace replayed once on ``v``
+        (:func:`.campaign.broken_store`); the others are left as they are."""
+        from .campaign import broken_store
+
+        seen = {self.fault.property} if self.fault is not None else set()
+
+        def located(c: Counterexample) -> Counterexample:
+            if c.impact is not None and not c.impact.read:  # a note (nobody reads what it breaks)
+                return c
+            first = c.property not in seen
+            seen.add(c.property)
+            if not first or c.trace is None or c.written_by is not None:
+                return c
+            return replace(c, written_by=broken_store(json.loads(Path(c.trace).read_text()), v, device))
+
+        if self.lifecycle is not None:
+            self.lifecycle = replace(self.lifecycle, counterexamples=tuple(
+                located(c) for c in self.lifecycle.counterexamples))
+        self.probes = [replace(p, independent=located(p.independent)) if p.independent is not None else p
+                       for p in self.probes]
