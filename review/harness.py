@@ -108,7 +108,8 @@ class Harness:
         self.model_tables = {name: arena.put(name, v) for name, v in values.items()}
         self.rand_seeds = arena.view("rand_seeds")
         self.stores: StoreLog | None = None
-        """Set (by the HTML report's timeline): each launch records which source line wrote each state cell."""
+        """Set (by the HTML report's timeline, and for a finding's failing step by
+        ``campaign.broken_store``): each launch records which source line wrote each state cell."""
 
     def _plan_set(self, name: str, layers: list[int]) -> PlanSet:
         geo, arena = self.setup.geometry, self.arena

@@ -7,10 +7,11 @@ runs with the phases that launch it and the span of its ``def``, and, against
 a base, the head lines that differ from it. :func:`locate` puts a finding or a
 difference on one line: the first changed line inside a kernel of the phase
 its message names (else, for a finding or a difference, of any kernel the
-version launches), else that kernel's ``def`` line; a lifecycle finding
-whose replay recorded the kernel store that wrote the cell it breaks
-(``written_by``, :func:`.campaign.broken_store`) is on that store's line
-instead, in the kernel whose ``def`` spans it; :func:`locate_kernel_finding`
+version launches), else, for a lifecycle finding whose replay recorded the
+kernel store that wrote the cell it breaks (``written_by``,
+:func:`.campaign.broken_store`), that store's line, in the kernel whose
+``def`` spans it, else that kernel's ``def`` line (a pull request's
+annotation stays on a line it changed); :func:`locate_kernel_finding`
 puts a kernel finding on the kernel source line its counterexample names.
 """
 
@@ -85,20 +86,13 @@ def _phase(message: str) -> str | None:
 
 def locate(locations: dict | None, entry: dict, follow_change: bool = True) -> dict | None:
     """The one source line a finding or difference ``entry`` is reported at:
-    ``{"file", "line", "kernel", "why"}`` (None without locations): the store
-    its ``written_by`` names when there is one, else the rules of the module;
+    ``{"file", "line", "kernel", "why"}`` (None without locations), by the
+    module's rules (a changed line, the store its ``written_by`` names, the ``def`` line);
     ``follow_change`` false keeps it on the kernel of its phase (a latent
     reliance is no effect of the change)."""
     if not locations or not locations.get("kernels"):
         return None
     kernels = locations["kernels"]
-    store = entry.get("written_by")
-    if isinstance(store, dict) and store.get("text") is not None and isinstance(store.get("line"), int):
-        line = store["line"]  # a store in the version's own file (its text was read from it)
-        kernel = next((k["name"] for k in kernels if k["line"] is not None and k["line"] <= line <= k["end"]),
-                      store.get("kernel"))
-        return {"file": locations["file"], "line": line, "kernel": kernel,
-                "why": f"the store that wrote {store.get('cell')} (recorded on replay)"}
     named = entry.get("kernel_diff", {}).get("kernel") if isinstance(entry.get("kernel_diff"), dict) else None
     phase = _phase(entry.get("message", ""))
     ranked = ([k for k in kernels if k["name"] == named] or
@@ -108,6 +102,13 @@ def locate(locations: dict | None, entry: dict, follow_change: bool = True) -> d
         if k["changed"]:
             return {"file": locations["file"], "line": k["changed"][0], "kernel": k["name"],
                     "why": "the first line the change touched in this kernel"}
+    store = entry.get("written_by")
+    if isinstance(store, dict) and store.get("text") is not None and isinstance(store.get("line"), int):
+        line = store["line"]  # a store in the version's own file (its text was read from it)
+        kernel = next((k["name"] for k in kernels if k["line"] is not None and k["line"] <= line <= k["end"]),
+                      store.get("kernel"))
+        return {"file": locations["file"], "line": line, "kernel": kernel,
+                "why": f"the store that wrote {store.get('cell')} (recorded on replay)"}
     k = ranked[0]
     return {"file": locations["file"], "line": k["line"], "kernel": k["name"],
             "why": f"the kernel's def line (the {phase or 'postprocess'} phase launches it)"}

@@ -4,7 +4,7 @@ saved trace replayed once with the stores recorded in the version's process (``r
 finding lands on the store line found by its text in A1's source, the line the kernel proofs' frame failure
 names, so the page draws one card and SARIF one location for both; teeth: a copy of A1 with the store moved a
 line down moves the location; a cell only the host wrote, a replay that breaks otherwise, a GPU run, keep the
-kernel's ``def`` line and say so."""
+kernel's ``def`` line and say so; against a base, a line the change touched stays the place."""
 
 from __future__ import annotations
 
@@ -127,3 +127,7 @@ def test_a_cell_only_the_host_wrote_keeps_the_def_line_and_a_kernel_store_moves_
                        "function": "_post", "kernel": "_post"}
     assert locate(LOCATIONS, {"message": message, "written_by": written}) == {
         "file": "v.py", "line": 20, "kernel": "_post", "why": "the store that wrote ring_start.g0[2] (recorded on replay)"}
+    # against a base, a line the change touched stays the place (a pull request's annotation is on its diff)
+    changed = {**LOCATIONS, "kernels": [{**LOCATIONS["kernels"][0], "changed": [25]}]}
+    assert locate(changed, {"message": message, "written_by": written})["line"] == 25
+    assert locate(changed, {"message": message, "written_by": written}, follow_change=False)["line"] == 20
