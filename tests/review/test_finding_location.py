@@ -130,4 +130,3 @@ def test_a_cell_only_the_host_wrote_keeps_the_def_line_and_a_kernel_store_moves_
     # against a base, a line the change touched stays the place (a pull request's annotation is on its diff)
     changed = {**LOCATIONS, "kernels": [{**LOCATIONS["kernels"][0], "changed": [25]}]}
     assert locate(changed, {"message": message, "written_by": written})["line"] == 25
-    assert locate(changed, {"message": message, "written_by": written}, follow_change=False)["line"] == 20
