@@ -193,3 +193,16 @@ def test_teeth_a_request_its_own_row_puts_wrong_beside_another_row_is_this_reque
     assert impact is not None and (impact.whose, impact.read) == ("this request", True)
     assert impact.who.startswith("request 1 (live slot 46") and "request 1's row a decode of 1" in impact.shape
     assert impact.next_pass.startswith("its next decode: it starts from a state that stands for no position")
+
+
+@needs_corpus
+def test_a_live_column_null_in_one_group_is_told_by_the_group_whose_state_broke() -> None:
+    """Regression: D3's probe of ``groups_agree_on_null`` breaks request 2's state in group 1 (slot 45); its
+    impact named group 0's live block, which that probe made the null block (slot 0), whose state the
+    lifecycle check does not read either."""
+    trace = json.loads((TRACES / "D3-latent-group-0-live-block-null.json").read_text())
+    module = load_isolated(str(version_path("D3")), "--impl", cuda=False, launch_seconds=120)
+    impact = of_trace(trace, Version("D3", str(version_path("D3")), module, detect(module, None)))
+    assert impact is not None and impact.who == "request 2 (live slot 45, cache group 1)", impact
+    assert impact.whose == "this request" and "missing from its state" in impact.next_pass
+
