@@ -146,7 +146,7 @@ def test_a_version_relying_on_an_unguaranteed_assumption_is_latent_not_pass(tmp_
     # row, docs/kernel-proofs.md): a proved finding outranks the latent reliance, still reported
     assert code == 1 and not verdict["findings"], out
     assert verdict["status"] == ("finding" if verdict["kernel_findings"] else "latent"), out
-    (latent,) = verdict["latent"]
+    (latent,) = [x for x in verdict["latent"] if x["trace"] is not None]  # D's kernel latency has no trace
     assert latent["assumption"] == TRACKERS and Path(latent["trace"]).exists()
     assert verdict["assumptions"][TRACKERS]["outcome"] == "latent"
     assert main(["replay", latent["trace"], "--recorded"]) == 1  # the counterexample, with the assumption dropped
