@@ -7,6 +7,7 @@ launch as it is."""
 from __future__ import annotations
 
 import inspect
+import os
 
 import pytest
 import torch
@@ -14,11 +15,9 @@ import torch
 triton = pytest.importorskip("triton")
 tl = triton.language
 
-from conftest import INTERPRETED  # noqa: E402
-
 from replayssm.review.store_lines import recorded_stores  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not INTERPRETED, reason="the watch reads Triton's interpreter (TRITON_INTERPRET=1)")
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="the watch reads Triton's interpreter (TRITON_INTERPRET=1)")
 
 
 @triton.jit
