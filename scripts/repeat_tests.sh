@@ -19,6 +19,8 @@ TESTS=(
   tests/fuzz/test_isolation.py
   tests/fuzz/test_lockstep.py
   tests/fuzz/test_fuzz.py
+  tests/fuzz/test_hostile_targets.py
+  tests/fuzz/test_host_faults.py
   tests/review/test_review_interrupts.py
   tests/review/test_review_isolation.py
   tests/verify/test_kernel_blocked_teeth.py
