@@ -55,6 +55,7 @@ from replayssm.fuzz.launcher import Setup
 from replayssm.spec import assumptions as env
 from replayssm.spec.geometry import moves_live_column
 from replayssm.spec.ghost_row import GhostRow, RowContext, encode_row, live_col_of
+from replayssm.spec.row_assumptions import PREFILL_ACCEPTED
 
 from .arguments import Row, boundary_work
 
@@ -93,7 +94,8 @@ def restoration(setup: Setup, row: Row, flag: bool | None, dropped: frozenset[st
             return "row", cand
     if row.computed_after == row.computed_before:
         return "unscheduled", None
-    again = replace(row, computed_before=0, query_len=row.computed_after, accepted=0, prefilling=True, source_col=-1)
+    again = replace(row, computed_before=0, query_len=row.computed_after, accepted=PREFILL_ACCEPTED.start,
+                    prefilling=True, source_col=-1)
     bs = setup.geometry.block_size
     if (dropped <= {a.name for a in env.checked_on_rows()}
             and live_col_of(str(setup.cache_mode), bs, 0, again.query_len) == row.live_col

@@ -72,19 +72,25 @@ DECODE_ROW_FITS = Assumption(
 )
 
 
+PREFILL_ACCEPTED = range(1, 2)
+"""The accepted count vLLM passes for a prefill row in ``num_accepted_tokens``: 1, a request's count
+before speculation has accepted anything; a kernel that runs a one-token prompt tail as a decode commits it."""
+
+
 def _accepted_within_row(geo: Geometry, row: GhostRow) -> Cond:
     return ite(
         row.prefilling,
-        conj(row.accepted >= 0, row.accepted <= geo.window),
+        conj(row.accepted >= PREFILL_ACCEPTED.start, row.accepted < PREFILL_ACCEPTED.stop),
         conj(row.accepted >= 1, row.accepted <= row.query_len),
     )
 
 
 def _break_accepted_within_row(ctx: RowContext, row: GhostRow, choose: Chooser) -> GhostRow | None:
     """A decode row accepting none or one more than it scheduled (when the
-    table holds it); a prefill row with a stale count above ``W``."""
+    table holds it); a prefill row with a stale count (none, or one above 1 up to ``W + 1``)."""
     if row.prefilling:
-        return replace(row, accepted=ctx.geo.window + 1)
+        stale = choose.integer(PREFILL_ACCEPTED.stop, max(PREFILL_ACCEPTED.stop, int(ctx.geo.window) + 1))
+        return replace(row, accepted=0 if choose.boolean() else stale)
     if row.computed_before + row.query_len + 1 <= ctx.max_model_len and choose.boolean():
         return replace(row, accepted=row.query_len + 1)
     return replace(row, accepted=0)
@@ -92,7 +98,8 @@ def _break_accepted_within_row(ctx: RowContext, row: GhostRow, choose: Chooser) 
 
 ACCEPTED_WITHIN_ROW = Assumption(
     "accepted_within_row",
-    "a decode row accepts between 1 and query_len tokens; a prefill row's stale count is in [0, W]",
+    "a decode row accepts between 1 and query_len tokens; a prefill row carries the count 1 (no speculative "
+    "token accepted yet), which a kernel that runs a one-token prompt tail as a decode commits",
     _accepted_within_row,
     guaranteed(
         cite(T1, "row 1 rejects all drafts and stops at 15",
@@ -101,6 +108,13 @@ ACCEPTED_WITHIN_ROW = Assumption(
              "a decode row accepts at most the tokens it scheduled (3 of 4 here)."),
         cite(PAGE, "computed if NUM_COMPUTED_IS_POST_STEP else computed_before + accepted,",
              "on a prefill row the kernel advances by query_len: the accepted count is not used there."),
+        cite(RELEASE_BATCH, "self.num_accepted_tokens_cpu[req_index] = 1",
+             "a request's count starts at one accepted token: a prefill row, run before speculation accepts "
+             "anything, carries 1."),
+        cite(T1, "(256, 4, True, 1, 0),  # Multi-token prefill also clears trackers.",
+             "vLLM's tests stage a prefill continuation with num_accepted_tokens 1."),
+        cite(RELEASE_ATTN, "# token as accepted so recurrent state and ReplaySSM trackers follow",
+             "a one-token prefill chunk run as a decode counts its one token as accepted."),
     ),
     scope=PER_REQUEST,
     on_row=lambda ctx, row: _accepted_within_row(ctx.geo, row),

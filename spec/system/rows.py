@@ -7,8 +7,8 @@ a caller may do under every caller assumption (``spec.assumptions``):
 
 * a prefill chunk ends on a block boundary or at the prompt's end in align
   mode (``prefill_chunk_on_boundary``; in modes none and all any length up
-  to the rest of the prompt), and its accepted count is any of ``0 .. W``
-  (ignored);
+  to the rest of the prompt), and its accepted count is the one vLLM passes
+  there, 1 (``PREFILL_ACCEPTED``, ``accepted_within_row``);
 * a decode row has ``1 .. T`` tokens, ``T`` the longest row the window, the
   ring's step room and one block allow (``decode_row_fits``,
   ``decode_within_block``), within the model length, and accepts ``1 .. q``
@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ..geometry import Conventions, Geometry, check_cache_mode, chunks_on_boundary
 from ..ghost_row import live_col_of
+from ..row_assumptions import PREFILL_ACCEPTED
 from ..vocab import Cond, Value, imin, ite
 
 
@@ -110,12 +111,12 @@ class RowRule:
         return self.decode_lens(computed) if self.is_tail(computed, prompt) else []
 
     def accepted_lo(self, prefilling: Cond) -> Value:
-        """The fewest tokens a row may accept (a prefill row's count is ignored)."""
-        return ite(prefilling, 0, 1)
+        """The fewest tokens a row may accept (a prefill row: :data:`PREFILL_ACCEPTED`)."""
+        return ite(prefilling, PREFILL_ACCEPTED.start, 1)
 
     def accepted_hi(self, prefilling: Cond, q: Value) -> Value:
-        """The most tokens a row of ``q`` tokens may accept."""
-        return ite(prefilling, int(self.geo.window), q)
+        """The most tokens a row of ``q`` tokens may accept (a prefill row: :data:`PREFILL_ACCEPTED`)."""
+        return ite(prefilling, PREFILL_ACCEPTED.stop - 1, q)
 
     def accepted(self, prefilling: bool, q: int) -> range:
         """The accepted counts a row of ``q`` tokens allows."""

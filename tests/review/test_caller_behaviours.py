@@ -31,6 +31,7 @@ versions that handle it are not.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,82 @@ def test_a_migration_that_clears_the_old_columns_trackers_loses_a_live_state_who
     outcome = _unpublished_campaign(version, tmp_path)
     assert outcome.failures and outcome.failures[0].prop in ("forward", "refinement"), outcome
     assert _unpublished_campaign(version, tmp_path, published=True).failures == []
+
+
+# A prefill row's accepted count: vLLM passes 1 (a request's count before speculation accepts anything);
+# a kernel that runs a one-token prompt tail as a decode commits it. The caller model once drew any
+# count in 0 .. W there, a launch vLLM never makes (the stale-count false alarm of A1, A2, B1, B3).
+
+TRACES = Path(__file__).resolve().parents[2] / "docs" / "review_traces"
+STALE_TAIL = TRACES / "B1-latent-one-token-tail-stale-accepted.json"
+TAIL_ACCEPTED_ONE = TRACES / "B1-one-token-tail-accepted-one.json"
+B1_TAIL_CORRECTION = "prefilling = prefilling & ((query_len != 1) | (computed_before <= 0))"
+
+
+def test_a_prefill_row_carries_the_accepted_count_vllm_passes() -> None:
+    from replayssm.spec.row_assumptions import PREFILL_ACCEPTED
+    from replayssm.spec.system.rows import RowRule
+
+    conv = Conventions(False, True, True, True, False)
+    rule = RowRule(GEO, conv, 40)
+    assert list(PREFILL_ACCEPTED) == [1]
+    assert all(list(rule.accepted(True, q)) == [1] for q in (1, 2, 7))
+    assert all(o.accepted == PREFILL_ACCEPTED for o in rule.options(4, 9) if o.prefilling)
+    ctx = RowContext(GEO, conv, "align", 40, 10, 12)
+    accepted = env.ACCEPTED_WITHIN_ROW
+    assert accepted.on_row(ctx, GhostRow(6, 1, 1, True, 1, 0))  # type: ignore[misc]
+    for stale in (0, 2, GEO.window):
+        assert not accepted.on_row(ctx, GhostRow(6, 1, stale, True, 1, 0))  # type: ignore[misc]
+    broken = accepted.breaker(ctx, GhostRow(6, 1, 1, True, 1, 0), _First())  # type: ignore[misc]
+    assert broken is not None and broken.accepted != 1
+
+
+def _prefill_rows(trace: dict) -> list[dict]:
+    return [r for s in trace["steps"] for r in s["rows"] if r is not None and r["prefilling"]]
+
+
+def test_the_one_token_tail_with_a_stale_count_is_no_row_a_caller_draws() -> None:
+    """Regression: the recorded counterexample of B1's old false alarm (a one-token tail at N = 6 flagged a
+    prefill, accepted 2) breaks ``accepted_within_row``, which every campaign keeps."""
+    import json
+
+    from replayssm.fuzz.launcher import Setup
+
+    trace = json.loads(STALE_TAIL.read_text())
+    setup = Setup.from_json(trace["params"])
+    ctx = RowContext(setup.geometry, setup.conventions, "none", setup.max_model_len, setup.num_cols, 7)
+    tails = [r for r in _prefill_rows(trace) if r["computed_before"] > 0 and r["query_len"] == 1]
+    assert [t["accepted"] for t in tails] == [2]
+    row = GhostRow(6, 1, 2, True, 0, 0)
+    assert not env.ACCEPTED_WITHIN_ROW.on_row(ctx, row)  # type: ignore[misc]
+    assert env.ACCEPTED_WITHIN_ROW.on_row(ctx, replace(row, accepted=1))  # type: ignore[misc]
+
+
+@needs_corpus
+def test_b1_runs_a_one_token_tail_with_the_count_vllm_passes_and_without_its_correction_loses_it(
+        tmp_path: Path) -> None:
+    """B1 turns the flagged one-token tail into a decode and commits the count 1 (the trace holds);
+    teeth: B1 without that correction (as B2) resets the request's state there."""
+    from replayssm.review.campaign import replay
+
+    held, report = replay(str(TAIL_ACCEPTED_ONE), [_version(version_path("B1"), "B1")])
+    assert held, report
+    planted = _planted(tmp_path, "B1", B1_TAIL_CORRECTION, "prefilling = prefilling")
+    held, report = replay(str(TAIL_ACCEPTED_ONE), [_version(planted, "B1_planted")])
+    assert not held and "finding reproduced" in report, report
+
+
+@needs_corpus
+def test_the_one_token_continuation_probe_gives_every_prefill_row_the_count_1(tmp_path: Path) -> None:
+    """B1's probe of ``prefill_continuation_longer_than_one`` draws no stale count; teeth: B1 without its
+    one-token-tail correction (as B2) is still latent under that probe, with every prefill row at 1."""
+    import json
+
+    name = env.PREFILL_CONTINUATION_LONGER_THAN_ONE.name
+    summary = _probe(_version(version_path("B1"), "B1"), name, tmp_path / "b1")
+    if summary.get("trace"):
+        assert {r["accepted"] for r in _prefill_rows(json.loads(Path(summary["trace"]).read_text()))} == {1}
+    planted = _planted(tmp_path, "B1", B1_TAIL_CORRECTION, "prefilling = prefilling")
+    summary = _probe(_version(planted, "B1_planted"), name, tmp_path / "planted")
+    assert summary["outcome"] == "latent", summary
+    assert {r["accepted"] for r in _prefill_rows(json.loads(Path(summary["trace"]).read_text()))} == {1}

@@ -163,7 +163,7 @@ def test_the_system_model_runs_t2s_padded_prompt_tail_as_a_decode(post_step: boo
     assert row is not None and not row.prefilling and row.accepted == 1 < row.query_len
     p = _t2_tail_world(case)
     st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=row.computed_before + 1)).state
-    chunk = step_of(p, {0: RowPick(1, row.computed_before, 0, 0, 1, (1,), (0,), (), ())})
+    chunk = step_of(p, {0: RowPick(1, row.computed_before, 1, 0, 1, (1,), (0,), (), ())})
     st = run_action(st, "step", chunk).state
     tail = RowPick(1, row.query_len, row.accepted, 0, 0, (1,), (0,), (), (), 1)
     out = run_action(st, "step", step_of(p, {0: tail}))

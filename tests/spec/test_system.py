@@ -24,6 +24,7 @@ from replayssm.spec.system import (
     step_of,
     system_conventions,
 )
+from replayssm.spec.row_assumptions import PREFILL_ACCEPTED
 from replayssm.spec.system import step_phases
 from replayssm.spec.system.picks import cover_picks
 import replayssm.spec.system as system
@@ -34,7 +35,7 @@ def _step(st, r, q, acc, slot):
     N = st.get("N", r)
     prefill = int(N < st.get("prompt", r))
     live = -(-(N + q) // p.geo.block_size) - 1 if p.conv.materialize_prefixes else 0
-    picks = step_of(p, {r: RowPick(1, q, 0 if prefill else acc, live, prefill, (slot,) * p.groups, (0,) * p.groups,
+    picks = step_of(p, {r: RowPick(1, q, PREFILL_ACCEPTED.start if prefill else acc, live, prefill, (slot,) * p.groups, (0,) * p.groups,
                                    cover_picks(p), (1,) * (p.num_cols - 1))})  # covered columns: the null block
     out = run_action(st, "step", picks)
     assert failed_checks(out) == []

@@ -47,7 +47,7 @@ def test_system_params_smallest_world_runs_and_layers_become_a_tuple():
     p = SystemParams(GEO, V2, layers=[1], num_cols=1, num_slots=2, num_streams=1)
     assert p.layers == (1,) and hash(p) == hash(SystemParams(GEO, V2, (1,), 1, 2, 1))
     st = run_action(initial_state(p), "admit", dict(req=0, stream=0, prompt=2)).state
-    picks = {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1]}]}
+    picks = {"rows": [{"sched": 1, "q": 2, "acc": 1, "live_col": 0, "is_prefilling": 1, "slot": [1]}]}
     assert run_action(st, "step", picks).state.get("N", 0) == 2
 
 
@@ -81,7 +81,7 @@ def test_run_action_rejects_a_pick_outside_its_domain_naming_it():
 def test_a_step_order_that_is_no_permutation_is_named():
     """The batch order is a permutation of the requests; a step leaving it out lists them by index."""
     st = run_action(initial_state(SystemParams(GEO, V2)), "admit", dict(req=0, stream=0, prompt=3)).state
-    row = {"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}
+    row = {"sched": 1, "q": 2, "acc": 1, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}
     with pytest.raises(ValueError, match=r"step: pick order must be a permutation of the requests 0\.\.1 "
                                          r"\(the batch order\), got \[1, 1\]"):
         run_action(st, "step", {"rows": [row], "order": [1, 1]})
