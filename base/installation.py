@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import compileall
+import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -228,6 +229,8 @@ def remember(device: str | None = None) -> None:
     if exposed(device):
         compile_bytecode()
         _REMEMBERED = snapshot()
+        _BYTECODE.clear()
+        _BYTECODE.update({p: _digest(p) for p in _REMEMBERED if p.endswith(".pyc")})
     else:
         _REMEMBERED = None
     _SAID.clear()
@@ -239,7 +242,21 @@ def changed() -> list[str]:
     if _REMEMBERED is None:
         return []
     now = snapshot()
-    return [p for p in sorted(set(now) | set(_REMEMBERED)) if _REMEMBERED.get(p) != now.get(p)]
+    return [p for p in sorted(set(now) | set(_REMEMBERED)) if _REMEMBERED.get(p) != now.get(p)
+            and not (p in now and p in _BYTECODE and _digest(p) == _BYTECODE[p])]
+
+
+def _digest(path: str) -> bytes | None:
+    """The SHA-256 of a file's bytes (None: it cannot be read). A ``.pyc`` that another run of the tool
+    compiled again at the same moment is rewritten with the same bytes: no change."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).digest()
+    except OSError:
+        return None
+
+
+_BYTECODE: dict[str, bytes | None] = {}
+"""The remembered bytecode files' digests (:func:`remember`)."""
 
 
 def say(paths: list[str]) -> None:

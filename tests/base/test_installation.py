@@ -31,7 +31,12 @@ export(globals())
 {plant}
 '''
 APPEND_TO_THE_FINDER = "open({finder!r}, 'a').write('\\n# MAPPING redirected here by the target\\n')"
-PLANT_BYTECODE = "import py_compile; py_compile.compile({source!r}, {pyc!r}, doraise=True)"
+PLANT_BYTECODE = ("import py_compile, tempfile; _s = tempfile.mktemp(suffix='.py'); "
+                  "open(_s, 'w').write('print(\\'the code under review ran here\\')\\n'); "
+                  "py_compile.compile(_s, {pyc!r}, doraise=True, "
+                  "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)")
+"""A target's bytecode for a module of the tool: another source's code, in a ``.pyc`` whose header tells the
+import not to check the source (what the next import of the module runs)."""
 
 
 WRITES_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -125,9 +130,9 @@ def unimported_bytecode():
 def test_a_target_that_plants_bytecode_in_the_tools_package_is_a_finding(tmp_path: Path, unimported_bytecode) -> None:
     """A ``.pyc`` with a valid header for a module of the tool that nothing
     imported yet is what the next import of it runs; a target writes one
-    (the honest bytes here, a new file all the same). Exit 1 naming it
+    (another source's code, unchecked against the module's). Exit 1 naming it
     (before, a new ``.pyc`` in a ``__pycache__`` was not counted: exit 3)."""
-    plant = PLANT_BYTECODE.format(source=str(UNIMPORTED), pyc=str(unimported_bytecode))
+    plant = PLANT_BYTECODE.format(pyc=str(unimported_bytecode))
     proc, summary = _fuzz(tmp_path, sys.executable, _target(tmp_path, plant))
     _a_finding_naming(proc, summary, unimported_bytecode)
 
@@ -157,3 +162,23 @@ def test_a_first_import_during_the_run_is_no_change_and_a_new_pyc_still_is(unimp
         assert str(sourceless) in installation.changed()
     finally:
         sourceless.unlink(missing_ok=True)
+
+
+def test_bytecode_compiled_again_with_the_same_bytes_is_no_change(monkeypatch) -> None:
+    """Two runs of the tool starting at once both bring the bytecode up to date: a ``.pyc`` the other
+    run rewrites with the same bytes (a new file, a new change time) is no change. Teeth: other bytes
+    in its place are."""
+    monkeypatch.setenv("REPLAYSSM_SANDBOX", "off")
+    monkeypatch.setattr(installation, "_REMEMBERED", installation._REMEMBERED)  # as it was, after
+    installation.remember("cpu")
+    pyc = next(Path(p) for p in installation._BYTECODE if p.endswith(".pyc"))
+    honest = pyc.read_bytes()
+    try:
+        replaced = pyc.with_suffix(".tmp")
+        replaced.write_bytes(honest)
+        os.replace(replaced, pyc)  # as a compile writes it: a new file in its place
+        assert installation.changed() == []
+        pyc.write_bytes(honest[:-1] + bytes([honest[-1] ^ 1]))
+        assert installation.changed() == [str(pyc)]
+    finally:
+        pyc.write_bytes(honest)
