@@ -186,7 +186,7 @@ def test_teeth_a_plain_exception_as_the_budget_stop_reads_as_flaky(monkeypatch: 
 
     monkeypatch.setattr(numeric, "BudgetSpent", PlainStop)
     monkeypatch.setattr(numeric_campaign, "BudgetSpent", PlainStop)
-    monkeypatch.setattr(Budget, "tick", _stop_from_tick(130))
+    monkeypatch.setattr(Budget, "tick", _stop_from_tick(150))
     result = run_numeric(NumericConfig(None, "cpu", 200, 12, seed=0, seconds=1000), ALIGN[:1])
     assert (result["failure"] or "").startswith("error: FlakyStrategyDefinition"), result["failure"]
 
