@@ -57,7 +57,7 @@ def test_a_system_traces_page_draws_each_used_slot(tmp_path: Path) -> None:
 
     p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     trace = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
-                           ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                           ("step", {"rows": [{"sched": 1, "q": 2, "acc": 1, "live_col": 0, "is_prefilling": 1,
                                                "slot": [1, 1]}]})])
     data = timeline(trace)
     report = {"obligations": [{"name": "system.example", "status": "failed", "cases": 1, "seconds": 0.1,

@@ -332,7 +332,7 @@ def publish_canonical() -> Iterator[Claim]:
 
 @obligation("postprocess.prefill_resets", "postprocess",
             "a prefill row leaves (0, 0) in every non-null slot of the columns it touched (align) or in "
-            "its live slot (none), and the live column is among the touched ones")
+            "its live slot (none); the touched columns include the live one and every block beginning in the chunk")
 def prefill_resets() -> Iterator[Claim]:
     for label, c in _cases():
         t, g, b = c.trace, c.trace.group, c.trace.batch
@@ -343,6 +343,10 @@ def prefill_resets() -> Iterator[Claim]:
             goal = [(f"touched {buf} reset", implies(touched, c.mem.final(buf, (g, slot)) == 0)) for buf in TRACKERS]
             goal.append(("live column touched", implies(conj(t.prefill, t.valid_live),
                                                         conj(t.live_col >= t.first_col, t.live_col <= t.last_col))))
+            begins_in_chunk = conj(t.prefill, col * c.geo.block_size >= c.ghost.computed_before,
+                                   col * c.geo.block_size < c.ghost.computed_before + c.ghost.query_len)
+            goal.append(("every block the chunk begins is touched",
+                         implies(begins_in_chunk, conj(col >= t.first_col, col <= t.last_col))))
             extra = [(env.SLOT_IN_CAPACITY.name, env.SLOT_IN_CAPACITY(slot, c.sizes.num_slots, c.geo.pad_slot))]
             cover = conj(touched, t.last_col > t.first_col, col != t.live_col)
         else:

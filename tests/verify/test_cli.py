@@ -61,7 +61,7 @@ def _trace() -> dict:
 
     p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     return record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
-                          ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                          ("step", {"rows": [{"sched": 1, "q": 2, "acc": 1, "live_col": 0, "is_prefilling": 1,
                                               "slot": [1, 1]}]})])
 
 

@@ -287,7 +287,7 @@ def test_explain_draws_launch_traces(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     p = sp.system_params(sp.SYSTEM_CONVENTIONS["v2-align"])
     system = record_run(p, [("admit", {"req": 0, "stream": 0, "prompt": 3}),
-                            ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1,
+                            ("step", {"rows": [{"sched": 1, "q": 2, "acc": 1, "live_col": 0, "is_prefilling": 1,
                                                 "slot": [1, 1]}]})])
     launches = launch_trace(system)
     first = launches["actions"][0]

@@ -455,8 +455,8 @@ def test_z3_bmc_counterexample_is_a_replayable_trace():
 def test_recorded_run_round_trips(tmp_path):
     p = world.system_params(world.SYSTEM_CONVENTIONS["v1-align"])
     steps = [("admit", {"req": 0, "stream": 0, "prompt": 3, "hit": 0}),
-             ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "is_prefilling": 1, "slot": [1, 1]}]}),
-             ("step", {"rows": [{"sched": 1, "q": 1, "live_col": 1, "is_prefilling": 1, "slot": [2, 3]}]})]
+             ("step", {"rows": [{"sched": 1, "q": 2, "live_col": 0, "acc": 1, "is_prefilling": 1, "slot": [1, 1]}]}),
+             ("step", {"rows": [{"sched": 1, "q": 1, "live_col": 1, "acc": 1, "is_prefilling": 1, "slot": [2, 3]}]})]
     path = write_json(record_run(p, steps), tmp_path / "t.json")
     trace = read_json(path)
     assert set(trace) == {"#meta", "params", "states", "actions"}
