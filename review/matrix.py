@@ -121,11 +121,24 @@ class Matrix:
         return [d for d in self.dimensions if d.kept]
 
     @property
+    def judged(self) -> list[MatrixCell]:
+        """The cells of configurations vLLM accepts: those the matrix judged."""
+        return [c for c in self.cells if c.status != REFUSED]
+
+    @property
     def status(self) -> str:
         """The gravest status of a configuration vLLM accepts (``pass`` when every accepted one passes;
-        ``coverage shortfall`` when a cell's evidence did not finish and none is graver)."""
-        run = [c.status for c in self.cells if c.status != REFUSED]
-        return min(run, key=STATUSES.index) if run else PASS
+        ``coverage shortfall`` when a cell's evidence did not finish and none is graver, and when vLLM
+        accepts none of them: nothing was judged, so nothing shows the version safe)."""
+        return min((c.status for c in self.judged), key=STATUSES.index, default=SHORTFALL)
+
+    @property
+    def said(self) -> list[str]:
+        """Its notes, and first, where no cell was judged, why its status is a ``coverage shortfall``."""
+        nothing = [] if self.judged else [
+            f"coverage shortfall: no configuration was judged (vLLM accepts none of the {len(self.cells)} "
+            f"configurations), so nothing here shows the version safe in any of them"]
+        return nothing + self.notes
 
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.cells) for s in STATUSES}
@@ -135,7 +148,7 @@ class Matrix:
         return {"version": self.version, "source": self.source, "api": self.api, "seed": self.seed,
                 "examples": self.examples, "unit": self.unit, "status": self.status, "counts": self.counts(),
                 "dimensions": [d.as_json() for d in self.dimensions], "cells": [c.as_json() for c in self.cells],
-                "notes": list(self.notes)}
+                "notes": self.said}
 
 
 def cells_of(dimensions: list[Dimension]) -> list[MatrixCell]:
@@ -180,7 +193,7 @@ def text(m: Matrix, wide: bool = False) -> str:
         lines += [_fit(f"  {t}", WIDTH) for t in traces[:8]]
         if len(traces) > 8:
             lines.append(f"  ... {len(traces) - 8} more")
-    for n in m.notes:
+    for n in m.said:
         lines += textwrap.wrap(f"note: {n}", WIDTH, subsequent_indent="  ") if not wide else [f"note: {n}"]
     return "\n".join(one_line(line) for line in lines)
 
@@ -208,6 +221,6 @@ def markdown(m: Matrix) -> str:
         out += ["", "Collapsed (the version does not branch on them):", ""]
         out += [f"- **{d.name}**: {_md(d.why)}" + (f" ({', '.join('`' + _md(c.where()) + '`' for c in d.evidence)})"
                                                     if d.evidence else "") for d in collapsed]
-    if m.notes:
-        out += [""] + [f"- {_md(n)}" for n in m.notes]
+    if m.said:
+        out += [""] + [f"- {_md(n)}" for n in m.said]
     return "\n".join(out) + "\n"

@@ -8,8 +8,8 @@ prints it (:func:`.matrix.text`; ``--wide`` for each cell's full detail) and
 writes ``--json`` (schema :data:`.matrix.SCHEMA`), ``--markdown`` and
 ``--html``. Exit 0 when every configuration vLLM accepts passes, 1 when one
 has a finding or a latent reliance, 3 when none has but one's evidence did not
-finish (a coverage shortfall, as ``review`` says it), 2 for bad input, 130/143
-interrupted.
+finish (a coverage shortfall, as ``review`` says it) or when vLLM accepts none
+(nothing judged), 2 for bad input, 130/143 interrupted.
 """
 
 from __future__ import annotations

@@ -242,3 +242,36 @@ def test_a_triton_cell_rests_on_the_spec_of_0_33_0_only_where_this_vllms_files_h
     triton = {tuple(c.config.values()) for c in held if mr._refusal(c.config, "triton") is None}
     assert triton and _by(moved, SHORTFALL) == triton  # the cells Triton runs, and only those
     assert all("not shown to be this vLLM's" in c.detail for c in moved if c.status == SHORTFALL)
+
+
+def test_a_matrix_whose_every_configuration_vllm_refuses_judged_nothing_a_shortfall_and_exit_3(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """vLLM refusing every cell leaves nothing judged: a coverage shortfall (exit 3), said in every
+    written form, not a pass (exit 0; before: ``pass``). Teeth: the same refused cells beside one
+    judged cell that passes still pass (exit 0), and beside a finding are a finding."""
+    from replayssm.cli import main
+    from replayssm.review import matrix_command
+    from replayssm.review.matrix import REFUSED, markdown, text
+
+    def refused() -> MatrixCell:
+        return MatrixCell(dict(CONFIG), status=REFUSED)
+
+    nothing = matrix_of(refused(), refused())
+    assert nothing.status == SHORTFALL and exit_status(nothing) == EXIT_COVERAGE
+    assert "no configuration was judged" in text(nothing) and "no configuration was judged" in markdown(nothing)
+    assert matrix_of().status == SHORTFALL  # no cell at all: nothing judged either
+    monkeypatch.setattr(matrix_command, "_matrix", lambda *a: matrix_of(refused(), refused()))
+    out = tmp_path / "m.json"
+    assert main(["review", "--vllm", str(tmp_path), "--matrix", "--json", str(out),
+                 "--traces", str(tmp_path / "t")]) == EXIT_COVERAGE
+    doc = json.loads(out.read_text())
+    assert doc["status"] == SHORTFALL and doc["counts"][REFUSED] == 2
+    assert any("no configuration was judged" in n for n in doc["notes"])
+    assert "hazard matrix of A1 (API A, seed 0, 4 examples per campaign): coverage shortfall" in capsys.readouterr().out
+    held = MatrixCell(dict(CONFIG))  # teeth: one judged cell that passed, beside the refused ones: a pass
+    held.worsen(PASS, "every property held")
+    assert matrix_of(refused(), held).status == PASS and exit_status(matrix_of(refused(), held)) == EXIT_PASSED
+    assert not any("no configuration was judged" in n for n in matrix_of(refused(), held).said)
+    broken = MatrixCell(dict(CONFIG))
+    broken.worsen(FINDING, "memory")
+    assert exit_status(matrix_of(refused(), broken)) == EXIT_FINDING
