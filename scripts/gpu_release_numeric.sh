@@ -8,8 +8,9 @@
 # PARTS (default "triton flashinfer plants memcheck"): which of the four to run; MEMCHECK_RUNS (default
 # "triton flashinfer planted"): which memcheck runs.
 # Logs under LOGDIR/release: one .jsonl per process (a line per campaign, then a summary line), .err,
-# mc_*.log (memcheck's reports), and release.txt (the summary table). Exit 1 when a
-# campaign failed, a plant passed, or memcheck did not show the target's report (or missed its plant).
+# mc_*.log (memcheck's reports), and release.txt (the summary table, scripts/release_numeric_verdict.py).
+# Exit 1 when a campaign failed or checked no output, a plant passed or failed otherwise than it must,
+# or memcheck did not show the target's report (or missed its plant).
 set -uo pipefail
 LOG=${1:-${OUT:-out/gpu}}/release
 PASSES=${2:-64}
@@ -21,9 +22,14 @@ source "$ROOT/scripts/gpu_env.sh" || exit 2
 [ -d "$ROOT/.gpu/reference" ] && export REPLAYSSM_CORPUS=$ROOT/.gpu/reference
 cd /tmp
 RN="python3 -P -m replayssm.fuzz.release_numeric --device cuda --input-dtype bfloat16 --requests 4"
-run() {  # run NAME ARGS...: one process, its campaigns' JSON lines in NAME.jsonl
+run() {  # run NAME ARGS...: one process, its campaigns' JSON lines in NAME.jsonl (judged at the end)
   local name=$1; shift
   $RN "$@" >"$LOG/$name.jsonl" 2>"$LOG/$name.err"
+  echo "$name: exit $?" >>"$LOG/exits.txt"
+}
+warm() {  # warm NAME ARGS...: a build run, not judged (its lines in NAME.warm)
+  local name=$1; shift
+  $RN "$@" >"$LOG/$name.warm" 2>"$LOG/$name.err"
   echo "$name: exit $?" >>"$LOG/exits.txt"
 }
 rm -f "$LOG/exits.txt"
@@ -89,7 +95,7 @@ if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; th
   if [[ $RUNS == *" flashinfer "* ]]; then
   FI="--backend flashinfer --query-len 4 --buffer-len 16 --state-dtype float32"
   # shellcheck disable=SC2086
-  run fi_warm $FI --passes 1
+  warm fi_warm $FI --passes 1
   # shellcheck disable=SC2086
   memcheck memcheck_flashinfer $FI
   clean memcheck_flashinfer
@@ -110,28 +116,8 @@ if [[ $PARTS == *" memcheck "* ]] && command -v compute-sanitizer >/dev/null; th
   fi
 fi
 echo "memcheck: ${SECONDS}s"
-python3 - "$LOG" <<'EOF' | tee "$LOG/release.txt"
-import json, pathlib, sys
-log, bad = pathlib.Path(sys.argv[1]), 0
-print(f"{'process':22} {'campaign':58} {'passes':>6} {'outputs':>8} {'states':>7} {'worst out':>10} {'worst st':>9}  verdict")
-for f in sorted(log.glob("*.jsonl")):
-    lines = [json.loads(x) for x in f.read_text().splitlines() if x.startswith("{")]
-    planted = f.stem.startswith("plant_")
-    if not lines:
-        bad += 1
-        print(f"{f.stem:22} NO RESULT: {(log / (f.stem + '.err')).read_text()[-400:]!r}")
-        continue
-    for c in lines[:-1]:
-        k = c["config"]
-        name = f"{k['backend']} W{k['buffer_len']} T{k['query_len']} {k['cache_mode']} {k['state_dtype']}"
-        verdict = ("caught" if c["failure"] else "MISSED") if planted else ("ok" if not c["failure"] else "FAILED")
-        bad += verdict in ("MISSED", "FAILED")
-        print(f"{f.stem:22} {name:58} {c['passes']:>6} {c['outputs']:>8} {c['states']:>7} "
-              f"{c['worst_output']:>10.3g} {c['worst_state']:>9.3g}  {verdict} {c['failure'] or ''}"[:400])
-print("verdict:", "all as expected" if not bad else f"{bad} unexpected")
-sys.exit(1 if bad else 0)
-EOF
-status=$?
+python3 "$ROOT/scripts/release_numeric_verdict.py" "$LOG" | tee "$LOG/release.txt"
+status=${PIPESTATUS[0]}
 grep -qE 'NOT SHOWN|MISSED|did not apply' "$LOG/exits.txt" && status=1
 cat "$LOG/exits.txt"
 exit $status

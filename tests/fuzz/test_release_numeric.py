@@ -16,6 +16,7 @@ import json
 
 import pytest
 import torch
+from script_modules import load
 
 from replayssm.fuzz import release_numeric as rn
 from replayssm.fuzz.release_numeric_math import (
@@ -53,6 +54,7 @@ def test_a_flush_one_step_late_is_caught() -> None:
     o = _one(backend="triton", passes=24, buffer_len=4, seed=1, plant="flush one step late")
     assert o.failure is not None and "times its bound" in o.failure
     assert o.worst_output > 1000
+    assert load("release_numeric_verdict").campaign_verdict(vars(o)) == "caught"  # as the GPU script judges it
 
 
 @pytest.mark.parametrize("query_len,buffer_len", [(4, 16), (2, 4), (1, 4)])
@@ -67,6 +69,7 @@ def test_a_commit_one_token_short_is_caught() -> None:
     o = _one(backend="flashinfer", passes=20, query_len=3, buffer_len=6, plant="commit one token short",
              stand_in=STAND_IN)
     assert o.failure is not None and "times its bound" in o.failure
+    assert load("release_numeric_verdict").campaign_verdict(vars(o)) == "caught"  # as the GPU script judges it
 
 
 def test_the_bound_is_tight_enough_to_see_one_token_missing() -> None:
