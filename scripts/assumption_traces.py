@@ -22,10 +22,13 @@ from replayssm.verify import system_findings as sf
 from replayssm.verify import system_probes as sp
 from replayssm.verify.obligation import first_violation
 from replayssm.verify.terms import lift
-from replayssm.base.traces import write_json
+from replayssm.base.traces import read_json, trace_kind, write_json
 from replayssm.verify.traces import explain, trace_from_transition
 
 ROOT = Path(__file__).resolve().parents[1]
+PROBE_SOURCE, FINDING_SOURCE = "system inductive step", "finding "
+"""The ``#meta.source`` of the traces it writes: a probe's (``verify.traces.trace_from_transition``), and the
+start of a finding's (``verify.system_findings.finding_trace``)."""
 
 
 def counterexample_trace(name: str) -> dict | None:
@@ -39,10 +42,22 @@ def counterexample_trace(name: str) -> dict | None:
     return trace_from_transition(sp.probe_transition(pr), m, violated, pr.assumptions)
 
 
+def ours(path: Path) -> bool:
+    """Whether ``path`` is a trace this script writes: a system trace of a probe's inductive step or of a
+    finding (``#meta.source``), so one it may remove once its probe or finding is gone. Any other file
+    beside them (``review --vllm``'s ``*.release-trace.json``, one not JSON) is someone else's."""
+    try:
+        trace = read_json(path)
+    except (OSError, ValueError):
+        return False
+    source = trace.get("#meta", {}).get("source", "") if isinstance(trace, dict) else ""
+    return trace_kind(trace) == "system" and isinstance(source, str) and (
+        source == PROBE_SOURCE or source.startswith(FINDING_SOURCE))
+
+
 def write(docs: Path) -> list[Path]:
-    """Write the traces under ``docs/traces`` (removing traces of probes
-    that no longer exist) and ``docs/assumption_traces.md``; returns the
-    files written."""
+    """Write the traces under ``docs/traces`` (removing the traces it wrote, :func:`ours`, of probes and
+    findings that no longer exist) and ``docs/assumption_traces.md``; returns the files written."""
     folder = docs / "traces"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -76,7 +91,8 @@ def write(docs: Path) -> list[Path]:
         out.append(f"`replayssm-verify explain docs/traces/{name}.json`:")
         out += ["", "```", explain(trace), "```", ""]
     for stale in set(folder.glob("*.json")) - set(written):
-        stale.unlink()
+        if ours(stale):
+            stale.unlink()
     written.append(docs / "assumption_traces.md")
     written[-1].write_text("\n".join(out))
     return written

@@ -47,3 +47,30 @@ def test_the_script_refuses_a_file_as_its_folder(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "assumption_traces.py"), "--out", str(file)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "--out" in run.stderr and "is a file" in run.stderr
+
+
+def test_regenerating_removes_only_its_own_stale_traces(tmp_path: Path, monkeypatch) -> None:
+    """The script removes a trace it wrote whose probe is gone, and nothing else in the folder: not
+    ``review --vllm``'s committed release trace, not a file that is not JSON (before: every ``*.json``
+    it did not write this time was deleted, the release trace included). One probe stands for all."""
+    from script_modules import load
+
+    from replayssm.verify import system_findings, system_probes
+
+    script = load("assumption_traces")
+    monkeypatch.setattr(system_probes, "PROBES", {"row_nonempty": system_probes.PROBES["row_nonempty"]})
+    monkeypatch.setattr(system_findings, "FINDINGS", {})
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    [release] = (ROOT / "docs" / "traces").glob("*" + RELEASE_SUFFIX)
+    kept = {traces / release.name: release.read_bytes(), traces / "notes.json": b"not JSON"}
+    gone = {traces / "a_probe_since_removed.json": (ROOT / "docs" / "traces" / "decode_row_fits.json").read_bytes(),
+            traces / "a_finding_since_removed.json":
+                (ROOT / "docs" / "traces" / "all_mode_unpublished.decode_fills_block.json").read_bytes()}
+    for path, data in {**kept, **gone}.items():
+        path.write_bytes(data)
+    written = script.write(tmp_path)
+    assert [p.name for p in kept if not p.exists()] == [], "a file the script does not own went"
+    assert all(path.read_bytes() == data for path, data in kept.items())
+    assert not any(path.exists() for path in gone), "a stale trace of the script's stayed"
+    assert traces / "row_nonempty.json" in written and script.ours(traces / "row_nonempty.json")
