@@ -101,8 +101,5 @@ def reliance(base: Version, head: Version, args: argparse.Namespace, traces: Pat
         ran.append(p)
         base_probes(p)
     summaries = {p.name: p.summary for p in ran}
-    for kind, name, r in reliance_changes(base, head, summaries, {p.name: p.summary for p in head_probes},
-                                          args.device):
-        who, other = ("head", "base") if kind == "regression" else ("base", "head")
-        yield kind, name, r["property"], f"{who} relies on {name} (not guaranteed by vLLM): {r['message']}; " \
-            f"{other} does not", r["trace"]
+    for change in reliance_changes(base, head, summaries, {p.name: p.summary for p in head_probes}, args.device):
+        yield change.kind, change.name, change.relying["property"], change.message, change.relying["trace"]

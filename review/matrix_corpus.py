@@ -245,7 +245,7 @@ def _impact(trace: str, v: Version, device: str) -> dict[str, Any] | None:
 def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: int, traces: Path, out: TextIO) -> None:
     """Run ``cell``'s lifecycle campaign and its probes of the assumptions vLLM does not guarantee."""
     from .campaign import campaign
-    from .probes import MIN_BROKEN_STEPS, probes, run_probe
+    from .probes import not_finished_why, probes, run_probe
 
     s = space(v, cell.config)
     tag = "-" + "-".join(cell.config.values())
@@ -283,9 +283,8 @@ def fill_cell(v: Version, cell: MatrixCell, args: argparse.Namespace, examples: 
                   replay_command(independent.trace, v.source))
         elif outcome == "not finished":
             cell.not_finished.append(probe.name)
-            cell.worsen(SHORTFALL, f"probe without {probe.name} not finished: its callers broke it in "
-                        f"{result.tally.broken_steps} step(s) of {result.tally.examples} examples (< "
-                        f"{MIN_BROKEN_STEPS}): raise --matrix N")
+            cell.worsen(SHORTFALL, f"probe without {probe.name} not finished: its callers "
+                        + not_finished_why(result, args.budget, "--matrix N"))
     if cell.status == PASS:
         cell.detail = f"every property held in {cell.examples} examples" + ("; " + cell.detail if cell.detail else "")
     line = "  ".join(cell.config.values())

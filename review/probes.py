@@ -190,9 +190,19 @@ def run_probe(probe: Probe, v: Version, *, budget: float, seed: int, out_dir: Pa
                "broken_steps": result.tally.broken_steps, "seconds": round(result.seconds, 2),
                "budget_seconds": round(budget, 2)}
     if outcome == "not finished":
-        summary["why"] = (f"broke it in {result.tally.broken_steps} step(s) < {MIN_BROKEN_STEPS} within its share "
-                          f"of {budget:.1f} s: raise --budget")
+        summary["why"] = not_finished_why(result, budget)
     return summary, result, independent
+
+
+def not_finished_why(result: CampaignOutcome, budget: float, examples_option: str = "--examples") -> str:
+    """Why a probe campaign is ``not finished``, naming the limit that stopped it: the watchdog, its share
+    of ``--budget`` (``budget`` seconds), when it cut the campaign (``result.cut``); else the example
+    count, set by ``examples_option``, every example of which ran."""
+    broke = (f"broke it in {result.tally.broken_steps} step(s) < {MIN_BROKEN_STEPS} of {result.tally.examples} "
+             f"examples")
+    if result.cut:
+        return f"{broke}, cut by the watchdog: its share of --budget, {budget:.1f} s, ran out: raise --budget"
+    return f"{broke}, all it was asked for (within its share of {budget:.1f} s): raise {examples_option}"
 
 
 def not_probed(probe: Probe, why: str, outcome: str = "not probed") -> dict:
@@ -201,18 +211,46 @@ def not_probed(probe: Probe, why: str, outcome: str = "not probed") -> dict:
             "relied_on": None, "why": why}
 
 
+@dataclass(frozen=True)
+class RelianceChange:
+    """A change of reliance on an assumption vLLM does not guarantee, between base and head: ``kind``
+    ``regression`` (head relies) or ``fix`` (base relies), the probe's ``name``, the relying side's probe
+    summary (``relying``; its trace passes on the other side) and the other side's (``other``; None when it
+    was not probed)."""
+
+    kind: str
+    name: str
+    relying: dict
+    other: dict | None
+
+    @property
+    def message(self) -> str:
+        """The change in one sentence, true to both sides' probes: the relying side's counterexample, that
+        the other side passes it, and what the other side's own probe found (it may rely on the
+        assumption too, through another schedule)."""
+        who, other = ("head", "base") if self.kind == "regression" else ("base", "head")
+        said = f"{who} relies on {self.name} (not guaranteed by vLLM): {self.relying['message']}; " \
+               f"{other} passes this schedule"
+        theirs = self.other or {}
+        outcome = theirs.get("outcome")
+        if outcome == "latent":
+            return f"{said}, but its own probe relies on {self.name} too ({theirs['property']}, {theirs['trace']})"
+        if outcome == "no counterexample":
+            return f"{said}, and its own probe broke {self.name} with every property held: {other} does not rely on it"
+        return f"{said} (its own probe of {self.name}: {outcome or 'not run'})"
+
+
 def reliance_changes(base: Version, head: Version, base_probes: dict[str, dict], head_probes: dict[str, dict],
-                     device: str) -> list[tuple[str, str, dict]]:
-    """With a base: ``(kind, probe name, the relying side's summary)`` for each assumption
-    vLLM does not guarantee that head starts relying on (a ``regression``: head's
-    counterexample, replayed on base, passes) or stops relying on (a ``fix``: base's,
-    replayed on head, passes)."""
+                     device: str) -> list[RelianceChange]:
+    """With a base: each assumption vLLM does not guarantee that head starts relying on (a
+    ``regression``: head's counterexample, replayed on base, passes) or stops relying on (a ``fix``:
+    base's, replayed on head, passes)."""
     out = []
     for name, h in head_probes.items():
         if h.get("outcome") == "latent" and campaigns.replay(h["trace"], [base], device)[0]:
-            out.append(("regression", name, h))
+            out.append(RelianceChange("regression", name, h, base_probes.get(name)))
     for name, b in base_probes.items():
         if b.get("outcome") == "latent" and head_probes.get(name, {}).get("outcome") != "latent" \
                 and campaigns.replay(b["trace"], [head], device)[0]:
-            out.append(("fix", name, b))
+            out.append(RelianceChange("fix", name, b, head_probes.get(name)))
     return out
