@@ -208,6 +208,31 @@ class ProbeOutcome:
         return self.summary.get("property")
 
 
+PROBE, KERNEL_PROOF = "probe", "kernel proof"
+"""Where a latent reliance comes from (:attr:`LatentReliance.kind`): a probe whose counterexample needs an
+assumption vLLM does not guarantee, or a kernel obligation proved only under a launch clause it does not."""
+
+
+@dataclass(frozen=True)
+class LatentReliance:
+    """A reliance on what vLLM does not guarantee (the verdict's ``latent``), of either ``kind``
+    (:data:`PROBE`: the probe's counterexample, its trace and replay; :data:`KERNEL_PROOF`: the clause an
+    obligation is proved only under, with no trace: the proof without it names it). It writes itself as
+    the ``--json`` report's ``latent`` entry holds it (the kind is not written there)."""
+
+    kind: str
+    assumption: str
+    property: str | None
+    message: str | None
+    trace: str | None = None
+    replay: str | None = None
+    impact: dict | None = None
+
+    def as_json(self) -> dict:
+        return {"assumption": self.assumption, "property": self.property, "message": self.message,
+                "trace": self.trace, "replay": self.replay, "impact": self.impact}
+
+
 @dataclass(frozen=True)
 class Difference:
     """A behavioural difference between base and head: ``kind`` (``fix``,

@@ -16,10 +16,13 @@ from replayssm.base.reports import JunitCase, replay_command, write_json, write_
 
 from .impact import Impact
 from .verdict_parts import (
+    KERNEL_PROOF,
+    PROBE,
     ContractNote,
     Counterexample,
     Difference,
     KernelFinding,
+    LatentReliance,
     ProbeOutcome,
     ReviewParts,
     kernel_findings,
@@ -74,16 +77,17 @@ class Verdict:
     """Where its kernels are in its source and which lines differ from the base (:mod:`.locations`)."""
 
     @property
-    def latent(self) -> list[dict]:
-        """The probes whose counterexample needs an assumption vLLM does not guarantee, then the
-        kernel obligations proved only under a launch clause vLLM does not guarantee (no trace: the
-        proof without the clause names the clause, :func:`.kernel_proofs.kernel_proofs`)."""
-        return [*({"assumption": p.name, "property": p.property, "message": p.message, "trace": p.trace,
-                   "replay": replay_command(str(p.trace), self.source), "impact": p.summary.get("impact")}
+    def latent(self) -> list[LatentReliance]:
+        """The probes whose counterexample needs an assumption vLLM does not guarantee (kind
+        :data:`PROBE`), then the kernel obligations proved only under a launch clause vLLM does not
+        guarantee (kind :data:`KERNEL_PROOF`; no trace: the proof without the clause names the clause,
+        :func:`.kernel_proofs.kernel_proofs`)."""
+        return [*(LatentReliance(PROBE, p.name, p.property, p.message, p.trace,
+                                 replay_command(str(p.trace), self.source), p.summary.get("impact"))
                   for p in self.probes if p.outcome == "latent"),
-                *({"assumption": clause, "property": r["obligation"], "trace": None, "replay": None, "impact": None,
-                   "message": f"kernel obligation {r['obligation']} is proved only under the launch clause {clause}, "
-                              f"which vLLM does not guarantee: without it the proof fails"}
+                *(LatentReliance(KERNEL_PROOF, clause, r["obligation"],
+                                 f"kernel obligation {r['obligation']} is proved only under the launch clause {clause}, "
+                                 f"which vLLM does not guarantee: without it the proof fails")
                   for r in _kernel_results(self.kernel_proofs) for clause in r.get("relies_on", ()))]
 
     @property
@@ -191,7 +195,7 @@ def verdict_json(v: Verdict) -> dict:
             "properties": v.properties, "findings": located([f.as_json() for f in v.findings]),
             "kernel_findings": [{**k, "location": locate_kernel_finding(v.locations, k, v.source)}
                                 for k in (f.as_json() for f in v.kernel_findings)],
-            "latent": located(v.latent, follow_change=False),
+            "latent": located([x.as_json() for x in v.latent], follow_change=False),
             "assumptions": {p.name: p.summary for p in v.probes},
             "base_assumptions": {p.name: p.summary for p in v.base_probes}, "kernel_proofs": v.kernel_proofs,
             "campaign": v.campaign, "differences": located([d.as_json() for d in v.differences]),
@@ -244,9 +248,9 @@ def _probe_case(v: Verdict, name: str, r: ProbeOutcome | None) -> JunitCase:
         return JunitCase(case, 0.0, "interrupted before it ran", "skipped")
     seconds = r.seconds
     if r.outcome == "latent":
-        latent = next(x for x in v.latent if x["assumption"] == name)
+        latent = next(x for x in v.latent if x.kind == PROBE and x.assumption == name)
         return JunitCase(case, seconds, f"latent: relies on {name}, which vLLM does not guarantee\n"
-                         + _counterexample(latent))
+                         + _counterexample(latent.as_json()))
     if r.outcome == "finding":
         own = [r.independent] if r.independent is not None else []
         return JunitCase(case, seconds, "\n\n".join(_counterexample(f.as_json()) for f in own))
@@ -280,7 +284,7 @@ def junit_cases(verdicts: list[Verdict], not_reviewed: Sequence[str] = ()) -> li
         kp = v.kernel_proofs or {}
         if kp.get("applies"):
             failure = "\n\n".join([*(_counterexample(f.as_json()) for f in v.kernel_findings),
-                                    *(f"latent: {x['message']}" for x in v.latent if x["trace"] is None)]) or None
+                                    *(f"latent: {x.message}" for x in v.latent if x.kind == KERNEL_PROOF)]) or None
             undecided = "; ".join(v.kernel_proofs_undecided)
             cases.append(JunitCase(f"{v.label}: {KERNEL_PROOFS}", kp.get("seconds", 0.0),
                                    failure or (f"coverage shortfall: {undecided}" if undecided else None),
@@ -345,7 +349,7 @@ def print_table(verdicts: list[Verdict], out: TextIO | None, wide: bool = False)
                  + (f"; broken: {', '.join(broken)}" if broken else ""))
         outcomes = {p.name: p.outcome for p in v.probes}
         probed = any(o not in ("not probed", "interrupted") for o in outcomes.values())
-        kernel_latent = [x["assumption"] for x in v.latent if x["trace"] is None]
+        kernel_latent = [x.assumption for x in v.latent if x.kind == KERNEL_PROOF]
         latent = ", ".join([*(n for n, o in outcomes.items() if o == "latent"), *dict.fromkeys(kernel_latent)]) or (
             "-" if probed else "not probed")
         relied = ", ".join(n for n, o in outcomes.items() if o == "relies on a guarantee") or "-"
@@ -353,7 +357,7 @@ def print_table(verdicts: list[Verdict], out: TextIO | None, wide: bool = False)
         notes = ([f.trace + ("" if f.shrunk else " (unshrunk)") if f.trace else f.message.splitlines()[0]
                   for f in v.findings]
                  + [f"{k.property} (proved): {k.trace}" for k in v.kernel_findings]
-                 + [f"latent: {x['trace']}" for x in v.latent if x["trace"]]
+                 + [f"latent: {x.trace}" for x in v.latent if x.kind == PROBE and x.trace]
                  + [f"{d.kind}{' of reliance on ' + d.assumption if d.assumption else ''} "
                     f"({d.evidence}): {d.trace}" for d in v.differences
                     if d.kind not in ("neutral", "equal") and "trace" in d.as_json()]
@@ -396,7 +400,7 @@ def impacts(v: Verdict) -> list[tuple[str, str, dict]]:
     ``(what, property, impact)``, those whose impact is known."""
     out = [("finding", f.property, f.impact.as_json()) for f in v.findings if f.impact is not None]
     out += [("kernel finding", k.property, k.impact.as_json()) for k in v.kernel_findings if k.impact is not None]
-    out += [(f"latent on {x['assumption']}", str(x["property"]), x["impact"]) for x in v.latent if x.get("impact")]
+    out += [(f"latent on {x.assumption}", str(x.property), x.impact) for x in v.latent if x.impact]
     return out
 
 

@@ -55,7 +55,7 @@ def test_a_kernel_proof_not_proved_or_proved_only_under_an_unguaranteed_clause_i
     assert unknown.status == "coverage shortfall"
     assert unknown.shortfall == ["kernel obligation kernel.D.postprocess.int32@X unknown: not decided by the prover"]
     relied = verdict(relies_on=["query_start_loc_non_decreasing"])
-    assert relied.status == "latent" and [x["assumption"] for x in relied.latent] == ["query_start_loc_non_decreasing"]
+    assert relied.status == "latent" and [x.assumption for x in relied.latent] == ["query_start_loc_non_decreasing"]
     (case,) = [c for c in junit_cases([relied]) if c.name == "X: kernel proofs"]
     assert case.kind == "failure" and "query_start_loc_non_decreasing" in (case.failure or "")
 

@@ -97,7 +97,7 @@ def test_a_probe_outcome_gives_the_verdict_and_its_test_case(outcome: str, guara
     case = next(c for c in junit_cases([v]) if c.name == f"X: probe without {TRACKERS}")
     assert (case.kind if case.failure is not None else None) == junit
     if outcome == "latent":
-        assert v.latent == [{"assumption": TRACKERS, "property": "forward", "message": "forward: decode reads ...",
+        assert [x.as_json() for x in v.latent] == [{"assumption": TRACKERS, "property": "forward", "message": "forward: decode reads ...",
                              "trace": "t.json", "replay": "replayssm-verify replay t.json --impl x.py", "impact": None}]
         assert case.failure.startswith(f"latent: relies on {TRACKERS}, which vLLM does not guarantee")
     print_table([v], None)
