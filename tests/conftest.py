@@ -14,6 +14,7 @@ variable must be set before anything imports triton, hence here.
 """
 
 import os
+import signal
 
 from pathlib import Path
 
@@ -94,3 +95,11 @@ def proof_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     folder = tmp_path_factory.mktemp("proof-cache")
     monkeypatch.setenv("REPLAYSSM_VERIFY_CACHE", str(folder))
     return folder
+
+
+# A run started with SIGINT ignored (``nohup ... &`` from a non-interactive shell; Python then installs no
+# handler of its own) would leave the tests' SIGINT ignored, here and, inherited through exec, in every
+# process a test starts: the suite's signal tests would fail for that alone. SIGINT gets Python's default
+# handler back in this process, so a child starts with the default disposition (tests/test_suite_signals.py).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
