@@ -12,8 +12,9 @@ and the notes (a coverage shortfall; the parts not finished).
 A property broken on a caller schedule is a :class:`Counterexample` wherever
 it goes (the lifecycle campaign, a probe, the import of a version that
 misbehaved); a failed kernel obligation whose counterexample replays is a
-:class:`KernelFinding`. Each record writes itself as the ``--json`` report
-holds it (``as_json``).
+:class:`KernelFinding`; a reliance on what vLLM does not guarantee is a
+:class:`LatentReliance` of its kind (a probe's or a kernel proof's). Each
+record writes itself as the ``--json`` report holds it (``as_json``).
 """
 
 from __future__ import annotations
