@@ -198,8 +198,8 @@ def not_finished_why(result: CampaignOutcome, budget: float, examples_option: st
     """Why a probe campaign is ``not finished``, naming the limit that stopped it: the watchdog, its share
     of ``--budget`` (``budget`` seconds), when it cut the campaign (``result.cut``); else the example
     count, set by ``examples_option``, every example of which ran."""
-    broke = (f"broke it in {result.tally.broken_steps} step(s) < {MIN_BROKEN_STEPS} of {result.tally.examples} "
-             f"examples")
+    broke = (f"broke it in {result.tally.broken_steps} step(s) (fewer than {MIN_BROKEN_STEPS}) in "
+             f"{result.tally.examples} examples")
     if result.cut:
         return f"{broke}, cut by the watchdog: its share of --budget, {budget:.1f} s, ran out: raise --budget"
     return f"{broke}, all it was asked for (within its share of {budget:.1f} s): raise {examples_option}"
