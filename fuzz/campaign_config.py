@@ -12,6 +12,7 @@ workers and keeps the findings, :mod:`.campaign`.
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass
+from functools import cache
 from itertools import combinations
 from typing import Any
 
@@ -151,26 +152,31 @@ def combinations_of(worker: int, jobs: int) -> list[int]:
     pair of flag values within its first few combinations, so a bug that
     needs two flags set some way is met early by whichever worker runs, and
     together the workers run each combination once."""
-    combos = Conventions.all()
+    return list(_taken(jobs)[worker])
 
-    def pairs(n: int) -> set[tuple[int, int, bool, bool]]:
-        flags = astuple(combos[n])
+
+@cache
+def _taken(jobs: int) -> tuple[tuple[int, ...], ...]:
+    """Each of ``jobs`` workers' combinations (:func:`combinations_of`), picked once per count of workers
+    (a campaign's shares ask for every worker's, once per worker)."""
+    def pairs(flags: tuple) -> set[tuple[int, int, bool, bool]]:
         return {(i, j, flags[i], flags[j]) for i, j in combinations(range(len(flags)), 2)}
 
-    every_pair = set().union(*(pairs(n) for n in range(len(combos))))
-    remaining = list(range(len(combos)))
+    pairs_of = [pairs(astuple(c)) for c in Conventions.all()]  # each combination's, made once
+    every_pair = set().union(*pairs_of)
+    remaining = list(range(len(pairs_of)))
     covered: list[set[tuple[int, int, bool, bool]]] = [set() for _ in range(jobs)]
     taken: list[list[int]] = [[] for _ in range(jobs)]
     turn = 0
     while remaining:
-        best = max(remaining, key=lambda n: (len(pairs(n) - covered[turn]), -n))
-        covered[turn] |= pairs(best)
+        best = max(remaining, key=lambda n: (len(pairs_of[n] - covered[turn]), -n))
+        covered[turn] |= pairs_of[best]
         if covered[turn] == every_pair:
             covered[turn] = set()
         taken[turn].append(best)
         remaining.remove(best)
         turn = (turn + 1) % jobs
-    return taken[worker]
+    return tuple(map(tuple, taken))
 
 
 def check_device(device: str) -> None:

@@ -29,20 +29,6 @@ def _store_line(source: list[str], text: str) -> int:
 STORE = "tl.store(tracker_start + prefill_slot"
 
 
-@pytest.fixture(scope="module")
-def a1_review(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from replayssm.cli import main
-    from replayssm.spec import corpus
-
-    out = tmp_path_factory.mktemp("a1-located")
-    status = main(["review", str(corpus.versions() / "A1.py"), "--examples", "4", "--seed", "0",
-                   "--traces", str(out / "traces"), "--json", str(out / "review.json"),
-                   "--sarif", str(out / "review.sarif")])
-    assert status == 1
-    return {"verdict": json.loads((out / "review.json").read_text())["verdicts"][0],
-            "sarif": json.loads((out / "review.sarif").read_text())}
-
-
 @pytest.mark.corpus
 def test_a1s_lifecycle_finding_is_at_the_store_that_broke_the_slot_as_the_kernel_finding_is(a1_review: dict) -> None:
     from replayssm.base.html_review import bugs

@@ -81,33 +81,19 @@ def test_the_slots_a_findings_message_names() -> None:
     assert broken_slots("materialize: a plan row repeats") == []
 
 
-@pytest.fixture(scope="module")
-def a1_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from replayssm.cli import main
-    from replayssm.spec import corpus
-
-    out = tmp_path_factory.mktemp("a1-report")
-    status = main(["review", str(corpus.versions() / "A1.py"), "--examples", "4", "--seed", "0",
-                   "--traces", str(out / "traces"), "--json", str(out / "review.json"), "--html",
-                   str(out / "review.html")])
-    assert status == 1
-    return {"out": out, "html": (out / "review.html").read_text(),
-            "verdict": json.loads((out / "review.json").read_text())["verdicts"][0]}
-
-
 def _cards(html: str) -> list[str]:
     return [c.split("</section>")[0] for c in html.split('<section class="finding">')[1:]]
 
 
 @pytest.mark.corpus
-def test_each_card_leads_with_the_impact_then_the_next_step_and_the_memory_bug_is_one_card(a1_report: dict) -> None:
-    cards = _cards(a1_report["html"])
-    assert len(cards) == len(bugs(a1_report["verdict"])) >= 2
+def test_each_card_leads_with_the_impact_then_the_next_step_and_the_memory_bug_is_one_card(a1_review: dict) -> None:
+    cards = _cards(a1_review["html"])
+    assert len(cards) == len(bugs(a1_review["verdict"])) >= 2
     for card in cards:
         impact, step, evidence = (card.index(x) for x in ('class="impact', 'class="next"', "<h4>Evidence ("))
         assert impact < step < evidence, card[:300]
         assert all(x in card for x in ("<b>Reproduce:</b>", "<b>Assumption to check:</b>"))
-    kernel = a1_report["verdict"]["kernel_findings"]
+    kernel = a1_review["verdict"]["kernel_findings"]
     assert kernel, "A1's kernel proofs fail (memory safety, frame)"
     memory = [c for c in cards if "memory broken (lifecycle campaign" in c]
     assert len(memory) == 1 and all(f"{k['property']} failed (proved" in memory[0] for k in kernel)
@@ -115,10 +101,10 @@ def test_each_card_leads_with_the_impact_then_the_next_step_and_the_memory_bug_i
 
 
 @pytest.mark.corpus
-def test_the_slot_that_broke_is_drawn_as_it_broke(a1_report: dict) -> None:
-    finding = next(f for f in a1_report["verdict"]["findings"] if f["property"] == "memory")
+def test_the_slot_that_broke_is_drawn_as_it_broke(a1_review: dict) -> None:
+    finding = next(f for f in a1_review["verdict"]["findings"] if f["property"] == "memory")
     [(group, slot)] = broken_slots(finding["message"])
-    card = next(c for c in _cards(a1_report["html"]) if "memory broken (lifecycle campaign" in c)
+    card = next(c for c in _cards(a1_review["html"]) if "memory broken (lifecycle campaign" in c)
     framed = [f for f in card.split("<figure")[1:] if f.startswith(' class="broke"')]
     assert framed and all(f"as it broke: group {group} slot {slot} " in f for f in framed)
     assert f"<b>broke</b> g{group} slot {slot} " in card  # its row in the step's table of slots
@@ -126,11 +112,11 @@ def test_the_slot_that_broke_is_drawn_as_it_broke(a1_report: dict) -> None:
 
 @pytest.mark.corpus
 @needs_chromium
-def test_the_page_fits_1400_px_in_chromium_and_its_screenshot_shows_the_cards(a1_report: dict, tmp_path: Path) -> None:
+def test_the_page_fits_1400_px_in_chromium_and_its_screenshot_shows_the_cards(a1_review: dict, tmp_path: Path) -> None:
     from PIL import Image
     from report_checks import colours, measured_width
 
-    width, shown = measured_width(a1_report["out"] / "review.html", tmp_path / "a1", 1400, 2000)
+    width, shown = measured_width(a1_review["out"] / "review.html", tmp_path / "a1", 1400, 2000)
     assert width <= 1400, f"the page is {width} px wide"
     assert shown.page_requests == []
     assert colours(shown.png) > 50
@@ -156,17 +142,17 @@ def _cited(html_text: str, file: str) -> dict[int, str]:
 
 
 @pytest.mark.corpus
-def test_the_broken_cell_names_the_store_line_of_the_kernel_that_wrote_it(a1_report: dict) -> None:
+def test_the_broken_cell_names_the_store_line_of_the_kernel_that_wrote_it(a1_review: dict) -> None:
     from replayssm.spec import corpus
 
     source = (corpus.versions() / "A1.py").read_text().splitlines()
-    card = next(c for c in _cards(a1_report["html"]) if "memory broken (lifecycle campaign" in c)
+    card = next(c for c in _cards(a1_review["html"]) if "memory broken (lifecycle campaign" in c)
     cited = _cited(card, "A1.py")
     assert cited and all(text.startswith(source[n - 1].strip()) for n, text in cited.items()), cited
     store = _store_line(source, "tl.store(tracker_start + prefill_slot")
     assert cited[store] == source[store - 1].strip()
     # the kernel proofs' frame failure names the same store, found by symbolic execution of the source
-    [frame] = [k for k in a1_report["verdict"]["kernel_findings"] if k["property"].startswith("kernel.A.postprocess.frame")]
+    [frame] = [k for k in a1_review["verdict"]["kernel_findings"] if k["property"].startswith("kernel.A.postprocess.frame")]
     assert frame["location"]["line"] == store
     # each tracker cell the step wrote carries its writer as a tooltip, with a footnote under the step's table
     assert f'title="written by A1.py:{store} in _postprocess_replayssm_kernel: ' in card
@@ -174,7 +160,7 @@ def test_the_broken_cell_names_the_store_line_of_the_kernel_that_wrote_it(a1_rep
 
 
 @pytest.mark.corpus
-def test_teeth_a_copy_with_the_store_moved_names_the_new_line(a1_report: dict, tmp_path: Path) -> None:
+def test_teeth_a_copy_with_the_store_moved_names_the_new_line(a1_review: dict, tmp_path: Path) -> None:
     from replayssm.base.isolation import load_isolated
     from replayssm.review.campaign import Version
     from replayssm.review.target import detect
@@ -190,7 +176,7 @@ def test_teeth_a_copy_with_the_store_moved_names_the_new_line(a1_report: dict, t
     assert new == old + 1
     module = load_isolated(str(planted), "planted")
     try:
-        finding = next(f for f in a1_report["verdict"]["findings"] if f["property"] == "memory")
+        finding = next(f for f in a1_review["verdict"]["findings"] if f["property"] == "memory")
         drawn = timeline(finding["trace"], Version("A1_moved", str(planted), module, detect(module, None)))
     finally:
         module.close()
@@ -202,7 +188,7 @@ def test_teeth_a_copy_with_the_store_moved_names_the_new_line(a1_report: dict, t
 
 
 @pytest.mark.corpus
-def test_a_checkpoint_materialize_wrote_names_the_kernel_lines_that_wrote_its_plan_row(a1_report: dict) -> None:
+def test_a_checkpoint_materialize_wrote_names_the_kernel_lines_that_wrote_its_plan_row(a1_review: dict) -> None:
     from replayssm.base.isolation import load_isolated
     from replayssm.review.campaign import Version
     from replayssm.review.store_lines import statement
@@ -218,7 +204,7 @@ def test_a_checkpoint_materialize_wrote_names_the_kernel_lines_that_wrote_its_pl
     plans = []
     try:
         version = Version("A1", str(path), module, detect(module, None))
-        for trace in sorted((a1_report["out"] / "traces").glob("review-*.json")):
+        for trace in sorted((a1_review["out"] / "traces").glob("review-*.json")):
             if json.loads(trace.read_text())["params"]["conventions"]["materialize_prefixes"]:
                 plans = [layer["written_by"]["checkpoint"] for step in timeline(str(trace), version)["steps"]
                          for s in step["slots"] for layer in s["layers"]

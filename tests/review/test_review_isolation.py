@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from replayssm.cli import main
+from replayssm.review import campaign as review_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = REPO / "tests" / "targets"
@@ -128,14 +129,21 @@ def _faulty_version(folder: Path, fault: str | None, change: tuple[str, str] | N
     ("while True: pass", "hang", "within the 2 s watchdog"),
 ])
 def test_a_kernel_faulting_on_a_proof_or_diff_replay_is_a_finding_of_the_version(
-        tmp_path: Path, capsys, fault: str, kind: str, words: str) -> None:
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, fault: str, kind: str, words: str) -> None:
     """``review HEAD --base BASE``: HEAD's reset kernel fails its proofs and
     differs from BASE's, and ends its process (or loops) when launched. The
     counterexample of its proofs and the diff's distinguishing input are
     replayed on HEAD in its own process: each a finding of HEAD naming the
     fault (the proofs' replay ran the kernel read from the source in the
     review's process, where the fault is not reached: "reproduced"), with
-    its trace kept, exit 1, the JSON written."""
+    its trace kept, exit 1, the JSON written.
+
+    The lifecycle campaigns find the same fault; their counterexample is
+    shrunk by one step here, not :data:`~replayssm.review.campaign.SHRINKS`:
+    every step of a hang costs the watchdog and a fresh host (about 80 s of
+    the test's 110 s), and a hang shrunk in full is
+    :func:`test_a_kernel_that_never_returns_is_a_hang_finding_of_the_version`'s."""
+    monkeypatch.setattr(review_campaign, "SHRINKS", 1)
     base = _faulty_version(tmp_path / "base", None, None)
     head = _faulty_version(tmp_path / "head", fault, ONLY_FRESH)
     report = tmp_path / "r.json"
