@@ -87,14 +87,21 @@ def test_two_reviews_with_the_same_seed_give_the_same_verdict(tmp_path: Path) ->
     """A1 (a finding, shrunk by a count of steps, then its probes: a review keeps
     going after its first finding) reviewed twice, each in its own process as
     the CLI runs, with the default budget's kind (a count of examples, here 12):
-    the same JSON verdict but for the times."""
-    runs = []
+    the same JSON verdict but for the times. The two run at once (on a
+    machine of two cores, each on its own), sharing the test's proof cache:
+    which of them finds a kernel proof kept by the other is the clock's, and
+    the verdict must not depend on it."""
+    procs = []
     for n in (1, 2):
-        report, traces = tmp_path / f"r{n}.json", tmp_path / f"traces{n}"
-        proc = subprocess.run([sys.executable, "-c", TWO_PROBES, "review", str(version_path("A1")), "--examples", "12",
-                               "--seed", "0", "--traces", str(traces), "--json", str(report)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 1, proc.stdout + proc.stderr
+        report, traces, output = tmp_path / f"r{n}.json", tmp_path / f"traces{n}", tmp_path / f"output{n}.txt"
+        with output.open("w") as out:  # a file, not a pipe: neither run waits for its output to be read
+            procs.append((subprocess.Popen([sys.executable, "-c", TWO_PROBES, "review", str(version_path("A1")),
+                                            "--examples", "12", "--seed", "0", "--traces", str(traces), "--json",
+                                            str(report)], stdout=out, stderr=subprocess.STDOUT),
+                          report, traces, output))
+    runs = []
+    for proc, report, traces, output in procs:
+        assert proc.wait() == 1, output.read_text()
         runs.append(_verdicts(report, traces))
     assert runs[0] == runs[1]
     (verdict,) = runs[0]
