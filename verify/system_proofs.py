@@ -280,7 +280,7 @@ system_step = obligation(
     "copy-on-write, live-column move (block copy + migration), forward pass, postprocess, compaction, "
     "materialize preserve the inductive invariant and pass every safety check (a v1 shape: leaves what "
     "the v2 shape leaves and passes its own checks); every shape admits some state", shardable=True,
-    every_case=True, invariants=EVERY_INVARIANT)(_preserves("step", rows=STEP_ROWS))
+    every_case=True, invariants=EVERY_INVARIANT, isolated=True)(_preserves("step", rows=STEP_ROWS))
 system_step_batch = obligation(
     "system.step_batch", "step",
     "one engine step with both requests scheduled, in either batch order (v1: one program per row; v2: "
@@ -288,7 +288,7 @@ system_step_batch = obligation(
     "preserves the inductive invariant and passes every safety check (no materialize race; a v1 pair, or a "
     "pair out of request order: leaves what the v2 pair in request order leaves and passes its own checks); "
     "every pair admits some state", shardable=True,
-    every_case=True, invariants=EVERY_INVARIANT)(_preserves("step", rows=BATCH_ROWS))
+    every_case=True, invariants=EVERY_INVARIANT, isolated=True)(_preserves("step", rows=BATCH_ROWS))
 
 
 def pinned_layout_is_general(st: State) -> Cond:
